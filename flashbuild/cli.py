@@ -1,0 +1,126 @@
+"""The command-line interface: a thin Typer layer.
+
+Each command parses its options and calls one stage function; there is no logic here. Stage
+modules are imported inside the commands so `flashbuild --help` starts fast. Errors are caught
+at this edge (`_edge`): a `FlashbuildError` is printed as one paragraph and becomes its exit
+code; anything else is a bug, shown with its traceback only under `--debug`.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, ParamSpec
+
+import typer
+
+from flashbuild import __version__
+from flashbuild.console import ui
+from flashbuild.errors import FlashbuildError, Interrupted
+
+app = typer.Typer(
+    name="flashbuild",
+    help="Detect, patch, build, install and verify CUDA kernel extensions for new GPUs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+recipe_app = typer.Typer(help="List, show, check and draft recipes.", no_args_is_help=True)
+app.add_typer(recipe_app, name="recipe")
+
+P = ParamSpec("P")
+
+ArchOpt = Annotated[str | None, typer.Option(
+    "--arch", "-a", help="Target GPU(s): sm120, sm_90a, 12.0, 120f, '90a;120', native. "
+    "Default: the GPUs found.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document on stdout.")]
+RecipeOpt = Annotated[str | None, typer.Option(
+    "--recipe", "-r", help="Recipe name or TOML file. Default: the bundled csrc recipe.")]
+SourceOpt = Annotated[Path | None, typer.Option(
+    "--source", "-s", help="Source tree the recipe applies to (overrides the recipe's).")]
+PlatformOpt = Annotated[str | None, typer.Option(
+    "--platform", help="Plan for another OS: linux or windows. Default: this machine's.")]
+CudaOpt = Annotated[Path | None, typer.Option(
+    "--cuda", help="CUDA toolkit root (or its nvcc) to use instead of the one doctor picks.")]
+
+
+def _edge(func: Callable[P, int | None]) -> Callable[P, None]:
+    """Turn a stage's result or error into an exit code, printing errors for people."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            code = func(*args, **kwargs) or 0
+        except FlashbuildError as exc:
+            _report(exc)
+            code = exc.exit_code
+        except KeyboardInterrupt:
+            exc2 = Interrupted(
+                "interrupted",
+                fix="run the same command again: patching repairs or reverts, and the build "
+                "resumes where ninja stopped")
+            _report(exc2)
+            code = exc2.exit_code
+        raise typer.Exit(code)
+
+    return wrapper
+
+
+def _report(exc: FlashbuildError) -> None:
+    if ui.debug:
+        import traceback
+
+        traceback.print_exception(exc)
+    if ui.json_mode:
+        ui.emit_json({"ok": False, **exc.to_json()})
+    from rich.markup import escape
+
+    ui.err.print(f"[bold red]error:[/] {escape(exc.what.rstrip('.'))}.")
+    if exc.evidence:
+        ui.err.print(f"[dim]{escape(exc.evidence)}[/]")
+    if exc.fix:
+        ui.err.print(f"[bold]fix:[/] {escape(exc.fix)}")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"flashbuild {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show every command run.")]
+    = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    ui.configure(verbose=verbose, debug=debug)
+
+
+@app.command()
+@_edge
+def doctor(
+    arch: ArchOpt = None,
+    cuda: CudaOpt = None,
+    json: JsonOpt = False,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Re-probe everything.")] = False,
+) -> int:
+    """Detect the CUDA toolchain, compilers, GPUs and Python; say what blocks a build and how
+    to fix it. Exit 0 when nothing blocks a build, 3 otherwise."""
+    ui.configure(json_mode=json)
+    from flashbuild.detect.doctor import run_doctor
+
+    return run_doctor(arch=arch, cuda=cuda, as_json=json, use_cache=not no_cache)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:  # pragma: no cover - during Typer's own parsing
+        sys.exit(130)

@@ -1,0 +1,202 @@
+"""The one process runner.
+
+Every external program flashbuild starts goes through `ProcessRunner`: the program is resolved
+against the PATH of the environment it is given (not the caller's), the quoted command is echoed
+with `-v`, every call has a timeout, and a failure raises an error that carries the command, the
+exit code and the tail of the output. Detection functions take a `Runner` argument so tests can
+replay recorded output instead (see tests/fakes.py).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Protocol
+
+from flashbuild.errors import ProcessError, ProcessTimeout, ToolchainError
+
+#: Lines of output an error keeps.
+TAIL_LINES = 30
+
+
+@dataclass(frozen=True)
+class Completed:
+    """A finished process."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float = 0.0
+
+    @property
+    def output(self) -> str:
+        """stdout and stderr together (tools disagree on where they print versions)."""
+        return self.stdout + ("\n" if self.stdout and self.stderr else "") + self.stderr
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def quote(argv: Sequence[str]) -> str:
+    """The command as a user could paste it into a shell."""
+    return shlex.join(str(a) for a in argv)
+
+
+def tail(text: str, lines: int = TAIL_LINES) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+class Runner(Protocol):
+    """What detection and the stages need from a process runner."""
+
+    def run(
+        self,
+        argv: Sequence[str | os.PathLike[str]],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        timeout: float = 60.0,
+        check: bool = True,
+        input: str | None = None,
+    ) -> Completed: ...
+
+    def which(self, program: str, env: Mapping[str, str] | None = None) -> str | None: ...
+
+
+Echo = Callable[[str], None]
+
+
+class ProcessRunner:
+    """Runs real processes. `echo` receives each quoted command (wired to `-v`)."""
+
+    def __init__(self, echo: Echo | None = None) -> None:
+        self._echo = echo
+
+    def which(self, program: str, env: Mapping[str, str] | None = None) -> str | None:
+        if os.sep in program or (os.altsep and os.altsep in program):
+            return program if Path(program).is_file() else None
+        path = (env if env is not None else os.environ).get("PATH", os.defpath)
+        return shutil.which(program, path=path)
+
+    def _resolve(self, argv: Sequence[str | os.PathLike[str]],
+                 env: Mapping[str, str] | None) -> list[str]:
+        args = [os.fspath(a) for a in argv]
+        exe = self.which(args[0], env)
+        if exe is None:
+            raise ToolchainError(
+                f"`{args[0]}` was not found",
+                evidence=f"searched the PATH of the environment flashbuild uses for: {quote(args)}",
+                fix=f"install {args[0]} or put its folder on PATH (`flashbuild doctor` lists "
+                "what is missing)",
+            )
+        args[0] = exe
+        if self._echo is not None:
+            self._echo(quote(args))
+        return args
+
+    def run(
+        self,
+        argv: Sequence[str | os.PathLike[str]],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        timeout: float = 60.0,
+        check: bool = True,
+        input: str | None = None,
+    ) -> Completed:
+        args = self._resolve(argv, env)
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(
+                args,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                input=input,
+                capture_output=True,
+                timeout=timeout,
+                check=False,
+                # Tools print in the console's code page on Windows; never crash on it.
+                encoding="utf-8",
+                errors="replace",
+                stdin=None if input is not None else subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise ProcessTimeout(
+                f"`{Path(args[0]).name}` did not finish within {timeout:g} s",
+                evidence=f"command: {quote(args)}",
+                fix="the tool may be hanging (a licence prompt, a network drive, a stuck "
+                "driver); run the command by hand to see what it waits for",
+                details={"argv": args, "timeout": timeout},
+            ) from exc
+        except OSError as exc:
+            raise ProcessError(
+                f"`{Path(args[0]).name}` could not be started",
+                evidence=f"{exc.strerror or exc} for: {quote(args)}",
+                fix="check that the file is an executable for this machine",
+                details={"argv": args},
+            ) from exc
+        done = Completed(tuple(args), proc.returncode, proc.stdout or "", proc.stderr or "",
+                         time.monotonic() - start)
+        if check and not done.ok:
+            raise failed(done)
+        return done
+
+    def stream(
+        self,
+        argv: Sequence[str | os.PathLike[str]],
+        *,
+        on_line: Callable[[str], None],
+        log: IO[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        """Run a long command, passing each output line (stdout and stderr merged) to
+        `on_line` and to `log`. Returns the exit code; the caller decides what failure means.
+        On KeyboardInterrupt the child is terminated before the interrupt propagates."""
+        args = self._resolve(argv, env)
+        proc = subprocess.Popen(
+            args, env=dict(env) if env is not None else None, cwd=cwd,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            encoding="utf-8", errors="replace", bufsize=1,
+        )
+        timer: threading.Timer | None = None
+        if timeout is not None:
+            timer = threading.Timer(timeout, proc.kill)
+            timer.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if log is not None:
+                    log.write(line)
+                on_line(line.rstrip("\r\n"))
+            return proc.wait()
+        except BaseException:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+
+def failed(done: Completed) -> ProcessError:
+    """The error for a command that exited non-zero."""
+    return ProcessError(
+        f"`{Path(done.argv[0]).name}` failed with exit code {done.returncode}",
+        evidence=f"command: {quote(done.argv)}\n{tail(done.output)}",
+        fix="read the output above; rerun with -v to see every command flashbuild runs",
+        details={"argv": list(done.argv), "returncode": done.returncode},
+    )

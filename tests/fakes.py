@@ -1,0 +1,68 @@
+"""A runner that replays recorded tool output, for hermetic unit tests."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+
+from flashbuild.errors import ProcessTimeout
+from flashbuild.proc import Completed, failed
+
+Responder = Callable[[tuple[str, ...]], Completed]
+
+
+@dataclass
+class ReplayRunner:
+    """Maps a command (program basename without `.exe`, then its arguments) to a result.
+
+    `responses[("nvcc", "--version")] = "..."` answers exactly that call; a key of just the
+    program name answers any arguments. Programs in `hangs` raise ProcessTimeout. Unknown
+    programs are "not found"; `calls` records what was asked.
+    """
+
+    responses: dict[tuple[str, ...], str | Completed | Responder] = field(default_factory=dict)
+    hangs: set[str] = field(default_factory=set)
+    found: dict[str, str] = field(default_factory=dict)
+    calls: list[tuple[str, ...]] = field(default_factory=list)
+
+    def add(self, *argv: str, out: str = "", err: str = "", code: int = 0) -> None:
+        self.responses[tuple(argv)] = Completed(tuple(argv), code, out, err)
+
+    @staticmethod
+    def _key(program: str) -> str:
+        name = PurePath(program.replace("\\", "/")).name
+        return name[:-4] if name.lower().endswith(".exe") else name
+
+    def which(self, program: str, env: Mapping[str, str] | None = None) -> str | None:
+        key = self._key(program)
+        if program in self.found:
+            return self.found[program]
+        if key in self.found:
+            return self.found[key]
+        if any(k and k[0] == key for k in self.responses) or key in self.hangs:
+            return program
+        return None
+
+    def run(self, argv: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str] | None = None,
+            cwd: Path | None = None, timeout: float = 60.0, check: bool = True,
+            input: str | None = None) -> Completed:
+        args = tuple(os.fspath(a) for a in argv)
+        key = (self._key(args[0]), *args[1:])
+        self.calls.append(args)
+        if key[0] in self.hangs:
+            raise ProcessTimeout(f"`{key[0]}` did not finish within {timeout:g} s")
+        answer = self.responses.get(key, self.responses.get(key[:1]))
+        if answer is None:
+            from flashbuild.errors import ToolchainError
+            raise ToolchainError(f"`{args[0]}` was not found")
+        if callable(answer):
+            done = answer(args)
+        elif isinstance(answer, Completed):
+            done = Completed(args, answer.returncode, answer.stdout, answer.stderr)
+        else:
+            done = Completed(args, 0, answer, "")
+        if check and not done.ok:
+            raise failed(done)
+        return done
