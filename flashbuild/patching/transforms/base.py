@@ -1,0 +1,86 @@
+"""The contract between the patch engine and the built-in transforms.
+
+A transform is a pure function of (tree, params) → `TransformResult`. It reads files through
+a `TreeView` (never the filesystem directly), returns the full new text of every file it
+changes (in that file's own line-ending style) and every site it looked at, and raises
+`PatchError` when what it finds differs from what the recipe expects. The engine plans all
+transforms in memory first and writes nothing until every step has succeeded.
+
+Each transform module defines a frozen, keyword-only params dataclass (one docstring per
+field; the recipe loader builds it from TOML by introspection and the JSON schema is generated
+from it) and registers itself in `flashbuild.patching.transforms.REGISTRY`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+SiteAction = Literal["edit", "keep", "already", "skip"]
+
+
+@dataclass(frozen=True)
+class Site:
+    """One place a transform matched: what it is, and what the transform did with it."""
+
+    path: str
+    """Path relative to the tree root, with forward slashes."""
+    line: int
+    """1-based line of the first character of the site."""
+    kind: str
+    """What was found, e.g. `kernel-instantiation`, `host-instantiation`, `dlopen-include`."""
+    action: SiteAction
+    """`edit`: changed; `keep`: deliberately left (reason in `note`); `already`: the change
+    is already there; `skip`: not applicable."""
+    note: str = ""
+    snippet: str = ""
+
+
+@dataclass
+class TransformResult:
+    changes: dict[str, str] = field(default_factory=dict)
+    """relative path → complete new text. Only files whose text differs. A value of `None`
+    is not allowed; deletions are not a transform's business."""
+    sites: list[Site] = field(default_factory=list)
+    build_excludes: list[str] = field(default_factory=list)
+    """Sources the build must leave out (exclude-sources)."""
+    notes: list[str] = field(default_factory=list)
+
+
+class TreeView(Protocol):
+    """Read access to the tree being patched, including edits planned by earlier steps."""
+
+    def read(self, path: str) -> str:
+        """Text of a file (decoded UTF-8, line endings preserved). Raises PatchError for a
+        binary or unreadable file, TreeError for a path outside the tree."""
+        ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def glob(self, pattern: str) -> list[str]:
+        """Relative paths (forward slashes, sorted) matching a glob, `**` allowed."""
+        ...
+
+
+@dataclass(frozen=True)
+class TransformContext:
+    """What a transform may need besides its params: the target platform and archs."""
+
+    platform: str
+    archs: tuple[str, ...]
+    """Target arch codes as `sm_XX[a|f]` strings."""
+    sources: tuple[str, ...] = ()
+    """All C++/CUDA sources of the recipe (relative paths), e.g. for cross-TU references."""
+
+
+@dataclass(frozen=True)
+class TransformDef:
+    name: str
+    params: type[Any]
+    apply: Callable[[TreeView, Any, TransformContext], TransformResult]
+    summary: str
+
+
+def site_lines(sites: Iterable[Site]) -> list[str]:
+    return [f"{s.path}:{s.line}: {s.kind} [{s.action}] {s.note}".rstrip() for s in sites]
