@@ -64,6 +64,19 @@ def _edge(func: Callable[P, int | None]) -> Callable[P, None]:
                 "resumes where ninja stopped")
             _report(exc2)
             code = exc2.exit_code
+        except (typer.Exit, typer.Abort):
+            raise
+        except Exception as bug:  # the edge: a bug still gets one clear paragraph
+            exc3 = FlashbuildError(
+                f"flashbuild hit an internal error: {type(bug).__name__}: {bug}",
+                fix="rerun with --debug for the traceback and report it; this is a bug in "
+                "flashbuild, not in your setup")
+            if ui.debug:
+                import traceback
+
+                traceback.print_exception(bug)
+            _report(exc3)
+            code = exc3.exit_code
         raise typer.Exit(code)
 
     return wrapper

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import PurePath
-from typing import Literal, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from pathlib import Path, PurePath
 
 PlatformName = Literal["linux", "windows"]
+HostCompilerFamily = Literal["msvc", "gnu"]
+
+#: Reads one registry value: (root key name, sub key, value name) -> value or None when absent.
+#: Injected so the Windows long-path check runs in tests on Linux.
+RegistryReader = Callable[[str, str, str], object | None]
 
 
 class Platform(Protocol):
@@ -45,4 +52,28 @@ class Platform(Protocol):
 
     def pypi_cuda_root(self, site_packages: PurePath, major: int) -> PurePath:
         """Where PyPI's CUDA wheels unpack a toolkit (`nvidia/cu13`)."""
+        ...
+
+    # --- detection (flashbuild.detect) -------------------------------------------------
+    #: Which host compiler family nvcc uses here: MSVC's `cl` or GCC/clang.
+    host_compiler_family: HostCompilerFamily
+    #: Whether the PyPI CUDA wheel layout can be given to CMake as is. False on Linux (no
+    #: lib64, no targets/, no libcudart.so: FACTS.md "A CUDA toolchain from PyPI").
+    pypi_toolkit_usable_as_is: bool
+
+    def toolkit_target_dir(self) -> str:
+        """The `targets/<dir>` name of a standard toolkit for this machine (`x86_64-linux`)."""
+        ...
+
+    def user_cache_dir(self, env: Mapping[str, str]) -> Path:
+        """Where flashbuild keeps its per-user cache (XDG_CACHE_HOME / LOCALAPPDATA)."""
+        ...
+
+    def vswhere_path(self, env: Mapping[str, str]) -> PurePath | None:
+        """Where the Visual Studio installer puts vswhere.exe; None off Windows."""
+        ...
+
+    def long_paths_enabled(self, reader: RegistryReader | None = None) -> bool | None:
+        """Whether Win32 long paths are on (None where the question does not apply or the
+        value cannot be read)."""
         ...

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import PurePath, PurePosixPath
-from typing import Literal
+import platform as _pyplatform
+from pathlib import Path, PurePath, PurePosixPath
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from flashbuild.platforms.base import HostCompilerFamily, RegistryReader
 
 
 class LinuxPlatform:
@@ -13,6 +18,8 @@ class LinuxPlatform:
     shared_lib_suffix = ".so"
     pathsep = ":"
     library_path_var = "LD_LIBRARY_PATH"
+    host_compiler_family: HostCompilerFamily = "gnu"
+    pypi_toolkit_usable_as_is = False
 
     def path(self, text: str) -> PurePath:
         return PurePosixPath(text)
@@ -28,3 +35,21 @@ class LinuxPlatform:
 
     def pypi_cuda_root(self, site_packages: PurePath, major: int) -> PurePath:
         return site_packages / "nvidia" / f"cu{major}"
+
+    def toolkit_target_dir(self) -> str:
+        # NVIDIA names the Arm server target `sbsa-linux`, x86-64 `x86_64-linux`.
+        machine = _pyplatform.machine().lower()
+        return "sbsa-linux" if machine in ("aarch64", "arm64") else "x86_64-linux"
+
+    def user_cache_dir(self, env: Mapping[str, str]) -> Path:
+        xdg = env.get("XDG_CACHE_HOME")
+        if xdg:
+            return Path(xdg) / "flashbuild"
+        home = env.get("HOME") or str(Path.home())
+        return Path(home) / ".cache" / "flashbuild"
+
+    def vswhere_path(self, env: Mapping[str, str]) -> PurePath | None:
+        return None
+
+    def long_paths_enabled(self, reader: RegistryReader | None = None) -> bool | None:
+        return None

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import PurePath, PureWindowsPath
-from typing import Literal
+from pathlib import Path, PurePath, PureWindowsPath
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from flashbuild.platforms.base import HostCompilerFamily, RegistryReader
+
+_LONG_PATHS_KEY = r"SYSTEM\CurrentControlSet\Control\FileSystem"
 
 
 class WindowsPlatform:
@@ -13,6 +19,10 @@ class WindowsPlatform:
     shared_lib_suffix = ".dll"
     pathsep = ";"
     library_path_var = "PATH"
+    host_compiler_family: HostCompilerFamily = "msvc"
+    # The wheel's nvcc.profile links from $(TOP)/lib/x64, where the .lib files are
+    # (FACTS.md "A CUDA toolchain from PyPI"): nothing to reshape.
+    pypi_toolkit_usable_as_is = True
 
     def path(self, text: str) -> PurePath:
         return PureWindowsPath(text)
@@ -31,3 +41,40 @@ class WindowsPlatform:
 
     def pypi_cuda_root(self, site_packages: PurePath, major: int) -> PurePath:
         return site_packages / "nvidia" / f"cu{major}"
+
+    def toolkit_target_dir(self) -> str:
+        return "x64"
+
+    def user_cache_dir(self, env: Mapping[str, str]) -> Path:
+        base = env.get("LOCALAPPDATA") or env.get("APPDATA") or str(Path.home())
+        return Path(base) / "flashbuild" / "Cache"
+
+    def vswhere_path(self, env: Mapping[str, str]) -> PurePath | None:
+        program_files = env.get("ProgramFiles(x86)") or env.get("PROGRAMFILES(X86)") \
+            or r"C:\Program Files (x86)"
+        return PureWindowsPath(program_files) / "Microsoft Visual Studio" / "Installer" \
+            / "vswhere.exe"
+
+    def long_paths_enabled(self, reader: RegistryReader | None = None) -> bool | None:
+        read = reader or _read_registry
+        try:
+            value = read("HKEY_LOCAL_MACHINE", _LONG_PATHS_KEY, "LongPathsEnabled")
+        except OSError:
+            return None
+        if value is None:
+            # Absent = the Windows default, off.
+            return False
+        return value == 1
+
+
+def _read_registry(root: str, key: str, name: str) -> object | None:
+    """The real registry, only reachable on Windows."""
+    import winreg  # type: ignore[import-not-found, unused-ignore]
+
+    hive = getattr(winreg, root)
+    try:
+        with winreg.OpenKey(hive, key) as handle:
+            value, _kind = winreg.QueryValueEx(handle, name)
+    except FileNotFoundError:
+        return None
+    return value  # type: ignore[no-any-return, unused-ignore]

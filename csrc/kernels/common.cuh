@@ -1,0 +1,152 @@
+// Shared device helpers for the flashkern kernels: dtype tags, 128-bit vector access,
+// fp32 conversions and warp/block reductions.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "api.h"
+
+namespace fk {
+
+// Host helpers shared by the launchers.
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// Blocks for a grid-stride loop over `work` items: enough to fill every SM several times,
+// never more than the work needs.
+inline unsigned grid_for(int64_t work, int threads, int blocks_per_sm = 8) {
+  const int64_t need = (work + threads - 1) / threads;
+  const int64_t cap = static_cast<int64_t>(current_sm_count()) * blocks_per_sm;
+  const int64_t g = need < cap ? need : cap;
+  return static_cast<unsigned>(g > 0 ? g : 1);
+}
+
+// Largest finite E4M3 value; quantisation saturates to it (__NV_SATFINITE).
+constexpr float kFp8E4M3Max = 448.0f;
+
+// 128-bit accesses: the unit every memory-bound kernel here loads and stores.
+constexpr int kVecBytes = 16;
+
+template <typename T>
+struct VecWidth {
+  static constexpr int value = kVecBytes / static_cast<int>(sizeof(T));
+};
+
+// fp32 conversions. The primary template is a definition; the explicit specialisations below
+// are `template<>` declarations a source transform must leave alone.
+template <typename T>
+__device__ __forceinline__ float to_float(T v) {
+  return static_cast<float>(v);
+}
+template <>
+__device__ __forceinline__ float to_float<__half>(__half v) {
+  return __half2float(v);
+}
+template <>
+__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v) {
+  return static_cast<T>(v);
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// A 16-byte vector of T held in registers. `get<I>()` is a member template, so generic code
+// calls it as `v.template get<I>()` -- a decoy that is not an explicit instantiation.
+template <typename T>
+struct alignas(kVecBytes) Vec {
+  static constexpr int N = VecWidth<T>::value;
+  T v[N];
+
+  template <int I>
+  __device__ __forceinline__ T get() const {
+    return v[I];
+  }
+
+  __device__ __forceinline__ static Vec load(const T* p) {
+    Vec out;
+    *reinterpret_cast<uint4*>(&out) = __ldg(reinterpret_cast<const uint4*>(p));
+    return out;
+  }
+  // Streaming load for data read exactly once (evict-first keeps L2 for what is reused).
+  __device__ __forceinline__ static Vec load_stream(const T* p) {
+    Vec out;
+    *reinterpret_cast<uint4*>(&out) = __ldcs(reinterpret_cast<const uint4*>(p));
+    return out;
+  }
+  __device__ __forceinline__ void store(T* p) const {
+    *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(this);
+  }
+  __device__ __forceinline__ void store_stream(T* p) const {
+    __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<const uint4*>(this));
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ T first_lane_value(const Vec<T>& x) {
+  return x.template get<0>();
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over the block; every thread gets the result. `scratch` holds >= 32 floats.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int nwarps = (blockDim.x + 31) >> 5;
+  v = warp_sum(v);
+  if (nwarps == 1) return v;
+  __syncthreads();  // scratch may still be read by a previous reduction
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? scratch[lane] : 0.0f;
+  return warp_sum(v);
+}
+
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int nwarps = (blockDim.x + 31) >> 5;
+  v = warp_max(v);
+  if (nwarps == 1) return v;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? scratch[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+// Saturating fp32 -> E4M3 (NaN stays NaN, +-inf and overflow clamp to +-448).
+__device__ __forceinline__ __nv_fp8_storage_t to_fp8_e4m3(float v) {
+  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+}
+
+__device__ __forceinline__ float fp8_e4m3_to_float(__nv_fp8_storage_t v) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(v, __NV_E4M3);
+  return __half2float(__half(h));
+}
+
+}  // namespace fk

@@ -1,0 +1,91 @@
+"""The README's command reference, generated from the Typer app.
+
+`python -m flashbuild.clidoc --write README.md` rewrites the block between the markers below;
+a test fails when the committed README differs from what the app says, so the reference
+cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from typing import Any
+
+import typer.main
+
+BEGIN = "<!-- BEGIN command reference (generated: python -m flashbuild.clidoc --write README.md) -->"
+END = "<!-- END command reference -->"
+
+
+# Typer vendors its own click, so commands and parameters are read by their attributes.
+def _is_option(param: Any) -> bool:
+    return getattr(param, "param_type_name", "") == "option"
+
+
+def _rows(command: Any) -> list[str]:
+    rows = []
+    for param in command.params:
+        if not _is_option(param) or param.hidden:
+            continue
+        names = ", ".join(f"`{n}`" for n in [*param.opts, *param.secondary_opts])
+        text = " ".join((param.help or "").split()).replace("|", "\\|")
+        rows.append(f"| {names} | {text} |")
+    return rows
+
+
+def _section(path: list[str], command: Any) -> list[str]:
+    lines: list[str] = []
+    if hasattr(command, "commands"):
+        for name in sorted(command.commands):
+            lines += _section([*path, name], command.commands[name])
+        return lines
+    args = " ".join(f"[{p.name.upper()}]" if not p.required else p.name.upper()
+                    for p in command.params
+                    if getattr(p, "param_type_name", "") == "argument")
+    lines.append(f"### `{' '.join(path)}{' ' + args if args else ''}`")
+    lines.append("")
+    doc = " ".join((command.help or "").split())
+    if doc:
+        lines += [doc, ""]
+    rows = _rows(command)
+    if rows:
+        lines += ["| option | meaning |", "|---|---|", *rows, ""]
+    return lines
+
+
+def render() -> str:
+    from flashbuild.cli import app
+
+    root = typer.main.get_command(app)
+    lines = [
+        "Global options (before the command): " + ", ".join(
+            f"`{o}`" for p in root.params if _is_option(p) for o in p.opts
+        ) + ".",
+        "",
+        *_section(["flashbuild"], root),
+    ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def splice(readme: str, reference: str) -> str:
+    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.DOTALL)
+    if not pattern.search(readme):
+        raise SystemExit(f"README has no block between {BEGIN!r} and {END!r}")
+    return pattern.sub(lambda _m: f"{BEGIN}\n{reference}{END}", readme)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", type=Path, help="README to update in place")
+    args = parser.parse_args()
+    if args.write:
+        args.write.write_text(splice(args.write.read_text(encoding="utf-8"), render()),
+                              encoding="utf-8")
+    else:
+        print(render(), end="")
+
+
+if __name__ == "__main__":
+    main()
