@@ -131,6 +131,132 @@ def doctor(
     return run_doctor(arch=arch, cuda=cuda, as_json=json, use_cache=not no_cache)
 
 
+@app.command()
+@_edge
+def verify(
+    path: Annotated[Path | None, typer.Argument(
+        help="Installed package folder or its flashbuild-manifest.json. Default: the "
+        "installed `flashkern` package.")] = None,
+    *,
+    package: Annotated[str | None, typer.Option(
+        "--package", "-p", help="Installed package to verify (found without importing it).")]
+    = None,
+    arch: ArchOpt = None,
+    json: JsonOpt = False,
+    bench: Annotated[bool, typer.Option("--bench", help="Also run the bandwidth benchmark.")]
+    = False,
+    gpu: Annotated[bool | None, typer.Option(
+        "--gpu/--no-gpu", help="Run the kernel self-check. Default: when a GPU and torch "
+        "are present.")] = None,
+) -> int:
+    """Prove an installed build is right for the target GPU: SASS/PTX per arch, libraries that
+    resolve, kernel resources within the arch's limits, a clean import, and on a GPU the
+    kernels' self-check. Exit 0 when every check passes, 8 otherwise."""
+    ui.configure(json_mode=json)
+    from flashbuild.verifying.command import run_verify
+
+    return run_verify(path=path, package=package, arch=arch, as_json=json, bench=bench,
+                      gpu=gpu)
+
+
+@app.command()
+@_edge
+def patch(
+    *,
+    recipe: RecipeOpt = None,
+    source: SourceOpt = None,
+    platform: PlatformOpt = None,
+    arch: ArchOpt = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the coloured diff of what would change; write nothing.")]
+    = False,
+    diff: Annotated[bool, typer.Option(
+        "--diff", help="Print the diff of the patched tree against the original.")] = False,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="Show every step, whether it applies, and why.")] = False,
+    revert: Annotated[bool, typer.Option(
+        "--revert", help="Restore the original tree byte for byte.")] = False,
+    json: JsonOpt = False,
+) -> int:
+    """Apply a recipe's patches to its source tree, transactionally (re-applying rewrites
+    nothing; an interrupted run is repaired by the next one). Exit 5 when a patch does not
+    apply (the tree is left unchanged), 9 when another run holds the tree."""
+    ui.configure(json_mode=json)
+    from flashbuild.patching.report import run_patch
+
+    return run_patch(recipe=recipe, source=source, platform=platform, arch=arch,
+                     dry_run=dry_run, diff=diff, explain=explain, revert=revert, as_json=json)
+
+
+@app.command()
+@_edge
+def build(
+    *,
+    recipe: RecipeOpt = None,
+    source: SourceOpt = None,
+    arch: ArchOpt = None,
+    cuda: CudaOpt = None,
+    platform: PlatformOpt = None,
+    jobs: Annotated[str, typer.Option(
+        "--jobs", "-j", help="Parallel jobs: auto (min of cores and free RAM / per-job "
+        "estimate) or a number.")] = "auto",
+    launcher: Annotated[str, typer.Option(
+        "--launcher", help="Compiler launcher: none, auto (sccache, then ccache), sccache, "
+        "ccache.")] = "auto",
+    install: Annotated[str, typer.Option(
+        "--install", help="wheel (pip-install into this environment), inplace (next to the "
+        "package in the source tree) or none.")] = "wheel",
+    build_dir: Annotated[Path | None, typer.Option(
+        "--build-dir", help="Use this build folder instead of one keyed by recipe, arch, "
+        "platform, toolkit and host compiler.")] = None,
+    json: JsonOpt = False,
+) -> int:
+    """Patch, configure (CMake + Ninja), compile and install. Exit 6 when the build fails (log
+    kept, previous install intact), 130 when interrupted (run again to resume)."""
+    ui.configure(json_mode=json)
+    from flashbuild.building.driver import run_build
+
+    return run_build(recipe=recipe, source=source, arch=arch, cuda=cuda, platform=platform,
+                     jobs_text=jobs, launcher_text=launcher, install_text=install,
+                     build_dir=build_dir, as_json=json)
+
+
+@recipe_app.command("list")
+@_edge
+def recipe_list(json: JsonOpt = False) -> int:
+    """List the bundled recipes."""
+    ui.configure(json_mode=json)
+    from flashbuild.recipes.report import list_recipes
+
+    return list_recipes(as_json=json)
+
+
+@recipe_app.command("show")
+@_edge
+def recipe_show(
+    name: Annotated[str, typer.Argument(help="Bundled recipe name or recipe file.")],
+    json: JsonOpt = False,
+) -> int:
+    """Show a recipe: its steps and their conditions, build options and artifacts."""
+    ui.configure(json_mode=json)
+    from flashbuild.recipes.report import show_recipe
+
+    return show_recipe(name, as_json=json)
+
+
+@recipe_app.command("check")
+@_edge
+def recipe_check(
+    file: Annotated[Path, typer.Argument(help="Recipe TOML file to validate.")],
+    json: JsonOpt = False,
+) -> int:
+    """Validate a recipe file (exit 4 with the file:line of the first problem)."""
+    ui.configure(json_mode=json)
+    from flashbuild.recipes.report import check_recipe
+
+    return check_recipe(file, as_json=json)
+
+
 def main() -> None:
     """Console-script entry point."""
     try:

@@ -190,6 +190,8 @@ class ProcessRunner:
         finally:
             if timer is not None:
                 timer.cancel()
+            if proc.stdout is not None:
+                proc.stdout.close()
 
 
 def failed(done: Completed) -> ProcessError:

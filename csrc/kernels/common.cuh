@@ -150,3 +150,49 @@ __device__ __forceinline__ float fp8_e4m3_to_float(__nv_fp8_storage_t v) {
 }
 
 }  // namespace fk
+
+namespace fk {
+
+// G consecutive elements moved with the widest accesses that their byte size allows
+// (4, 8, 16 or a multiple of 16 bytes). Used where input and output types differ in size.
+template <typename T, int G>
+struct Pack {
+  static constexpr int kBytes = G * static_cast<int>(sizeof(T));
+  static_assert(kBytes % 4 == 0, "a Pack moves whole 32-bit words");
+  T v[G];
+
+  __device__ __forceinline__ static Pack load(const T* p) {
+    Pack out;
+    if constexpr (kBytes % 16 == 0) {
+#pragma unroll
+      for (int i = 0; i < kBytes / 16; ++i)
+        reinterpret_cast<uint4*>(out.v)[i] = __ldcs(reinterpret_cast<const uint4*>(p) + i);
+    } else if constexpr (kBytes == 8) {
+      *reinterpret_cast<uint2*>(out.v) = __ldcs(reinterpret_cast<const uint2*>(p));
+    } else {
+      *reinterpret_cast<unsigned*>(out.v) = __ldcs(reinterpret_cast<const unsigned*>(p));
+    }
+    return out;
+  }
+  __device__ __forceinline__ void store(T* p) const {
+    if constexpr (kBytes % 16 == 0) {
+#pragma unroll
+      for (int i = 0; i < kBytes / 16; ++i)
+        __stcs(reinterpret_cast<uint4*>(p) + i, reinterpret_cast<const uint4*>(v)[i]);
+    } else if constexpr (kBytes == 8) {
+      __stcs(reinterpret_cast<uint2*>(p), *reinterpret_cast<const uint2*>(v));
+    } else {
+      __stcs(reinterpret_cast<unsigned*>(p), *reinterpret_cast<const unsigned*>(v));
+    }
+  }
+};
+
+// Grid-stride index helpers.
+__device__ __forceinline__ int64_t global_thread() {
+  return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_threads() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+}  // namespace fk

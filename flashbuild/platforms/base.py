@@ -23,7 +23,10 @@ class Platform(Protocol):
     Windows) so the Windows behaviour can be exercised on Linux with recorded data.
     """
 
-    name: PlatformName
+    # Read-only in the protocol so each class can narrow it to its own Literal.
+    @property
+    def name(self) -> PlatformName: ...
+
     #: `.exe` on Windows.
     exe_suffix: str
     #: Suffix of a plain shared library (a plugin): `.so` / `.dll`.

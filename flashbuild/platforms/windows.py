@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path, PurePath, PureWindowsPath
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -69,12 +69,14 @@ class WindowsPlatform:
 
 def _read_registry(root: str, key: str, name: str) -> object | None:
     """The real registry, only reachable on Windows."""
-    import winreg  # type: ignore[import-not-found, unused-ignore]
+    import importlib
 
+    # Through importlib so type-checking on Linux (where typeshed hides winreg) stays clean.
+    winreg: Any = importlib.import_module("winreg")
     hive = getattr(winreg, root)
     try:
         with winreg.OpenKey(hive, key) as handle:
             value, _kind = winreg.QueryValueEx(handle, name)
     except FileNotFoundError:
         return None
-    return value  # type: ignore[no-any-return, unused-ignore]
+    return cast("object | None", value)

@@ -1,0 +1,259 @@
+"""CMake + Ninja: find the tools, validate the arch against nvcc, build the configure and
+build command lines, and decide whether a configure is needed at all.
+
+cmake and ninja come from their PyPI wheels (a project dependency), so they exist on a fresh
+machine; the Debian cmake is 3.25 and too old for `120f` (FACTS.md, "GPU architectures").
+A configure is skipped when its arguments are unchanged and `build.ninja` exists: that is
+what makes an unchanged re-run a no-op in well under a second (ninja alone decides there is
+nothing to do, and ninja itself re-runs CMake when a CMakeLists.txt changed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from flashbuild.errors import ToolchainError, UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from flashbuild.arch import ArchSpec
+    from flashbuild.proc import Runner
+
+#: The file in the build folder that records the hash of the last successful configure.
+CONFIGURE_STAMP = "flashbuild-configure.json"
+#: ninja's status line format, set explicitly so progress parsing does not depend on the
+#: user's NINJA_STATUS.
+NINJA_STATUS = "[%f/%t] "
+#: Environment variables that change what a configure produces; part of its hash.
+_CONFIGURE_ENV = ("INCLUDE", "LIB", "LIBPATH", "VCToolsVersion", "CC", "CXX", "CUDAHOSTCXX")
+
+
+@dataclass(frozen=True)
+class Tools:
+    """The cmake and ninja executables flashbuild drives."""
+
+    cmake: Path
+    ninja: Path
+
+
+def find_tools(runner: Runner, env: Mapping[str, str]) -> Tools:
+    """cmake and ninja from their PyPI wheels; the PATH of `env` as a fallback.
+
+    The wheels' console scripts are Python wrappers; the native binaries inside the wheels
+    start without an interpreter, which matters for the no-op rebuild time."""
+    cmake_exe: str | None = None
+    ninja_exe: str | None = None
+    try:
+        import cmake as cmake_wheel
+
+        candidate = Path(cmake_wheel.CMAKE_BIN_DIR) / _exe_name("cmake", env)
+        cmake_exe = str(candidate) if candidate.is_file() else None
+    except ImportError:  # pragma: no cover - cmake is a dependency
+        pass
+    try:
+        import ninja as ninja_wheel
+
+        candidate = Path(ninja_wheel.BIN_DIR) / _exe_name("ninja", env)
+        ninja_exe = str(candidate) if candidate.is_file() else None
+    except ImportError:  # pragma: no cover - ninja is a dependency
+        pass
+    cmake_exe = cmake_exe or runner.which("cmake", env)
+    ninja_exe = ninja_exe or runner.which("ninja", env)
+    missing = [name for name, exe in (("cmake", cmake_exe), ("ninja", ninja_exe)) if not exe]
+    if missing or cmake_exe is None or ninja_exe is None:
+        raise ToolchainError(
+            f"{' and '.join(missing)} not found",
+            evidence="neither the PyPI wheels nor the PATH provide them",
+            fix="pip install cmake ninja (both are flashbuild dependencies)",
+        )
+    return Tools(cmake=Path(cmake_exe), ninja=Path(ninja_exe))
+
+
+def _exe_name(name: str, env: Mapping[str, str]) -> str:
+    # The wheel ships `cmake.exe` on Windows; PATHEXT exists only there.
+    return name + ".exe" if "PATHEXT" in env else name
+
+
+def list_gpu_codes(nvcc: Path, runner: Runner, env: Mapping[str, str]) -> tuple[str, ...]:
+    """What this nvcc can emit, from `nvcc --list-gpu-code` (`sm_75 … sm_121`) and
+    `--list-gpu-arch` (`compute_75 …`): ask the compiler, do not hard-code (FACTS.md)."""
+    codes: list[str] = []
+    for flag in ("--list-gpu-code", "--list-gpu-arch"):
+        done = runner.run([nvcc, flag], env=env, timeout=60)
+        codes += [tok for tok in done.stdout.split() if re.fullmatch(r"(sm|compute)_\d+[af]?", tok)]
+    return tuple(dict.fromkeys(codes))
+
+
+def validate_arch(spec: ArchSpec, codes: Sequence[str], nvcc: Path) -> None:
+    """Reject the arch before configuring when this nvcc cannot emit it.
+
+    nvcc lists base codes (`sm_90`); `sm_90a` / `sm_120f` are accepted wherever the base
+    is, because the suffixes exist from the first toolkit that lists the base code."""
+    known = set(codes)
+    bad: list[str] = []
+    for target in spec.targets:
+        arch = target.arch
+        if target.sass and f"sm_{arch.code}" not in known:
+            bad.append(arch.sm)
+        if target.ptx and f"compute_{arch.code}" not in known and f"sm_{arch.code}" not in known:
+            bad.append(arch.compute)
+    if bad:
+        can = " ".join(c for c in codes if c.startswith("sm_")) or "(nothing listed)"
+        raise UsageError(
+            f"{', '.join(bad)} cannot be compiled by the chosen nvcc",
+            evidence=f"`{nvcc} --list-gpu-code` lists: {can}",
+            fix="pick an arch from that list, or choose a toolkit that supports it with "
+            "--cuda (sm_120 needs CUDA >= 12.8; `flashbuild doctor --arch ...` explains)",
+        )
+
+
+@dataclass(frozen=True)
+class JobPools:
+    """Ninja job pools: `nvcc` bounded by memory, `link` small (see jobs.py)."""
+
+    nvcc: int
+    link: int
+    cuda_only: bool = False
+    """True when the project scopes the `nvcc` pool to its CUDA targets itself (it reads
+    FLASHBUILD_NVCC_JOB_POOL); otherwise the pool bounds every compile."""
+
+
+@dataclass(frozen=True)
+class ConfigureInputs:
+    """Everything a configure depends on. Its hash decides whether to re-run CMake."""
+
+    source_dir: Path
+    """The folder with the top CMakeLists.txt."""
+    build_dir: Path
+    output_dir: Path
+    """Where the project puts the built module and plugin (FLASHKERN_OUTPUT_DIR)."""
+    nvcc: Path
+    toolkit_root: Path
+    arch: ArchSpec
+    python: str
+    """The interpreter the module is built for (its headers, its extension suffix)."""
+    pybind11_dir: str | None = None
+    output_dir_var: str = "FLASHKERN_OUTPUT_DIR"
+    options: Mapping[str, str] = field(default_factory=dict)
+    """The recipe's cmake options (`-DKEY=VALUE`)."""
+    excludes: tuple[str, ...] = ()
+    """Sources the patch report says to leave out, relative to the tree."""
+    exclude_var: str | None = "FLASHKERN_SOURCES_EXCLUDE"
+    """The cache variable the project reads its exclusions from (the recipe names it)."""
+    launcher: Path | None = None
+    launch_cuda: bool = True
+    """False for ccache: nvcc's `-MD` dependency output makes it uncacheable (FACTS.md)."""
+    pools: JobPools | None = None
+    cuda_flags: tuple[str, ...] = ()
+    cxx_flags: tuple[str, ...] = ()
+    ptxas_verbose: bool = True
+    """Add `-Xptxas -v` so per-kernel registers / shared memory land in the build log."""
+    build_type: str = "Release"
+    extra_args: tuple[str, ...] = ()
+    """Raw configure arguments from the recipe."""
+
+
+def configure_argv(tools: Tools, inputs: ConfigureInputs) -> list[str]:
+    """The `cmake -S … -B … -G Ninja -D…` command line."""
+    cuda_flags = list(inputs.cuda_flags)
+    if inputs.ptxas_verbose:
+        cuda_flags += ["-Xptxas", "-v"]
+    defs: dict[str, str] = {
+        "CMAKE_BUILD_TYPE": inputs.build_type,
+        "CMAKE_MAKE_PROGRAM": _cmake_path(tools.ninja),
+        "CMAKE_CUDA_COMPILER": _cmake_path(inputs.nvcc),
+        "CMAKE_CUDA_ARCHITECTURES": inputs.arch.cmake(),
+        "CUDAToolkit_ROOT": _cmake_path(inputs.toolkit_root),
+        "Python_EXECUTABLE": _cmake_path(Path(inputs.python)),
+        "Python3_EXECUTABLE": _cmake_path(Path(inputs.python)),
+        inputs.output_dir_var: _cmake_path(inputs.output_dir),
+    }
+    if inputs.pybind11_dir:
+        defs["pybind11_DIR"] = _cmake_path(Path(inputs.pybind11_dir))
+    if inputs.exclude_var is not None:
+        # Always set (possibly empty) so removing an exclusion reaches the cache too.
+        defs[inputs.exclude_var] = ";".join(sorted(inputs.excludes))
+    if inputs.launcher is not None:
+        defs["CMAKE_CXX_COMPILER_LAUNCHER"] = _cmake_path(inputs.launcher)
+        if inputs.launch_cuda:
+            defs["CMAKE_CUDA_COMPILER_LAUNCHER"] = _cmake_path(inputs.launcher)
+    if inputs.pools is not None:
+        defs["CMAKE_JOB_POOLS"] = f"nvcc={inputs.pools.nvcc};link={inputs.pools.link}"
+        defs["CMAKE_JOB_POOL_LINK"] = "link"
+        if inputs.pools.cuda_only:
+            defs["FLASHBUILD_NVCC_JOB_POOL"] = "nvcc"
+        else:
+            defs["CMAKE_JOB_POOL_COMPILE"] = "nvcc"
+    user = dict(inputs.options)
+    # The recipe's own flags come first; flashbuild's are appended to them.
+    if cuda_flags:
+        user["CMAKE_CUDA_FLAGS"] = " ".join([user.get("CMAKE_CUDA_FLAGS", ""), *cuda_flags]).strip()
+    if inputs.cxx_flags:
+        user["CMAKE_CXX_FLAGS"] = " ".join(
+            [user.get("CMAKE_CXX_FLAGS", ""), *inputs.cxx_flags]).strip()
+    defs.update(user)
+    argv = [str(tools.cmake), "-S", str(inputs.source_dir), "-B", str(inputs.build_dir),
+            "-G", "Ninja", "--no-warn-unused-cli"]
+    argv += [f"-D{key}={value}" for key, value in defs.items()]
+    argv += list(inputs.extra_args)
+    return argv
+
+
+def _cmake_path(path: Path) -> str:
+    # CMake treats backslashes in -D values as escapes in some contexts; forward slashes
+    # work on Windows too.
+    return str(path).replace("\\", "/")
+
+
+def build_argv(tools: Tools, build_dir: Path, jobs: int, targets: Sequence[str] = ()) -> list[str]:
+    """`ninja -C <build> -j N`: ninja directly (not `cmake --build`), one process fewer on
+    the no-op path, and its `[n/m]` lines are what progress.py reads."""
+    return [str(tools.ninja), "-C", str(build_dir), "-j", str(jobs), *targets]
+
+
+def configure_hash(argv: Sequence[str], env: Mapping[str, str]) -> str:
+    """A hash of the configure command and the environment variables that change its result."""
+    payload = {"argv": list(argv), "env": {k: env.get(k, "") for k in _CONFIGURE_ENV}}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def needs_configure(build_dir: Path, digest: str) -> bool:
+    """False when the last configure used the same inputs and left a build.ninja behind."""
+    stamp = build_dir / CONFIGURE_STAMP
+    if not (build_dir / "build.ninja").is_file() or not stamp.is_file():
+        return True
+    try:
+        recorded = json.loads(stamp.read_text(encoding="utf-8")).get("hash")
+    except (OSError, ValueError):
+        return True
+    return bool(recorded != digest)
+
+
+def record_configure(build_dir: Path, digest: str, argv: Sequence[str]) -> None:
+    """Written only after a successful configure, so a failed one is retried next time."""
+    stamp = build_dir / CONFIGURE_STAMP
+    tmp = stamp.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"hash": digest, "argv": list(argv)}, indent=1), encoding="utf-8")
+    tmp.replace(stamp)
+
+
+def forget_configure(build_dir: Path) -> None:
+    """Drop the stamp (before a configure runs: a failed one must not look current)."""
+    (build_dir / CONFIGURE_STAMP).unlink(missing_ok=True)
+
+
+def read_cache_value(build_dir: Path, name: str) -> str | None:
+    """A value from CMakeCache.txt (`NAME:TYPE=value`), or None."""
+    cache = build_dir / "CMakeCache.txt"
+    try:
+        text = cache.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    match = re.search(rf"^{re.escape(name)}:[A-Z]+=(.*)$", text, re.MULTILINE)
+    return match.group(1).strip() if match else None

@@ -1,0 +1,241 @@
+"""The build manifest written beside an installed module (`flashbuild-manifest.json`).
+
+The build stage writes it through `Manifest(...).write(folder)`; `flashbuild verify` reads it
+with `Manifest.load(path)`, which validates every key and raises a VerifyError naming the bad
+one, so nothing past this module sees a raw dict.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from flashbuild.errors import VerifyError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+MANIFEST_NAME = "flashbuild-manifest.json"
+SCHEMA_VERSION = 1
+
+ArtifactKind = Literal["module", "plugin"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Toolkit:
+    root: str
+    """CUDA toolkit root used for the build."""
+    version: str
+    """Its version, e.g. `13.0`."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostCompiler:
+    kind: str
+    """`msvc`, `gcc` or `clang`."""
+    version: str
+    path: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchRecord:
+    id: str
+    """Patch or transform id from the recipe."""
+    sha256: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Artifact:
+    path: str
+    """Relative to the manifest's folder, `/`-separated."""
+    kind: ArtifactKind
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelSmem:
+    kernel: str
+    """Kernel name (plain, like `rms_norm_kernel`, or mangled)."""
+    dynamic_smem_bytes: int
+    """Dynamic shared memory the host code requests at launch."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Manifest:
+    schema_version: int = SCHEMA_VERSION
+    flashbuild: str
+    """flashbuild version that built it."""
+    recipe: str
+    platform: str
+    """`linux` or `windows`."""
+    archs: str
+    """`ArchSpec.cmake()` of the build, e.g. `90a-real;120`."""
+    toolkit: Toolkit
+    host_compiler: HostCompiler
+    patches: tuple[PatchRecord, ...] = ()
+    flags: dict[str, Any] = field(default_factory=dict)
+    artifacts: tuple[Artifact, ...] = ()
+    dll_dirs: tuple[str, ...] = ()
+    """Folders the loader shim registers on Windows."""
+    exports: tuple[str, ...] = ()
+    """Names the recipe says the package exports (`rms_norm`, `_C.built_archs`)."""
+    kernel_smem: tuple[KernelSmem, ...] = ()
+    ptxas_info: str | None = None
+    """`-Xptxas -v` output captured at build time."""
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        if self.ptxas_info is None:
+            del data["ptxas_info"]
+        return data
+
+    def dump(self) -> str:
+        return json.dumps(self.to_json(), indent=2) + "\n"
+
+    def write(self, folder: Path) -> Path:
+        """Write `flashbuild-manifest.json` into `folder` atomically; returns its path."""
+        target = folder / MANIFEST_NAME
+        tmp = target.with_suffix(".json.tmp")
+        tmp.write_text(self.dump(), encoding="utf-8")
+        tmp.replace(target)
+        return target
+
+    @classmethod
+    def load(cls, path: Path) -> Manifest:
+        """Read and validate a manifest file (or the manifest inside a folder)."""
+        if path.is_dir():
+            path = path / MANIFEST_NAME
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise VerifyError(
+                f"no build manifest at {path}",
+                evidence="flashbuild writes flashbuild-manifest.json beside every module it "
+                "installs",
+                fix="build and install with `flashbuild build`, or pass the folder that holds "
+                "the manifest",
+            ) from exc
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise _bad(path, f"it is not readable JSON ({exc})") from exc
+        return cls.from_json(raw, where=path)
+
+    @classmethod
+    def from_json(cls, raw: object, *, where: Path | str = "manifest") -> Manifest:
+        r = _Reader(raw, str(where), "")
+        version = r.integer("schema_version")
+        if version != SCHEMA_VERSION:
+            raise _bad(where, f"schema_version is {version}; this flashbuild reads "
+                       f"{SCHEMA_VERSION}")
+        tk = r.obj("toolkit")
+        hc = r.obj("host_compiler")
+        manifest = cls(
+            schema_version=version,
+            flashbuild=r.text("flashbuild"),
+            recipe=r.text("recipe"),
+            platform=r.text("platform", choices=("linux", "windows")),
+            archs=r.text("archs"),
+            toolkit=Toolkit(root=tk.text("root"), version=tk.text("version")),
+            host_compiler=HostCompiler(kind=hc.text("kind"), version=hc.text("version"),
+                                       path=hc.text("path")),
+            patches=tuple(PatchRecord(id=p.text("id"), sha256=p.text("sha256"))
+                          for p in r.objs("patches", required=False)),
+            flags=r.mapping("flags", required=False),
+            artifacts=tuple(Artifact(path=a.text("path"), kind=a.text(
+                "kind", choices=("module", "plugin")))  # type: ignore[arg-type]
+                for a in r.objs("artifacts")),
+            dll_dirs=r.strs("dll_dirs", required=False),
+            exports=r.strs("exports", required=False),
+            kernel_smem=tuple(KernelSmem(kernel=k.text("kernel"),
+                                         dynamic_smem_bytes=k.integer("dynamic_smem_bytes"))
+                              for k in r.objs("kernel_smem", required=False)),
+            ptxas_info=r.opt_str("ptxas_info"),
+        )
+        for artifact in manifest.artifacts:
+            if artifact.path.startswith(("/", "\\")) or ".." in artifact.path.replace(
+                    "\\", "/").split("/"):
+                raise _bad(where, f"artifact path {artifact.path!r} leaves the package folder")
+        r.no_extra()
+        return manifest
+
+
+def _bad(where: Path | str, why: str) -> VerifyError:
+    return VerifyError(f"the build manifest {where} is invalid", evidence=why,
+                       fix="rebuild with `flashbuild build` to rewrite it")
+
+
+_KEYS = {"schema_version", "flashbuild", "recipe", "platform", "archs", "toolkit",
+         "host_compiler", "patches", "flags", "artifacts", "dll_dirs", "exports",
+         "kernel_smem", "ptxas_info"}
+
+
+class _Reader:
+    """Typed access to one JSON object with errors that name the key path."""
+
+    def __init__(self, raw: object, where: str, prefix: str) -> None:
+        if not isinstance(raw, dict):
+            raise _bad(where, f"{prefix or 'the document'} is not a JSON object")
+        self.raw: dict[str, object] = raw
+        self.where = where
+        self.prefix = prefix
+
+    def _get(self, key: str, required: bool = True) -> object:
+        if key not in self.raw:
+            if required:
+                raise _bad(self.where, f"key {self.prefix}{key} is missing")
+            return None
+        return self.raw[key]
+
+    def text(self, key: str, choices: tuple[str, ...] = ()) -> str:
+        value = self._get(key)
+        if not isinstance(value, str):
+            raise _bad(self.where, f"{self.prefix}{key} must be a string, not {value!r}")
+        if choices and value not in choices:
+            raise _bad(self.where, f"{self.prefix}{key} is {value!r}; expected one of "
+                       f"{', '.join(choices)}")
+        return value
+
+    def opt_str(self, key: str) -> str | None:
+        return None if self._get(key, required=False) is None else self.text(key)
+
+    def integer(self, key: str) -> int:
+        value = self._get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise _bad(self.where, f"{self.prefix}{key} must be a non-negative integer, "
+                       f"not {value!r}")
+        return value
+
+    def obj(self, key: str) -> _Reader:
+        return _Reader(self._get(key), self.where, f"{self.prefix}{key}.")
+
+    def objs(self, key: str, required: bool = True) -> list[_Reader]:
+        value = self._get(key, required)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise _bad(self.where, f"{self.prefix}{key} must be a list")
+        return [_Reader(v, self.where, f"{self.prefix}{key}[{i}].") for i, v in enumerate(value)]
+
+    def strs(self, key: str, required: bool = True) -> tuple[str, ...]:
+        value = self._get(key, required)
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise _bad(self.where, f"{self.prefix}{key} must be a list of strings")
+        return tuple(value)
+
+    def mapping(self, key: str, required: bool = True) -> dict[str, Any]:
+        value = self._get(key, required)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise _bad(self.where, f"{self.prefix}{key} must be an object")
+        return dict(value)
+
+    def no_extra(self) -> None:
+        extra = sorted(set(self.raw) - _KEYS)
+        if extra:
+            import difflib
+
+            hints = [f"{k} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(
+                k, sorted(_KEYS), n=1)) else k for k in extra]
+            raise _bad(self.where, "unknown key(s): " + ", ".join(hints))

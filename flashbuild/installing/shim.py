@@ -1,0 +1,153 @@
+"""The loader shim: render the template with its data, and put its import between marker
+comments at the top of a package's `__init__.py` (idempotent and removable).
+
+The template is a real Python file (`resources/loader_shim.py`, linted and typed like the
+rest of flashbuild); rendering replaces its one data line, `DLL_DIRS: tuple[str, ...] = ()`.
+The rendered file is written into the package as `_flashbuild_shim.py`; the `__init__.py`
+block only imports it, so the add_dll_directory handles live in that module (FACTS.md,
+"Windows DLL loading": the known-good delvewheel pattern).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING
+
+from flashbuild import __version__
+from flashbuild.errors import InstallError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+SHIM_MODULE = "_flashbuild_shim"
+BEGIN = "# >>> flashbuild loader shim >>>"
+END = "# <<< flashbuild loader shim <<<"
+_DATA_LINE = "DLL_DIRS: tuple[str, ...] = ()"
+TEMPLATE = Path(__file__).resolve().parent / "resources" / "loader_shim.py"
+
+
+def dll_dirs(candidates: Iterable[PurePath | str], *, must_exist: bool = True) -> tuple[str, ...]:
+    """The folders worth registering: absolute, existing (when checked here), deduplicated,
+    in order. Relative folders are dropped: they would mean the current directory."""
+    seen: dict[str, None] = {}
+    for candidate in candidates:
+        text = str(candidate)
+        path = Path(text)
+        if not (PurePath(text).is_absolute() or _is_windows_absolute(text)):
+            continue
+        if must_exist and not path.is_dir():
+            continue
+        seen.setdefault(text, None)
+    return tuple(seen)
+
+
+def _is_windows_absolute(text: str) -> bool:
+    return len(text) > 2 and text[1] == ":" and text[2] in "\\/"
+
+
+def render(folders: Sequence[str], *, package: str) -> str:
+    """The template with its data filled in."""
+    template = TEMPLATE.read_text(encoding="utf-8")
+    if template.count(_DATA_LINE) != 1:
+        raise InstallError(
+            "the loader shim template has no single data line",
+            evidence=f"{TEMPLATE} must contain `{_DATA_LINE}` exactly once",
+            fix="reinstall flashbuild (its package data is damaged)",
+        )
+    items = "".join(f"    {folder!r},\n" for folder in folders)
+    data = f"DLL_DIRS: tuple[str, ...] = (\n{items})" if folders else _DATA_LINE
+    header = (f"# Rendered by flashbuild {__version__} for the `{package}` package; "
+              "`flashbuild build` rewrites it.\n")
+    text = header + template.replace(_DATA_LINE, data)
+    ast.parse(text)  # a rendering bug must not reach a user's package
+    return text
+
+
+def import_block(newline: str = "\n") -> str:
+    lines = [BEGIN,
+             f"from . import {SHIM_MODULE}  # noqa: F401  (registers DLL folders on Windows)",
+             END]
+    return newline.join(lines) + newline
+
+
+def insert(init_text: str) -> str:
+    """`__init__.py` text with the shim block at its top (after the docstring and
+    `from __future__` imports, which must stay first). Running it twice changes nothing."""
+    newline = "\r\n" if "\r\n" in init_text else "\n"
+    text = remove(init_text)
+    lines = text.splitlines(keepends=True)
+    at = _insertion_line(text)
+    block = import_block(newline)
+    return "".join(lines[:at]) + block + "".join(lines[at:])
+
+
+def remove(init_text: str) -> str:
+    """`__init__.py` text without the shim block (byte for byte what it was before)."""
+    lines = init_text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.rstrip("\r\n") == BEGIN]
+    if not starts:
+        return init_text
+    start = starts[0]
+    ends = [i for i, line in enumerate(lines) if i > start and line.rstrip("\r\n") == END]
+    if not ends:
+        raise InstallError(
+            "the loader shim block in __init__.py has no end marker",
+            evidence=f"found `{BEGIN}` but not `{END}` after it",
+            fix=f"restore the line `{END}` or delete the block by hand",
+        )
+    return "".join(lines[:start] + lines[ends[0] + 1:])
+
+
+def has_block(init_text: str) -> bool:
+    return any(line.rstrip("\r\n") == BEGIN for line in init_text.splitlines())
+
+
+def _insertion_line(text: str) -> int:
+    """0-based line after the module docstring and the `from __future__` imports."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        raise InstallError(
+            "the package's __init__.py does not parse, so the loader shim cannot be added",
+            evidence=str(exc), fix="fix the syntax error in __init__.py",
+        ) from exc
+    at = 0
+    for node in tree.body:
+        is_doc = (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                  and isinstance(node.value.value, str) and node is tree.body[0])
+        is_future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
+        if not (is_doc or is_future):
+            break
+        at = node.end_lineno or at
+    return at
+
+
+def install_shim(package_dir: Path, folders: Sequence[str], *, package: str) -> Path:
+    """Write `_flashbuild_shim.py` and the `__init__.py` block; return the shim's path.
+    Files are rewritten only when their text changes (an unchanged re-run touches nothing)."""
+    shim = package_dir / f"{SHIM_MODULE}.py"
+    write_if_changed(shim, render(folders, package=package))
+    init = package_dir / "__init__.py"
+    before = init.read_bytes().decode("utf-8") if init.is_file() else ""
+    write_if_changed(init, insert(before))
+    return shim
+
+
+def uninstall_shim(package_dir: Path) -> None:
+    """Remove the block from `__init__.py` and delete `_flashbuild_shim.py`."""
+    init = package_dir / "__init__.py"
+    if init.is_file():
+        write_if_changed(init, remove(init.read_bytes().decode("utf-8")))
+    (package_dir / f"{SHIM_MODULE}.py").unlink(missing_ok=True)
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Write bytes exactly (no newline translation) through a temp file; skip when equal."""
+    data = text.encode("utf-8")
+    if path.is_file() and path.read_bytes() == data:
+        return False
+    tmp = path.with_name(path.name + ".flashbuild-tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+    return True

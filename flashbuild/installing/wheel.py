@@ -1,0 +1,95 @@
+"""Build a wheel of the package with its freshly built binaries.
+
+A wheel that pip installs is the idiomatic way to put a package into the active environment
+and take it out again (`pip uninstall`). The tags are this interpreter's and platform's
+(`cp311-cp311-linux_x86_64`, `cp312-cp312-win_amd64`): the binary is built for exactly them.
+`wheel.wheelfile.WheelFile` writes the RECORD (hashes and sizes of every file).
+"""
+
+from __future__ import annotations
+
+import re
+import sysconfig
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from packaging import tags
+from packaging.utils import canonicalize_name
+from wheel.wheelfile import WheelFile
+
+from flashbuild import __version__
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+#: Files of the source package never copied into a wheel: caches and stale binaries (the
+#: fresh ones come from the build folder).
+_SKIP_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".dll", ".dylib", ".flashbuild-tmp")
+
+
+@dataclass(frozen=True)
+class WheelTag:
+    interpreter: str
+    abi: str
+    platform: str
+
+    def __str__(self) -> str:
+        return f"{self.interpreter}-{self.abi}-{self.platform}"
+
+
+def current_tag() -> WheelTag:
+    """This interpreter's most specific tag on the plain platform (`linux_x86_64`, not
+    manylinux: the binary was not audited for manylinux; bdist_wheel does the same)."""
+    platform = re.sub(r"[-.]", "_", sysconfig.get_platform())
+    tag = next(iter(tags.sys_tags()))
+    if tag.interpreter.startswith("cp"):
+        tag = next(iter(tags.cpython_tags(platforms=[platform])))
+    return WheelTag(tag.interpreter, tag.abi, platform)
+
+
+def wheel_name(distribution: str, version: str, tag: WheelTag) -> str:
+    dist = re.sub(r"[^\w\d.]+", "_", canonicalize_name(distribution)).replace("-", "_")
+    return f"{dist}-{version}-{tag}.whl"
+
+
+def build_wheel(*, distribution: str, version: str, package: str, package_dir: Path,
+                extra: Mapping[str, Path | bytes], out_dir: Path,
+                tag: WheelTag | None = None, summary: str = "") -> Path:
+    """Write `<out_dir>/<dist>-<version>-<tag>.whl`.
+
+    The package's files come from `package_dir` (Python files and package data, without
+    caches and old binaries); `extra` maps a path inside the package to a file or to bytes
+    (built binaries, the rendered shim, the patched `__init__.py`, the manifest) and wins
+    over a file of the same name."""
+    tag = tag or current_tag()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / wheel_name(distribution, version, tag)
+    members: dict[str, Path | bytes] = {}
+    for file in sorted(package_dir.rglob("*")):
+        if file.is_file() and "__pycache__" not in file.parts and \
+                not file.name.endswith(_SKIP_SUFFIXES):
+            members[f"{package}/{file.relative_to(package_dir).as_posix()}"] = file
+    for inner, content in extra.items():
+        members[f"{package}/{inner}"] = content
+    metadata = (f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n"
+                + (f"Summary: {summary}\n" if summary else ""))
+    wheel_meta = (f"Wheel-Version: 1.0\nGenerator: flashbuild {__version__}\n"
+                  f"Root-Is-Purelib: false\nTag: {tag}\n")
+    # WheelFile derives the .dist-info name from the file name, so the partial file keeps
+    # the real name, in a private folder, and is moved into place when complete.
+    staging = Path(tempfile.mkdtemp(prefix=".wheel-", dir=out_dir))
+    tmp = staging / path.name
+    with WheelFile(tmp, "w") as wf:
+        dist_info = wf.dist_info_path
+        for arcname, content in sorted(members.items()):
+            if isinstance(content, bytes):
+                wf.writestr(arcname, content)
+            else:
+                wf.write(str(content), arcname)
+        wf.writestr(f"{dist_info}/METADATA", metadata)
+        wf.writestr(f"{dist_info}/WHEEL", wheel_meta)
+    tmp.replace(path)
+    staging.rmdir()
+    return path

@@ -1,0 +1,394 @@
+"""The patch stage: plan every step of a recipe in memory, then write the tree transactionally.
+
+`patch_tree(recipe, tree, ctx)` evaluates each step's `when`, plans the matching steps in order
+(each sees the edits of the earlier ones through the `Tree` view), and only then writes, through
+the journal (see journal.py). Planning always starts from the pristine tree: when the tree was
+patched before, the saved originals are overlaid, so applying another plan (another platform or
+arch) first reverts what the old plan changed, and re-applying the same plan compares bytes and
+rewrites nothing (mtimes untouched, so ninja rebuilds nothing).
+
+`revert_tree(tree)` restores every file byte for byte and removes `.flashbuild/`.
+`applied_state(tree)` tells the build stage what is applied (patch ids, hashes, build
+excludes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flashbuild import __version__
+from flashbuild.errors import FlashbuildError, PatchError, RecipeError, TreeError
+from flashbuild.patching import journal as jr
+from flashbuild.patching.transforms.base import Site, TransformContext
+from flashbuild.patching.tree import Tree, check_rel, decode_text
+from flashbuild.patching.unified import HunkReport, plan_diff
+from flashbuild.recipes.when import ClauseResult, WhenContext, evaluate
+
+if TYPE_CHECKING:
+    from flashbuild.recipes.model import PatchStep, Recipe
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """What one step did (or why it did not run)."""
+
+    id: str
+    description: str
+    kind: str
+    matched: bool
+    reason: str
+    clauses: tuple[ClauseResult, ...]
+    sha256: str = ""
+    """Hash of the diff file's bytes or of the transform's params."""
+    files: tuple[str, ...] = ()
+    """Files the step changed (relative paths)."""
+    sites: tuple[Site, ...] = ()
+    hunks: tuple[HunkReport, ...] = ()
+    build_excludes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    path: str
+    before: str | None
+    after: str | None
+
+
+@dataclass(frozen=True)
+class PatchReport:
+    recipe: str
+    tree: Path
+    context: dict[str, str | None]
+    steps: tuple[StepReport, ...]
+    files_changed: tuple[str, ...]
+    """Files that differ from the pristine tree after this run."""
+    files_written: tuple[str, ...]
+    """Files this run wrote (or would write, with dry_run): empty on a re-apply."""
+    build_excludes: tuple[str, ...]
+    dry_run: bool
+    repaired: bool = False
+    """An interrupted earlier run was repaired first."""
+    notes: tuple[str, ...] = ()
+    diffs: tuple[FileDiff, ...] = ()
+    """pristine → patched text of every changed file."""
+    pending: tuple[FileDiff, ...] = ()
+    """current → patched text of every file written (or that would be)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "recipe": self.recipe, "tree": str(self.tree), "context": self.context,
+            "dry_run": self.dry_run, "repaired": self.repaired, "notes": list(self.notes),
+            "files_changed": list(self.files_changed),
+            "files_written": list(self.files_written),
+            "build_excludes": list(self.build_excludes),
+            "steps": [{
+                "id": s.id, "kind": s.kind, "matched": s.matched, "reason": s.reason,
+                "clauses": [dataclasses.asdict(c) for c in s.clauses], "sha256": s.sha256,
+                "files": list(s.files), "sites": [dataclasses.asdict(x) for x in s.sites],
+                "hunks": [dataclasses.asdict(h) for h in s.hunks],
+                "build_excludes": list(s.build_excludes), "notes": list(s.notes),
+            } for s in self.steps],
+        }
+
+
+@dataclass(frozen=True)
+class RevertReport:
+    tree: Path
+    files_restored: tuple[str, ...]
+    had_state: bool
+    """Whether the tree had flashbuild state to revert."""
+    was_complete: bool = True
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tree": str(self.tree), "files_restored": list(self.files_restored),
+                "had_state": self.had_state, "was_complete": self.was_complete,
+                "notes": list(self.notes)}
+
+
+@dataclass(frozen=True)
+class AppliedState:
+    """What the last complete patch run applied to a tree (read by the build stage)."""
+
+    recipe: str
+    context: dict[str, str | None]
+    patches: tuple[tuple[str, str], ...]
+    """(step id, sha256) of every step that ran."""
+    build_excludes: tuple[str, ...]
+    files: tuple[str, ...]
+
+
+@dataclass
+class _Plan:
+    tree: Tree
+    steps: list[StepReport] = field(default_factory=list)
+    excludes: list[str] = field(default_factory=list)
+
+
+def _root(tree: Path) -> Path:
+    root = tree.resolve()
+    if not root.is_dir():
+        raise TreeError(f"the source tree {root} does not exist or is not a folder",
+                        fix="check `--source` or the recipe's `[source].path`")
+    return root
+
+
+def _params_hash(params: object) -> str:
+    data = dataclasses.asdict(params) if dataclasses.is_dataclass(params) and \
+        not isinstance(params, type) else params
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _in_step(step: PatchStep, exc: FlashbuildError) -> FlashbuildError:
+    """The same error, saying which step raised it."""
+    return type(exc)(f"step `{step.id}`: {exc.what}", evidence=exc.evidence, fix=exc.fix,
+                     details={"step": step.id, **exc.details})
+
+
+def _expect(step: PatchStep, what: str, want: int | None, found: int, where: str) -> None:
+    if want is not None and want != found:
+        raise PatchError(
+            f"step `{step.id}`: upstream changed: expected {want} {what}, found {found}",
+            evidence=where, fix=f"check the tree, then update `expect.{what}` or the step's "
+            "parameters in the recipe", details={"step": step.id})
+
+
+def plan(recipe: Recipe, tree: Tree, ctx: WhenContext) -> _Plan:
+    """Plan every step against `tree` (whose pristine state is disk + base overlay)."""
+    from flashbuild.recipes.load import transform_registry
+
+    result = _Plan(tree)
+    sources = sorted({p for g in recipe.source.sources for p in tree.glob(g)})
+    tctx = TransformContext(platform=ctx.platform, archs=tuple(a.sm for a in ctx.arch.archs),
+                            sources=tuple(sources))
+    for step in recipe.patch:
+        verdict = evaluate(step.when, ctx)
+        if not verdict.matched:
+            result.steps.append(StepReport(step.id, step.description, step.kind, False,
+                                           verdict.reason, verdict.clauses))
+            continue
+        try:
+            if step.diff is not None:
+                report = _plan_diff(recipe, step, tree)
+            else:
+                report = _plan_transform(step, tree, tctx, transform_registry())
+        except (PatchError, TreeError) as exc:
+            if exc.what.startswith(f"step `{step.id}`"):
+                raise
+            raise _in_step(step, exc) from exc
+        result.steps.append(dataclasses.replace(report, reason=verdict.reason,
+                                                clauses=verdict.clauses))
+        result.excludes.extend(x for x in report.build_excludes if x not in result.excludes)
+    return result
+
+
+def _plan_diff(recipe: Recipe, step: PatchStep, tree: Tree) -> StepReport:
+    path = recipe.diff_path(step)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RecipeError(f"step `{step.id}`: cannot read the diff {path}", evidence=str(exc),
+                          fix="the path is relative to the recipe file") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PatchError(f"{step.diff} is not a text diff", evidence=str(exc)) from exc
+    done = plan_diff(text, tree, fuzz=step.fuzz, name=str(step.diff))
+    _expect(step, "hunks", step.expect.hunks, done.hunk_count, str(step.diff))
+    _expect(step, "files", step.expect.files, len(done.files), str(step.diff))
+    for rel, new in done.changes.items():
+        tree.plan(rel, new)
+    notes = tuple(f"{f.path}: hunk {h.header} at line {h.line} "
+                  f"(offset {h.offset:+d}{f', fuzz {h.fuzz}' if h.fuzz else ''})"
+                  for f in done.files for h in f.hunks if h.offset or h.fuzz)
+    already = tuple(f"{f.path}: already applied" for f in done.files
+                    if f.status == "already")
+    return StepReport(step.id, step.description, "diff", True, "", (),
+                      sha256=jr.sha256(data), files=tuple(done.changes),
+                      hunks=tuple(h for f in done.files for h in f.hunks),
+                      notes=notes + already)
+
+
+def _plan_transform(step: PatchStep, tree: Tree, tctx: TransformContext,
+                    registry: dict[str, Any]) -> StepReport:
+    assert step.transform is not None
+    definition = registry[step.transform]
+    result = definition.apply(tree, step.params, tctx)
+    for rel, text in result.changes.items():
+        tree.plan(check_rel(rel), text.encode("utf-8"))
+    counted = [s for s in result.sites if s.action in ("edit", "already")]
+    by_file: dict[str, int] = {}
+    for s in counted:
+        by_file[s.path] = by_file.get(s.path, 0) + 1
+    where = ", ".join(f"{p}: {n}" for p, n in sorted(by_file.items())) or "no sites found"
+    _expect(step, "sites", step.expect.sites, len(counted), where)
+    _expect(step, "files", step.expect.files, len(by_file | dict.fromkeys(result.changes, 0)),
+            where)
+    return StepReport(step.id, step.description, "transform", True, "", (),
+                      sha256=_params_hash(step.params), files=tuple(sorted(result.changes)),
+                      sites=tuple(result.sites), build_excludes=tuple(result.build_excludes),
+                      notes=tuple(result.notes))
+
+
+def _text(path: str, data: bytes | None) -> str | None:
+    return None if data is None else decode_text(path, data)
+
+
+def _meta(recipe: Recipe, ctx: WhenContext, planned: _Plan) -> dict[str, Any]:
+    return {
+        "recipe": recipe.name, "recipe_version": recipe.recipe.version,
+        "context": ctx.describe(), "flashbuild": __version__,
+        "steps": [{"id": s.id, "kind": s.kind, "sha256": s.sha256}
+                  for s in planned.steps if s.matched],
+        "build_excludes": planned.excludes,
+    }
+
+
+def patch_tree(recipe: Recipe, tree: Path, ctx: WhenContext, *,
+               dry_run: bool = False) -> PatchReport:
+    """Plan and apply `recipe` to `tree` for `ctx`. Nothing is written when a step fails, or
+    with `dry_run`."""
+    root = _root(tree)
+    if dry_run:
+        return _run(recipe, root, ctx, dry_run=True, notes=[])
+    with jr.locked(root) as lock:
+        notes = list(lock.notes)
+        repaired = _repair(root, notes)
+        report = _run(recipe, root, ctx, dry_run=False, notes=notes)
+        return dataclasses.replace(report, repaired=repaired)
+
+
+def _repair(root: Path, notes: list[str]) -> bool:
+    """Restore the originals of an interrupted run; drop stray state. True when repaired."""
+    journal = jr.read_journal(root)
+    if journal is None:
+        if (jr.state_dir(root) / "originals").exists():
+            jr.clear_state(root)  # killed before its journal existed: no file was changed
+        return False
+    if journal.state == "complete":
+        return False
+    restored = jr.restore(root, journal, jr.Writer(root))
+    jr.clear_state(root)
+    notes.append(f"repaired an interrupted run: restored {len(restored)} file(s) to their "
+                 "originals")
+    return True
+
+
+def _run(recipe: Recipe, root: Path, ctx: WhenContext, *, dry_run: bool,
+         notes: list[str]) -> PatchReport:
+    journal = jr.read_journal(root)
+    if dry_run and journal is not None and journal.state != "complete":
+        notes.append("this tree has an interrupted run; `flashbuild patch` repairs it")
+    overlay = jr.pristine_overlay(root, journal) if journal else {}
+    tree = Tree(root, base=overlay)
+    planned = plan(recipe, tree, ctx)
+    desired = tree.changed()
+    old_paths = [e.path for e in journal.entries] if journal else []
+    writes: dict[str, bytes | None] = {}
+    for rel in sorted(set(old_paths) | set(desired)):
+        want = desired[rel] if rel in desired else tree.pristine_bytes(rel)
+        if tree.disk_bytes(rel) != want:
+            writes[rel] = want
+    meta = _meta(recipe, ctx, planned)
+    report = PatchReport(
+        recipe=recipe.name, tree=root, context=ctx.describe(), steps=tuple(planned.steps),
+        files_changed=tuple(desired), files_written=tuple(writes),
+        build_excludes=tuple(planned.excludes), dry_run=dry_run,
+        notes=tuple([*ctx.notes, *notes]),
+        diffs=tuple(FileDiff(p, _text(p, tree.pristine_bytes(p)), _text(p, d))
+                    for p, d in desired.items()),
+        pending=tuple(FileDiff(p, _text(p, tree.disk_bytes(p)), _text(p, d))
+                      for p, d in writes.items()))
+    if dry_run:
+        return report
+    _commit(root, tree, journal, desired=desired, writes=writes, meta=meta)
+    return report
+
+
+def _commit(root: Path, tree: Tree, journal: jr.Journal | None, *,  # noqa: PLR0912
+            desired: dict[str, bytes | None], writes: dict[str, bytes | None],
+            meta: dict[str, Any]) -> None:
+    old = {e.path: e for e in journal.entries} if journal else {}
+
+    def entry(rel: str) -> jr.Entry:
+        if rel in old:
+            return old[rel]
+        data = tree.pristine_bytes(rel)
+        return jr.Entry(rel, data is not None, jr.sha256(data) if data is not None else None)
+
+    final = tuple(entry(rel) for rel in sorted(desired))
+    if not writes:
+        if not final and not meta["build_excludes"]:
+            if journal is not None:
+                jr.clear_state(root)
+            return
+        if journal is not None and journal.state == "complete" and journal.meta == meta \
+                and journal.entries == final:
+            return  # the same plan again: touch nothing at all
+        jr.write_journal(root, jr.Journal("complete", final, meta,
+                                          journal.created_dirs if journal else ()))
+        return
+    jr.check_writable(root, list(writes))
+    union = tuple(entry(rel) for rel in sorted(set(old) | set(desired)))
+    created = list(journal.created_dirs) if journal else []
+    for rel, data in writes.items():
+        parent = Path(rel).parent
+        while data is not None and str(parent) not in (".", "") and \
+                not (root / parent).exists():
+            if parent.as_posix() not in created:
+                created.append(parent.as_posix())
+            parent = parent.parent
+    jr.save_originals(root, {e.path: tree.pristine_bytes(e.path) or b"" for e in union
+                             if e.original and e.path not in old})
+    jr.write_journal(root, jr.Journal("writing", union, meta, tuple(created)))
+    writer = jr.Writer(root)
+    for rel, data in writes.items():
+        if data is not None:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        writer.put(rel, data)
+    for folder in sorted(created, key=lambda d: -d.count("/")):
+        if not (root / folder).exists():
+            continue
+        if not any((root / folder).iterdir()):
+            (root / folder).rmdir()
+    if not final and not meta["build_excludes"]:
+        jr.clear_state(root)
+        return
+    jr.write_journal(root, jr.Journal("complete", final, meta, tuple(created)))
+    keep = {jr.original_key(e.path) for e in final if e.original}
+    for file in (jr.state_dir(root) / "originals").glob("*"):
+        if file.name not in keep:
+            file.unlink()
+
+
+def revert_tree(tree: Path) -> RevertReport:
+    """Restore every file a patch run changed, byte for byte, and remove `.flashbuild/`."""
+    root = _root(tree)
+    with jr.locked(root) as lock:
+        journal = jr.read_journal(root)
+        if journal is None:
+            jr.clear_state(root)
+            return RevertReport(root, (), had_state=False, notes=tuple(lock.notes))
+        restored = jr.restore(root, journal, jr.Writer(root))
+        jr.clear_state(root)
+        return RevertReport(root, tuple(restored), had_state=True,
+                            was_complete=journal.state == "complete", notes=tuple(lock.notes))
+
+
+def applied_state(tree: Path) -> AppliedState | None:
+    """What the last complete `patch` applied to `tree`, or None (nothing / interrupted)."""
+    journal = jr.read_journal(tree.resolve())
+    if journal is None or journal.state != "complete":
+        return None
+    meta = journal.meta
+    return AppliedState(
+        recipe=str(meta.get("recipe", "")), context=dict(meta.get("context", {})),
+        patches=tuple((str(s["id"]), str(s["sha256"])) for s in meta.get("steps", [])),
+        build_excludes=tuple(meta.get("build_excludes", [])),
+        files=tuple(e.path for e in journal.entries))

@@ -1,0 +1,310 @@
+"""`macro-edit`, `insert-block`, `replace-block`, `replace-file`.
+
+`macro-edit` works on the parse: it rewrites text only inside preprocessor conditions
+(`#if`/`#elif`) and `#define` bodies, never in code or comments. The block transforms anchor on
+whole lines (a literal line, compared without surrounding whitespace, or a regex that must
+match the whole line). Recipe-relative files (`block_file`, `from_file`) arrive from the engine
+as resolved absolute paths; they live outside the tree, so they are read from disk here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping  # noqa: TC003 (params are introspected at run time)
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from flashbuild.errors import PatchError, RecipeError
+from flashbuild.patching import cxx
+from flashbuild.patching.transforms import register
+from flashbuild.patching.transforms._common import (
+    Edit,
+    apply_edits,
+    check_expect,
+    newline_of,
+    one_line,
+    select_files,
+)
+from flashbuild.patching.transforms.base import (
+    Site,
+    TransformContext,
+    TransformDef,
+    TransformResult,
+    TreeView,
+)
+
+# --------------------------------------------------------------------------- macro-edit
+
+_MACRO_NODES = {
+    "if": ("preproc_if", "condition"),
+    "elif": ("preproc_elif", "condition"),
+    "define": ("preproc_def", "value"),
+    "define-function": ("preproc_function_def", "value"),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class MacroEditParams:
+    """Parameters of `macro-edit`."""
+
+    files: tuple[str, ...]
+    """Files (paths or globs relative to the tree root)."""
+    find: str
+    """Text to find inside preprocessor conditions / `#define` bodies (a regex if `regex`)."""
+    replace: str
+    """Replacement (with `\\1` groups when `regex`)."""
+    regex: bool = False
+    """Treat `find` as a Python regular expression."""
+    already: str = ""
+    """Text (a regex if `regex`) whose presence at a match marks it as done. Default: the
+    literal `replace` text (so re-applying is a no-op)."""
+    directives: tuple[Literal["if", "elif", "define", "define-function"], ...] = (
+        "if", "elif", "define", "define-function")
+    """Which directives to edit."""
+    expect: int | Mapping[str, int] | None = None
+    """Expected number of matches (edited + already). Unset: at least one."""
+
+
+def macro_edit(tree: TreeView, params: MacroEditParams,
+               ctx: TransformContext) -> TransformResult:
+    files = select_files(tree, params.files, transform="macro-edit")
+    find = re.compile(params.find if params.regex else re.escape(params.find))
+    done_text = params.already or (params.replace if not params.regex else "")
+    if params.regex and not params.already:
+        raise RecipeError("macro-edit: a regex edit needs `already`",
+                          fix="set `already` to a pattern that matches an edited condition, "
+                          "so re-applying the recipe is a no-op")
+    done = re.compile(done_text if params.regex else re.escape(done_text)) if done_text else None
+    wanted = {_MACRO_NODES[d] for d in params.directives}
+    result = TransformResult()
+    for path in files:
+        src = cxx.parse(tree.read(path), path)
+        edits: list[Edit] = []
+        for node in cxx.walk(src.root):
+            field = next((f for t, f in wanted if t == node.type), None)
+            part = node.child_by_field_name(field) if field else None
+            if part is None:
+                continue
+            text = src.node_text(part)
+            covered = [m.span() for m in done.finditer(text)] if done else []
+            for s, _e in covered:
+                result.sites.append(_macro_site(src, part.start_byte, text, s, "already"))
+            for m in find.finditer(text):
+                if any(s <= m.start() and m.end() <= e for s, e in covered):
+                    continue
+                result.sites.append(_macro_site(src, part.start_byte, text, m.start(), "edit"))
+                start = part.start_byte + len(text[:m.start()].encode())
+                end = part.start_byte + len(text[:m.end()].encode())
+                edits.append(Edit(start, end, m.expand(params.replace) if params.regex
+                                  else params.replace))
+        if edits:
+            result.changes[path] = apply_edits(src.data, edits)
+    result.sites.sort(key=lambda s: (s.path, s.line))
+    check_expect("macro-edit", params.expect, result.sites, files,
+                 what="preprocessor matches")
+    return result
+
+
+def _macro_site(src: cxx.Source, base: int, text: str, at: int, action: Literal[
+        "edit", "already"]) -> Site:
+    offset = base + len(text[:at].encode())
+    line_text = src.slice(src.line_start(offset), src.line_end(offset))
+    return Site(path=src.path, line=src.line_of(offset), kind="preprocessor-condition",
+                action=action, snippet=one_line(line_text))
+
+
+# --------------------------------------------------------------------------- blocks
+
+
+@dataclass(frozen=True, kw_only=True)
+class InsertBlockParams:
+    """Parameters of `insert-block`."""
+
+    file: str
+    """The file to edit (relative to the tree root)."""
+    anchor: str
+    """A whole line: literal (compared without surrounding whitespace) or, with
+    `anchor_regex`, a regex that must match the whole line."""
+    anchor_regex: bool = False
+    """Treat `anchor` as a regular expression."""
+    where: Literal["before", "after"] = "after"
+    """Insert before or after the anchor line."""
+    block: str = ""
+    """The text to insert (written in the file's line-ending style)."""
+    block_file: str = ""
+    """Or: a file holding the text (relative to the recipe; the engine passes it resolved)."""
+    expect: int = 1
+    """Expected number of anchor lines."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplaceBlockParams:
+    """Parameters of `replace-block`."""
+
+    file: str
+    """The file to edit (relative to the tree root)."""
+    anchor: str
+    """The first line of the replaced region (literal, or a regex with `anchor_regex`)."""
+    end_anchor: str = ""
+    """The last line of the replaced region (inclusive); unset: only the anchor line."""
+    anchor_regex: bool = False
+    """Treat `anchor` and `end_anchor` as regular expressions matching whole lines."""
+    block: str = ""
+    """The replacement text (written in the file's line-ending style)."""
+    block_file: str = ""
+    """Or: a file holding the text (relative to the recipe; the engine passes it resolved)."""
+    expect: int = 1
+    """Expected number of regions."""
+
+
+def _block_text(block: str, block_file: str, transform: str) -> str:
+    if bool(block) == bool(block_file):
+        raise RecipeError(f"{transform}: give exactly one of `block` and `block_file`")
+    if block_file:
+        try:
+            block = Path(block_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise RecipeError(f"{transform}: cannot read {block_file}",
+                              evidence=str(exc), fix="check the path (relative to the recipe)"
+                              ) from exc
+    text = block.replace("\r\n", "\n")
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _lines(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, content without newline) per line, as str offsets."""
+    out: list[tuple[int, int, str]] = []
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        out.append((pos, pos + len(line), line.rstrip("\r\n")))
+        pos += len(line)
+    return out
+
+
+def _matcher(anchor: str, regex: bool) -> re.Pattern[str]:
+    return re.compile(anchor if regex else r"\s*" + re.escape(anchor.strip()) + r"\s*")
+
+
+def _has_block(text: str, block: str) -> bool:
+    return block.strip("\n") in text.replace("\r\n", "\n")
+
+
+def insert_block(tree: TreeView, params: InsertBlockParams,
+                 ctx: TransformContext) -> TransformResult:
+    block = _block_text(params.block, params.block_file, "insert-block")
+    text = tree.read(params.file)
+    nl = newline_of(text)
+    anchor = _matcher(params.anchor, params.anchor_regex)
+    hits = [(s, e, c) for s, e, c in _lines(text) if anchor.fullmatch(c)]
+    result = TransformResult()
+    already = _has_block(text, block)
+    for start, _end, content in hits:
+        line = text.count("\n", 0, start) + 1
+        result.sites.append(Site(path=params.file, line=line, kind="anchor",
+                                 action="already" if already else "edit",
+                                 snippet=one_line(content)))
+    check_expect("insert-block", params.expect, result.sites, [params.file],
+                 what="anchor lines")
+    if not already and hits:
+        body = block.replace("\n", nl)
+        new = text
+        for start, end, _content in reversed(hits):
+            if params.where == "before":
+                new = new[:start] + body + new[start:]
+            else:
+                sep = "" if new[:end].endswith("\n") else nl
+                new = new[:end] + sep + body + new[end:]
+        result.changes[params.file] = new
+    return result
+
+
+def replace_block(tree: TreeView, params: ReplaceBlockParams,
+                  ctx: TransformContext) -> TransformResult:
+    block = _block_text(params.block, params.block_file, "replace-block")
+    text = tree.read(params.file)
+    nl = newline_of(text)
+    start_re = _matcher(params.anchor, params.anchor_regex)
+    end_re = _matcher(params.end_anchor, params.anchor_regex) if params.end_anchor else None
+    lines = _lines(text)
+    regions: list[tuple[int, int, int]] = []
+    i = 0
+    while i < len(lines):
+        if start_re.fullmatch(lines[i][2]):
+            j = i
+            if end_re is not None:
+                j = next((k for k in range(i, len(lines)) if end_re.fullmatch(lines[k][2])), -1)
+                if j < 0:
+                    raise PatchError(
+                        f"replace-block: {params.file}:{i + 1} starts a region but no line "
+                        f"after it matches the end anchor `{params.end_anchor}`",
+                        fix="check `end_anchor` against the file; upstream may have changed")
+            regions.append((lines[i][0], lines[j][1], i + 1))
+            i = j + 1
+        else:
+            i += 1
+    result = TransformResult()
+    if not regions and _has_block(text, block):
+        result.sites.append(Site(path=params.file, line=_block_line(text, block),
+                                 kind="block", action="already"))
+    for _s, _e, line in regions:
+        result.sites.append(Site(path=params.file, line=line, kind="block", action="edit",
+                                 snippet=one_line(lines[line - 1][2])))
+    check_expect("replace-block", params.expect, result.sites, [params.file],
+                 what="regions")
+    if regions:
+        body = block.replace("\n", nl)
+        new = text
+        for start, end, _line in reversed(regions):
+            new = new[:start] + body + new[end:]
+        result.changes[params.file] = new
+    return result
+
+
+def _block_line(text: str, block: str) -> int:
+    normalised = text.replace("\r\n", "\n")
+    return normalised.count("\n", 0, normalised.index(block.strip("\n"))) + 1
+
+
+# --------------------------------------------------------------------------- replace-file
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplaceFileParams:
+    """Parameters of `replace-file`."""
+
+    path: str
+    """The file in the tree to replace (it may not exist yet)."""
+    from_file: str
+    """The new content: a file relative to the recipe (the engine passes it resolved). Its
+    bytes are used as they are, line endings included."""
+    expect: int = 1
+    """Expected number of sites (1; 0 makes a missing `from_file` … an error anyway)."""
+
+
+def replace_file(tree: TreeView, params: ReplaceFileParams,
+                 ctx: TransformContext) -> TransformResult:
+    try:
+        new = Path(params.from_file).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecipeError(f"replace-file: cannot read {params.from_file}", evidence=str(exc),
+                          fix="check `from_file` (relative to the recipe, UTF-8 text)") from exc
+    current = tree.read(params.path) if tree.exists(params.path) else None
+    result = TransformResult()
+    action: Literal["edit", "already"] = "already" if current == new else "edit"
+    result.sites.append(Site(path=params.path, line=1, kind="file", action=action,
+                             note="created" if current is None else ""))
+    check_expect("replace-file", params.expect, result.sites, [params.path], what="files")
+    if action == "edit":
+        result.changes[params.path] = new
+    return result
+
+
+register(TransformDef(name="macro-edit", params=MacroEditParams, apply=macro_edit,
+                      summary="find/replace inside #if/#elif conditions and #define bodies"))
+register(TransformDef(name="insert-block", params=InsertBlockParams, apply=insert_block,
+                      summary="insert a block of text before/after an anchor line"))
+register(TransformDef(name="replace-block", params=ReplaceBlockParams, apply=replace_block,
+                      summary="replace the lines from an anchor to an end anchor"))
+register(TransformDef(name="replace-file", params=ReplaceFileParams, apply=replace_file,
+                      summary="replace a whole file with one shipped next to the recipe"))

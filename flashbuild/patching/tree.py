@@ -1,0 +1,182 @@
+"""A source tree on disk plus the edits planned so far: the `TreeView` transforms and diffs read.
+
+Paths are relative, with forward slashes. Every path is checked before it is used: absolute
+paths, drive letters, `..` components and symlinks that resolve outside the tree are refused
+with a `TreeError` (FACTS.md, "Applying unified diffs": such paths must be refused). The
+engine's own state folder `.flashbuild/` and VCS folders are invisible to globs.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from flashbuild.errors import PatchError, TreeError
+
+STATE_DIR = ".flashbuild"
+_HIDDEN_DIRS = frozenset({STATE_DIR, ".git", ".hg", ".svn"})
+
+
+@functools.lru_cache(maxsize=256)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """A compiled regex for a glob over relative POSIX paths: `*` and `?` stay inside one
+    component, `**` spans any number of components (also none), `[...]` is a class."""
+    out = ""
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out += "(?:[^/]+/)*"
+            i += 3
+        elif pattern.startswith("**", i):
+            out += ".*"
+            i += 2
+        elif pattern[i] == "*":
+            out += "[^/]*"
+            i += 1
+        elif pattern[i] == "?":
+            out += "[^/]"
+            i += 1
+        elif pattern[i] == "[" and "]" in pattern[i + 1:]:
+            end = pattern.index("]", i + 1)
+            body = pattern[i + 1:end]
+            out += "[" + ("^" + body[1:] if body.startswith("!") else body) + "]"
+            i = end + 1
+        else:
+            out += re.escape(pattern[i])
+            i += 1
+    return re.compile(out + r"\Z")
+
+
+def check_rel(path: str) -> str:
+    """Normalise a relative tree path or raise TreeError when it could leave the tree."""
+    text = path.replace("\\", "/")
+    posix = PurePosixPath(text)
+    if (posix.is_absolute() or re.match(r"^[A-Za-z]:", text) or text.startswith("//")):
+        raise TreeError(f"the path `{path}` is absolute",
+                        evidence="patches and transforms may only name files inside the tree",
+                        fix="use a path relative to the tree root")
+    parts = [p for p in posix.parts if p not in ("", ".")]
+    if ".." in parts:
+        raise TreeError(f"the path `{path}` climbs out of the tree with `..`",
+                        evidence="patches and transforms may only name files inside the tree",
+                        fix="use a path relative to the tree root, without `..`")
+    if not parts:
+        raise TreeError(f"the path `{path}` names the tree root, not a file")
+    if parts[0] == STATE_DIR:
+        raise TreeError(f"the path `{path}` is inside flashbuild's own state folder")
+    return "/".join(parts)
+
+
+@dataclass
+class Tree:
+    """A source tree on disk with an overlay of planned contents.
+
+    `base` overrides what is on disk (the engine puts the pristine originals of an already
+    patched tree there, so planning always starts from the unpatched tree); `planned` holds
+    the edits of the steps planned so far (`None` = deleted).
+    """
+
+    root: Path
+    base: dict[str, bytes | None] = field(default_factory=dict)
+    planned: dict[str, bytes | None] = field(default_factory=dict)
+    _files: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        self.root = self.root.resolve()
+
+    # -- paths -------------------------------------------------------------------------------
+
+    def resolve(self, path: str) -> Path:
+        """The real location of `path`, refusing symlinks that lead outside the tree."""
+        rel = check_rel(path)
+        full = self.root / rel
+        real = Path(os.path.realpath(full))
+        if real != self.root and self.root not in real.parents:
+            raise TreeError(f"`{rel}` leads out of the tree through a symlink",
+                            evidence=f"it resolves to {real}",
+                            fix="replace the symlink by a real file or patch the target tree")
+        return full
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def disk_bytes(self, path: str) -> bytes | None:
+        full = self.resolve(path)
+        try:
+            return full.read_bytes() if full.is_file() else None
+        except OSError as exc:
+            raise PatchError(f"cannot read `{path}`", evidence=str(exc)) from exc
+
+    def pristine_bytes(self, path: str) -> bytes | None:
+        """Bytes before any planned step (the base overlay, else the disk)."""
+        rel = check_rel(path)
+        if rel in self.base:
+            return self.base[rel]
+        return self.disk_bytes(rel)
+
+    def read_bytes(self, path: str) -> bytes | None:
+        rel = check_rel(path)
+        if rel in self.planned:
+            self.resolve(rel)
+            return self.planned[rel]
+        return self.pristine_bytes(rel)
+
+    def read(self, path: str) -> str:
+        data = self.read_bytes(path)
+        if data is None:
+            raise PatchError(f"`{path}` does not exist in the tree {self.root}",
+                             fix="check the path in the recipe or the `--source` tree")
+        return decode_text(path, data)
+
+    def exists(self, path: str) -> bool:
+        return self.read_bytes(path) is not None
+
+    def glob(self, pattern: str) -> list[str]:
+        regex = glob_regex(pattern.replace("\\", "/").removeprefix("./"))
+        return [p for p in self.files() if regex.match(p)]
+
+    def files(self) -> list[str]:
+        """Every file of the tree as planned so far, sorted."""
+        if self._files is None:
+            found: list[str] = []
+            for dirpath, dirnames, filenames in os.walk(self.root):
+                dirnames[:] = sorted(d for d in dirnames if d not in _HIDDEN_DIRS)
+                rel_dir = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
+                prefix = "" if rel_dir == "." else rel_dir + "/"
+                found.extend(prefix + name for name in filenames)
+            self._files = found
+        names = set(self._files)
+        for overlay in (self.base, self.planned):
+            for rel, data in overlay.items():
+                if data is None:
+                    names.discard(rel)
+                else:
+                    names.add(rel)
+        return sorted(names)
+
+    # -- planning ----------------------------------------------------------------------------
+
+    def plan(self, path: str, data: bytes | None) -> None:
+        """Record the planned content of a file (None = delete)."""
+        rel = check_rel(path)
+        self.resolve(rel)
+        self.planned[rel] = data
+
+    def changed(self) -> dict[str, bytes | None]:
+        """Planned content of every file whose planned bytes differ from the pristine ones."""
+        return {rel: data for rel, data in sorted(self.planned.items())
+                if data != self.pristine_bytes(rel)}
+
+
+def decode_text(path: str, data: bytes) -> str:
+    """Source text of a file; binary files are refused (a NUL byte or invalid UTF-8)."""
+    if b"\0" in data[:8192]:
+        raise PatchError(f"`{path}` is a binary file", evidence="it contains NUL bytes",
+                         fix="flashbuild only patches text sources; leave it out of the step")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PatchError(f"`{path}` is not UTF-8 text", evidence=str(exc),
+                         fix="convert the file to UTF-8 or leave it out of the step") from exc

@@ -1,0 +1,325 @@
+"""TOML → the recipe model, with errors that point at the file and line.
+
+The conversion is generic: `convert(cls, data)` walks a dataclass's fields and type hints, so the
+recipe classes and every transform's params dataclass (from `transforms.REGISTRY`) load the same
+way. Raw dicts never leave this module. Unknown keys are errors with a "did you mean" (difflib);
+wrong types name the field, what was expected and what was found.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import enum
+import re
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar, get_args, get_origin
+
+from flashbuild.errors import RecipeError
+from flashbuild.recipes.model import PatchStep, Recipe
+
+T = TypeVar("T")
+
+#: A location inside the TOML document: keys and array indexes from the root.
+KeyPath = tuple[str | int, ...]
+
+
+def transform_registry() -> dict[str, Any]:
+    """`transforms.REGISTRY`, with every built-in transform module imported."""
+    from flashbuild.patching import transforms
+
+    return dict(transforms.registry())
+
+
+# ---------------------------------------------------------------------------------------------
+# Locating keys in the TOML text (tomllib keeps no positions).
+
+
+@dataclass(frozen=True)
+class _Source:
+    file: Path | None
+    text: str
+
+    def where(self, path: KeyPath) -> str:
+        name = str(self.file) if self.file else "<recipe>"
+        line = self.line_of(path)
+        return f"{name}:{line}" if line else name
+
+    def line_of(self, path: KeyPath) -> int | None:
+        """Best-effort 1-based line of the key at `path`: find the table (counting `[[x]]`
+        headers for array indexes), then the last key of the path inside it."""
+        lines = self.text.splitlines()
+        start, end = 0, len(lines)
+        header_path: list[str] = []
+        found_line: int | None = None
+        for depth, part in enumerate(path):
+            if isinstance(part, int):
+                name = ".".join(header_path)
+                heads = [i for i in range(start, end)
+                         if re.match(rf"^\s*\[\[\s*{re.escape(name)}\s*\]\]", lines[i])]
+                if part < len(heads):
+                    start = heads[part]
+                    found_line = start + 1
+                    nxt = [i for i in range(start + 1, end)
+                           if re.match(r"^\s*\[\[?\s*[\w.-]+\s*\]\]?", lines[i])
+                           and not re.match(rf"^\s*\[\[?\s*{re.escape(name)}\.", lines[i])]
+                    end = nxt[0] if nxt else end
+                continue
+            header_path.append(part)
+            name = ".".join(header_path)
+            head = next((i for i in range(start, end)
+                         if re.match(rf"^\s*\[\[?\s*{re.escape(name)}\s*\]\]?", lines[i])),
+                        None)
+            if head is not None:
+                start, found_line = head, head + 1
+                continue
+            key = next((i for i in range(start, end)
+                        if re.search(rf"(^|[{{,\s]){re.escape(part)}\s*=", lines[i])), None)
+            if key is not None:
+                found_line = key + 1
+                if depth == len(path) - 1:
+                    break
+                start = key
+        return found_line
+
+
+# ---------------------------------------------------------------------------------------------
+# Generic conversion.
+
+
+class _Convert:
+    def __init__(self, src: _Source) -> None:
+        self.src = src
+
+    def error(self, path: KeyPath, what: str, evidence: str = "", fix: str = "") -> RecipeError:
+        return RecipeError(f"{what} ({self.src.where(path)})", evidence=evidence,
+                           fix=fix or "correct the recipe; `flashbuild recipe check FILE` "
+                           "validates it", details={"where": self.src.where(path),
+                                                    "key": _dotted(path)})
+
+    def dataclass(self, cls: type[T], data: object, path: KeyPath) -> T:
+        if not isinstance(data, Mapping):
+            raise self.error(path, f"`{_dotted(path) or 'recipe'}` must be a table, got "
+                             f"{_describe(data)}")
+        hints = typing.get_type_hints(cls)
+        fields = {f.name: f for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+                  if f.metadata.get("toml", True)}
+        for key in data:
+            if key not in fields:
+                close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
+                hint = f"did you mean `{close[0]}`?" if close else ""  # the `what` names the key
+                raise self.error(
+                    (*path, key), f"unknown key `{key}` in {_table(path)}",
+                    evidence=" ".join(filter(None, [hint, "known keys: " +
+                                                    ", ".join(sorted(fields))])),
+                    fix=f"rename it to `{close[0]}`" if close else "remove it")
+        kwargs: dict[str, Any] = {}
+        for name, f in fields.items():
+            if name in data:
+                if cls is PatchStep and name == "params":
+                    continue
+                kwargs[name] = self.value(hints[name], data[name], (*path, name))
+            elif (f.default is dataclasses.MISSING
+                  and f.default_factory is dataclasses.MISSING):
+                raise self.error(path, f"{_table(path)} lacks the required key `{name}`",
+                                 evidence=_doc(cls, name))
+        if cls is PatchStep:
+            kwargs["params"] = self.params(data, path)
+        try:
+            return cls(**kwargs)
+        except (ValueError, TypeError) as exc:
+            raise self.error(path, f"invalid {_table(path)}: {exc}") from exc
+
+    def params(self, data: Mapping[str, Any], path: KeyPath) -> object:
+        name = data.get("transform")
+        if name is None:
+            if "params" in data:
+                raise self.error((*path, "params"), "`params` belongs to a transform step, "
+                                 "and this step has no `transform`")
+            return None
+        registry = transform_registry()
+        if name not in registry:
+            close = difflib.get_close_matches(str(name), list(registry), n=1)
+            raise self.error(
+                (*path, "transform"), f"unknown transform `{name}`",
+                evidence=(f"did you mean `{close[0]}`? " if close else "") +
+                "built-in transforms: " + (", ".join(sorted(registry)) or "none"),
+                fix="use one of the built-in transforms (`flashbuild recipe show` lists them)")
+        return self.dataclass(registry[name].params, data.get("params", {}),
+                              (*path, "params"))
+
+    def value(self, hint: Any, data: object, path: KeyPath) -> Any:  # noqa: PLR0911, PLR0912
+        origin = get_origin(hint)
+        args = get_args(hint)
+        if hint is Any or hint is object:
+            return data
+        if origin in (types.UnionType, typing.Union):
+            if data is None and type(None) in args:
+                return None
+            rest = [a for a in args if a is not type(None)]
+            if len(rest) == 1:
+                return self.value(rest[0], data, path)
+            for option in rest:
+                try:
+                    return self.value(option, data, path)
+                except RecipeError:
+                    continue
+            raise self.expected(path, " or ".join(_type_name(a) for a in rest), data)
+        if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+            return self.dataclass(hint, data, path)
+        if origin is Literal:
+            if data not in args:
+                close = difflib.get_close_matches(str(data), [str(a) for a in args], n=1)
+                raise self.error(path, f"`{_dotted(path)}` must be one of "
+                                 f"{', '.join(repr(a) for a in args)}, got {data!r}",
+                                 evidence=f"the closest valid value is {close[0]!r}"
+                                 if close else "")
+            return data
+        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+            try:
+                return hint(data)
+            except ValueError:
+                raise self.error(path, f"`{_dotted(path)}` must be one of "
+                                 f"{', '.join(repr(m.value) for m in hint)}, "
+                                 f"got {data!r}") from None
+        if origin is tuple or origin is list:
+            item = args[0]
+            # A single scalar where a list of scalars is expected is accepted:
+            # `platform = "windows"`. Tables must be written as arrays.
+            if not isinstance(data, list) and not (_scalar(item) and _scalar(type(data))):
+                raise self.expected(path, _type_name(hint), data)
+            items = data if isinstance(data, list) else [data]
+            converted = [self.value(item, v, (*path, i)) for i, v in enumerate(items)]
+            return tuple(converted) if origin is tuple else converted
+        if origin in (dict, Mapping):
+            if not isinstance(data, Mapping):
+                raise self.expected(path, "a table", data)
+            return {str(k): self.value(args[1], v, (*path, str(k))) for k, v in data.items()}
+        if hint is bool:
+            if not isinstance(data, bool):
+                raise self.expected(path, "true or false", data)
+            return data
+        if hint is int:
+            if isinstance(data, bool) or not isinstance(data, int):
+                raise self.expected(path, "an integer", data)
+            return data
+        if hint is float:
+            if isinstance(data, bool) or not isinstance(data, int | float):
+                raise self.expected(path, "a number", data)
+            return float(data)
+        if hint is str:
+            if not isinstance(data, str):
+                raise self.expected(path, "a string", data)
+            return data
+        if hint is Path:
+            if not isinstance(data, str):
+                raise self.expected(path, "a path string", data)
+            return Path(data)
+        raise self.error(path, f"the recipe loader cannot read type {hint!r}")  # a model bug
+
+    def expected(self, path: KeyPath, what: str, data: object) -> RecipeError:
+        return self.error(path, f"`{_dotted(path)}` must be {what}, got {_describe(data)}")
+
+
+def _scalar(hint: Any) -> bool:
+    return hint in (str, int, float) or get_origin(hint) is Literal
+
+
+def _dotted(path: KeyPath) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
+
+
+def _table(path: KeyPath) -> str:
+    if not path:
+        return "the recipe"
+    if isinstance(path[-1], int):
+        return f"[[{_dotted(path[:-1])}]] #{path[-1] + 1}"
+    return f"[{_dotted(path)}]"
+
+
+def _describe(data: object) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", bool: "a boolean",
+             list: "an array", dict: "a table"}
+    return f"{names.get(type(data), type(data).__name__)} ({data!r:.60})"
+
+
+def _type_name(hint: Any) -> str:
+    origin = get_origin(hint)
+    if origin in (tuple, list):
+        return f"an array of {_type_name(get_args(hint)[0])}"
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(hint))
+    return {str: "a string", int: "an integer", bool: "true or false", float: "a number"}.get(
+        hint, getattr(hint, "__name__", str(hint)))
+
+
+def _doc(cls: type, name: str) -> str:
+    from flashbuild.recipes.schema import field_docs
+
+    return field_docs(cls).get(name, "")
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API.
+
+
+def parse_recipe(text: str, file: Path | None = None) -> Recipe:
+    """Validate TOML text into a `Recipe` (`file` is where it came from, for paths/errors)."""
+    src = _Source(file, text)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        where = f"{file or '<recipe>'}:{m[1]}" if m else str(file or "<recipe>")
+        raise RecipeError(f"the recipe is not valid TOML ({where})", evidence=str(exc),
+                          fix="fix the TOML syntax at that line",
+                          details={"where": where}) from exc
+    recipe = _Convert(src).dataclass(Recipe, data, ())
+    return dataclasses.replace(recipe, file=file.resolve() if file else None)
+
+
+def load_recipe(name_or_path: str | Path) -> Recipe:
+    """A recipe by bundled name (`csrc`) or by TOML file path."""
+    path = Path(name_or_path)
+    if path.suffix != ".toml" or not path.exists():
+        bundled = {p.stem: p for p in bundled_recipes()}
+        if str(name_or_path) in bundled:
+            path = bundled[str(name_or_path)]
+        elif not path.exists():
+            close = difflib.get_close_matches(str(name_or_path), list(bundled), n=1)
+            raise RecipeError(
+                f"no recipe `{name_or_path}`",
+                evidence=(f"did you mean `{close[0]}`? " if close else "") +
+                f"bundled recipes: {', '.join(sorted(bundled)) or 'none'}",
+                fix="name a bundled recipe or the path of a recipe .toml file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecipeError(f"cannot read the recipe {path}", evidence=str(exc)) from exc
+    return parse_recipe(text, path)
+
+
+def recipes_dir() -> Path:
+    """The top-level `recipes/` folder shipped with flashbuild (found relative to the package,
+    which works for the editable install the README describes)."""
+    here = Path(__file__).resolve().parent.parent.parent / "recipes"
+    if not here.is_dir():
+        raise RecipeError(
+            "the bundled recipes folder is missing",
+            evidence=f"looked for {here}",
+            fix="install flashbuild from its source checkout (`pip install -e .`), or pass "
+            "`--recipe FILE.toml`")
+    return here
+
+
+def bundled_recipes() -> list[Path]:
+    """Every bundled recipe file, sorted by name."""
+    return sorted(recipes_dir().glob("*.toml"))

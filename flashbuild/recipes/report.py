@@ -1,0 +1,104 @@
+"""`flashbuild recipe list | show | check`: the stage functions and their rendering."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from flashbuild.console import ui
+from flashbuild.errors import RecipeError
+from flashbuild.recipes.load import bundled_recipes, load_recipe, parse_recipe, transform_registry
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from flashbuild.recipes.model import Recipe, When
+
+
+def _when_text(when: When) -> str:
+    if when.always:
+        return "always"
+    parts = [f"{f.name}={','.join(v) if isinstance(v, tuple) else v}"
+             for f in dataclasses.fields(when) if (v := getattr(when, f.name))]
+    return " ".join(parts)
+
+
+def recipe_json(recipe: Recipe) -> dict[str, Any]:
+    data = dataclasses.asdict(recipe)
+    data["file"] = str(recipe.file) if recipe.file else None
+    return data
+
+
+def list_recipes(*, as_json: bool) -> int:
+    rows = []
+    for path in bundled_recipes():
+        recipe = load_recipe(path)
+        rows.append({"name": recipe.name, "description": recipe.recipe.description,
+                     "steps": len(recipe.patch), "file": str(path)})
+    if as_json:
+        ui.emit_json({"ok": True, "recipes": rows})
+        return 0
+    table = Table(title="bundled recipes")
+    for column in ("name", "description", "steps", "file"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(escape(str(row[c])) for c in ("name", "description", "steps", "file")))
+    ui.human.print(table)
+    return 0
+
+
+def show_recipe(name: str, *, as_json: bool) -> int:
+    recipe = load_recipe(name)
+    if as_json:
+        ui.emit_json({"ok": True, "recipe": recipe_json(recipe)})
+        return 0
+    ui.step(f"recipe [bold]{escape(recipe.name)}[/] v{escape(recipe.recipe.version)}: "
+            f"{escape(recipe.recipe.description)}")
+    ui.info(f"  file: {recipe.file}\n  source: {recipe.source_root()}")
+    table = Table(title="patch steps")
+    for column in ("id", "kind", "what", "when"):
+        table.add_column(column)
+    for step in recipe.patch:
+        table.add_row(escape(step.id), step.kind, escape(step.diff or step.transform or ""),
+                      escape(_when_text(step.when)))
+    ui.human.print(table)
+    if recipe.build.options:
+        for opt in recipe.build.options:
+            defines = " ".join(f"-D{k}={v}" for k, v in opt.define.items())
+            ui.info(f"  cmake [{escape(_when_text(opt.when))}]: "
+                    f"{escape(' '.join([defines, *opt.args]).strip())}")
+    for art in recipe.artifact:
+        ui.info(f"  artifact {escape(art.name)} ({art.kind}, target {escape(art.target)})")
+    ui.info("  built-in transforms: " + ", ".join(sorted(transform_registry())))
+    return 0
+
+
+def check_recipe(file: Path, *, as_json: bool) -> int:
+    """Validate a recipe file: the model, the diff files it names, and its source tree."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RecipeError(f"cannot read {file}", evidence=str(exc)) from exc
+    recipe = parse_recipe(text, file)
+    problems = [f"step `{s.id}`: the diff {recipe.diff_path(s)} does not exist"
+                for s in recipe.patch if s.diff is not None and not recipe.diff_path(s).is_file()]
+    warnings = []
+    if not recipe.source_root().is_dir():
+        warnings.append(f"the source tree {recipe.source_root()} does not exist "
+                        "(pass --source when patching)")
+    if problems:
+        raise RecipeError(f"the recipe {file} names missing files",
+                          evidence="; ".join(problems),
+                          fix="paths of diffs are relative to the recipe file")
+    if as_json:
+        ui.emit_json({"ok": True, "recipe": recipe.name, "steps": len(recipe.patch),
+                      "warnings": warnings})
+        return 0
+    for warning in warnings:
+        ui.warn(escape(warning))
+    ui.step(f"{escape(str(file))}: recipe `{escape(recipe.name)}` is valid "
+            f"({len(recipe.patch)} patch step(s))")
+    return 0

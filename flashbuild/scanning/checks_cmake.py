@@ -1,0 +1,274 @@
+"""CMake checks, on the tree-sitter-cmake parse (PyPI `tree-sitter-cmake`).
+
+Per file: the MSVC flag block (FB190), DLL outputs (FB191), `dl` linked by name (FB192),
+exact-string arch gates (FB152); and the facts the tree-wide pass needs: every source, folder
+or glob the file names with the `if()` gates around it, and whether it defines NOMINMAX.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import tree_sitter_cmake
+from tree_sitter import Language, Node, Parser
+
+from flashbuild.scanning.gates import (
+    BuildGates,
+    Gate,
+    Mention,
+    arch_literal,
+    gate_from_words,
+    same_generation,
+)
+from flashbuild.scanning.scan import (
+    Category,
+    FileReport,
+    FileText,
+    Finding,
+    Fix,
+    ScanTarget,
+    Severity,
+)
+
+#: FACTS.md "Host compilers accepted by nvcc": flags the community needed with MSVC.
+MSVC_FLAGS = ("/Zc:preprocessor", "/Zc:__cplusplus", "/bigobj", "/utf-8", "/EHsc")
+SOURCE_SUFFIX = re.compile(r"\.(cu|cuh|cpp|cc|cxx|c|h|hpp)$|[*?]")
+SOURCE_COMMANDS = frozenset({"add_library", "add_executable", "target_sources", "set", "list",
+                             "file", "cuda_add_library", "pybind11_add_module",
+                             "python_add_library", "add_subdirectory"})
+DEFINE_COMMANDS = frozenset({"add_compile_definitions", "target_compile_definitions",
+                             "add_definitions", "add_compile_options", "target_compile_options"})
+
+
+@functools.cache
+def _parser() -> Parser:
+    return Parser(Language(tree_sitter_cmake.language()))
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    args: tuple[str, ...]
+    node: Node
+    gates: tuple[Gate, ...]
+
+
+def _text(node: Node) -> str:
+    return (node.text or b"").decode("utf-8", "replace")
+
+
+def _args(node: Node) -> tuple[str, ...]:
+    lst = next((c for c in node.children if c.type == "argument_list"), None)
+    if lst is None:
+        return ()
+    out = []
+    for arg in lst.children:
+        if arg.type == "argument":
+            out.append(_text(arg).strip('"'))
+    return tuple(out)
+
+
+def _commands(node: Node, gates: tuple[Gate, ...]) -> Iterator[Command]:
+    """Every command with the gates that must hold for it to run (if/elseif/else chains)."""
+    for child in node.children:
+        if child.type == "normal_command":
+            name = _text(child.children[0]).lower()
+            yield Command(name, _args(child), child, gates)
+        elif child.type == "if_condition":
+            prior: list[Gate] = []
+            current: Gate | None = None
+            for part in child.children:
+                if part.type in ("if_command", "elseif_command"):
+                    words = _args(part)
+                    text = " ".join(words)
+                    current = gate_from_words(text, words, negated=False)
+                    yield Command(part.type.removesuffix("_command"), words, part, gates)
+                elif part.type == "else_command":
+                    current = None
+                elif part.type == "body":
+                    inner = (*gates, *prior, *([current] if current else []))
+                    yield from _commands(part, inner)
+                    if current is not None:
+                        prior.append(Gate(text=f"not ({current.text})", archs=current.archs,
+                                          platform=current.platform,
+                                          negated=not current.negated))
+        elif child.type in ("foreach_loop", "function_def", "macro_def", "while_loop",
+                            "block_def", "body"):
+            yield from _commands(child, gates)
+
+
+def _pos(node: Node) -> tuple[int, int]:
+    return node.start_point[0] + 1, node.start_point[1] + 1
+
+
+def _snippet(file: FileText, line: int) -> str:
+    lines = file.text.splitlines()
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+
+def check_cmake(file: FileText, target: ScanTarget) -> FileReport:
+    report = FileReport(file.path)
+    tree = _parser().parse(file.text.encode("utf-8"))
+    commands = list(_commands(tree.root_node, ()))
+    mentions: list[Mention] = []
+    defines: set[str] = set()
+    for cmd in commands:
+        line = _pos(cmd.node)[0]
+        if cmd.name in SOURCE_COMMANDS:
+            args = cmd.args[1:] if cmd.name != "add_subdirectory" else cmd.args[:1]
+            for arg in args:
+                if cmd.name == "add_subdirectory" or SOURCE_SUFFIX.search(arg):
+                    mentions.append(Mention(arg, file.path, line, cmd.gates))
+        if cmd.name in DEFINE_COMMANDS:
+            for arg in cmd.args:
+                name = re.sub(r"^[-/]D", "", arg).split("=")[0]
+                if name == "NOMINMAX":
+                    defines.add(name)
+    report.facts["mentions"] = mentions
+    report.facts["defines"] = sorted(defines)
+    if target.platform == "windows":
+        report.findings += _msvc_block(file, commands)
+        report.findings += _dll_outputs(file, commands)
+        report.findings += _hardcoded_dl(file, commands)
+    report.findings += _strequal_gates(file, commands, target)
+    return report
+
+
+def _msvc_block(file: FileText, commands: Sequence[Command]) -> list[Finding]:
+    project = next((c for c in commands if c.name == "project"), None)
+    uses_cuda = any(
+        (c.name == "project" and "CUDA" in c.args) or
+        (c.name == "enable_language" and "CUDA" in c.args) for c in commands)
+    if project is None or not uses_cuda:
+        return []
+    msvc_text = " ".join(" ".join(c.args) for c in commands
+                         if any(g.platform == "windows" and not g.negated for g in c.gates)
+                         or any("MSVC" in a for a in c.args))
+    missing = [f for f in MSVC_FLAGS if f.lower() not in msvc_text.lower()]
+    if not missing:
+        return []
+    has_block = any(c.name in ("if", "elseif") and "MSVC" in c.args for c in commands)
+    line, col = _pos(project.node)
+    what = ("its if(MSVC) block lacks " if has_block else "there is no if(MSVC) block with ")
+    return [Finding(
+        rule="FB190", category=Category.CMAKE, path=file.path, line=line, col=col,
+        severity=Severity.WARNING,
+        message=f"CUDA project built with MSVC: {what}{' '.join(missing)}",
+        evidence=f"project() enables CUDA; flags given for MSVC: "
+        f"{', '.join(f for f in MSVC_FLAGS if f not in missing) or 'none'}",
+        snippet=_snippet(file, line),
+        fix=Fix(manual="add `if(MSVC) add_compile_options($<$<COMPILE_LANGUAGE:CXX>:"
+                + ";".join(missing) + ">) endif()` (and the same through -Xcompiler for CUDA); "
+                "`flashbuild build` passes them itself"),
+        data={"missing": missing})]
+
+
+def _dll_outputs(file: FileText, commands: Sequence[Command]) -> list[Finding]:
+    shared = {c.args[0] for c in commands if c.name == "add_library" and len(c.args) > 1
+              and c.args[1] == "SHARED"}
+    out: list[Finding] = []
+    for cmd in commands:
+        if cmd.name != "set_target_properties" or "PROPERTIES" not in cmd.args:
+            continue
+        targets = cmd.args[:cmd.args.index("PROPERTIES")]
+        props = cmd.args[cmd.args.index("PROPERTIES") + 1:]
+        keys = set(props[0::2])
+        if "LIBRARY_OUTPUT_DIRECTORY" in keys and "RUNTIME_OUTPUT_DIRECTORY" not in keys:
+            for tgt in targets:
+                if tgt not in shared:
+                    continue  # MODULE libraries (.pyd) are LIBRARY outputs on Windows too
+                line, col = _pos(cmd.node)
+                value = props[props.index("LIBRARY_OUTPUT_DIRECTORY") + 1]
+                out.append(Finding(
+                    rule="FB191", category=Category.CMAKE, path=file.path, line=line, col=col,
+                    severity=Severity.WARNING,
+                    message=f"the Windows DLL of SHARED library `{tgt}` will not land in "
+                    f"{value}",
+                    evidence="LIBRARY_OUTPUT_DIRECTORY is set, RUNTIME_OUTPUT_DIRECTORY is "
+                    "not; on Windows a SHARED library's DLL is a RUNTIME output",
+                    snippet=_snippet(file, line),
+                    fix=Fix(manual=f"also set RUNTIME_OUTPUT_DIRECTORY {value} on `{tgt}`"),
+                    data={"target": tgt}))
+    return out
+
+
+def _hardcoded_dl(file: FileText, commands: Sequence[Command]) -> list[Finding]:
+    out = []
+    for cmd in commands:
+        if cmd.name == "target_link_libraries" and any(a in ("dl", "-ldl") for a in cmd.args[1:]):
+            if any(g.platform == "posix" and not g.negated for g in cmd.gates):
+                continue
+            line, col = _pos(cmd.node)
+            out.append(Finding(
+                rule="FB192", category=Category.CMAKE, path=file.path, line=line, col=col,
+                severity=Severity.ERROR, message="links `dl`, which does not exist on Windows",
+                evidence=f"target_link_libraries({' '.join(cmd.args)})",
+                snippet=_snippet(file, line),
+                fix=Fix(manual="link ${CMAKE_DL_LIBS} instead of dl")))
+    return out
+
+
+def _strequal_gates(file: FileText, commands: Sequence[Command],
+                    target: ScanTarget) -> list[Finding]:
+    out: list[Finding] = []
+    conds = [c for c in commands if c.name in ("if", "elseif")]
+    named = {lit[0] for c in conds for a in c.args if (lit := arch_literal(a))}
+    for cmd in conds:
+        args = cmd.args
+        for i, word in enumerate(args):
+            if word != "STREQUAL" or i == 0 or i + 1 >= len(args):
+                continue
+            left, right = args[i - 1], args[i + 1]
+            lit = arch_literal(right) or arch_literal(left)
+            var = left if arch_literal(right) else right
+            if lit is None or "ARCH" not in var.upper():
+                continue
+            code, suffix = lit
+            for arch in target.archs:
+                why = ""
+                if code == arch.code:
+                    why = (f"`{arch.code}{arch.suffix}` is not the string `{code}{suffix}`"
+                           if suffix != arch.suffix.value else
+                           f"true only while {var} is exactly `{code}{suffix}`: a suffix "
+                           f"(`{code}a`) or a second arch (`90a;{code}`) turns it off")
+                elif same_generation(code, arch.code) and arch.code not in named:
+                    why = (f"names {code}, a sibling of {arch.sm}, and no gate in this file "
+                           f"names {arch.code}")
+                if why:
+                    line, col = _pos(cmd.node)
+                    out.append(Finding(
+                        rule="FB152", category=Category.ARCH_GATING, path=file.path,
+                        line=line, col=col, severity=Severity.WARNING,
+                        message=f"arch gate `{left} STREQUAL {right}` is false for {arch.sm}",
+                        evidence=why, snippet=_snippet(file, line),
+                        fix=Fix(manual=f"test membership instead, e.g. `if(\"{arch.code}"
+                                f"{arch.suffix}\" IN_LIST CMAKE_CUDA_ARCHITECTURES)` or a "
+                                "MATCHES on the numeric code"),
+                        data={"literal": f"{code}{suffix}"}))
+                    break
+    return out
+
+
+# --- tree-wide facts ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TreeGates:
+    """`BuildGates` bound to nothing: `compiled_for(path, target)`."""
+
+    gates: BuildGates
+
+    def compiled_for(self, path: str, target: ScanTarget) -> Any:
+        return self.gates.compiled_for(path, target.platform, target.archs)
+
+
+def build_gates(reports: Sequence[FileReport]) -> TreeGates:
+    mentions = tuple(m for r in reports for m in r.facts.get("mentions", ()))
+    return TreeGates(BuildGates(mentions))
+
+
+def tree_defines(reports: Sequence[FileReport]) -> frozenset[str]:
+    return frozenset(d for r in reports for d in r.facts.get("defines", ()))

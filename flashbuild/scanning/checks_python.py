@@ -1,0 +1,174 @@
+"""Python checks (setup.py and packages), on the standard `ast` parse.
+
+FB180 ctypes with a hard-coded POSIX library name, FB181 a package `__init__` that imports
+an extension module without `os.add_dll_directory`, FB182 a hard-coded `.so` suffix; and
+the facts the tree-wide pass needs: sources that setup.py lists, with the `if` tests around
+them, and NOMINMAX passed as a macro.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from flashbuild.scanning.gates import Gate, Mention, gate_from_words
+from flashbuild.scanning.scan import (
+    Category,
+    FileReport,
+    FileText,
+    Finding,
+    Fix,
+    ScanTarget,
+    Severity,
+)
+
+POSIX_LIB = re.compile(r"^(?:.*/)?lib[\w+.-]*\.so(?:\.\d+)*$")
+UNVERSIONED = re.compile(r"\.so$")
+SO_SUFFIX = re.compile(r"\.so$")
+SOURCE = re.compile(r"\.(cu|cpp|cc|cxx|c)$")
+CDLL_NAMES = frozenset({"CDLL", "PyDLL", "LoadLibrary", "cdll", "dlopen"})
+
+
+def _snippet(file: FileText, line: int) -> str:
+    lines = file.text.splitlines()
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+
+def _call_name(node: ast.Call) -> str:
+    f = node.func
+    if isinstance(f, ast.Attribute):
+        return f.attr
+    if isinstance(f, ast.Name):
+        return f.id
+    return ""
+
+
+@dataclass
+class _Visitor(ast.NodeVisitor):
+    file: FileText
+    target: ScanTarget
+    report: FileReport
+
+    def __post_init__(self) -> None:
+        self.gates: list[Gate] = []
+        self.cdll_args: set[int] = set()
+
+    def visit_If(self, node: ast.If) -> None:
+        words = [n.value for n in ast.walk(node.test) if isinstance(n, ast.Constant)
+                 and isinstance(n.value, str)]
+        if any(isinstance(n, ast.Not | ast.NotEq) for n in ast.walk(node.test)):
+            words.append("not")
+        text = ast.unparse(node.test)
+        self.visit(node.test)
+        self.gates.append(gate_from_words(text, words, negated=False))
+        for stmt in node.body:
+            self.visit(stmt)
+        g = self.gates.pop()
+        self.gates.append(Gate(text=f"not ({g.text})", archs=g.archs, platform=g.platform,
+                               negated=not g.negated))
+        for stmt in node.orelse:
+            self.visit(stmt)
+        self.gates.pop()
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = _call_name(node)
+        if name in CDLL_NAMES and node.args:
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and \
+                    POSIX_LIB.match(arg.value):
+                self.cdll_args.add(id(arg))
+                self._cdll(node, arg.value)
+        if name in ("define_macros",):
+            pass
+        for kw in node.keywords:
+            if kw.arg == "define_macros":
+                for n in ast.walk(kw.value):
+                    if isinstance(n, ast.Constant) and n.value == "NOMINMAX":
+                        self.report.facts.setdefault("defines", []).append("NOMINMAX")
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if not isinstance(node.value, str):
+            return
+        value = node.value
+        if SOURCE.search(value) and "\n" not in value:
+            self.report.facts.setdefault("mentions", []).append(
+                Mention(value, self.file.path, node.lineno, tuple(self.gates)))
+        if self.target.platform == "windows" and SO_SUFFIX.search(value) and \
+                id(node) not in self.cdll_args and "\n" not in value and \
+                not any(g.platform == "posix" and not g.negated or
+                        g.platform == "windows" and g.negated for g in self.gates):
+            self._add(node, "FB182", Severity.ERROR,
+                      f"hard-coded `.so` in {value!r}: Windows extension modules are .pyd and "
+                      "libraries .dll",
+                      f"string literal {value!r}",
+                      Fix(manual="build the name from importlib.machinery.EXTENSION_SUFFIXES "
+                          "(modules) or pick .dll/.so by platform (libraries)"))
+
+    def _cdll(self, call: ast.Call, name: str) -> None:
+        if any(g.platform == "posix" and not g.negated for g in self.gates):
+            return  # already behind a POSIX test
+        if self.target.platform == "windows":
+            self._add(call, "FB180", Severity.ERROR,
+                      f"ctypes loads {name!r}, a Linux library name that does not exist on "
+                      "Windows", f"{_call_name(call)}({name!r})",
+                      Fix(manual="resolve the library per platform (cudart64_13.dll on "
+                          "Windows, libcudart.so.13 on Linux), e.g. with ctypes.util.find_library "
+                          "or the nvidia/cu13 wheel folder"))
+        elif UNVERSIONED.search(name) and name.rsplit("/", 1)[-1].startswith("libcu"):
+            self._add(call, "FB180", Severity.WARNING,
+                      f"ctypes loads the unversioned {name!r}, which only a CUDA dev install "
+                      "has", f"{_call_name(call)}({name!r}); the PyPI CUDA wheels ship only the "
+                      "versioned name (libcudart.so.13)",
+                      Fix(manual="load the versioned soname (libcudart.so.13)"))
+
+    def _add(self, node: ast.expr | ast.stmt, rule: str, sev: Severity, message: str,
+             evidence: str, fix: Fix) -> None:
+        line, col = node.lineno, node.col_offset + 1
+        cat = Category.PYTHON_PACKAGING
+        self.report.findings.append(Finding(
+            rule=rule, category=cat, path=self.file.path, line=line, col=col, severity=sev,
+            message=message, evidence=evidence, snippet=_snippet(self.file, line), fix=fix))
+
+
+def check_python(file: FileText, target: ScanTarget) -> FileReport:
+    report = FileReport(file.path)
+    try:
+        tree = ast.parse(file.text, filename=file.path)
+    except SyntaxError as exc:
+        report.facts["note"] = f"not parsed as Python: {exc.msg} (line {exc.lineno})"
+        return report
+    _Visitor(file, target, report).visit(tree)
+    if target.platform == "windows" and file.path.rpartition("/")[2] == "__init__.py":
+        _dll_directory(file, tree, report)
+    return report
+
+
+def _dll_directory(file: FileText, tree: ast.Module, report: FileReport) -> None:
+    """FB181: `from ._ext import x` / `from . import _ext` where no `_ext.py` exists is an
+    extension import (the sibling-file check runs in the tree-wide pass)."""
+    if "add_dll_directory" in file.text:
+        return
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.level >= 1:
+            if node.module:
+                names = [node.module.split(".")[0]]
+            else:
+                names = [a.name for a in node.names]
+        for name in names:
+            if name.startswith("_") and not name.startswith("__"):
+                report.findings.append(Finding(
+                    rule="FB181", category=Category.PYTHON_PACKAGING, path=file.path,
+                    line=node.lineno, col=node.col_offset + 1, severity=Severity.WARNING,
+                    message=f"the package imports `{name}`, an extension module, and never "
+                    "registers DLL folders: on Windows the import fails with 'DLL load failed'",
+                    evidence=f"relative import of `{name}` with no `{name}.py` beside it and no "
+                    "os.add_dll_directory in this __init__.py",
+                    snippet=_snippet(file, node.lineno),
+                    fix=Fix(manual="`flashbuild install` adds a loader shim to this __init__.py; "
+                            "without flashbuild, call os.add_dll_directory for the CUDA "
+                            "runtime's folder before the import"),
+                    data={"needs": "no-sibling-module", "module": name}))
+                return

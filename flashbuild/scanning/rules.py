@@ -1,0 +1,112 @@
+"""The rules `flashbuild scan` applies: id, category, one line, and why it matters.
+
+Ids are stable (SARIF consumers key on them). `help` cites the fact behind each rule
+(../shared/FACTS.md sections, or the toolkit/compiler behaviour).
+"""
+
+from __future__ import annotations
+
+from flashbuild.scanning.scan import Category, Rule
+
+_RULES = [
+    Rule(id="FB101", name="dlfcn-dynamic-loading", category=Category.DYNAMIC_LOADING,
+         short="dlopen/dlsym through <dlfcn.h>",
+         help="<dlfcn.h> does not exist on Windows (FACTS: MSVC flags). The "
+         "`dynamic-loading` transform (mode `portable`) maps dlopen/dlsym/dlerror/dlclose to "
+         "LoadLibraryExW/GetProcAddress/FormatMessage."),
+    Rule(id="FB102", name="plugin-export", category=Category.DYNAMIC_LOADING,
+         short="extern \"C\" entry point of a plugin without dllexport",
+         help="`extern \"C\"` alone exports nothing from a DLL (FACTS: Windows DLL loading); "
+         "the plugin entry points need __declspec(dllexport). The `dynamic-loading` transform "
+         "adds it."),
+    Rule(id="FB110", name="posix-header", category=Category.POSIX,
+         short="POSIX-only header",
+         help="unistd.h, sys/time.h, sys/mman.h, dirent.h, pthread.h and friends do not exist "
+         "with MSVC (FACTS: MSVC flags)."),
+    Rule(id="FB111", name="posix-type", category=Category.POSIX,
+         short="POSIX-only type (ssize_t)",
+         help="MSVC has no ssize_t; use ptrdiff_t or int64_t."),
+    Rule(id="FB112", name="int128", category=Category.GCC,
+         short="__int128",
+         help="MSVC has no __int128 (FACTS: MSVC flags); host code that uses it does not "
+         "compile on Windows."),
+    Rule(id="FB120", name="gcc-attribute", category=Category.GCC,
+         short="GCC __attribute__((...)) in host-compiled code",
+         help="cl.exe rejects the __attribute__ syntax itself, visibility included; put it "
+         "behind a macro that expands to __declspec(...) / nothing on MSVC."),
+    Rule(id="FB121", name="gcc-builtin", category=Category.GCC,
+         short="GCC __builtin_* in host-compiled code",
+         help="MSVC has none of GCC's __builtin_* functions in host code (nvcc handles them in "
+         "__device__/__global__ bodies, which cl.exe never sees)."),
+    Rule(id="FB130", name="windows-h-macro", category=Category.WINDOWS_MACROS,
+         short="identifier that windows.h turns into a macro",
+         help="windows.h defines `small` (rpcndr.h) and min/max unless NOMINMAX is defined "
+         "(FACTS: MSVC flags); a TU that includes it, directly or through the dynamic-loading "
+         "compat layer, breaks on these names."),
+    Rule(id="FB140", name="kernel-instantiation", category=Category.INSTANTIATIONS,
+         short="explicit instantiation of a __global__ template",
+         help="MSVC's host pass rejects `template __global__ ...;` lines; with CUDA 13's "
+         "-static-global-template-stub=true they add nothing another TU could use (FACTS: "
+         "Explicit template instantiations). The `explicit-instantiations` transform guards "
+         "them."),
+    Rule(id="FB141", name="host-instantiation", category=Category.INSTANTIATIONS,
+         short="explicit instantiation of a host template no other file uses",
+         help="Guarded by the `explicit-instantiations` transform for MSVC; nothing else in the "
+         "tree references it."),
+    Rule(id="FB142", name="host-instantiation-kept", category=Category.INSTANTIATIONS,
+         short="explicit instantiation another translation unit needs (kept)",
+         help="Removing a host template instantiation that another file calls breaks linking "
+         "(FACTS: Explicit template instantiations); the transform keeps it and says so."),
+    Rule(id="FB150", name="arch-allowlist-error", category=Category.ARCH_GATING,
+         short="__CUDA_ARCH__ allow-list ends in #error for the target",
+         help="The preprocessor reaches an #error when __CUDA_ARCH__ is the target's value: the "
+         "allow-list does not list it."),
+    Rule(id="FB151", name="arch-equality-test", category=Category.ARCH_GATING,
+         short="__CUDA_ARCH__ equality test leaves the target out",
+         help="`__CUDA_ARCH__ == N` names one arch of the target's generation but not the "
+         "target, so the target silently takes another path. The `macro-edit` transform "
+         "extends the test."),
+    Rule(id="FB152", name="cmake-arch-strequal", category=Category.ARCH_GATING,
+         short="CMake arch gate by exact string comparison",
+         help="`STREQUAL \"120\"` is false for `120a` or `120f`, and for a sibling arch: the "
+         "feature silently turns off (FACTS: CMake)."),
+    Rule(id="FB153", name="runtime-major-check", category=Category.ARCH_GATING,
+         short="runtime compute-capability equality that sends the target down an old path",
+         help="`major == 9` style checks with no branch accepting the target's major send a new "
+         "GPU to a fallback (or an error) at run time."),
+    Rule(id="FB160", name="arch-instruction", category=Category.ARCH_INSTRUCTIONS,
+         short="instruction the target lacks, compiled for the target",
+         help="wgmma is sm_90a only, tcgen05 sm_100a-class only, kind::f8f6f4 needs an `a` "
+         "target; sm_120 has no wgmma and no tcgen05 (FACTS: GPU architectures). Exclude the "
+         "source for the target (`exclude-sources`) or gate it."),
+    Rule(id="FB170", name="smem-over-budget", category=Category.SHARED_MEMORY,
+         short="constant shared-memory budget above the target's per-block limit",
+         help="The target allows this much dynamic shared memory per block at most (FACTS: "
+         "sm_120 99 KB, sm_90 227 KB); a launch asking for more fails."),
+    Rule(id="FB180", name="ctypes-hardcoded-library", category=Category.PYTHON_PACKAGING,
+         short="ctypes loads a hard-coded POSIX library name",
+         help="`libcudart.so` does not exist on Windows (cudart64_13.dll) nor in the PyPI CUDA "
+         "wheel layout, which only has libcudart.so.13 (FACTS: A CUDA toolchain from PyPI)."),
+    Rule(id="FB181", name="no-dll-directory", category=Category.PYTHON_PACKAGING,
+         short="package imports an extension module without registering DLL folders",
+         help="Python ≥ 3.8 ignores PATH when loading a .pyd (FACTS: Windows DLL loading); the "
+         "package must call os.add_dll_directory. `flashbuild install` adds a loader shim."),
+    Rule(id="FB182", name="hardcoded-so-suffix", category=Category.PYTHON_PACKAGING,
+         short="hard-coded `.so` suffix",
+         help="Extension modules are .pyd and libraries .dll on Windows; use "
+         "importlib.machinery.EXTENSION_SUFFIXES or sysconfig's EXT_SUFFIX."),
+    Rule(id="FB190", name="cmake-no-msvc-flags", category=Category.CMAKE,
+         short="no if(MSVC) block with the flags MSVC builds need",
+         help="MSVC needs /Zc:preprocessor (CCCL in CUDA 13.x), /Zc:__cplusplus /bigobj /utf-8 "
+         "/EHsc (CUTLASS) (FACTS: Host compilers)."),
+    Rule(id="FB191", name="cmake-dll-output", category=Category.CMAKE,
+         short="shared library output set for .so only; the Windows DLL lands elsewhere",
+         help="On DLL platforms the DLL of a SHARED library is a RUNTIME output; "
+         "LIBRARY_OUTPUT_DIRECTORY alone leaves it in the build folder, away from the package "
+         "(CMake docs: Output Artifacts)."),
+    Rule(id="FB192", name="cmake-hardcoded-dl", category=Category.CMAKE,
+         short="links `dl` by name",
+         help="There is no libdl on Windows; link ${CMAKE_DL_LIBS} (empty there)."),
+]
+
+RULES: dict[str, Rule] = {r.id: r for r in _RULES}

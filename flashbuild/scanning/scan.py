@@ -1,0 +1,401 @@
+"""`flashbuild scan`: read a kernel tree and list what will break for a target platform/arch.
+
+The pipeline is: walk the tree (`os.scandir`, skipping VCS/build/vendored folders, never
+following a symlink loop) → read each file once (binary, non-UTF-8 and oversized files are
+skipped with a note) → run the checks for its kind (C++/CUDA, CMake, Python) in worker
+processes → combine what needs the whole tree (build-system gating of arch-specific sources,
+explicit-instantiation sites as the `explicit-instantiations` transform sees them, NOMINMAX
+defined by the build) → one `ScanResult`.
+
+Every `Finding` names its rule, category, place (file:line:col), a snippet, a severity for the
+target, the evidence that triggered it, and the fix: a transform with a params sketch, or a
+manual step. False positives are bugs, so each rule fires only on positive evidence.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+from flashbuild.arch import Arch, parse_arch_spec
+from flashbuild.errors import UsageError
+
+PlatformName = Literal["linux", "windows"]
+
+
+class Severity(StrEnum):
+    """How bad a finding is for the chosen target. `error` blocks the build (exit code 11)."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    NOTE = "note"
+
+
+class Category(StrEnum):
+    DYNAMIC_LOADING = "dynamic-loading"
+    POSIX = "posix-only"
+    GCC = "gcc-extensions"
+    WINDOWS_MACROS = "windows-macros"
+    INSTANTIATIONS = "explicit-instantiations"
+    ARCH_GATING = "arch-gating"
+    ARCH_INSTRUCTIONS = "arch-instructions"
+    SHARED_MEMORY = "shared-memory"
+    PYTHON_PACKAGING = "python-packaging"
+    CMAKE = "cmake"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fix:
+    """How a finding is fixed: a built-in transform with a params sketch, or a manual step."""
+
+    transform: str | None = None
+    """Name of the transform in `flashbuild.patching.transforms.REGISTRY`."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """A sketch of the transform's params for this finding (recipe init fills the rest)."""
+    manual: str = ""
+    """What a person must do when no transform can decide it."""
+
+    def describe(self) -> str:
+        if self.transform:
+            shown = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+            return f"transform `{self.transform}`" + (f" ({shown})" if shown else "")
+        return self.manual
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rule:
+    """A kind of finding. `help` says why it matters and cites the fact behind it."""
+
+    id: str
+    name: str
+    category: Category
+    short: str
+    help: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    rule: str
+    """Rule id, e.g. `FB101` (see `flashbuild.scanning.rules.RULES`)."""
+    category: Category
+    path: str
+    """Relative to the scanned root, forward slashes."""
+    line: int
+    """1-based."""
+    col: int
+    """1-based."""
+    severity: Severity
+    message: str
+    """One sentence: what will break for this target."""
+    evidence: str
+    """What in the source triggered the finding."""
+    snippet: str
+    """The source line(s) of the site, stripped."""
+    fix: Fix
+    data: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Rule-specific facts recipe init uses (e.g. the matched macro text, the traits struct)."""
+
+    @property
+    def blocking(self) -> bool:
+        return self.severity is Severity.ERROR
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.path, self.line, self.col, self.rule)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file or folder the scan did not read, and why (a note in the report, not a crash)."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScanTarget:
+    platform: PlatformName
+    archs: tuple[Arch, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.platform} / {', '.join(a.sm for a in self.archs) or 'any arch'}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScanOptions:
+    max_file_bytes: int = 2 * 1024 * 1024
+    """Files above this are skipped as generated (the bench tree's largest hand-written
+    CUTLASS header is ~300 KB)."""
+    include_vendored: bool = False
+    """Also scan vendored folders (third_party/, 3rdparty/, vendor/, external/, extern/)."""
+    jobs: int | None = None
+    """Worker processes; None = all cores. Trees under `SERIAL_BELOW` files run in-process."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScanResult:
+    root: Path
+    target: ScanTarget
+    findings: tuple[Finding, ...]
+    skipped: tuple[Skipped, ...]
+    files_scanned: int
+    seconds: float
+
+    @property
+    def blocking(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.blocking)
+
+    def counts(self) -> dict[str, int]:
+        out = {s.value: 0 for s in Severity}
+        for f in self.findings:
+            out[f.severity.value] += 1
+        return out
+
+
+# --- per-file work ------------------------------------------------------------------------
+
+FileKind = Literal["cxx", "cmake", "python"]
+
+CXX_SUFFIXES = frozenset({".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".h", ".hh", ".hpp",
+                          ".hxx", ".inl", ".inc", ".ipp", ".tcc"})
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".flashbuild", "__pycache__", ".venv", "venv",
+                       "node_modules", ".tox", ".mypy_cache", ".ruff_cache", ".pytest_cache",
+                       "build", "_build", "dist"})
+SKIP_DIR_PREFIXES = ("build-", "build_", "cmake-build-")
+VENDORED_DIRS = frozenset({"third_party", "third-party", "thirdparty", "3rdparty", "vendor",
+                           "vendored", "external", "extern"})
+#: Below this many files a pool costs more than it saves.
+SERIAL_BELOW = 48
+BINARY_SNIFF = 8192
+
+
+def file_kind(name: str) -> FileKind | None:
+    if name == "CMakeLists.txt" or name.endswith(".cmake"):
+        return "cmake"
+    if name.endswith(".py"):
+        return "python"
+    dot = name.rfind(".")
+    if dot >= 0 and name[dot:].lower() in CXX_SUFFIXES:
+        return "cxx"
+    return None
+
+
+@dataclass(frozen=True)
+class FileText:
+    path: str
+    """Relative, forward slashes."""
+    kind: FileKind
+    text: str
+
+
+@dataclass
+class FileReport:
+    """What the checks of one file return: findings plus facts the tree-wide pass needs."""
+
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def read_source(root: Path, rel: str, max_bytes: int) -> str | Skipped:
+    """The text of a file, or why it is skipped. Never raises for a bad file."""
+    path = root / rel
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            return Skipped(rel, f"{size / 1048576:.1f} MiB, above the {max_bytes // 1048576} "
+                           "MiB cap for a source file (generated?)")
+        data = path.read_bytes()
+    except OSError as exc:
+        return Skipped(rel, f"unreadable: {exc.strerror or exc}")
+    if b"\0" in data[:BINARY_SNIFF]:
+        return Skipped(rel, "binary file (NUL bytes)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Skipped(rel, f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})")
+    return text.removeprefix("\ufeff")
+
+
+def _check_file(args: tuple[str, str, FileKind, ScanTarget, int]) -> FileReport:
+    root, rel, kind, target, max_bytes = args
+    text = read_source(Path(root), rel, max_bytes)
+    if isinstance(text, Skipped):
+        return FileReport(rel, skipped=[text])
+    return check_text(FileText(rel, kind, text), target)
+
+
+def check_text(file: FileText, target: ScanTarget) -> FileReport:
+    """Run the checks for one file's kind. Pure: no filesystem access."""
+    if file.kind == "cxx":
+        from flashbuild.scanning.checks_cxx import check_cxx
+
+        return check_cxx(file, target)
+    if file.kind == "cmake":
+        from flashbuild.scanning.checks_cmake import check_cmake
+
+        return check_cmake(file, target)
+    from flashbuild.scanning.checks_python import check_python
+
+    return check_python(file, target)
+
+
+# --- the walk -------------------------------------------------------------------------------
+
+@dataclass
+class Walk:
+    files: list[tuple[str, FileKind]] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def walk_tree(root: Path, *, include_vendored: bool = False) -> Walk:
+    """Every scannable file under `root`, depth first, sorted; skipped folders with a note.
+
+    Symlinked folders are followed once: a folder whose (device, inode) was already visited is
+    a loop or a duplicate and is skipped with a note, so `a/link -> ..` cannot recurse."""
+    out = Walk()
+    try:
+        st = root.stat()
+    except OSError as exc:
+        raise UsageError(f"cannot scan {root}: {exc.strerror or exc}",
+                         fix="pass an existing, readable folder") from exc
+    if not stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"cannot scan {root}: it is not a folder",
+                         fix="pass the root folder of the source tree")
+    seen: set[tuple[int, int]] = {(st.st_dev, st.st_ino)}
+    stack: list[str] = [""]
+    while stack:
+        rel_dir = stack.pop()
+        folder = root / rel_dir if rel_dir else root
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            out.skipped.append(Skipped(rel_dir or ".", f"unreadable folder: "
+                                       f"{exc.strerror or exc}"))
+            continue
+        subdirs: list[str] = []
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            try:
+                is_dir = entry.is_dir(follow_symlinks=True)
+                is_file = not is_dir and entry.is_file(follow_symlinks=True)
+            except OSError as exc:
+                out.skipped.append(Skipped(rel, f"unreadable: {exc.strerror or exc}"))
+                continue
+            if is_dir:
+                name = entry.name
+                if name in SKIP_DIRS or name.startswith(SKIP_DIR_PREFIXES) or \
+                        name.endswith(".egg-info"):
+                    continue
+                if name.lower() in VENDORED_DIRS and not include_vendored:
+                    out.skipped.append(Skipped(rel, "vendored folder, not scanned (fixes "
+                                               "belong upstream; --include-vendored scans it)"))
+                    continue
+                try:
+                    dst = entry.stat(follow_symlinks=True)
+                except OSError as exc:
+                    out.skipped.append(Skipped(rel, f"unreadable: {exc.strerror or exc}"))
+                    continue
+                key = (dst.st_dev, dst.st_ino)
+                if key in seen:
+                    out.skipped.append(Skipped(rel, "symlink to a folder already scanned "
+                                               "(a loop or a duplicate)"))
+                    continue
+                seen.add(key)
+                subdirs.append(rel)
+            elif is_file:
+                kind = file_kind(entry.name)
+                if kind is not None:
+                    out.files.append((rel, kind))
+            elif entry.is_symlink():
+                out.skipped.append(Skipped(rel, "broken symlink"))
+        stack.extend(reversed(subdirs))
+    out.files.sort()
+    return out
+
+
+# --- the scan -------------------------------------------------------------------------------
+
+def make_target(platform: str, arch: str) -> ScanTarget:
+    """Validate `--platform` / `--arch` into a ScanTarget (UsageError on bad input)."""
+    if platform not in ("linux", "windows"):
+        raise UsageError(f"`{platform}` is not a platform flashbuild scans for",
+                         fix="pass --platform linux or --platform windows")
+    spec = parse_arch_spec(arch)
+    if spec.native and not spec.targets:
+        raise UsageError("`scan` needs an explicit arch, not `native`",
+                         evidence="a scan reads sources, not GPUs",
+                         fix="pass e.g. --arch sm120")
+    return ScanTarget(platform=platform, archs=spec.archs)  # type: ignore[arg-type]
+
+
+def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None) -> ScanResult:
+    """Scan a tree for the target. Bad files and folders become `skipped` notes."""
+    opts = options or ScanOptions()
+    start = time.perf_counter()
+    root = root.resolve()
+    walk = walk_tree(root, include_vendored=opts.include_vendored)
+    jobs = opts.jobs or os.cpu_count() or 1
+    work = [(str(root), rel, kind, target, opts.max_file_bytes) for rel, kind in walk.files]
+    reports: list[FileReport]
+    if jobs <= 1 or len(work) < SERIAL_BELOW:
+        reports = [_check_file(w) for w in work]
+    else:
+        chunk = max(8, len(work) // (jobs * 8))
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            reports = list(pool.map(_check_file, work, chunksize=chunk))
+    findings = combine(root, reports, target)
+    skipped = [*walk.skipped, *(s for r in reports for s in r.skipped)]
+    return ScanResult(
+        root=root, target=target, findings=tuple(sorted(findings, key=Finding.sort_key)),
+        skipped=tuple(sorted(skipped, key=lambda s: s.path)),
+        files_scanned=sum(1 for r in reports if not r.skipped),
+        seconds=time.perf_counter() - start)
+
+
+def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget) -> list[Finding]:
+    """The tree-wide pass: per-file findings, filtered and completed with what only the whole
+    tree shows."""
+    from flashbuild.scanning.checks_cmake import build_gates, tree_defines
+    from flashbuild.scanning.checks_cxx import instantiation_findings
+
+    gates = build_gates(reports)
+    defines = tree_defines(reports)
+    out: list[Finding] = []
+    for report in reports:
+        for finding in report.findings:
+            kept = _apply_tree_facts(finding, gates, defines, target)
+            if kept is not None:
+                out.append(kept)
+    out.extend(instantiation_findings(root, reports, target))
+    return out
+
+
+def _apply_tree_facts(finding: Finding, gates: Any, defines: frozenset[str],
+                      target: ScanTarget) -> Finding | None:
+    """Drop or soften findings that the build system already handles."""
+    needs = finding.data.get("needs")
+    if needs == "compiled-for-target":
+        verdict = gates.compiled_for(finding.path, target)
+        if verdict is not None and not verdict.compiled:
+            return None
+        if verdict is not None:
+            return replace(finding, evidence=f"{finding.evidence}; {verdict.why}")
+    if needs == "no-nominmax" and "NOMINMAX" in defines:
+        return None
+    return finding
+
+
+def iter_rules() -> Iterable[Rule]:
+    from flashbuild.scanning.rules import RULES
+
+    return RULES.values()

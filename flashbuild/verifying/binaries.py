@@ -1,0 +1,276 @@
+"""Which shared libraries / DLLs a binary needs, and whether each resolves the way the loader
+will resolve it.
+
+Linux (ld.so(8)): a name with a slash is a path; otherwise DT_RPATH (only when there is no
+DT_RUNPATH), LD_LIBRARY_PATH, DT_RUNPATH, the ld.so cache (`ldconfig -p`), then the default
+folders. `$ORIGIN` is the binary's folder. Only direct dependencies are checked: each installed
+binary is checked in turn.
+
+Windows (Python ≥ 3.8 loads extension modules with LOAD_LIBRARY_SEARCH_DEFAULT_DIRS |
+LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR, so PATH is ignored): the binary's own folder, the folders the
+loader shim registers with `os.add_dll_directory`, the application folder (python.exe's), then
+System32. API sets (`api-ms-win-*`, `ext-ms-*`) and KnownDLLs are resolved by the system.
+`nvcuda.dll` / `libcuda.so.1` come with the NVIDIA driver: absent on a machine without one,
+which is a warning (the module cannot run here), not a build defect.
+
+The OS-specific rule is chosen by the `Platform` passed in; the functions take every folder
+and variable as arguments so the Windows rule runs in tests on Linux.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from flashbuild.verifying.fatbin import BinaryFormat, BinaryFormatError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from flashbuild.platforms.base import Platform
+    from flashbuild.proc import Runner
+
+
+class Resolution(StrEnum):
+    FOUND = "found"
+    SYSTEM = "system"
+    DRIVER = "driver"
+    MISSING = "missing"
+    DRIVER_MISSING = "driver-missing"
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """One needed library and where the loader would find it."""
+
+    name: str
+    resolution: Resolution
+    path: str | None = None
+    #: How it was found or where it was looked for.
+    via: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "resolution": str(self.resolution), "path": self.path,
+                "via": self.via}
+
+
+@dataclass(frozen=True)
+class LinkInfo:
+    """What a binary's headers say it needs."""
+
+    path: Path
+    format: BinaryFormat
+    needed: tuple[str, ...]
+    rpath: tuple[str, ...] = ()
+    runpath: tuple[str, ...] = ()
+
+
+#: Libraries the NVIDIA driver installs; never part of a build.
+DRIVER_LIBS = frozenset({"nvcuda.dll", "libcuda.so.1", "libcuda.so", "nvml.dll",
+                         "libnvidia-ml.so.1"})
+#: HKLM\\...\\Session Manager\\KnownDLLs on Windows 10/11 (loaded from System32 always).
+KNOWN_DLLS = frozenset(n.lower() for n in (
+    "advapi32.dll", "clbcatq.dll", "combase.dll", "comdlg32.dll", "coml2.dll", "difxapi.dll",
+    "gdi32.dll", "gdiplus.dll", "imagehlp.dll", "imm32.dll", "kernel32.dll", "kernelbase.dll",
+    "msctf.dll", "msvcrt.dll", "normaliz.dll", "nsi.dll", "ntdll.dll", "ole32.dll",
+    "oleaut32.dll", "psapi.dll", "rpcrt4.dll", "sechost.dll", "setupapi.dll", "shcore.dll",
+    "shell32.dll", "shlwapi.dll", "user32.dll", "wldap32.dll", "wow64.dll", "ws2_32.dll",
+    "ucrtbase.dll", "bcrypt.dll", "crypt32.dll", "version.dll", "winmm.dll", "dbghelp.dll",
+))
+_API_SET = re.compile(r"^(api|ext)-ms-", re.IGNORECASE)
+LINUX_DEFAULT_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64")
+
+
+def read_link_info(path: Path) -> LinkInfo:
+    """DT_NEEDED / RPATH / RUNPATH of an ELF file, or the import table of a PE file."""
+    try:
+        blob = path.read_bytes()
+    except OSError as exc:
+        raise BinaryFormatError(f"{path} cannot be read", evidence=str(exc)) from exc
+    if blob.startswith(b"\x7fELF"):
+        return _elf_info(path, blob)
+    if blob.startswith(b"MZ"):
+        return _pe_info(path, blob)
+    raise BinaryFormatError(f"{path.name} is not an ELF or PE binary",
+                            evidence=f"first bytes {blob[:4].hex() or '(empty file)'}",
+                            fix="rebuild and reinstall the module (`flashbuild build`)")
+
+
+def _elf_info(path: Path, blob: bytes) -> LinkInfo:
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    needed: list[str] = []
+    rpath: list[str] = []
+    runpath: list[str] = []
+    try:
+        elf = ELFFile(io.BytesIO(blob))
+        for section in elf.iter_sections():
+            if not isinstance(section, DynamicSection):
+                continue
+            for raw_tag in section.iter_tags():
+                # pyelftools sets `needed` / `rpath` / `runpath` on the tag at run time.
+                tag = cast("Any", raw_tag)
+                if tag.entry.d_tag == "DT_NEEDED":
+                    needed.append(tag.needed)
+                elif tag.entry.d_tag == "DT_RPATH":
+                    rpath += [p for p in tag.rpath.split(":") if p]
+                elif tag.entry.d_tag == "DT_RUNPATH":
+                    runpath += [p for p in tag.runpath.split(":") if p]
+    except (ELFError, ValueError, OSError, EOFError) as exc:
+        raise BinaryFormatError(f"{path.name} is a damaged ELF file", evidence=f"{path}: {exc}",
+                                fix="rebuild and reinstall the module (`flashbuild build`)"
+                                ) from exc
+    return LinkInfo(path, "elf", tuple(needed), tuple(rpath), tuple(runpath))
+
+
+def _pe_info(path: Path, blob: bytes) -> LinkInfo:
+    import pefile
+
+    try:
+        pe = pefile.PE(data=blob, fast_load=True)
+        pe.parse_data_directories(directories=[
+            pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"],
+            pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"]])
+    except pefile.PEFormatError as exc:
+        raise BinaryFormatError(f"{path.name} is a damaged PE file", evidence=f"{path}: {exc}",
+                                fix="rebuild and reinstall the module (`flashbuild build`)"
+                                ) from exc
+    names = [entry.dll.decode("ascii", "replace")
+             for attr in ("DIRECTORY_ENTRY_IMPORT", "DIRECTORY_ENTRY_DELAY_IMPORT")
+             for entry in getattr(pe, attr, [])]
+    return LinkInfo(path, "pe", tuple(dict.fromkeys(names)))
+
+
+def parse_ldconfig(text: str) -> dict[str, str]:
+    """`ldconfig -p` → {soname: path}. Lines read `\tlibz.so.1 (libc6,x86-64) => /lib/…`; a
+    bare `(libc6)` tag is a 32-bit library on a 64-bit system, used only when nothing else
+    has that name."""
+    cache: dict[str, str] = {}
+    narrow: dict[str, str] = {}
+    for line in text.splitlines():
+        match = re.match(r"^\s+(\S+) \(([^)]*)\) => (.+)$", line)
+        if not match:
+            continue
+        name, tags, target = match.groups()
+        (narrow if tags.strip() == "libc6" else cache).setdefault(name, target.strip())
+    return {**narrow, **cache}
+
+
+def ld_cache(runner: Runner, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ld.so cache through `ldconfig -p`; empty (and the default folders only) when
+    ldconfig is unavailable."""
+    from flashbuild.errors import FlashbuildError
+
+    program = runner.which("ldconfig", env) or ("/sbin/ldconfig" if Path(
+        "/sbin/ldconfig").is_file() else None)
+    if program is None:
+        return {}
+    try:
+        return parse_ldconfig(runner.run([program, "-p"], env=env, timeout=30).stdout)
+    except FlashbuildError:
+        return {}
+
+
+def _expand_origin(entry: str, origin: Path) -> str:
+    return entry.replace("${ORIGIN}", str(origin)).replace("$ORIGIN", str(origin))
+
+
+def _find_in(dirs: Sequence[tuple[str, str]], name: str) -> tuple[str, str] | None:
+    for folder, why in dirs:
+        candidate = Path(folder) / name
+        if candidate.is_file():
+            return str(candidate), why
+    return None
+
+
+def resolve_linux(info: LinkInfo, *, env: Mapping[str, str], cache: Mapping[str, str],
+                  default_dirs: Sequence[str] = LINUX_DEFAULT_DIRS) -> tuple[Dependency, ...]:
+    origin = info.path.parent
+    out: list[Dependency] = []
+    for name in info.needed:
+        if "/" in name:
+            where = Path(_expand_origin(name, origin))
+            out.append(Dependency(name, Resolution.FOUND if where.is_file() else
+                                  Resolution.MISSING, str(where), "path in DT_NEEDED"))
+            continue
+        dirs: list[tuple[str, str]] = []
+        if not info.runpath:
+            dirs += [(_expand_origin(d, origin), "RPATH") for d in info.rpath]
+        dirs += [(d, "LD_LIBRARY_PATH") for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
+        dirs += [(_expand_origin(d, origin), "RUNPATH") for d in info.runpath]
+        hit = _find_in(dirs, name)
+        if hit is None and name in cache:
+            hit = (cache[name], "ld.so cache")
+        if hit is None:
+            hit = _find_in([(d, "default folder") for d in default_dirs], name)
+        if hit is not None:
+            kind = Resolution.DRIVER if name in DRIVER_LIBS else Resolution.FOUND
+            out.append(Dependency(name, kind, hit[0], hit[1]))
+        else:
+            searched = [d for d, _ in dirs] + ["ld.so cache", *default_dirs]
+            kind = Resolution.DRIVER_MISSING if name in DRIVER_LIBS else Resolution.MISSING
+            out.append(Dependency(name, kind, None, "searched " + ", ".join(searched)))
+    return tuple(out)
+
+
+def resolve_windows(info: LinkInfo, *, env: Mapping[str, str], dll_dirs: Sequence[Path],
+                    app_dir: Path | None = None) -> tuple[Dependency, ...]:
+    system_root = env.get("SystemRoot") or env.get("SYSTEMROOT") or env.get("windir")
+    system32 = Path(system_root) / "System32" if system_root else None
+    dirs: list[tuple[Path, str]] = [(info.path.parent, "the module's folder")]
+    dirs += [(d, "a loader-shim DLL folder") for d in dll_dirs]
+    if app_dir is not None:
+        dirs.append((app_dir, "the application folder"))
+    if system32 is not None:
+        dirs.append((system32, "System32"))
+    listing: dict[Path, dict[str, str]] = {}
+
+    def lookup(folder: Path, name: str) -> str | None:
+        # The Windows file system is case-insensitive: compare lower-cased names.
+        if folder not in listing:
+            try:
+                listing[folder] = {p.name.lower(): str(p) for p in folder.iterdir()}
+            except OSError:
+                listing[folder] = {}
+        return listing[folder].get(name.lower())
+
+    out: list[Dependency] = []
+    for name in info.needed:
+        low = name.lower()
+        if _API_SET.match(low):
+            out.append(Dependency(name, Resolution.SYSTEM, None, "API set (resolved by Windows)"))
+            continue
+        if low in KNOWN_DLLS:
+            where = lookup(system32, name) if system32 is not None else None
+            out.append(Dependency(name, Resolution.SYSTEM, where, "KnownDLLs (System32)"))
+            continue
+        hit = next(((p, why) for folder, why in dirs
+                    if (p := lookup(folder, name)) is not None), None)
+        if hit is not None:
+            kind = Resolution.DRIVER if low in DRIVER_LIBS else Resolution.FOUND
+            out.append(Dependency(name, kind, hit[0], hit[1]))
+        else:
+            kind = Resolution.DRIVER_MISSING if low in DRIVER_LIBS else Resolution.MISSING
+            out.append(Dependency(name, kind, None, "searched " + ", ".join(
+                str(f) for f, _ in dirs)))
+    return tuple(out)
+
+
+def resolve(info: LinkInfo, *, platform: Platform, env: Mapping[str, str] | None = None,
+            runner: Runner | None = None, dll_dirs: Sequence[Path] = (),
+            cache: Mapping[str, str] | None = None,
+            app_dir: Path | None = None) -> tuple[Dependency, ...]:
+    """Resolve `info`'s dependencies with the rule of `platform`."""
+    environ = dict(os.environ if env is None else env)
+    if platform.name == "windows":
+        return resolve_windows(info, env=environ, dll_dirs=dll_dirs, app_dir=app_dir)
+    if cache is None:
+        cache = ld_cache(runner, environ) if runner is not None else {}
+    return resolve_linux(info, env=environ, cache=cache)

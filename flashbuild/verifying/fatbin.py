@@ -1,0 +1,286 @@
+"""List the GPU images inside a binary by reading its fatbinary directly (no cuobjdump).
+
+Where the fatbinary lives: the ELF section `.nv_fatbin` (objects, `.so`; relocatable-device-code
+objects use `__nv_relfatbin`) or the PE section `.nv_fatb` (`.obj`, `.dll`, `.pyd`). Layout
+(FACTS.md, "Fatbinaries"), each offset checked here against nvcc 13.0.88 objects built for
+`sm_90`, `sm_90a`, `sm_100a`, `sm_100f`, `[sm_120,compute_120]`, `[sm_120a,compute_120a]`,
+`[sm_120f,compute_120f]`, `sm_121`, `sm_75`, `sm_80`, `compute_90`, with the default compression,
+`--no-compress` and `-Xfatbin -compress-all`, and in a linked `.so` (three containers, one from
+cudart_static); `cuobjdump --list-elf --list-ptx` (PyPI nvidia-cuda-cuobjdump 13.5) agrees
+(tests/integration/test_verify_fatbin.py):
+
+container (16 bytes, little-endian, containers concatenated back to back):
+    +0 u32 magic 0xBA55ED50, +4 u16 version (1), +6 u16 header size (16), +8 u64 entries size
+entry:
+    +0 u16 kind (1 = PTX, 2 = ELF/SASS), +2 u16 (0x0101)
+    +4 u32 entry-header size (64 for sm < 100 SASS, 80 for PTX, 112 for sm >= 100 SASS)
+    +8 u64 payload size (padded to 8; next entry = start + header size + payload size)
+    +16 u32 compressed length (0 when not compressed)
+    +24 u32 version (PTX ISA 9.0 = 0x00090000 for PTX; 0x00010008 for ELF)
+    +28 u32 arch as a decimal (90, 100, 120)
+    +40 u64 flags: 0x8000 = payload compressed; 0x100000 = `a` (arch-specific) target;
+        0x200000 = `f` (family) target. The suffix is ONLY here: the cubin's ELF e_flags are
+        the same for sm_90 and sm_90a (0x6005a04), and cuobjdump prints sm_100f SASS as
+        `sm_100` (its PTX as `sm_120f`).
+    +56 u64 uncompressed size (0 when not compressed)
+Compression in CUDA 13.0 is Zstandard (payloads start with the zstd frame magic 28 B5 2F FD),
+decoded with the `zstandard` package; an unknown codec makes the image's contents unknown, not
+the listing wrong.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Literal
+
+from flashbuild.arch import Arch, Suffix
+from flashbuild.errors import VerifyError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+FATBIN_MAGIC = 0xBA55ED50
+ELF_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
+PE_SECTION = ".nv_fatb"
+
+KIND_PTX = 1
+KIND_ELF = 2
+FLAG_COMPRESSED = 0x8000
+FLAG_ARCH_SPECIFIC = 0x100000
+FLAG_FAMILY = 0x200000
+
+_CONTAINER = struct.Struct("<IHHQ")
+_ENTRY = struct.Struct("<HHIQ")
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+BinaryFormat = Literal["elf", "pe"]
+
+
+class ImageKind(StrEnum):
+    SASS = "sass"
+    PTX = "ptx"
+
+
+class BinaryFormatError(VerifyError):
+    """A file that should hold GPU code is not a readable ELF/PE file or its fatbinary is
+    damaged (truncated, garbled)."""
+
+
+@dataclass(frozen=True)
+class FatbinImage:
+    """One SASS or PTX image from a fatbinary."""
+
+    kind: ImageKind
+    arch: Arch
+    compressed: bool
+    #: Bytes the entry occupies after its header (padded).
+    payload_size: int
+    #: Size after decompression (== payload_size when not compressed).
+    size: int
+    #: Offset of the entry header within the fatbin section.
+    offset: int
+    flags: int
+    payload: bytes = field(default=b"", repr=False, compare=False)
+    compressed_size: int = field(default=0, repr=False)
+
+    @property
+    def name(self) -> str:
+        """`sm_90a` for SASS, `compute_120` for PTX."""
+        return self.arch.sm if self.kind is ImageKind.SASS else self.arch.compute
+
+    def data(self) -> bytes:
+        """The image's bytes (a cubin ELF or PTX text), decompressed when needed."""
+        if not self.compressed:
+            return self.payload
+        raw = self.payload[: self.compressed_size or len(self.payload)]
+        if not raw.startswith(_ZSTD_MAGIC):
+            raise BinaryFormatError(
+                f"the {self.name} image is compressed with a codec flashbuild cannot decode",
+                evidence=f"first bytes {raw[:4].hex()} (not a Zstandard frame)",
+                fix="build with nvcc `--no-compress` to keep device code uncompressed",
+            )
+        import zstandard
+
+        try:
+            return zstandard.ZstdDecompressor().decompress(raw, max_output_size=self.size)
+        except zstandard.ZstdError as exc:
+            raise BinaryFormatError(
+                f"the {self.name} image could not be decompressed",
+                evidence=str(exc),
+                fix="rebuild the module; the file is damaged",
+            ) from exc
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": str(self.kind), "arch": self.name, "compressed": self.compressed,
+                "payload_size": self.payload_size, "size": self.size}
+
+
+@dataclass(frozen=True)
+class BinaryImages:
+    """Every GPU image one binary carries."""
+
+    path: Path
+    format: BinaryFormat
+    images: tuple[FatbinImage, ...]
+
+    @property
+    def sass(self) -> tuple[FatbinImage, ...]:
+        return tuple(i for i in self.images if i.kind is ImageKind.SASS)
+
+    @property
+    def ptx(self) -> tuple[FatbinImage, ...]:
+        return tuple(i for i in self.images if i.kind is ImageKind.PTX)
+
+    def names(self) -> list[str]:
+        """Distinct image names in order: `sm_90a`, `compute_120`, …"""
+        return list(dict.fromkeys(i.name for i in self.images))
+
+
+def _arch(code: int, flags: int) -> Arch:
+    suffix = (Suffix.ARCH if flags & FLAG_ARCH_SPECIFIC else
+              Suffix.FAMILY if flags & FLAG_FAMILY else Suffix.NONE)
+    return Arch(code // 10, code % 10, suffix)
+
+
+def _damaged(where: str, why: str) -> BinaryFormatError:
+    return BinaryFormatError(
+        f"the fatbinary in {where} is damaged",
+        evidence=why,
+        fix="rebuild and reinstall the module (`flashbuild build`); a truncated file often "
+        "means an interrupted copy or a full disk",
+    )
+
+
+def parse_fatbin(data: bytes, *, where: str = "the binary") -> tuple[FatbinImage, ...]:
+    """Walk concatenated fatbin containers and return their images in order."""
+    images: list[FatbinImage] = []
+    off = 0
+    end_all = len(data)
+    while off < end_all:
+        # Containers are 8-byte aligned; a linker may pad between them with zeros.
+        if data[off:].strip(b"\0") == b"":
+            break
+        if off + _CONTAINER.size > end_all:
+            raise _damaged(where, f"a container header at offset {off} is cut off")
+        magic, _version, header_size, entries_size = _CONTAINER.unpack_from(data, off)
+        if magic != FATBIN_MAGIC:
+            if data[off] == 0:
+                off += 1
+                continue
+            raise _damaged(where, f"no fatbin magic 0x{FATBIN_MAGIC:08X} at offset {off} "
+                           f"(found 0x{magic:08X})")
+        start = off + header_size
+        end = start + entries_size
+        if header_size < _CONTAINER.size or end > end_all:
+            raise _damaged(where, f"container at offset {off} claims {entries_size} bytes, "
+                           f"{end_all - start} are there")
+        pos = start
+        while pos < end:
+            if pos + 64 > end:
+                raise _damaged(where, f"an entry header at offset {pos} is cut off")
+            kind, _, entry_header, payload_size = _ENTRY.unpack_from(data, pos)
+            compressed_size = struct.unpack_from("<I", data, pos + 16)[0]
+            code = struct.unpack_from("<I", data, pos + 28)[0]
+            flags = struct.unpack_from("<Q", data, pos + 40)[0]
+            uncompressed = struct.unpack_from("<Q", data, pos + 56)[0]
+            if kind not in (KIND_PTX, KIND_ELF) or entry_header < 64 or not 10 <= code < 1000:
+                raise _damaged(where, f"entry at offset {pos} has kind {kind}, header size "
+                               f"{entry_header}, arch {code}: not a fatbin entry")
+            body = pos + entry_header
+            if body + payload_size > end:
+                raise _damaged(where, f"the sm_{code} entry at offset {pos} needs "
+                               f"{payload_size} bytes, {end - body} are there")
+            compressed = bool(flags & FLAG_COMPRESSED)
+            images.append(FatbinImage(
+                kind=ImageKind.PTX if kind == KIND_PTX else ImageKind.SASS,
+                arch=_arch(code, flags),
+                compressed=compressed,
+                payload_size=payload_size,
+                size=uncompressed if compressed and uncompressed else payload_size,
+                offset=pos,
+                flags=flags,
+                payload=bytes(data[body:body + payload_size]),
+                compressed_size=compressed_size,
+            ))
+            pos = body + payload_size
+        off = end
+    return tuple(images)
+
+
+def fatbin_sections(path: Path) -> tuple[BinaryFormat, list[bytes]]:
+    """The raw fatbin sections of an ELF or PE file. Raises BinaryFormatError for a file that
+    is neither or cannot be parsed."""
+    try:
+        blob = path.read_bytes()
+    except OSError as exc:
+        raise BinaryFormatError(f"{path} cannot be read", evidence=str(exc),
+                                fix="check that the install finished and the path is right"
+                                ) from exc
+    if blob.startswith(b"\x7fELF"):
+        return "elf", _elf_sections(path, blob)
+    if blob.startswith(b"MZ"):
+        return "pe", _pe_sections(path, blob)
+    raise BinaryFormatError(
+        f"{path.name} is not an ELF or PE binary",
+        evidence=f"{path}: first bytes {blob[:4].hex() or '(empty file)'}",
+        fix="rebuild and reinstall the module (`flashbuild build`)",
+    )
+
+
+def _elf_sections(path: Path, blob: bytes) -> list[bytes]:
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        elf = ELFFile(io.BytesIO(blob))
+        out = []
+        for section in elf.iter_sections():
+            if section.name in ELF_SECTIONS:
+                offset, size = section["sh_offset"], section["sh_size"]
+                if offset + size > len(blob):
+                    raise _damaged(str(path), f"section {section.name} ends at byte "
+                                   f"{offset + size}, the file has {len(blob)}")
+                out.append(section.data())
+        return out
+    except (ELFError, struct.error, ValueError, OSError, EOFError) as exc:
+        raise BinaryFormatError(
+            f"{path.name} is a damaged ELF file",
+            evidence=f"{path}: {exc}",
+            fix="rebuild and reinstall the module (`flashbuild build`); a truncated file "
+            "often means an interrupted copy or a full disk",
+        ) from exc
+
+
+def _pe_sections(path: Path, blob: bytes) -> list[bytes]:
+    import pefile
+
+    try:
+        pe = pefile.PE(data=blob, fast_load=True)
+        out = []
+        for section in pe.sections:
+            name = section.Name.rstrip(b"\0").decode("ascii", "replace")
+            if name == PE_SECTION:
+                start, size = section.PointerToRawData, section.SizeOfRawData
+                if start + size > len(blob):
+                    raise _damaged(str(path), f"section {name} ends at byte {start + size}, "
+                                   f"the file has {len(blob)}")
+                out.append(section.get_data())
+        return out
+    except pefile.PEFormatError as exc:
+        raise BinaryFormatError(
+            f"{path.name} is a damaged PE file",
+            evidence=f"{path}: {exc}",
+            fix="rebuild and reinstall the module (`flashbuild build`)",
+        ) from exc
+
+
+def list_images(path: Path) -> BinaryImages:
+    """Every SASS and PTX image in an object, shared library, DLL or .pyd."""
+    fmt, sections = fatbin_sections(path)
+    images: list[FatbinImage] = []
+    for data in sections:
+        images.extend(parse_fatbin(data, where=str(path)))
+    return BinaryImages(path=path, format=fmt, images=tuple(images))

@@ -1,0 +1,73 @@
+"""cmake_toolkit_root against real CMake + Ninja + the venv's PyPI CUDA toolkit."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from flashbuild import platforms
+from flashbuild.building.toolkit import cmake_toolkit_root
+from flashbuild.detect.cuda import find_toolkits
+from flashbuild.proc import ProcessRunner
+
+pytestmark = pytest.mark.integration
+
+PROJECT = Path(__file__).resolve().parent.parent / "fixtures" / "detect" / "cmake_cuda"
+
+
+def _pypi_toolkit():  # type: ignore[no-untyped-def]
+    site = [Path(sysconfig.get_paths()["purelib"])]
+    search = find_toolkits(os.environ, ProcessRunner(), platforms.current(), site_packages=site)
+    found = [t for t in search.candidates if t.layout == "pypi" and t.nvcc is not None]
+    if not found:
+        pytest.skip("the PyPI CUDA toolkit is not installed (pip install -e .[cuda])")
+    return found[0]
+
+
+def test_pypi_toolkit_is_found_with_its_version_and_codes() -> None:
+    toolkit = _pypi_toolkit()
+    assert toolkit.release is not None and toolkit.release.major >= 12
+    assert "sm_90" in toolkit.codes
+    assert toolkit.has_headers
+
+
+def test_shaped_folder_is_reused_and_keyed_by_installation(tmp_path: Path) -> None:
+    toolkit = _pypi_toolkit()
+    first = cmake_toolkit_root(toolkit, tmp_path)
+    second = cmake_toolkit_root(toolkit, tmp_path)
+    assert first == second
+    assert first != toolkit.root
+    assert (first / "lib" / "libcudart.so").resolve().is_file()
+    assert (first / "targets" / "x86_64-linux" / "lib" / "libcudadevrt.a").exists()
+    # nvcc must be a real file in bin/ so it reads the profile beside it (FACTS.md).
+    assert not (first / "bin" / "nvcc").is_symlink()
+    assert [p.name for p in tmp_path.iterdir()] == [first.name]
+
+
+def test_cmake_configures_and_builds_a_cuda_library_with_the_pypi_toolkit(
+        cuda_toolkit_root: Path, tmp_path: Path) -> None:
+    cmake = shutil.which("cmake")
+    ninja = shutil.which("ninja")
+    if cmake is None or ninja is None:
+        pytest.skip("cmake and ninja (PyPI wheels) are not installed")
+    build = tmp_path / "build"
+    nvcc = cuda_toolkit_root / "bin" / "nvcc"
+    configure = subprocess.run(
+        [cmake, "-S", str(PROJECT), "-B", str(build), "-G", "Ninja",
+         f"-DCMAKE_MAKE_PROGRAM={ninja}", f"-DCMAKE_CUDA_COMPILER={nvcc}",
+         f"-DCUDAToolkit_ROOT={cuda_toolkit_root}", "-DCMAKE_CUDA_ARCHITECTURES=90a-real"],
+        capture_output=True, text=True, check=False)
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    cache = (build / "CMakeCache.txt").read_text()
+    assert f"CUDAToolkit_BIN_DIR:PATH={cuda_toolkit_root}/bin" in cache or \
+        str(cuda_toolkit_root) in cache
+    compiled = subprocess.run([cmake, "--build", str(build), "-j", "2"],
+                              capture_output=True, text=True, check=False)
+    assert compiled.returncode == 0, compiled.stdout + compiled.stderr
+    library = next(build.glob("libprobe.so*"))
+    assert library.stat().st_size > 0

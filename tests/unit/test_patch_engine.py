@@ -1,0 +1,269 @@
+"""The patch transaction: plan, write, re-apply, switch plans, revert, repair, lock, errors —
+through the engine API and through `flashbuild patch` (exit codes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from typing import TYPE_CHECKING
+
+import pytest
+from typer.testing import CliRunner
+
+from flashbuild.cli import app
+from flashbuild.errors import BusyError, PatchError
+from flashbuild.patching import journal as jr
+from flashbuild.patching.engine import applied_state, patch_tree, revert_tree
+from flashbuild.recipes.load import load_recipe, parse_recipe
+from flashbuild.recipes.when import make_context
+from tests.unit.patching_fakes import FIXTURES, fake_transform
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from flashbuild.recipes.model import Recipe
+
+__all__ = ["fake_transform"]
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Bytes and mtime (ns) of every file, including flashbuild's state."""
+    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def contents(root: Path) -> dict[str, bytes]:
+    return {k: v[0] for k, v in snapshot(root).items()}
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    shutil.copytree(FIXTURES / "tree", root)
+    return root
+
+
+@pytest.fixture
+def recipe(fake_transform: object) -> Recipe:
+    return load_recipe(FIXTURES / "demo.toml")
+
+
+WIN120 = {"platform": "windows", "arch": "sm120"}
+LINUX90 = {"platform": "linux", "arch": "sm_90a"}
+
+
+def test_apply_reapply_revert(tree: Path, recipe: Recipe) -> None:
+    before = contents(tree)
+    report = patch_tree(recipe, tree, make_context(**WIN120))
+    assert [s.matched for s in report.steps] == [True, True, True]
+    assert set(report.files_written) == {"src/math.cpp", "README.md"}
+    assert report.build_excludes == ("src/excluded.cpp",)
+    math = (tree / "src/math.cpp").read_text()
+    assert "int mul(int a, int b)" in math and math.endswith("// sm_120\n")
+    state = applied_state(tree)
+    assert state is not None and state.recipe == "demo"
+    assert [p[0] for p in state.patches] == ["add-mul", "win-note", "sm120-note"]
+    assert state.build_excludes == ("src/excluded.cpp",)
+    assert not (tree / ".flashbuild" / "lock").exists()
+
+    snap = snapshot(tree)
+    again = patch_tree(recipe, tree, make_context(**WIN120))
+    assert again.files_written == ()
+    assert snapshot(tree) == snap  # no file rewritten, journal included: mtimes untouched
+
+    reverted = revert_tree(tree)
+    assert set(reverted.files_restored) == {"src/math.cpp", "README.md"}
+    assert contents(tree) == before
+    assert not (tree / ".flashbuild").exists()
+    assert applied_state(tree) is None
+
+
+def test_other_plan_reverts_first(tree: Path, recipe: Recipe) -> None:
+    before = contents(tree)
+    patch_tree(recipe, tree, make_context(**WIN120))
+    report = patch_tree(recipe, tree, make_context(**LINUX90))
+    assert [s.matched for s in report.steps] == [True, False, False]
+    assert "README.md" in report.files_written  # back to its original
+    assert (tree / "README.md").read_bytes() == before["README.md"]
+    assert not (tree / "src/math.cpp").read_text().endswith("// sm_120\n")
+    state = applied_state(tree)
+    assert state is not None and state.files == ("src/math.cpp",)
+    revert_tree(tree)
+    assert contents(tree) == before
+
+
+def test_dry_run_writes_nothing(tree: Path, recipe: Recipe) -> None:
+    snap = snapshot(tree)
+    report = patch_tree(recipe, tree, make_context(**WIN120), dry_run=True)
+    assert set(report.files_written) == {"src/math.cpp", "README.md"}
+    assert any("int mul" in (d.after or "") for d in report.pending)
+    assert snapshot(tree) == snap
+
+
+def test_crlf_tree_stays_crlf(tree: Path, recipe: Recipe) -> None:
+    for name in ("src/math.cpp", "README.md"):
+        path = tree / name
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    before = contents(tree)
+    patch_tree(recipe, tree, make_context(**WIN120))
+    math = (tree / "src/math.cpp").read_bytes()
+    assert b"int mul(int a, int b) {\r\n" in math
+    assert math.count(b"\n") == math.count(b"\r\n")
+    revert_tree(tree)
+    assert contents(tree) == before
+
+
+def test_failing_step_changes_nothing(tree: Path, recipe: Recipe, tmp_path: Path) -> None:
+    (tree / "src/math.cpp").write_text("int sub(int a, int b) {\n    return b - a;\n}\n")
+    before = snapshot(tree)
+    with pytest.raises(PatchError) as info:
+        patch_tree(recipe, tree, make_context(**WIN120))
+    assert info.value.what.startswith("step `add-mul`: hunk")
+    assert snapshot(tree) == before
+
+
+def test_expected_count_mismatch(tree: Path, fake_transform: object) -> None:
+    text = (FIXTURES / "demo.toml").read_text().replace("expect = { sites = 1 }",
+                                                        "expect = { sites = 6 }")
+    recipe = parse_recipe(text, FIXTURES / "demo.toml")
+    before = snapshot(tree)
+    with pytest.raises(PatchError, match="upstream changed: expected 6 sites, found 1"):
+        patch_tree(recipe, tree, make_context(**WIN120))
+    assert snapshot(tree) == before
+
+
+def test_read_only_file_is_refused_before_any_write(tree: Path, recipe: Recipe) -> None:
+    target = tree / "src/math.cpp"
+    target.chmod(stat.S_IRUSR | stat.S_IRGRP)
+    before = contents(tree)
+    try:
+        with pytest.raises(PatchError, match="read-only"):
+            patch_tree(recipe, tree, make_context(**WIN120))
+        assert contents(tree) == before
+        assert not (tree / ".flashbuild").exists()
+    finally:
+        target.chmod(0o644)
+
+
+def test_live_lock_is_busy_and_stale_lock_is_taken_over(tree: Path, recipe: Recipe) -> None:
+    (tree / ".flashbuild").mkdir()
+    lock = tree / ".flashbuild" / "lock"
+    lock.write_text(f"{os.getppid()}\n")  # a live process that is not us
+    before = contents(tree)
+    with pytest.raises(BusyError) as info:
+        patch_tree(recipe, tree, make_context(**WIN120))
+    assert info.value.exit_code == 9
+    assert contents(tree) == before
+    lock.write_text("999999999\n")  # no such pid
+    report = patch_tree(recipe, tree, make_context(**WIN120))
+    assert any("stale lock" in n for n in report.notes)
+    assert not lock.exists()
+
+
+def test_incomplete_journal_is_repaired(tree: Path, recipe: Recipe,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    before = contents(tree)
+    patch_tree(recipe, tree, make_context(**WIN120))
+    # Simulate a run that died after its first write: journal still `writing`.
+    journal = jr.read_journal(tree)
+    assert journal is not None
+    jr.write_journal(tree, jr.Journal("writing", journal.entries, journal.meta))
+    (tree / "README.md").write_text("half-written garbage\n")
+    assert applied_state(tree) is None
+    report = patch_tree(recipe, tree, make_context(**LINUX90))
+    assert report.repaired
+    assert (tree / "README.md").read_bytes() == before["README.md"]
+    revert_tree(tree)
+    assert contents(tree) == before
+
+
+def test_revert_of_an_interrupted_run(tree: Path, recipe: Recipe) -> None:
+    before = contents(tree)
+    patch_tree(recipe, tree, make_context(**WIN120))
+    journal = jr.read_journal(tree)
+    assert journal is not None
+    jr.write_journal(tree, jr.Journal("writing", journal.entries, journal.meta))
+    report = revert_tree(tree)
+    assert not report.was_complete
+    assert contents(tree) == before
+
+
+def test_new_file_and_its_folder_are_removed_on_revert(tree: Path, tmp_path: Path) -> None:
+    patch = tmp_path / "new.patch"
+    patch.write_text("--- /dev/null\n+++ b/gen/deep/new.h\n@@ -0,0 +1 @@\n+#pragma once\n")
+    recipe = parse_recipe('[recipe]\nname = "n"\n[[patch]]\nid = "new"\ndiff = "new.patch"\n',
+                          tmp_path / "r.toml")
+    before = contents(tree)
+    patch_tree(recipe, tree, make_context(**LINUX90))
+    assert (tree / "gen/deep/new.h").read_text() == "#pragma once\n"
+    revert_tree(tree)
+    assert contents(tree) == before
+    assert not (tree / "gen").exists()
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def test_cli_patch_json_explain_revert(tree: Path, fake_transform: object) -> None:
+    recipe = str(FIXTURES / "demo.toml")
+    code, out = run("patch", "--recipe", recipe, "--source", str(tree), "--platform", "linux",
+                    "--arch", "sm_90a", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert [s["matched"] for s in doc["steps"]] == [True, False, False]
+    assert "platform linux is not in windows" in doc["steps"][1]["reason"]
+    code, out = run("patch", "--recipe", recipe, "--source", str(tree), "--platform", "windows",
+                    "--arch", "sm120", "--explain")
+    assert code == 0, out
+    assert "win-note" in out and "why" in out
+    code, out = run("patch", "--recipe", recipe, "--source", str(tree), "--revert")
+    assert code == 0 and "restored" in out
+
+
+def test_cli_dry_run_prints_diff(tree: Path, fake_transform: object) -> None:
+    before = snapshot(tree)
+    code, out = run("patch", "--recipe", str(FIXTURES / "demo.toml"), "--source", str(tree),
+                    "--platform", "windows", "--arch", "sm120", "--dry-run")
+    assert code == 0, out
+    assert "+int mul(int a, int b) {" in out and "+windows only" in out
+    assert snapshot(tree) == before
+
+
+@pytest.mark.parametrize(("mutate", "code"), [
+    (lambda t: t.replace('[build]', '[build'), 4),                # malformed TOML
+    (lambda t: t.replace('expect = { hunks = 1 }', 'expcet = { hunks = 1 }'), 4),
+    (lambda t: t.replace('expect = { hunks = 1 }', 'fuzz = "x"'), 4),  # wrong type
+    (lambda t: t.replace('"add_mul.patch"', '"not_a_diff.patch"'), 5),
+    (lambda t: t.replace('"add_mul.patch"', '"escape.patch"'), 10),
+    (lambda t: t.replace('expect = { sites = 1 }', 'expect = { sites = 2 }'), 5),
+])
+def test_cli_bad_input_exit_codes(tree: Path, tmp_path: Path, fake_transform: object,
+                                  mutate: object, code: int) -> None:
+    folder = tmp_path / "recipe"
+    shutil.copytree(FIXTURES, folder, ignore=shutil.ignore_patterns("tree"))
+    (folder / "not_a_diff.patch").write_text("Just some notes about the change.\n")
+    (folder / "escape.patch").write_text("--- a/../../etc/x\n+++ b/../../etc/x\n"
+                                         "@@ -1 +1 @@\n-a\n+b\n")
+    text = (folder / "demo.toml").read_text()
+    (folder / "demo.toml").write_text(mutate(text))  # type: ignore[operator]
+    before = snapshot(tree)
+    got, out = run("patch", "--recipe", str(folder / "demo.toml"), "--source", str(tree),
+                   "--platform", "windows", "--arch", "sm120")
+    assert got == code, out
+    assert snapshot(tree) == before
+
+
+def test_cli_recipe_check(tmp_path: Path, fake_transform: object) -> None:
+    code, out = run("recipe", "check", str(FIXTURES / "demo.toml"))
+    assert code == 0 and "is valid" in out
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[recipe]\nname = "b"\ndescripton = "typo"\n')
+    code, out = run("recipe", "check", str(bad))
+    assert code == 4 and "descripton" in out and "bad.toml:3" in out

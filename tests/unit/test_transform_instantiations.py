@@ -1,0 +1,142 @@
+"""Golden tests for `explicit-instantiations` on fixture files covering every shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flashbuild.errors import PatchError
+from flashbuild.patching.transforms import registry
+from flashbuild.patching.transforms.base import TransformContext, TransformResult
+from flashbuild.patching.transforms.instantiations import ExplicitInstantiationsParams
+from tests.unit.transform_tree import DictTree
+
+BASE = Path(__file__).resolve().parent.parent / "fixtures" / "transforms" / "instantiations"
+EXPECT = {"norm.cu": 12, "crlf.cu": 2}
+
+
+def _tree() -> DictTree:
+    return DictTree.from_dir(BASE / "input")
+
+
+def _run(tree: DictTree, **kw: object) -> TransformResult:
+    ctx = TransformContext(platform="windows", archs=("sm_120",), sources=tuple(tree.files))
+    params = ExplicitInstantiationsParams(**{"files": ("*.cu",), "expect": EXPECT, **kw})  # type: ignore[arg-type]
+    return registry()["explicit-instantiations"].apply(tree, params, ctx)
+
+
+@pytest.mark.parametrize("mode", ["guard", "remove"])
+def test_golden_output(mode: str) -> None:
+    result = _run(_tree(), mode=mode)
+    golden = {p.name: p.read_bytes().decode() for p in (BASE / mode).iterdir()}
+    assert result.changes == golden
+
+
+def test_sites_are_classified() -> None:
+    sites = {(s.path, s.line): (s.kind, s.action) for s in _run(_tree()).sites}
+    assert sites[("norm.cu", 9)] == ("kernel-instantiation", "edit")
+    assert sites[("norm.cu", 16)] == ("kernel-instantiation", "edit")  # multi-line
+    assert sites[("norm.cu", 25)] == ("kernel-instantiation", "edit")  # in #else
+    assert sites[("norm.cu", 30)] == ("kernel-instantiation", "edit")  # macro, no `;`
+    assert sites[("norm.cu", 34)] == ("kernel-instantiation", "edit")  # macro with `;`
+    assert sites[("norm.cu", 37)] == ("kernel-instantiation", "already")
+    assert sites[("norm.cu", 40)] == ("kernel-instantiation", "already")
+    assert sites[("norm.cu", 48)] == ("host-instantiation", "keep")
+    assert sites[("norm.cu", 55)] == ("host-instantiation", "edit")
+
+
+def test_host_template_referenced_elsewhere_is_kept_and_named() -> None:
+    kept = [s for s in _run(_tree()).sites if s.action == "keep"]
+    assert len(kept) == 1
+    assert "launch_rms_norm" in kept[0].note and "use.cu:7" in kept[0].note
+    changed = _run(_tree()).changes["norm.cu"]
+    assert "\ntemplate void launch_rms_norm<float>(float*, const float*, int, cudaStream_t);\n"\
+        "\n// A host" in changed
+
+
+def test_keep_referenced_off_guards_it_too() -> None:
+    changed = _run(_tree(), keep_referenced=False).changes["norm.cu"]
+    assert "#if !defined(_MSC_VER)\ntemplate void launch_rms_norm<float>" in changed
+
+
+def test_decoys_survive() -> None:
+    source = (BASE / "input" / "norm.cu").read_text()
+    decoys = source[source.index("// Decoys."):]
+    for mode in ("guard", "remove"):
+        assert _run(_tree(), mode=mode).changes["norm.cu"].endswith(decoys)
+
+
+def test_crlf_stays_crlf() -> None:
+    out = _run(_tree()).changes["crlf.cu"]
+    assert out.count("\r\n") == out.count("\n")
+
+
+@pytest.mark.parametrize("mode", ["guard", "remove"])
+def test_idempotent(mode: str) -> None:
+    tree = _tree()
+    first = _run(tree, mode=mode)
+    again = _run(tree.apply(first.changes), mode=mode)
+    assert again.changes == {}
+    assert {s.action for s in again.sites} == {"already", "keep"}
+    assert len(again.sites) == len(first.sites)
+
+
+def test_custom_guard_condition() -> None:
+    out = _run(_tree(), guard="!defined(FB_NO_INSTANTIATIONS)").changes["crlf.cu"]
+    assert "#if !defined(FB_NO_INSTANTIATIONS)\r\n" in out
+    again = _run(_tree().apply({"crlf.cu": out}), guard="!defined(FB_NO_INSTANTIATIONS)")
+    assert "crlf.cu" not in again.changes
+
+
+def test_expected_count_mismatch_is_an_error() -> None:
+    with pytest.raises(PatchError) as err:
+        _run(_tree(), expect={"norm.cu": 6, "crlf.cu": 2})
+    assert err.value.what == "upstream changed: expected 6 instantiation sites in norm.cu, "\
+        "found 12"
+
+
+def test_expected_total_mismatch_is_an_error() -> None:
+    with pytest.raises(PatchError, match="expected 3 instantiation sites in 4 files, found 14"):
+        _run(_tree(), expect=3)
+
+
+def test_nothing_matched_is_an_error_unless_expected() -> None:
+    with pytest.raises(PatchError, match="matched nothing"):
+        _run(_tree(), files=("nothing.cu",), expect=None)
+    assert _run(_tree(), files=("nothing.cu",), expect=0).changes == {}
+
+
+def test_missing_file_is_an_error() -> None:
+    with pytest.raises(PatchError, match=r"gone\.cu does not exist"):
+        _run(_tree(), files=("gone.cu",))
+
+
+def test_site_sharing_a_line_is_refused() -> None:
+    tree = DictTree({"x.cu": "template <class T> void f(T) {}\n"
+                             "int a; template void f<int>(int);\n"})
+    with pytest.raises(PatchError, match="shares its line"):
+        _run(tree, files=("x.cu",), expect=1)
+
+
+def test_msvc_else_branch_counts_as_guarded() -> None:
+    tree = DictTree({"x.cu": "template <class T> __global__ void k(T) {}\n"
+                             "#ifdef _MSC_VER\n#else\ntemplate __global__ void k<int>(int);\n"
+                             "#endif\n"})
+    result = _run(tree, files=("x.cu",), expect=1)
+    assert result.changes == {}
+    assert [s.action for s in result.sites] == ["already"]
+
+
+def test_nested_instantiation_macro_and_namespace() -> None:
+    tree = DictTree({"x.cu": (
+        "template <class T> __global__ void k(T) {}\n"
+        "#define ONE(T) template __global__ void k<T>(T);\n"
+        "#define ALL() ONE(int) ONE(float)\n"
+        "namespace fb {\n"
+        "ALL()\n"
+        "template void g<int>(int);\n"
+        "}\n")})
+    result = _run(tree, files=("x.cu",), expect=2)
+    assert result.changes["x.cu"].endswith(
+        "namespace fb {\n#if !defined(_MSC_VER)\nALL()\ntemplate void g<int>(int);\n#endif\n}\n")
