@@ -1,0 +1,615 @@
+"""C++/CUDA checks, on the tree-sitter-cuda parse shared with the transforms
+(`flashbuild.patching.cxx`).
+
+Candidates are found by a regex over the text (fast, in C) and then judged on the parse: a
+match inside a comment or a string is dropped (except PTX inside `asm`), and every site is
+checked against the preprocessor branches around it for the compilation pass that matters
+(the Windows host pass for POSIX/GCC problems, the target's device pass for arch problems),
+with `flashbuild.scanning.pp`. Explicit instantiations are not found here at all: the
+`explicit-instantiations` transform's own site finder is run in the tree-wide pass
+(`instantiation_findings`), so scan reports exactly the sites the transform touches or keeps.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tree_sitter import Node
+
+from flashbuild.arch import Arch, Suffix
+from flashbuild.patching import cxx
+from flashbuild.scanning.pp import NOT_DEFINED, Evaluator, Pass, device_pass, host_pass
+from flashbuild.scanning.scan import (
+    Category,
+    FileReport,
+    FileText,
+    Finding,
+    Fix,
+    ScanTarget,
+    Severity,
+)
+
+POSIX_HEADERS = frozenset({"unistd.h", "sys/time.h", "sys/mman.h", "sys/resource.h",
+                           "sys/wait.h", "sys/utsname.h", "sys/ioctl.h", "sys/socket.h",
+                           "dirent.h", "pthread.h", "sched.h", "libgen.h", "strings.h"})
+#: PTX instructions and the targets that have them. FACTS.md "GPU architectures": wgmma is
+#: sm_90a only; sm_120 has no wgmma and no tcgen05; `a` targets run only on their own SM.
+#: PTX ISA: tcgen05 on sm_100a/101a(110a)/103a; block-scale `kind::f8f6f4` MMA needs an
+#: arch-specific (`a`) or family (`f`) Blackwell target; setmaxnreg sm_90a and the sm_100a
+#: family; TMA tensor copies (cp.async.bulk.tensor) sm_90 and later.
+INSTRUCTIONS: dict[str, tuple[str, Any]] = {
+    "wgmma": ("sm_90a", lambda a: a.code == 90 and a.suffix is Suffix.ARCH),
+    "tcgen05": ("sm_100a/sm_103a/sm_110a", lambda a: a.code in (100, 101, 103, 110)
+                and a.suffix is not Suffix.NONE),
+    "kind::f8f6f4": ("an `a`/`f` Blackwell target", lambda a: a.code >= 100
+                     and a.suffix is not Suffix.NONE),
+    "setmaxnreg": ("sm_90a and the sm_100a family", lambda a: a.code in (90, 100, 101, 103, 110)
+                   and a.suffix is not Suffix.NONE),
+    "cp.async.bulk.tensor": ("sm_90 and later", lambda a: a.code >= 90),
+}
+_CANDIDATES = re.compile(
+    r"(?P<inc>#[ \t]*include[ \t]*[<\"](?P<hdr>[\w/.]+)[>\"])"
+    r"|(?P<ssize>\bssize_t\b)|(?P<i128>\b__int128(?:_t)?\b)"
+    r"|(?P<attr>\b__attribute__\b)|(?P<builtin>\b__builtin_\w+)"
+    r"|(?P<small>\bsmall\b)|(?P<minmax>\b(?:min|max)\b(?=\s*\())"
+    r"|(?P<eq>\b__CUDA_ARCH__\s*==\s*\d+|\b\d+\s*==\s*__CUDA_ARCH__\b)"
+    r"|(?P<err>#[ \t]*error\b)"
+    r"|(?P<major>(?:\b[\w.>-]*?\b)?\b(?:major|cc_major|sm_major|ccMajor)\s*==\s*\d+\b)"
+    r"|(?P<instr>\bwgmma\b|\btcgen05\b|kind::f8f6f4|\bsetmaxnreg\b|cp\.async\.bulk\.tensor)"
+    r"|(?P<smem>\b\w*(?:[Ss]mem|SMEM|[Ss]hared_?[Mm]em|SHARED_MEM|[Ss]hmem)\w*\s*=\s*[^;=])"
+    r"|(?P<externc>\bextern\s+\"C\")"
+    r"|(?P<dl>\bdl(?:open|sym)\b)")
+_SKIP_TYPES = frozenset({"comment", "string_literal", "raw_string_literal", "char_literal",
+                         "string_content", "system_lib_string"})
+_FUNCS = ("function_definition",)
+
+
+def _snippet(file: FileText, line: int) -> str:
+    lines = file.text.splitlines()
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+
+@dataclass
+class _Ctx:
+    file: FileText
+    src: cxx.Source
+    target: ScanTarget
+    report: FileReport
+    defines: dict[str, list[cxx.MacroDef]]
+
+    def __post_init__(self) -> None:
+        self._memo: dict[tuple[str, int], int | None] = {}
+
+    # --- positions -----------------------------------------------------------------
+    def byte(self, char_offset: int) -> int:
+        return len(self.file.text[:char_offset].encode("utf-8"))
+
+    def node_at(self, start: int, end: int) -> Node:
+        return self.src.root.descendant_for_byte_range(start, end) or self.src.root
+
+    def pos(self, byte: int) -> tuple[int, int]:
+        line = self.src.line_of(byte)
+        col = len(self.src.slice(self.src.line_start(byte), byte)) + 1
+        return line, col
+
+    def in_code(self, node: Node) -> bool:
+        n: Node | None = node
+        while n is not None:
+            if n.type in _SKIP_TYPES:
+                return False
+            n = n.parent
+        return True
+
+    # --- preprocessor ---------------------------------------------------------------
+    def active(self, node: Node, pass_: Pass) -> int | None:
+        """1 certainly compiled in `pass_`, 0 certainly not, None cannot tell."""
+        ev = Evaluator(pass_, lambda name: self._macro(name, pass_))
+        value: int | None = 1
+        for cond in cxx.enclosing_conditionals(self.src, node):
+            key = (cond.condition, cond.start)
+            if cond.directive in ("#ifdef", "#elifdef"):
+                v = ev.defined(cond.condition)
+            elif cond.directive in ("#ifndef", "#elifndef"):
+                d = ev.defined(cond.condition)
+                v = None if d is None else int(not d)
+            else:
+                v = ev.eval(cond.condition)
+            del key
+            if cond.branch == "else":
+                v = None if v is None else int(not v)
+            if v == 0:
+                return 0
+            if v is None:
+                value = None
+        return value
+
+    def _macro(self, name: str, pass_: Pass) -> str | None:
+        defs = self.defines.get(name)
+        if not defs:
+            return None
+        key = (name, id(pass_))
+        if key in self._memo:
+            return self._memo[key]  # type: ignore[return-value]
+        self._memo[key] = None  # recursion guard
+        bodies: list[str] = []
+        unknown = False
+        for d in defs:
+            node = self.node_at(d.start, d.start + 1)
+            act = self.active(node, pass_)
+            if act == 1:
+                bodies.append(d.body)
+            elif act is None:
+                unknown = True
+        result: str | None
+        if len(bodies) == 1 and not unknown:
+            result = bodies[0]
+        elif not bodies and not unknown:
+            result = NOT_DEFINED
+        else:
+            result = None
+        self._memo[key] = result  # type: ignore[assignment]
+        return result
+
+    def host_compiled(self, node: Node) -> bool:
+        """False inside a `__device__`/`__global__` function that is not also `__host__`:
+        nvcc hands cl.exe/gcc a stub, so host-compiler problems do not apply there."""
+        n: Node | None = node
+        while n is not None:
+            if n.type in _FUNCS:
+                head = self.src.slice(n.start_byte, (n.child_by_field_name("body") or n)
+                                      .start_byte)
+                device = "__device__" in head or "__global__" in head
+                return not device or "__host__" in head
+            n = n.parent
+        return True
+
+    # --- output ---------------------------------------------------------------------
+    def add(self, byte: int, rule: str, category: Category, severity: Severity, message: str,
+            evidence: str, fix: Fix, **data: Any) -> None:
+        line, col = self.pos(byte)
+        self.report.findings.append(Finding(
+            rule=rule, category=category, path=self.file.path, line=line, col=col,
+            severity=severity, message=message, evidence=evidence,
+            snippet=_snippet(self.file, line), fix=fix, data=data))
+
+
+def check_cxx(file: FileText, target: ScanTarget) -> FileReport:
+    report = FileReport(file.path)
+    text = file.text
+    matches = list(_CANDIDATES.finditer(text))
+    # Facts for the tree-wide instantiation pass: could this file hold or define sites?
+    report.facts["instantiation_candidate"] = bool(re.search(r"\btemplate\s+(?!<)", text))
+    if not matches:
+        return report
+    src = cxx.parse(text, file.path)
+    defines: dict[str, list[cxx.MacroDef]] = {}
+    for m in cxx.macro_definitions(src):
+        defines.setdefault(m.name, []).append(m)
+    ctx = _Ctx(file, src, target, report, defines)
+    windows = target.platform == "windows"
+    host = host_pass(target.platform)
+    groups: dict[str, list[re.Match[str]]] = {}
+    for m in matches:
+        assert m.lastgroup is not None
+        groups.setdefault(m.lastgroup if m.lastgroup != "hdr" else "inc", []).append(m)
+    if windows:
+        _posix_and_gcc(ctx, groups, host)
+        _windows_macros(ctx, groups, host)
+        _plugin_exports(ctx, groups, host)
+    for arch in target.archs:
+        dev = device_pass(target.platform, arch)
+        _arch_gates(ctx, groups, arch, dev)
+        _instructions(ctx, groups, arch, dev)
+        _smem(ctx, groups, arch, dev)
+    _runtime_major(ctx, groups)
+    return report
+
+
+def _sites(ctx: _Ctx, found: Sequence[re.Match[str]], *, code: bool = True
+           ) -> Iterator[tuple[re.Match[str], int, Node]]:
+    for m in found:
+        start = ctx.byte(m.start())
+        node = ctx.node_at(start, start + len(m.group(0).encode("utf-8")))
+        if code and not ctx.in_code(node):
+            continue
+        yield m, start, node
+
+
+def _includes(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], pass_: Pass
+              ) -> list[tuple[str, int, Node]]:
+    out = []
+    for m, start, node in _sites(ctx, groups.get("inc", []), code=False):
+        if node.type == "comment" or ctx.active(node, pass_) == 0:
+            continue
+        out.append((m.group("hdr"), start, node))
+    return out
+
+
+def _posix_and_gcc(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], host: Pass) -> None:
+    calls = [(m.group(0), ctx.pos(s)[0]) for m, s, n in _sites(ctx, groups.get("dl", []))
+             if ctx.active(n, host) != 0]
+    for hdr, start, _node in _includes(ctx, groups, host):
+        if hdr == "dlfcn.h":
+            used = ", ".join(f"{name} (line {line})" for name, line in calls[:4])
+            ctx.add(start, "FB101", Category.DYNAMIC_LOADING, Severity.ERROR,
+                    "<dlfcn.h> does not exist on Windows",
+                    f"#include <dlfcn.h>{'; calls ' + used if used else ''}",
+                    Fix(transform="dynamic-loading",
+                        params={"mode": "portable", "files": [ctx.file.path]}),
+                    calls=[c[0] for c in calls])
+        elif hdr in POSIX_HEADERS:
+            ctx.add(start, "FB110", Category.POSIX, Severity.ERROR,
+                    f"<{hdr}> is POSIX-only; MSVC has no such header",
+                    f"#include <{hdr}> in code the MSVC host pass compiles",
+                    Fix(manual=f"remove <{hdr}> or put it behind `#ifndef _WIN32` with the "
+                        "Windows equivalent"), header=hdr)
+    simple = {
+        "ssize": ("FB111", Category.POSIX, "ssize_t is POSIX-only; MSVC has no ssize_t",
+                  "use ptrdiff_t or int64_t (or SSIZE_T from <BaseTsd.h> on Windows)"),
+        "i128": ("FB112", Category.GCC, "__int128 is a GCC/Clang extension MSVC lacks",
+                 "use two 64-bit halves or _umul128/__umulh on MSVC"),
+        "attr": ("FB120", Category.GCC, "GCC `__attribute__` syntax: cl.exe rejects it",
+                 "wrap it in a macro: __declspec(...) (or nothing) on _MSC_VER"),
+        "builtin": ("FB121", Category.GCC, "GCC builtin in host-compiled code: MSVC has none",
+                    "use the MSVC intrinsic (e.g. _BitScanForward, __assume) behind "
+                    "#ifdef _MSC_VER, or std:: equivalents"),
+    }
+    for group, (rule, cat, message, fix) in simple.items():
+        for m, start, node in _sites(ctx, groups.get(group, [])):
+            if ctx.active(node, host) == 0 or not ctx.host_compiled(node):
+                continue
+            ctx.add(start, rule, cat, Severity.ERROR, message,
+                    f"`{m.group(0)}` in code the MSVC host pass compiles", Fix(manual=fix))
+
+
+def _windows_macros(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], host: Pass) -> None:
+    incs = [(h, s) for h, s, _n in _includes(ctx, groups, host)
+            if h.lower() in ("windows.h", "dlfcn.h")]
+    if not incs:
+        return
+    hdr, _ = incs[0]
+    via = ("<windows.h>" if hdr.lower() == "windows.h" else
+           "<windows.h> (the dynamic-loading compat layer that replaces <dlfcn.h> includes it)")
+    nominmax = "NOMINMAX" in ctx.defines
+    for group, name_fix in (("small", "rename the identifier (windows.h: #define small char)"),
+                            ("minmax", "define NOMINMAX for the target, or write (std::min)(a, "
+                             "b)")):
+        if group == "minmax" and nominmax:
+            continue
+        for m, start, node in _sites(ctx, groups.get(group, [])):
+            if ctx.active(node, host) == 0 or node.type not in ("identifier",
+                                                                 "field_identifier",
+                                                                 "type_identifier"):
+                continue
+            ctx.add(start, "FB130", Category.WINDOWS_MACROS, Severity.WARNING,
+                    f"`{m.group(0)}` is a macro once this file includes {via}",
+                    f"identifier `{m.group(0)}` in a file that includes <{hdr}>"
+                    + ("" if group == "small" else " and no NOMINMAX"),
+                    Fix(manual=name_fix), needs="no-nominmax" if group == "minmax" else "")
+
+
+def _plugin_exports(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], host: Pass) -> None:
+    if not groups.get("externc"):
+        return
+    for decl in cxx.function_declarations(ctx.src):
+        if not (decl.extern_c and decl.is_definition):
+            continue
+        head = decl.head
+        if "dllexport" in head or re.search(r"\b\w*(EXPORT|_API)\w*\b", head):
+            continue
+        node = ctx.node_at(decl.start, decl.start + 1)
+        if ctx.active(node, host) == 0:
+            continue
+        ctx.report.findings.append(Finding(
+            rule="FB102", category=Category.DYNAMIC_LOADING, path=ctx.file.path,
+            line=decl.line, col=1, severity=Severity.ERROR,
+            message=f"`{decl.name}` is exported with extern \"C\" only: a Windows DLL exports "
+            "nothing without __declspec(dllexport)",
+            evidence=f"extern \"C\" definition of {decl.name} in a shared library the tree "
+            "loads with dlsym",
+            snippet=_snippet(ctx.file, decl.line),
+            fix=Fix(transform="dynamic-loading",
+                    params={"mode": "portable", "plugin_files": [ctx.file.path]}),
+            data={"needs": "plugin-source", "symbol": decl.name}))
+
+
+def _arch_gates(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch,
+                dev: Pass) -> None:
+    target_value = arch.code * 10
+    for m, start, node in _sites(ctx, groups.get("err", []), code=False):
+        if ctx.active(node, dev) != 1:
+            continue
+        conds = cxx.enclosing_conditionals(ctx.src, node)
+        gate = next((c for c in conds if "ARCH" in c.condition), None)
+        if gate is None:
+            continue
+        values = sorted({int(v) for v in re.findall(r"__CUDA_ARCH__\s*==\s*(\d+)",
+                                                       gate.condition)})
+        ctx.add(start, "FB150", Category.ARCH_GATING, Severity.ERROR,
+                f"#error for {arch.sm}: the __CUDA_ARCH__ allow-list does not list "
+                f"{target_value}",
+                f"`#if {gate.condition}` (line {gate.line}) is false for __CUDA_ARCH__ == "
+                f"{target_value}, so the #error branch is compiled",
+                Fix(transform="macro-edit", params={
+                    "files": [ctx.file.path],
+                    "find": f"__CUDA_ARCH__ == {values[-1]}" if values else "",
+                    "replace": f"__CUDA_ARCH__ == {values[-1]} || __CUDA_ARCH__ == "
+                    f"{target_value}" if values else ""}) if values else
+                Fix(manual=f"add {target_value} to the allow-list at line {gate.line}"),
+                gate_line=gate.line, listed=values, arch=arch.code)
+    for m, start, node in _sites(ctx, groups.get("eq", []), code=False):
+        value = int(re.findall(r"\d+", m.group(0))[0])
+        code = value // 10
+        if code == arch.code or not (code >= 100 and arch.code >= 100):
+            continue
+        parent = node
+        while parent.parent is not None and parent.type not in (
+                "preproc_def", "preproc_function_def", "preproc_if", "preproc_elif"):
+            parent = parent.parent
+        cond_node = (parent.child_by_field_name("value") if parent.type.startswith("preproc_def")
+                     or parent.type == "preproc_function_def"
+                     else parent.child_by_field_name("condition"))
+        if cond_node is None:
+            continue
+        cond = ctx.src.node_text(cond_node)
+        at_target = Evaluator(dev, lambda n: ctx._macro(n, dev)).eval(cond)
+        if at_target != 0:
+            continue  # another term already accepts the target
+        ctx.add(start, "FB151", Category.ARCH_GATING, Severity.WARNING,
+                f"`{m.group(0).strip()}` selects {code // 10}.{code % 10} but not {arch.sm}: "
+                f"the {arch.sm} pass takes another path",
+                f"`{cond.strip()}` is 0 for __CUDA_ARCH__ == {target_value}, and "
+                f"sm_{code} is a sibling of {arch.sm}",
+                Fix(transform="macro-edit", params={
+                    "files": [ctx.file.path], "find": m.group(0).strip(),
+                    "replace": f"({m.group(0).strip()} || __CUDA_ARCH__ == {target_value})"}),
+                arch=arch.code)
+
+
+def _instructions(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch,
+                  dev: Pass) -> None:
+    for m, start, node in _sites(ctx, groups.get("instr", []), code=False):
+        name = m.group(0)
+        needs, has = INSTRUCTIONS[name]
+        if has(arch) or node.type == "comment":
+            continue
+        n: Node | None = node
+        in_asm = False
+        while n is not None:
+            if n.type in ("gnu_asm_expression", "preproc_def", "preproc_function_def"):
+                in_asm = True
+                break
+            n = n.parent
+        if not in_asm or ctx.active(node, dev) == 0:
+            continue
+        ctx.add(start, "FB160", Category.ARCH_INSTRUCTIONS, Severity.ERROR,
+                f"`{name}` is compiled for {arch.sm}, which lacks it (needs {needs})",
+                f"inline PTX `{name}` in code the {arch.sm} device pass compiles",
+                Fix(transform="exclude-sources", params={"globs": [ctx.file.path]}),
+                needs="compiled-for-target", instruction=name, arch=arch.code)
+
+
+_ARCH_NAME = re.compile(r"[Ss][Mm]_?(\d{2,3})")
+
+
+def _smem(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch, dev: Pass) -> None:
+    limit = arch.max_smem_per_block()
+    if limit is None or not groups.get("smem"):
+        return
+    consts = _constants(ctx)
+    for m, start, node in _sites(ctx, groups.get("smem", [])):
+        decl = node
+        while decl.parent is not None and decl.type not in ("field_declaration",
+                                                             "declaration", "init_declarator"):
+            decl = decl.parent
+        value_node = decl.child_by_field_name("default_value") or \
+            decl.child_by_field_name("value")
+        if value_node is None and decl.type == "declaration":
+            init = next((c for c in decl.named_children if c.type == "init_declarator"), None)
+            value_node = init.child_by_field_name("value") if init else None
+        if value_node is None:
+            continue
+        expr = ctx.src.node_text(value_node)
+        value = _const_value(expr, consts)
+        if value is None or value <= limit or ctx.active(node, dev) == 0:
+            continue
+        owner = _owner(ctx, decl)
+        if owner is not None and not _applies(owner, arch):
+            continue
+        name = m.group(0).split("=")[0].strip()
+        ctx.add(start, "FB170", Category.SHARED_MEMORY, Severity.ERROR,
+                f"{name} = {value} B is above {arch.sm}'s {limit} B per block",
+                f"`{expr}` = {value} in "
+                f"{owner.label if owner else 'file scope'}, which {arch.sm} uses",
+                Fix(manual=f"give {arch.sm} its own budget ≤ {limit} B (recipe init drafts an "
+                    "insert-block to review)"),
+                arch=arch.code, limit=limit, value=value, member=name,
+                struct=owner.name if owner else "", specialised=owner.args if owner else "",
+                struct_line=owner.line if owner else 0,
+                struct_text=owner.text if owner else "")
+
+
+@dataclass(frozen=True)
+class _Owner:
+    name: str
+    args: str
+    """Template arguments of a specialisation (`900`), '' for the primary template."""
+    is_template: bool
+    line: int
+    text: str
+    """The whole declaration (with its `template <…>` head)."""
+    specialised: tuple[str, ...]
+    """Arguments of every specialisation of this template in the file."""
+
+    @property
+    def label(self) -> str:
+        if self.args:
+            return f"{self.name}<{self.args}>"
+        return f"the primary template {self.name}" if self.is_template else self.name
+
+
+def _owner(ctx: _Ctx, decl: Node) -> _Owner | None:
+    n: Node | None = decl
+    while n is not None and n.type not in ("struct_specifier", "class_specifier"):
+        n = n.parent
+    if n is None:
+        return None
+    name_node = n.child_by_field_name("name")
+    if name_node is None:
+        return None
+    raw = ctx.src.node_text(name_node)
+    name, _, args = raw.partition("<")
+    args = args.rstrip(">").strip()
+    outer = n.parent.parent if n.parent is not None and n.parent.type == "declaration" else \
+        n.parent
+    top = outer if outer is not None and outer.type == "template_declaration" else n
+    specs = tuple(sorted(set(re.findall(
+        rf"struct\s+{re.escape(name.strip())}\s*<\s*([^>]+?)\s*>", ctx.file.text))))
+    return _Owner(name.strip(), args, top.type == "template_declaration",
+                  ctx.src.line_of(top.start_byte), ctx.src.node_text(top), specs)
+
+
+def _applies(owner: _Owner, arch: Arch) -> bool:
+    """Whether a traits struct is the one the target uses: a specialisation for another arch
+    value (`<900>`) or a struct named for another SM (`Sm90Traits`) is not; the primary
+    template is, unless a specialisation for the target exists."""
+    values = {arch.code * 10, arch.code}
+    if owner.args:
+        return owner.args.isdigit() and int(owner.args) in values
+    if owner.is_template:
+        return not any(s.isdigit() and int(s) in values for s in owner.specialised)
+    named = _ARCH_NAME.search(owner.name)
+    return named is None or int(named[1]) in values
+
+
+def _constants(ctx: _Ctx) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for m in re.finditer(r"\b(?:constexpr|const)\b[^;=(){}]*?\b(\w+)\s*=\s*([^;]+);",
+                         ctx.file.text):
+        out.setdefault(m[1], m[2])
+    for name, defs in ctx.defines.items():
+        if len(defs) == 1 and defs[0].params is None:
+            out.setdefault(name, defs[0].body)
+    return out
+
+
+def _const_value(expr: str, consts: Mapping[str, str]) -> int | None:
+    """A simple constant expression (`160 * 1024`, `kTile * 4 * sizeof(float)`)."""
+    text = re.sub(r"sizeof\s*\(\s*(?:float|int|int32_t|uint32_t)\s*\)", "4", expr)
+    text = re.sub(r"sizeof\s*\(\s*(?:double|int64_t|uint64_t|float2)\s*\)", "8", text)
+    text = re.sub(r"sizeof\s*\(\s*(?:half|__half|__nv_bfloat16|bf16|fp16)\s*\)", "2", text)
+    text = re.sub(r"static_cast<\s*\w+\s*>", "", text)
+    defined = {k: 1 for k in consts}
+    ev = Evaluator(Pass("const", defined, frozenset()),
+                   lambda name: consts.get(name))
+    ev.pass_ = Pass("const", {}, frozenset())
+    return ev.eval(text)
+
+
+def _runtime_major(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]]) -> None:
+    found = list(_sites(ctx, groups.get("major", [])))
+    if not found:
+        return
+    text = ctx.file.text
+    for arch in ctx.target.archs:
+        accepts = [m for m in re.finditer(
+            r"\b(?:major|cc_major|sm_major|ccMajor)\s*(==|>=|>)\s*(\d+)", text)
+            if (m[1] == "==" and int(m[2]) == arch.major) or
+            (m[1] == ">=" and arch.major >= int(m[2])) or (m[1] == ">" and arch.major > int(m[2]))]
+        if accepts:
+            continue
+        for m, start, node in found:
+            if node.parent is not None and node.parent.type.startswith("preproc"):
+                continue
+            value = int(re.findall(r"==\s*(\d+)", m.group(0))[0])
+            if value == arch.major:
+                continue
+            ctx.add(start, "FB153", Category.ARCH_GATING, Severity.WARNING,
+                    f"`{m.group(0).strip()}`: a {arch.major}.x GPU ({arch.sm}) never takes "
+                    "this branch, and nothing in the file accepts its major version",
+                    f"runtime equality on the compute-capability major ({value}); no test in "
+                    f"this file accepts major {arch.major}",
+                    Fix(manual=f"test `major >= {value}` or add a branch for major "
+                        f"{arch.major}"), arch=arch.code)
+
+
+# --- explicit instantiations: the transform's own site finder ---------------------------
+
+def instantiation_findings(root: Path, reports: Sequence[FileReport],
+                           target: ScanTarget) -> list[Finding]:
+    """The sites the `explicit-instantiations` transform would guard (FB140/FB141) or keep
+    (FB142) on this tree, found by the transform's own code. Only for Windows: GCC and
+    Clang accept the instantiations as written."""
+    if target.platform != "windows":
+        return []
+    from flashbuild.patching.transforms import instantiations as inst
+    from flashbuild.scanning.scan import read_source
+
+    paths = [r.path for r in reports if r.facts.get("instantiation_candidate")]
+    parsed: dict[str, cxx.Source] = {}
+    for path in paths:
+        text = read_source(root, path, 1 << 30)
+        if isinstance(text, str):
+            parsed[path] = cxx.parse(text, path)
+    macros = inst._instantiation_macros(parsed)
+    kernels: dict[str, bool] = {}
+    for src in parsed.values():
+        for name, kernel in cxx.template_definitions(src).items():
+            kernels[name] = kernels.get(name, False) or kernel
+    found = {p: inst._find_sites(src, macros, kernels) for p, src in parsed.items()}
+    # Host templates: the transform looks for references in every source of the recipe, so
+    # every file that mentions such a name takes part.
+    host_names = {f.name for items in found.values() for f in items if not f.kernel}
+    if host_names:
+        pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(host_names))) + r")\b")
+        for r in reports:
+            if r.path in parsed or not r.path.endswith(tuple(cxx_suffixes())):
+                continue
+            text = read_source(root, r.path, 1 << 30)
+            if isinstance(text, str) and pattern.search(text):
+                parsed[r.path] = cxx.parse(text, r.path)
+    params = inst.ExplicitInstantiationsParams(files=tuple(sorted(found)))
+    out: list[Finding] = []
+    for path, items in found.items():
+        src = parsed[path]
+        for item in items:
+            action, note = inst._decide(item, src, params, parsed)
+            line = src.line_of(item.start)
+            col = len(src.slice(src.line_start(item.start), item.start)) + 1
+            kind = "kernel" if item.kernel else "host template"
+            via = f" (via macro {item.via_macro})" if item.via_macro else ""
+            snippet = " ".join(src.slice(item.start, item.end).split())[:160]
+            if action == "already":
+                continue
+            if action == "keep":
+                out.append(Finding(
+                    rule="FB142", category=Category.INSTANTIATIONS, path=path, line=line,
+                    col=col, severity=Severity.NOTE,
+                    message=f"explicit instantiation of host template `{item.target}` is "
+                    "needed by another file: the transform keeps it",
+                    evidence=note, snippet=snippet,
+                    fix=Fix(manual="none: kept (MSVC accepts host template instantiations)"),
+                    data={"kind": kind}))
+                continue
+            out.append(Finding(
+                rule="FB140" if item.kernel else "FB141", category=Category.INSTANTIATIONS,
+                path=path, line=line, col=col, severity=Severity.ERROR,
+                message=f"explicit instantiation of {kind} `{item.target}`{via}: MSVC's host "
+                "pass rejects it",
+                evidence=f"`{snippet[:100]}`" + ("" if item.kernel else
+                                                 "; no other file references it"),
+                snippet=snippet,
+                fix=Fix(transform="explicit-instantiations",
+                        params={"files": [path], "mode": "guard"}),
+                data={"kind": kind, "macro": item.via_macro}))
+    return out
+
+
+def cxx_suffixes() -> frozenset[str]:
+    from flashbuild.scanning.scan import CXX_SUFFIXES
+
+    return CXX_SUFFIXES
