@@ -257,6 +257,52 @@ def recipe_check(
     return check_recipe(file, as_json=json)
 
 
+ScanArchOpt = Annotated[str, typer.Option(
+    "--arch", "-a", help="Target GPU(s) to judge the tree for: sm120, sm_90a, '90a;120'.")]
+
+
+@app.command()
+@_edge
+def scan(
+    source: Annotated[Path, typer.Argument(help="Root of the tree to scan.")] = Path("."),
+    arch: ScanArchOpt = "sm120",
+    platform: PlatformOpt = None,
+    json: JsonOpt = False,
+    sarif: Annotated[Path | None, typer.Option(
+        "--sarif", help="Also write the findings as SARIF 2.1.0 to this file.")] = None,
+    include_vendored: Annotated[bool, typer.Option(
+        "--include-vendored", help="Also scan third_party/, vendor/, external/ folders.")]
+    = False,
+    jobs: Annotated[int | None, typer.Option(
+        "--jobs", "-j", help="Worker processes (default: all cores).")] = None,
+) -> int:
+    """Read a kernel tree (C++/CUDA, CMake, setup.py, Python) and list what will break for the
+    target platform and arch, with the fix for each. Exit 11 when errors were found."""
+    ui.configure(json_mode=json)
+    from flashbuild.scanning.report import run_scan
+
+    return run_scan(source, platform=platform, arch=arch, as_json=json, sarif=sarif,
+                    include_vendored=include_vendored, jobs=jobs)
+
+
+@recipe_app.command("init")
+@_edge
+def recipe_init(
+    source: Annotated[Path, typer.Option("--source", "-s", help="Tree to draft a recipe for.")],
+    arch: ScanArchOpt = "sm120",
+    platform: PlatformOpt = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Write the recipe here (default: print it).")] = None,
+    json: JsonOpt = False,
+) -> int:
+    """Draft a recipe from a scan: a [[patch]] step for every finding a transform fixes, and a
+    commented TODO with the evidence for every finding that needs a person."""
+    ui.configure(json_mode=json)
+    from flashbuild.scanning.draft import run_init
+
+    return run_init(source, platform=platform, arch=arch, output=output, as_json=json)
+
+
 def main() -> None:
     """Console-script entry point."""
     try:

@@ -19,6 +19,7 @@ Exit codes (documented in the README, stable):
 | 8    | VerifyError         | verification found a problem with the built binaries        |
 | 9    | BusyError           | another flashbuild run holds the lock on this tree          |
 | 10   | TreeError           | a path escapes the tree, or the tree is in an unexpected state |
+| 11   | BlockingFindings    | `flashbuild scan` found findings that block the build       |
 | 130  | Interrupted         | stopped by Ctrl-C / SIGTERM; the next run repairs or resumes |
 """
 
@@ -112,6 +113,13 @@ class TreeError(FlashbuildError):
     kind = "tree"
 
 
+class BlockingFindings(FlashbuildError):
+    """`flashbuild scan` found errors for the target (the report has already been printed)."""
+
+    exit_code = 11
+    kind = "blocking-findings"
+
+
 class Interrupted(FlashbuildError):
     exit_code = 130
     kind = "interrupted"
@@ -131,5 +139,6 @@ class ProcessTimeout(ProcessError):
 EXIT_CODES: dict[str, int] = {
     cls.kind: cls.exit_code
     for cls in (FlashbuildError, UsageError, ToolchainError, RecipeError, PatchError,
-                BuildError, InstallError, VerifyError, BusyError, TreeError, Interrupted)
+                BuildError, InstallError, VerifyError, BusyError, TreeError, BlockingFindings,
+                Interrupted)
 }

@@ -172,7 +172,9 @@ void softmax_typed(void* out, const void* x, int64_t rows, int64_t cols, int slo
   const bool staged = cols * static_cast<int64_t>(sizeof(float)) <= tr.smem_bytes;
   const bool vec = aligned16(o) && aligned16(in) && cols % N == 0;
   const int64_t units = vec ? cols / N : cols;
-  int threads = static_cast<int>(units < tr.threads ? (units + 31) / 32 * 32 : tr.threads);
+  // About 8 units per thread: several blocks per SM overlap their load / reduce / store phases.
+  const int64_t want = (units / 8 + 31) / 32 * 32;
+  int threads = static_cast<int>(want < tr.threads ? want : tr.threads);
   if (threads < 32) threads = 32;
   const size_t smem = staged ? static_cast<size_t>((cols * sizeof(float) + 15) / 16 * 16) : 0;
   softmax_tiled_kernel<T><<<static_cast<unsigned>(rows), threads, smem, s>>>(

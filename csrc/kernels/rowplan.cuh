@@ -28,7 +28,10 @@ inline RowPlan plan_row(int64_t hidden, bool pointers_aligned) {
     p.vpt = 0;
     return p;
   }
-  p.threads = units >= kRowThreads ? kRowThreads : static_cast<int>((units + 31) / 32 * 32);
+  // Aim at >= 4 vectors per thread: smaller blocks, more of them resident per SM, and more
+  // independent 16-byte loads in flight per thread (what keeps HBM busy).
+  const int64_t want = (units / 4 + 31) / 32 * 32;
+  p.threads = want >= kRowThreads ? kRowThreads : static_cast<int>(want);
   if (p.threads < 32) p.threads = 32;
   const int64_t per = (units + p.threads - 1) / p.threads;
   p.vpt = per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : per <= kMaxVpt ? 8 : 0;

@@ -118,7 +118,13 @@ def current_python() -> PythonEnv:
     short = {"cpython": "cp", "pypy": "pp"}.get(impl, impl)
     threaded = "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""
     paths = sysconfig.get_paths()
-    site = tuple(dict.fromkeys(Path(paths[k]) for k in ("purelib", "platlib")))
+    stdlib = {Path(paths[k]) for k in ("stdlib", "platstdlib")}
+    # Where `import torch` would look: sys.path order (PYTHONPATH first), then the
+    # interpreter's site-packages; the standard library and the current folder are skipped.
+    on_path = [Path(p) for p in sys.path if p and Path(p).is_dir()]
+    site = tuple(dict.fromkeys(
+        [p for p in on_path if p not in stdlib and p.parent not in stdlib
+         and p != Path.cwd()] + [Path(paths[k]) for k in ("purelib", "platlib")]))
     return PythonEnv(
         executable=sys.executable,
         version=".".join(str(p) for p in sys.version_info[:3]),

@@ -177,7 +177,8 @@ def plan(recipe: Recipe, tree: Tree, ctx: WhenContext) -> _Plan:
             if step.diff is not None:
                 report = _plan_diff(recipe, step, tree)
             else:
-                report = _plan_transform(step, tree, tctx, transform_registry())
+                report = _plan_transform(step, tree, tctx, transform_registry(),
+                                         recipe.base_dir)
         except (PatchError, TreeError) as exc:
             if exc.what.startswith(f"step `{step.id}`"):
                 raise
@@ -215,11 +216,22 @@ def _plan_diff(recipe: Recipe, step: PatchStep, tree: Tree) -> StepReport:
                       notes=notes + already)
 
 
+#: Params that name files beside the recipe (not in the tree); transforms get them resolved.
+_RECIPE_RELATIVE = ("block_file", "from_file")
+
+
 def _plan_transform(step: PatchStep, tree: Tree, tctx: TransformContext,
-                    registry: dict[str, Any]) -> StepReport:
+                    registry: dict[str, Any], base_dir: Path) -> StepReport:
     assert step.transform is not None
     definition = registry[step.transform]
-    result = definition.apply(tree, step.params, tctx)
+    params = step.params
+    if dataclasses.is_dataclass(params) and not isinstance(params, type):
+        resolved = {name: str((base_dir / value).resolve())
+                    for name in _RECIPE_RELATIVE
+                    if isinstance(value := getattr(params, name, ""), str) and value}
+        if resolved:
+            params = dataclasses.replace(params, **resolved)
+    result = definition.apply(tree, params, tctx)
     for rel, text in result.changes.items():
         tree.plan(check_rel(rel), text.encode("utf-8"))
     counted = [s for s in result.sites if s.action in ("edit", "already")]

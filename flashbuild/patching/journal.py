@@ -95,13 +95,16 @@ def _fsync_dir(folder: Path) -> None:
             os.close(fd)
 
 
-def atomic_write(target: Path, data: bytes, *, mode_from: Path | None = None) -> None:
-    """Write `data` to `target` through a temp file in the same folder and `os.replace`."""
+def atomic_write(target: Path, data: bytes, *, mode_from: Path | None = None,
+                 fsync: bool = True) -> None:
+    """Write `data` to `target` through a temp file in the same folder and `os.replace`
+    (atomic against a killed process; `fsync` also makes it durable against power loss)."""
     tmp = target.with_name(f".{target.name}.flashbuild-tmp")
     with tmp.open("wb") as fh:
         fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
+        if fsync:
+            fh.flush()
+            os.fsync(fh.fileno())
     source = mode_from if mode_from is not None else target
     if source.exists():
         shutil.copymode(source, tmp)
@@ -205,7 +208,9 @@ class Writer:
             with contextlib.suppress(FileNotFoundError):
                 target.unlink()
         else:
-            atomic_write(target, data)
+            # Tree files need atomicity, not durability: the fsynced journal and originals
+            # are what a repair after a crash relies on.
+            atomic_write(target, data, fsync=False)
         self.count += 1
         if self.kill_after is not None and self.count >= self.kill_after:
             os._exit(137)  # test hook: simulate a kill between writes
@@ -221,10 +226,13 @@ def write_journal(root: Path, journal: Journal) -> None:
 def save_originals(root: Path, originals: dict[str, bytes]) -> None:
     folder = state_dir(root) / "originals"
     folder.mkdir(parents=True, exist_ok=True)
+    bulk = hasattr(os, "sync") and len(originals) > 16
     for path, data in originals.items():
         target = folder / original_key(path)
         if not target.exists():
-            atomic_write(target, data)
+            atomic_write(target, data, fsync=not bulk)
+    if bulk:
+        os.sync()  # one flush for thousands of originals instead of one fsync each
     _fsync_dir(folder)
 
 

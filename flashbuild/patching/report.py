@@ -40,7 +40,7 @@ def print_diff(diffs: tuple[FileDiff, ...]) -> None:
                  "cyan" if line.startswith("@@") else
                  "green" if line.startswith("+") else
                  "red" if line.startswith("-") else "")
-        ui.human.print(Text(line, style=style))
+        ui.human.print(Text(line, style=style), soft_wrap=True)
 
 
 def explain_table(report: PatchReport) -> Table:
@@ -99,7 +99,11 @@ def _print_rest(report: PatchReport, show_diff: bool) -> None:
         if show_diff:
             print_diff(report.diffs)
         applied = sum(1 for s in report.steps if s.matched)
-        if report.files_written:
+        if not applied and not report.files_changed:
+            ui.step("no step applies to this target: the tree is as the recipe found it" +
+                    (f" (restored {len(report.files_written)} file(s))"
+                     if report.files_written else ""))
+        elif report.files_written:
             ui.step(f"applied {applied} step(s): wrote {len(report.files_written)} file(s); "
                     f"{len(report.files_changed)} differ from the original tree")
         else:

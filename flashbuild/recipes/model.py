@@ -45,10 +45,10 @@ class When:
     """Target platforms, any of them (`"windows"` or `["linux", "windows"]`)."""
     arch: tuple[str, ...] = ()
     """Arch patterns; matches when ANY target arch matches ANY pattern. A pattern is an arch
-    (`sm_120`, `120`: any suffix; `sm_90a`, `120f`: that suffix only), a range (`>=120`,
-    `<100`, on the numeric code), a suffix match (`*a`, `*f`), or any of those prefixed by `!`
-    (an arch that does NOT match it). With no target arch known, an arch clause does not
-    match."""
+    (`sm_120`, `120`: any suffix; `sm_90a`, `120f`: that suffix only), a range on the
+    numeric code (`>=120`, `<100`, or `>=120,<130` where every comparison must hold), a
+    suffix match (`*a`, `*f`), or any of those prefixed by `!` (an arch that does NOT match
+    it). With no target arch known, an arch clause does not match."""
     arch_all: tuple[str, ...] = ()
     """Arch patterns (same forms as `arch`); matches when EVERY target arch matches one of
     them."""

@@ -110,8 +110,11 @@ def _arch_matcher(pattern: str) -> _ArchPattern:
     text = pattern.strip().lower()
     negated = text.startswith("!")
     text = text[1:].strip() if negated else text
-    if m := _RANGE.match(text):
-        return _ArchPattern(negated, range=SpecifierSet(f"{m[1]}{m[2]}"))
+    ranges = [_RANGE.match(part.strip()) for part in text.split(",")]
+    if all(ranges):
+        # `>=120,<130`: every comparison must hold (packaging's SpecifierSet semantics).
+        return _ArchPattern(negated, range=SpecifierSet(
+            ",".join(f"{m[1]}{m[2]}" for m in ranges if m)))
     if m := _SUFFIX.match(text):
         return _ArchPattern(negated, suffix=Suffix(m[1]))
     try:

@@ -37,9 +37,6 @@ from flashbuild.scanning.scan import (
 #: FACTS.md "Host compilers accepted by nvcc": flags the community needed with MSVC.
 MSVC_FLAGS = ("/Zc:preprocessor", "/Zc:__cplusplus", "/bigobj", "/utf-8", "/EHsc")
 SOURCE_SUFFIX = re.compile(r"\.(cu|cuh|cpp|cc|cxx|c|h|hpp)$|[*?]")
-SOURCE_COMMANDS = frozenset({"add_library", "add_executable", "target_sources", "set", "list",
-                             "file", "cuda_add_library", "pybind11_add_module",
-                             "python_add_library", "add_subdirectory"})
 DEFINE_COMMANDS = frozenset({"add_compile_definitions", "target_compile_definitions",
                              "add_definitions", "add_compile_options", "target_compile_options"})
 
@@ -114,15 +111,9 @@ def check_cmake(file: FileText, target: ScanTarget) -> FileReport:
     report = FileReport(file.path)
     tree = _parser().parse(file.text.encode("utf-8"))
     commands = list(_commands(tree.root_node, ()))
-    mentions: list[Mention] = []
+    mentions = _mentions(file, commands)
     defines: set[str] = set()
     for cmd in commands:
-        line = _pos(cmd.node)[0]
-        if cmd.name in SOURCE_COMMANDS:
-            args = cmd.args[1:] if cmd.name != "add_subdirectory" else cmd.args[:1]
-            for arg in args:
-                if cmd.name == "add_subdirectory" or SOURCE_SUFFIX.search(arg):
-                    mentions.append(Mention(arg, file.path, line, cmd.gates))
         if cmd.name in DEFINE_COMMANDS:
             for arg in cmd.args:
                 name = re.sub(r"^[-/]D", "", arg).split("=")[0]
@@ -136,6 +127,55 @@ def check_cmake(file: FileText, target: ScanTarget) -> FileReport:
         report.findings += _hardcoded_dl(file, commands)
     report.findings += _strequal_gates(file, commands, target)
     return report
+
+
+_VAR = re.compile(r"^\$\{(\w+)\}$")
+TARGET_COMMANDS = frozenset({"add_library", "add_executable", "target_sources",
+                             "cuda_add_library", "pybind11_add_module", "python_add_library"})
+
+
+def _mentions(file: FileText, commands: Sequence[Command]) -> list[Mention]:
+    """Sources the file compiles, with the gates on the way: `set(SRCS a.cu)` then
+    `if(…) list(APPEND MOD ${SRCS}) endif()` then `add_library(x ${MOD})` gives `a.cu` under
+    that `if`. Variables never used through `${}` count as compiled (a file the scan cannot
+    follow must not hide findings)."""
+    lists: dict[str, list[Mention]] = {}
+    used: set[str] = set()
+    out: list[Mention] = []
+
+    def expand(args: Sequence[str], cmd: Command) -> list[Mention]:
+        line = _pos(cmd.node)[0]
+        items: list[Mention] = []
+        for arg in args:
+            var = _VAR.match(arg)
+            if var:
+                used.add(var[1])
+                items += [Mention(m.text, m.build_file, m.line, (*cmd.gates, *m.gates))
+                          for m in lists.get(var[1], [])]
+            elif SOURCE_SUFFIX.search(arg):
+                items.append(Mention(arg, file.path, line, cmd.gates))
+        return items
+
+    for cmd in commands:
+        if not cmd.args:
+            continue
+        if cmd.name == "set":
+            lists[cmd.args[0]] = expand(cmd.args[1:], cmd)
+        elif cmd.name == "list" and len(cmd.args) > 2 and cmd.args[0] in ("APPEND", "PREPEND"):
+            lists.setdefault(cmd.args[1], []).extend(expand(cmd.args[2:], cmd))
+        elif cmd.name in TARGET_COMMANDS:
+            shared = cmd.args[0] if cmd.name == "add_library" and "SHARED" in cmd.args else ""
+            out += [Mention(m.text, m.build_file, m.line, m.gates, shared)
+                    for m in expand(cmd.args[1:], cmd)]
+        elif cmd.name == "add_subdirectory":
+            out.append(Mention(cmd.args[0] + "/", file.path, _pos(cmd.node)[0], cmd.gates))
+        elif cmd.name == "file" and cmd.args[0] in ("GLOB", "GLOB_RECURSE") and len(cmd.args) > 2:
+            lists[cmd.args[1]] = expand([a for a in cmd.args[2:] if a != "CONFIGURE_DEPENDS"],
+                                        cmd)
+    for var, items in lists.items():
+        if var not in used:
+            out += items
+    return out
 
 
 def _msvc_block(file: FileText, commands: Sequence[Command]) -> list[Finding]:
@@ -263,6 +303,9 @@ class TreeGates:
 
     def compiled_for(self, path: str, target: ScanTarget) -> Any:
         return self.gates.compiled_for(path, target.platform, target.archs)
+
+    def shared_library(self, path: str) -> str | None:
+        return self.gates.shared_library(path)
 
 
 def build_gates(reports: Sequence[FileReport]) -> TreeGates:

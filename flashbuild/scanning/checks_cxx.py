@@ -110,7 +110,6 @@ class _Ctx:
         ev = Evaluator(pass_, lambda name: self._macro(name, pass_))
         value: int | None = 1
         for cond in cxx.enclosing_conditionals(self.src, node):
-            key = (cond.condition, cond.start)
             if cond.directive in ("#ifdef", "#elifdef"):
                 v = ev.defined(cond.condition)
             elif cond.directive in ("#ifndef", "#elifndef"):
@@ -118,7 +117,6 @@ class _Ctx:
                 v = None if d is None else int(not d)
             else:
                 v = ev.eval(cond.condition)
-            del key
             if cond.branch == "else":
                 v = None if v is None else int(not v)
             if v == 0:
@@ -190,6 +188,8 @@ def check_cxx(file: FileText, target: ScanTarget) -> FileReport:
     for m in cxx.macro_definitions(src):
         defines.setdefault(m.name, []).append(m)
     ctx = _Ctx(file, src, target, report, defines)
+    report.facts["dlsym"] = any(m.group(0) == "dlsym" for m, _s, _n in
+                                _sites(ctx, [m for m in matches if m.lastgroup == "dl"]))
     windows = target.platform == "windows"
     host = host_pass(target.platform)
     groups: dict[str, list[re.Match[str]]] = {}
@@ -340,7 +340,9 @@ def _arch_gates(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch
                     "replace": f"__CUDA_ARCH__ == {values[-1]} || __CUDA_ARCH__ == "
                     f"{target_value}" if values else ""}) if values else
                 Fix(manual=f"add {target_value} to the allow-list at line {gate.line}"),
-                gate_line=gate.line, listed=values, arch=arch.code)
+                gate_line=gate.line, listed=values, arch=arch.code,
+                directives=[gate.directive.lstrip("#")])
+    seen: set[int] = set()
     for m, start, node in _sites(ctx, groups.get("eq", []), code=False):
         value = int(re.findall(r"\d+", m.group(0))[0])
         code = value // 10
@@ -353,8 +355,9 @@ def _arch_gates(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch
         cond_node = (parent.child_by_field_name("value") if parent.type.startswith("preproc_def")
                      or parent.type == "preproc_function_def"
                      else parent.child_by_field_name("condition"))
-        if cond_node is None:
-            continue
+        if cond_node is None or cond_node.start_byte in seen or _ends_in_error(parent):
+            continue  # one finding per condition; an allow-list ending in #error is FB150
+        seen.add(cond_node.start_byte)
         cond = ctx.src.node_text(cond_node)
         at_target = Evaluator(dev, lambda n: ctx._macro(n, dev)).eval(cond)
         if at_target != 0:
@@ -367,7 +370,24 @@ def _arch_gates(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch
                 Fix(transform="macro-edit", params={
                     "files": [ctx.file.path], "find": m.group(0).strip(),
                     "replace": f"({m.group(0).strip()} || __CUDA_ARCH__ == {target_value})"}),
-                arch=arch.code)
+                arch=arch.code, directives=[_DIRECTIVE[parent.type]])
+
+
+_DIRECTIVE = {"preproc_def": "define", "preproc_function_def": "define-function",
+              "preproc_if": "if", "preproc_elif": "elif"}
+
+
+def _ends_in_error(node: Node) -> bool:
+    """Whether a #if/#elif chain has an #error in one of its #else/#elif branches."""
+    alt = node.child_by_field_name("alternative") if node.type in ("preproc_if",
+                                                                    "preproc_elif") else None
+    while alt is not None:
+        for child in alt.children:
+            if child.type == "preproc_call" and "error" in (
+                    child.child_by_field_name("directive").text or b"").decode():
+                return True
+        alt = alt.child_by_field_name("alternative") if alt.type == "preproc_elif" else None
+    return False
 
 
 def _instructions(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch,
@@ -503,11 +523,7 @@ def _const_value(expr: str, consts: Mapping[str, str]) -> int | None:
     text = re.sub(r"sizeof\s*\(\s*(?:double|int64_t|uint64_t|float2)\s*\)", "8", text)
     text = re.sub(r"sizeof\s*\(\s*(?:half|__half|__nv_bfloat16|bf16|fp16)\s*\)", "2", text)
     text = re.sub(r"static_cast<\s*\w+\s*>", "", text)
-    defined = {k: 1 for k in consts}
-    ev = Evaluator(Pass("const", defined, frozenset()),
-                   lambda name: consts.get(name))
-    ev.pass_ = Pass("const", {}, frozenset())
-    return ev.eval(text)
+    return Evaluator(Pass("const", {}, frozenset()), consts.get).eval(text)
 
 
 def _runtime_major(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]]) -> None:
@@ -597,9 +613,11 @@ def instantiation_findings(root: Path, reports: Sequence[FileReport],
                 continue
             out.append(Finding(
                 rule="FB140" if item.kernel else "FB141", category=Category.INSTANTIATIONS,
-                path=path, line=line, col=col, severity=Severity.ERROR,
-                message=f"explicit instantiation of {kind} `{item.target}`{via}: MSVC's host "
-                "pass rejects it",
+                path=path, line=line, col=col,
+                severity=Severity.ERROR if item.kernel else Severity.NOTE,
+                message=f"explicit instantiation of {kind} `{item.target}`{via}: " + (
+                    "MSVC's host pass rejects it" if item.kernel else
+                    "no other file needs it; the transform guards it with the kernels"),
                 evidence=f"`{snippet[:100]}`" + ("" if item.kernel else
                                                  "; no other file references it"),
                 snippet=snippet,

@@ -95,7 +95,9 @@ class _Visitor(ast.NodeVisitor):
         if SOURCE.search(value) and "\n" not in value:
             self.report.facts.setdefault("mentions", []).append(
                 Mention(value, self.file.path, node.lineno, tuple(self.gates)))
+        # Globs (`*.so` in an ignore list) only filter; they do not load anything.
         if self.target.platform == "windows" and SO_SUFFIX.search(value) and \
+                not any(ch in value for ch in "*?[") and \
                 id(node) not in self.cdll_args and "\n" not in value and \
                 not any(g.platform == "posix" and not g.negated or
                         g.platform == "windows" and g.negated for g in self.gates):
@@ -107,7 +109,7 @@ class _Visitor(ast.NodeVisitor):
                           "(modules) or pick .dll/.so by platform (libraries)"))
 
     def _cdll(self, call: ast.Call, name: str) -> None:
-        if any(g.platform == "posix" and not g.negated for g in self.gates):
+        if any((g.platform == "posix") != g.negated for g in self.gates if g.platform):
             return  # already behind a POSIX test
         if self.target.platform == "windows":
             self._add(call, "FB180", Severity.ERROR,
@@ -150,6 +152,7 @@ def _dll_directory(file: FileText, tree: ast.Module, report: FileReport) -> None
     extension import (the sibling-file check runs in the tree-wide pass)."""
     if "add_dll_directory" in file.text:
         return
+    package = file.path.rpartition("/")[0].rpartition("/")[2]
     for node in ast.walk(tree):
         names: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.level >= 1:
@@ -157,6 +160,13 @@ def _dll_directory(file: FileText, tree: ast.Module, report: FileReport) -> None
                 names = [node.module.split(".")[0]]
             else:
                 names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            parts = node.module.split(".")
+            if parts[0] == package:  # `from pkg import _C` / `from pkg._C import f`
+                names = parts[1:2] or [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name.split(".")[1] for a in node.names
+                     if a.name.split(".")[0] == package and "." in a.name]
         for name in names:
             if name.startswith("_") and not name.startswith("__"):
                 report.findings.append(Finding(

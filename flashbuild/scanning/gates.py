@@ -82,6 +82,8 @@ class Mention:
     build_file: str
     line: int
     gates: tuple[Gate, ...]
+    shared: str = ""
+    """The SHARED library target it is compiled into, if any."""
 
     def matches(self, path: str) -> bool:
         """Whether this mention names `path` (relative to the tree)."""
@@ -123,6 +125,14 @@ class BuildGates:
         m = hits[0]
         failed = next(g for g in m.gates if g.holds(platform, archs) is False)
         return Verdict(False, f"{m.build_file}:{m.line} lists it only when `{failed.text}`")
+
+
+    def shared_library(self, path: str) -> str | None:
+        """`add_library(NAME SHARED …)` evidence when `path` is compiled into a shared
+        library (a plugin), else None."""
+        hit = next((m for m in self.mentions if m.shared and m.matches(path)), None)
+        return None if hit is None else f"{hit.build_file}:{hit.line}: SHARED library " \
+            f"`{hit.shared}`"
 
 
 def gate_from_words(text: str, words: Iterable[str], *, negated: bool) -> Gate:

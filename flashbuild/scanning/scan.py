@@ -368,30 +368,50 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget) -> li
     from flashbuild.scanning.checks_cmake import build_gates, tree_defines
     from flashbuild.scanning.checks_cxx import instantiation_findings
 
-    gates = build_gates(reports)
-    defines = tree_defines(reports)
+    tree = TreeFacts(
+        gates=build_gates(reports), defines=tree_defines(reports),
+        paths=frozenset(r.path for r in reports),
+        dlsym=any(r.facts.get("dlsym") for r in reports))
     out: list[Finding] = []
     for report in reports:
         for finding in report.findings:
-            kept = _apply_tree_facts(finding, gates, defines, target)
+            kept = _apply_tree_facts(finding, tree, target)
             if kept is not None:
                 out.append(kept)
     out.extend(instantiation_findings(root, reports, target))
     return out
 
 
-def _apply_tree_facts(finding: Finding, gates: Any, defines: frozenset[str],
-                      target: ScanTarget) -> Finding | None:
-    """Drop or soften findings that the build system already handles."""
+@dataclass(frozen=True)
+class TreeFacts:
+    gates: Any
+    defines: frozenset[str]
+    paths: frozenset[str]
+    dlsym: bool
+
+
+def _apply_tree_facts(finding: Finding, tree: TreeFacts, target: ScanTarget) -> Finding | None:
+    """Drop or complete findings with what the rest of the tree says."""
     needs = finding.data.get("needs")
     if needs == "compiled-for-target":
-        verdict = gates.compiled_for(finding.path, target)
+        verdict = tree.gates.compiled_for(finding.path, target)
         if verdict is not None and not verdict.compiled:
             return None
-        if verdict is not None:
-            return replace(finding, evidence=f"{finding.evidence}; {verdict.why}")
-    if needs == "no-nominmax" and "NOMINMAX" in defines:
+        why = verdict.why if verdict is not None else "no build file lists it (assumed compiled)"
+        return replace(finding, evidence=f"{finding.evidence}; {why}")
+    if needs == "no-nominmax" and "NOMINMAX" in tree.defines:
         return None
+    if needs == "plugin-source":
+        shared = tree.gates.shared_library(finding.path)
+        if not tree.dlsym or shared is None:
+            return None
+        return replace(finding, evidence=f"{finding.evidence} ({shared})")
+    if needs == "no-sibling-module":
+        package = finding.path.rpartition("/")[0]
+        module = finding.data["module"]
+        prefix = f"{package}/{module}" if package else module
+        if f"{prefix}.py" in tree.paths or f"{prefix}/__init__.py" in tree.paths:
+            return None
     return finding
 
 

@@ -1,0 +1,96 @@
+"""Benchmark: `flashbuild doctor` (cold and warm cache) against `python -m
+torch.utils.collect_env`, plus `flashbuild --help` start-up. Prints a Markdown table.
+
+Run (from the repository root, in the project's venv):
+
+    python bench/bench_doctor.py --runs 5
+
+collect_env needs torch, which is not a flashbuild dependency. To compare on a machine of
+this project's kind, install torch beside the venv rather than into it, and put it on
+PYTHONPATH for every command (doctor reads torch from the interpreter's import path):
+
+    python -m pip install --target /tmp/torchsite torch==2.13.0
+    PYTHONPATH=/tmp/torchsite python bench/bench_doctor.py --runs 5
+
+Targets (issue 2, "Performance"): cold ≤ collect_env; warm ≤ 0.2 x collect_env and < 0.5 s.
+"Cold" runs each time with an empty cache folder (XDG_CACHE_HOME / LOCALAPPDATA); "warm"
+reuses one folder filled by a first, unmeasured run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _time(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, check=False)
+    elapsed = time.perf_counter() - start
+    # doctor exits 3 when a build is blocked: that is a result, not a failure of the run.
+    if done.returncode not in (0, 3):
+        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return elapsed
+
+
+def _cache_env(folder: str) -> dict[str, str]:
+    return {**os.environ, "XDG_CACHE_HOME": folder, "LOCALAPPDATA": folder}
+
+
+def median_of(runs: int, argv: list[str], env_for_run: list[dict[str, str]]) -> float:
+    return statistics.median(_time(argv, env_for_run[i]) for i in range(runs))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    runs = max(1, args.runs)
+    py = sys.executable
+    doctor = [py, "-m", "flashbuild", "doctor", "--json"]
+    results: dict[str, float | None] = {}
+
+    with tempfile.TemporaryDirectory() as base:
+        cold_envs = [_cache_env(str(Path(base) / f"cold{i}")) for i in range(runs)]
+        results["flashbuild doctor (cold cache)"] = median_of(runs, doctor, cold_envs)
+        warm = _cache_env(str(Path(base) / "warm"))
+        _time(doctor, warm)  # fill the cache
+        results["flashbuild doctor (warm cache)"] = median_of(runs, doctor, [warm] * runs)
+        results["flashbuild --help"] = median_of(runs, [py, "-m", "flashbuild", "--help"],
+                                                 [warm] * runs)
+    if importlib.util.find_spec("torch") is not None:
+        results["python -m torch.utils.collect_env"] = median_of(
+            runs, [py, "-m", "torch.utils.collect_env"], [dict(os.environ)] * runs)
+    else:
+        results["python -m torch.utils.collect_env"] = None
+
+    reference = results["python -m torch.utils.collect_env"]
+    print(f"Median of {runs} runs, {sys.platform}, Python {sys.version.split()[0]}:\n")
+    print("| command | median (s) | x collect_env |")
+    print("|---|---:|---:|")
+    for name, seconds in results.items():
+        if seconds is None:
+            print(f"| `{name}` | unavailable (torch is not importable) | |")
+            continue
+        ratio = f"{seconds / reference:.2f}" if reference else "n/a"
+        print(f"| `{name}` | {seconds:.3f} | {ratio} |")
+    if reference:
+        cold = results["flashbuild doctor (cold cache)"] or 0.0
+        warm_s = results["flashbuild doctor (warm cache)"] or 0.0
+        print()
+        print(f"- cold ≤ collect_env: {'met' if cold <= reference else 'NOT met'}")
+        print(f"- warm ≤ 0.2 x collect_env and < 0.5 s: "
+              f"{'met' if warm_s <= 0.2 * reference and warm_s < 0.5 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,149 @@
+"""`flashbuild build` for real: cmake + ninja + nvcc on a small csrc-shaped tree, for sm_90a.
+
+One module-scoped build is reused by every test (compiles stay few). CPU only: the module is
+imported and asked what it was built for; nothing runs on a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "build" / "minikern"
+EXT = __import__("sysconfig").get_config_var("EXT_SUFFIX")
+
+
+def _cli(tree: Path, cuda: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "flashbuild", "build", "--recipe", str(tree / "minikern.toml"),
+            "--arch", "sm_90a", "--cuda", str(cuda), "--jobs", "2", "--launcher", "none",
+            "--json", *extra]
+
+
+def _run(argv: list[str], cwd: Path) -> tuple[int, dict[str, object]]:
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, timeout=600)
+    try:
+        doc = json.loads(done.stdout)
+    except ValueError:
+        doc = {"stdout": done.stdout}
+    doc["_stderr"] = done.stderr
+    return done.returncode, doc
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, cuda_toolkit_root: Path
+          ) -> tuple[Path, Path, dict[str, object]]:
+    root = tmp_path_factory.mktemp("buildtree")
+    tree = root / "minikern"
+    shutil.copytree(FIXTURE, tree)
+    code, doc = _run(_cli(tree, cuda_toolkit_root, "--install", "inplace"), root)
+    assert code == 0, doc
+    return tree, cuda_toolkit_root, doc
+
+
+def _import_archs(python: str, cwd: Path, pythonpath: Path | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    done = subprocess.run([python, "-c", "import minikern; print(minikern.built_archs())"],
+                          cwd=cwd, env=env, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def test_build_inplace_imports_from_neutral_dir(built: tuple[Path, Path, dict[str, object]],
+                                                tmp_path: Path) -> None:
+    tree, _, doc = built
+    assert doc["configured"] is True and doc["edges"]
+    pkg = tree / "python" / "minikern"
+    assert (pkg / f"_C{EXT}").is_file() and (pkg / "libminikern_attn.so").is_file()
+    manifest = json.loads((pkg / "flashbuild-manifest.json").read_text())
+    assert manifest["archs"] == "90a-real" and manifest["recipe"] == "minikern"
+    assert "Used" in (manifest.get("ptxas_info") or "")
+    assert _import_archs(sys.executable, tmp_path, tree / "python") == "900"
+
+
+def test_noop_rebuild_does_no_work(built: tuple[Path, Path, dict[str, object]]) -> None:
+    tree, cuda, _ = built
+    code, doc = _run(_cli(tree, cuda, "--install", "inplace"), tree.parent)
+    assert code == 0, doc
+    assert doc["configured"] is False  # cmake was not re-run
+    assert doc["ninja_no_work"] is True  # ninja: no work to do
+    assert doc["install"]["skipped"] is True  # type: ignore[index]
+
+
+def test_wheel_into_a_venv(built: tuple[Path, Path, dict[str, object]], tmp_path: Path) -> None:
+    tree, cuda, _ = built
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    # flashbuild runs with the venv's interpreter (it builds for and installs into the
+    # interpreter it runs on); flashbuild itself comes from this checkout's environment.
+    site = __import__("sysconfig").get_paths()["purelib"]
+    argv = [python, *_cli(tree, cuda, "--install", "wheel")[1:]]
+    done = subprocess.run(argv, cwd=tree.parent, capture_output=True, text=True, check=False,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([site, str(ROOT)])}, timeout=600)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    install = doc["install"]
+    assert install["mode"] == "wheel" and str(install["wheel"]).endswith(  # type: ignore[index]
+        "-cp%d%d-cp%d%d-linux_x86_64.whl" % (sys.version_info[:2] * 2))
+    neutral = tmp_path / "neutral"
+    neutral.mkdir()
+    assert _import_archs(python, neutral) == "900"
+    subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", "minikern"], check=True)
+    with pytest.raises(subprocess.CalledProcessError):
+        _import_archs(python, neutral)
+
+
+def test_compile_error_keeps_previous_install(built: tuple[Path, Path, dict[str, object]]
+                                              ) -> None:
+    tree, cuda, _ = built
+    module = tree / "python" / "minikern" / f"_C{EXT}"
+    before = module.read_bytes()
+    source = tree / "kernels" / "add.cu"
+    good = source.read_text()
+    source.write_text(good.replace("y[i] += x[i];", "y[i] += x[i] * planted_error;"))
+    try:
+        code, doc = _run(_cli(tree, cuda, "--install", "inplace"), tree.parent)
+    finally:
+        source.write_text(good)
+    assert code == 6, doc
+    assert "planted_error" in str(doc["what"]) and "is undefined" in str(doc["what"])
+    log = Path(str(doc["details"]["log"]))  # type: ignore[index]
+    assert log.is_file() and "planted_error" in log.read_text()
+    assert module.read_bytes() == before
+
+
+def test_ctrl_c_then_rerun_resumes(built: tuple[Path, Path, dict[str, object]]) -> None:
+    tree, cuda, _ = built
+    for cu in (tree / "kernels").glob("*.cu"):
+        cu.touch()
+    (tree / "attn.cu").touch()
+    build_log = next((tree.parent / "build" / "flashbuild").glob("minikern-90a_real-*")) / \
+        "logs" / "build.log"
+    build_log.unlink()  # so the wait below sees this run's first step, not an older log's
+    proc = subprocess.Popen(_cli(tree, cuda, "--install", "inplace"), cwd=tree.parent,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if build_log.is_file() and "[1/" in build_log.read_text():
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (out, err)
+    assert json.loads(out)["error"] == "interrupted"
+    code, doc = _run(_cli(tree, cuda, "--install", "inplace"), tree.parent)
+    assert code == 0, doc
+    assert doc["ninja_no_work"] is False and doc["configured"] is False

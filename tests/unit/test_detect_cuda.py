@@ -1,0 +1,281 @@
+"""Toolkit discovery: candidates, probes, choice, cache, odd trees — replayed, no processes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from packaging.version import Version
+
+from flashbuild.arch import Arch
+from flashbuild.detect.cache import ProbeCache
+from flashbuild.detect.cuda import (
+    find_toolkits,
+    parse_gpu_codes,
+    parse_nvcc_version,
+    probe_toolkit,
+    version_from_files,
+)
+from flashbuild.platforms.linux import LinuxPlatform
+from flashbuild.platforms.windows import WindowsPlatform
+from flashbuild.proc import Completed
+from tests.fakes import ReplayRunner
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "detect"
+
+
+class IsolatedLinux(LinuxPlatform):
+    """Linux whose standard install folders are under a test's tmp_path."""
+
+    def __init__(self, roots: list[str]) -> None:
+        self.roots = roots
+
+    def standard_toolkit_roots(self, env: Mapping[str, str]) -> list[str]:
+        return self.roots
+
+
+def fixture_text(name: str) -> str:
+    return (FIX / name).read_text()
+
+
+def make_toolkit(root: Path, *, headers: bool = True, exe: str = "nvcc",
+                 cuda_h: int | None = None) -> Path:
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / exe).write_text("#!/bin/sh\n")
+    (root / "bin" / "nvcc.profile").write_text("TOP = $(_HERE_)/..\n")
+    (root / "include" / "crt").mkdir(parents=True)
+    if headers:
+        (root / "include" / "cuda_runtime.h").write_text("/* runtime */\n")
+        (root / "include" / "crt" / "host_config.h").write_text(
+            fixture_text("host_config_13.0.h"))
+    if cuda_h is not None:
+        (root / "include" / "cuda.h").write_text(f"#define CUDA_VERSION {cuda_h}\n")
+    return root
+
+
+class Runner(ReplayRunner):
+    """Only programs listed in `found` are on PATH (a response alone does not put nvcc there)."""
+
+    def which(self, program: str, env: Mapping[str, str] | None = None) -> str | None:
+        return self.found.get(self._key(program))
+
+
+def nvcc_runner(versions: dict[str, str]) -> Runner:
+    """nvcc answers by the toolkit its path is in: versions = {root: "12.8" | "12.9" | "13.0"}."""
+
+    def answer(argv: tuple[str, ...]) -> Completed:
+        root = str(Path(os.path.realpath(argv[0])).parent.parent)
+        release = versions[root]
+        name = "nvcc-version" if argv[1] == "--version" else "nvcc-list-gpu-code"
+        return Completed(argv, 0, fixture_text(f"{name}-{release}.txt"), "")
+
+    return Runner(responses={("nvcc",): answer})
+
+
+@pytest.mark.parametrize(("release", "full"), [("12.8", "12.8.93"), ("12.9", "12.9.86"),
+                                              ("13.0", "13.0.88")])
+def test_nvcc_version_of_each_release(release: str, full: str) -> None:
+    assert parse_nvcc_version(fixture_text(f"nvcc-version-{release}.txt")) == Version(full)
+
+
+def test_gpu_codes_of_each_release() -> None:
+    c128 = parse_gpu_codes(fixture_text("nvcc-list-gpu-code-12.8.txt"))
+    c129 = parse_gpu_codes(fixture_text("nvcc-list-gpu-code-12.9.txt"))
+    c130 = parse_gpu_codes(fixture_text("nvcc-list-gpu-code-13.0.txt"))
+    assert "sm_120" in c128 and "sm_121" not in c128 and "sm_101" in c128
+    assert "sm_121" in c129 and "sm_103" in c129
+    assert "sm_110" in c130 and "sm_70" not in c130 and "sm_101" not in c130
+
+
+@pytest.mark.parametrize("garbage", ["", "Segmentation fault", "release banana", "\x00\xff"])
+def test_garbage_output_gives_unknown(garbage: str) -> None:
+    assert parse_nvcc_version(garbage) is None
+    assert parse_gpu_codes(garbage) == ()
+
+
+def test_version_falls_back_to_version_json_then_cuda_h(tmp_path: Path) -> None:
+    root = make_toolkit(tmp_path / "tk", cuda_h=12090)
+    assert version_from_files(root) == (Version("12.9"), "cuda.h")
+    (root / "version.json").write_text(json.dumps({"cuda": {"version": "12.9.1"}}))
+    assert version_from_files(root) == (Version("12.9.1"), "version.json")
+    (root / "version.json").write_text("{not json")
+    assert version_from_files(root) == (Version("12.9"), "cuda.h")
+
+
+def test_probe_reads_version_codes_headers_and_host_config(tmp_path: Path) -> None:
+    root = make_toolkit(tmp_path / "cuda-12.9")
+    tk = probe_toolkit(root, ["standard"], runner=nvcc_runner({str(root): "12.9"}), env={},
+                       platform=LinuxPlatform())
+    assert tk.version == Version("12.9.86") and tk.version_source == "nvcc"
+    assert tk.release == Version("12.9")
+    assert tk.can_emit(Arch(12, 1)) is True and tk.can_emit(Arch(11, 0)) is False
+    assert tk.has_headers and tk.host_config == root / "include" / "crt" / "host_config.h"
+    assert tk.layout == "standard" and tk.problems == ()
+
+
+def test_nvcc_without_headers_is_half_installed(tmp_path: Path) -> None:
+    root = make_toolkit(tmp_path / "cuda", headers=False)
+    tk = probe_toolkit(root, ["standard"], runner=nvcc_runner({str(root): "13.0"}), env={},
+                       platform=LinuxPlatform())
+    assert tk.nvcc is not None and not tk.has_headers and tk.host_config is None
+
+
+def test_hanging_nvcc_is_a_problem_and_cuda_h_gives_the_version(tmp_path: Path) -> None:
+    root = make_toolkit(tmp_path / "cuda", cuda_h=13000)
+    runner = Runner(hangs={"nvcc"})
+    tk = probe_toolkit(root, ["standard"], runner=runner, env={}, platform=LinuxPlatform())
+    assert tk.version == Version("13.0") and tk.version_source == "cuda.h"
+    assert tk.codes == () and tk.can_emit(Arch(9, 0)) is None
+    assert any("did not finish" in p for p in tk.problems)
+
+
+def test_garbage_nvcc_output_is_a_problem(tmp_path: Path) -> None:
+    root = make_toolkit(tmp_path / "cuda")
+    runner = Runner(responses={("nvcc",): "\x1b[31mlicence expired\x1b[0m"})
+    tk = probe_toolkit(root, ["standard"], runner=runner, env={}, platform=LinuxPlatform())
+    assert tk.version is None and tk.version_source == "unknown"
+    assert len(tk.problems) == 2
+
+
+def test_choice_order_and_deduplication(tmp_path: Path) -> None:
+    std128 = make_toolkit(tmp_path / "opt" / "cuda-12.8")
+    std129 = make_toolkit(tmp_path / "opt" / "cuda-12.9")
+    site = tmp_path / "site-packages"
+    pypi = make_toolkit(site / "nvidia" / "cu13")
+    versions = {str(std128): "12.8", str(std129): "12.9", str(pypi): "13.0"}
+    platform = IsolatedLinux([str(tmp_path / "opt" / "cuda-*")])
+    runner = nvcc_runner(versions)
+
+    search = find_toolkits({}, runner, platform, site_packages=[site])
+    assert [t.root for t in search.candidates] == [std128, std129, pypi]
+    assert search.chosen is not None and search.chosen.root == std129  # newest standard
+    assert next(t for t in search.candidates if t.root == pypi).layout == "pypi"
+
+    only_pypi = find_toolkits({}, runner, IsolatedLinux([]), site_packages=[site])
+    assert only_pypi.chosen is not None and only_pypi.chosen.root == pypi
+    assert "PyPI" in only_pypi.reason
+
+    runner.found["nvcc"] = str(std128 / "bin" / "nvcc")
+    on_path = find_toolkits({}, runner, platform, site_packages=[site])
+    assert on_path.chosen is not None and on_path.chosen.root == std128
+    assert on_path.chosen.origins == ("PATH", "standard")  # one entry, two origins
+
+    link = tmp_path / "cuda-home"
+    link.symlink_to(std129)
+    home = find_toolkits({"CUDA_HOME": str(link)}, runner, platform, site_packages=[site])
+    assert home.chosen is not None and home.chosen.origins == ("CUDA_HOME", "standard")
+    assert len(home.candidates) == 3
+    assert home.disagreement is not None and "CUDA_HOME" in home.disagreement
+
+    explicit = find_toolkits({"CUDA_HOME": str(link)}, runner, platform,
+                             explicit=pypi / "bin" / "nvcc", site_packages=[site])
+    assert explicit.chosen is not None and explicit.chosen.root == pypi
+
+
+def test_nothing_found(tmp_path: Path) -> None:
+    search = find_toolkits({"CUDA_HOME": str(tmp_path / "gone")}, Runner(),
+                           IsolatedLinux([]))
+    assert search.chosen is None and search.candidates == ()
+    assert any("does not exist" in p for p in search.problems)
+
+
+def test_wrapper_script_on_path_is_followed_with_dryrun(tmp_path: Path) -> None:
+    real = make_toolkit(tmp_path / "cuda-13.0")
+    wrapper = tmp_path / "bin" / "nvcc"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec {real}/bin/nvcc "$@"\n')
+    runner = nvcc_runner({str(real): "13.0"})
+    runner.responses[(str(wrapper), "--dryrun", "-x", "cu", "-E", os.devnull)] = Completed(
+        (), 0, "", f"#$ _NVVM_BRANCH_=nvvm\n#$ _HERE_={real}/bin\n#$ _THERE_={real}/bin\n")
+    runner.found["nvcc"] = str(wrapper)
+
+    def dry(argv: tuple[str, ...]) -> Completed:
+        if argv[0] == str(wrapper):
+            return Completed(argv, 0, "", f"#$ _HERE_={real}/bin\n")
+        return nvcc_runner({str(real): "13.0"}).run(argv)
+
+    runner.responses[("nvcc",)] = dry
+    search = find_toolkits({}, runner, IsolatedLinux([]))
+    assert search.chosen is not None and search.chosen.root == real
+
+
+def test_windows_toolkit_from_cuda_path_with_bin_x64(tmp_path: Path) -> None:
+    root = make_toolkit(tmp_path / "CUDA" / "v13.0", exe="nvcc.exe")
+    (root / "bin" / "x64").mkdir()
+    runner = nvcc_runner({str(root): "13.0"})
+    search = find_toolkits({"CUDA_PATH": str(root), "CUDA_PATH_V13_0": str(root)}, runner,
+                           WindowsPlatform())
+    tk = search.chosen
+    assert tk is not None and tk.nvcc == root / "bin" / "nvcc.exe"
+    assert tk.dll_dirs == (root / "bin" / "x64", root / "bin")
+    assert tk.origins == ("CUDA_PATH", "CUDA_PATH_V")
+
+
+def test_windows_pypi_wheel_keeps_dlls_in_bin_x86_64(tmp_path: Path) -> None:
+    site = tmp_path / "Lib" / "site-packages"
+    root = make_toolkit(site / "nvidia" / "cu13", exe="nvcc.exe")
+    (root / "bin" / "x86_64").mkdir()
+    search = find_toolkits({}, nvcc_runner({str(root): "13.0"}), WindowsPlatform(),
+                           site_packages=[site])
+    assert search.chosen is not None and search.chosen.layout == "pypi"
+    assert search.chosen.dll_dirs == (root / "bin" / "x86_64", root / "bin")
+
+
+def test_non_ascii_and_spaced_paths(tmp_path: Path) -> None:
+    root = make_toolkit(tmp_path / "Jürgen Müller" / "CUDA ünï")
+    search = find_toolkits({"CUDA_HOME": str(root)}, nvcc_runner({str(root): "13.0"}),
+                           IsolatedLinux([]))
+    assert search.chosen is not None and search.chosen.version == Version("13.0.88")
+
+
+def test_cache_answers_until_nvcc_changes(tmp_path: Path) -> None:
+    root = make_toolkit(tmp_path / "cuda")
+    cache = ProbeCache(tmp_path / "cache")
+    runner = nvcc_runner({str(root): "12.9"})
+    first = probe_toolkit(root, ["standard"], runner=runner, env={}, platform=LinuxPlatform(),
+                          cache=cache)
+    assert len(runner.calls) == 2
+    again = probe_toolkit(root, ["standard"], runner=runner, env={}, platform=LinuxPlatform(),
+                          cache=cache)
+    assert len(runner.calls) == 2 and again == first
+    # An upgrade changes nvcc's size: the cache must not answer for the new one.
+    (root / "bin" / "nvcc").write_text("#!/bin/sh\n# upgraded\n")
+    runner2 = nvcc_runner({str(root): "13.0"})
+    upgraded = probe_toolkit(root, ["standard"], runner=runner2, env={},
+                             platform=LinuxPlatform(), cache=cache)
+    assert upgraded.version == Version("13.0.88") and len(runner2.calls) == 2
+    # --no-cache asks again (and refreshes the entry).
+    runner3 = nvcc_runner({str(root): "13.0"})
+    probe_toolkit(root, ["standard"], runner=runner3, env={}, platform=LinuxPlatform(),
+                  cache=ProbeCache(tmp_path / "cache", enabled=False))
+    assert len(runner3.calls) == 2
+
+
+def test_failures_are_not_cached(tmp_path: Path) -> None:
+    root = make_toolkit(tmp_path / "cuda")
+    cache = ProbeCache(tmp_path / "cache")
+    probe_toolkit(root, ["standard"], runner=Runner(hangs={"nvcc"}), env={},
+                  platform=LinuxPlatform(), cache=cache)
+    runner = nvcc_runner({str(root): "13.0"})
+    tk = probe_toolkit(root, ["standard"], runner=runner, env={}, platform=LinuxPlatform(),
+                       cache=cache)
+    assert tk.version == Version("13.0.88") and len(runner.calls) == 2
+
+
+def test_corrupt_cache_entry_is_a_miss(tmp_path: Path) -> None:
+    root = make_toolkit(tmp_path / "cuda")
+    cache = ProbeCache(tmp_path / "cache")
+    probe_toolkit(root, ["standard"], runner=nvcc_runner({str(root): "13.0"}), env={},
+                  platform=LinuxPlatform(), cache=cache)
+    for entry in (tmp_path / "cache" / "probes").iterdir():
+        entry.write_text("{garbage")
+    runner = nvcc_runner({str(root): "13.0"})
+    tk = probe_toolkit(root, ["standard"], runner=runner, env={}, platform=LinuxPlatform(),
+                       cache=cache)
+    assert tk.version == Version("13.0.88") and len(runner.calls) == 2

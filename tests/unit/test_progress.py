@@ -1,0 +1,86 @@
+"""ninja [n/m] parsing and first-error extraction from recorded ninja/nvcc/gcc/MSVC logs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flashbuild.building.progress import (
+    NinjaMonitor,
+    first_error,
+    merge_ptxas,
+    parse_status,
+    short_description,
+)
+
+LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "build" / "logs"
+
+
+def _lines(name: str) -> list[str]:
+    return (LOGS / name).read_text(encoding="utf-8").splitlines()
+
+
+def test_parse_status() -> None:
+    assert parse_status("[3/10] Building CUDA object x.cu.o") == (3, 10, "Building CUDA object x.cu.o")
+    assert parse_status("ptxas info    : Used 10 registers") is None
+    assert short_description("Building CUDA object CMakeFiles/_C.dir/kernels/add.cu.o") == "add.cu"
+    assert short_description("Building CUDA object CMakeFiles\\_C.dir\\kernels\\norm.cu.obj") == "norm.cu"
+
+
+def test_monitor_counts_and_ptxas() -> None:
+    seen: list[int] = []
+    mon = NinjaMonitor(listener=lambda m: seen.append(m.done))
+    for line in _lines("ninja_ok.log"):
+        mon.feed(line)
+    assert (mon.done, mon.total, mon.edges) == (8, 8, 8)
+    assert seen == list(range(1, 9))
+    assert not mon.no_work
+    add = mon.ptxas["Building CUDA object CMakeFiles/_C.dir/kernels/add.cu.o"]
+    assert any("Used 10 registers" in x for x in add)
+    assert not any("Compile time" in x for x in add)  # differs per run
+    assert first_error(mon.lines) is None
+
+
+def test_monitor_no_work() -> None:
+    mon = NinjaMonitor()
+    for line in _lines("ninja_noop.log"):
+        mon.feed(line)
+    assert mon.no_work
+
+
+@pytest.mark.parametrize(("log", "first", "context"), [
+    ("nvcc_error.log", '/tmp/mk/kernels/add.cu(5): error: identifier "undefined_symbol" is undefined',
+     "undefined_symbol;"),
+    ("gcc_error.log", "/tmp/mk/bindings.cpp:7:3: error: 'm2' was not declared in this scope; did you mean 'm'?",
+     "m2.def"),
+    ("msvc_error.log", "C:\\src\\csrc\\kernels\\norm.cu(3): fatal error C1083: Cannot open include file: 'dlfcn.h': No such file or directory",
+     "dlfcn.h"),
+    ("msvc_link_error.log", 'bindings.cpp.obj : error LNK2019: unresolved external symbol "void __cdecl launch_rms_norm<float>(float *,float const *,int)" referenced in function "void __cdecl pybind11::init"',
+     "LNK1120"),
+])
+def test_first_error(log: str, first: str, context: str) -> None:
+    found = first_error(_lines(log))
+    assert found is not None
+    assert found.line == first
+    assert context in found.context
+    assert found.failed_edge.startswith("FAILED: ")
+
+
+def test_failed_line_when_no_compiler_error() -> None:
+    found = first_error(_lines("ninja_failed_only.log"))
+    assert found is not None and found.line.startswith("FAILED: CMakeFiles/_C.dir/kernels/add.cu.o")
+
+
+def test_merge_ptxas_keeps_other_files(tmp_path: Path) -> None:
+    record = tmp_path / "ptxas.json"
+    text = merge_ptxas(record, {"a.cu": ["ptxas info : Used 8 registers"],
+                                "b.cu": ["ptxas info : Used 9 registers"]})
+    assert text is not None and "Used 8" in text and "Used 9" in text
+    # A partial rebuild replaces one file's lines; a no-op rebuild returns the same text.
+    again = merge_ptxas(record, {"a.cu": ["ptxas info : Used 12 registers"]})
+    assert again is not None and "Used 12" in again and "Used 9" in again and "Used 8" not in again
+    assert merge_ptxas(record, {}) == again
+    assert json.loads(record.read_text())["b.cu"] == ["ptxas info : Used 9 registers"]
+    assert merge_ptxas(tmp_path / "none.json", {}) is None

@@ -1,0 +1,52 @@
+"""SARIF 2.1.0 output validates against OASIS's schema (from ../shared, never copied)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flashbuild.cli import app
+from flashbuild.scanning.rules import RULES
+from flashbuild.scanning.sarif import to_sarif
+from flashbuild.scanning.scan import make_target, scan_tree
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = ROOT.parent / "shared" / "schemas" / "sarif-schema-2.1.0.json"
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict[str, object]:
+    if not SCHEMA.is_file():
+        pytest.skip("../shared/schemas/sarif-schema-2.1.0.json is not here")
+    return json.loads(SCHEMA.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("tree", ["csrc", "tests/fixtures/scan/othertree"])
+def test_sarif_validates(schema: dict[str, object], tree: str) -> None:
+    import jsonschema
+
+    result = scan_tree(ROOT / tree, make_target("windows", "sm120"))
+    doc = to_sarif(result)
+    jsonschema.Draft4Validator(schema).validate(doc)
+    run = doc["runs"][0]
+    assert {r["id"] for r in run["tool"]["driver"]["rules"]} == set(RULES)
+    assert len(run["results"]) == len(result.findings)
+    first = run["results"][0]["locations"][0]["physicalLocation"]
+    assert not first["artifactLocation"]["uri"].startswith("/")
+    assert first["region"]["startLine"] >= 1
+
+
+def test_cli_writes_sarif(tmp_path: Path, schema: dict[str, object]) -> None:
+    import jsonschema
+
+    out = tmp_path / "scan.sarif"
+    res = CliRunner().invoke(app, ["scan", str(ROOT / "csrc"), "--platform", "linux",
+                                   "--arch", "sm120", "--sarif", str(out)])
+    assert res.exit_code == 11, res.output
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    jsonschema.Draft4Validator(schema).validate(doc)
+    assert [r["ruleId"] for r in doc["runs"][0]["results"]] == ["FB151", "FB150", "FB170"]
+    assert [r["level"] for r in doc["runs"][0]["results"]] == ["warning", "error", "error"]

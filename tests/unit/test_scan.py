@@ -1,0 +1,231 @@
+"""`flashbuild scan` on csrc and on a second tree of a different shape: the exact findings."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flashbuild.cli import app
+from flashbuild.scanning.scan import ScanOptions, make_target, scan_tree
+
+ROOT = Path(__file__).resolve().parents[2]
+CSRC = ROOT / "csrc"
+OTHER = ROOT / "tests" / "fixtures" / "scan" / "othertree"
+
+
+def _keys(root: Path, platform: str, arch: str, *, skip: tuple[str, ...] = ()) -> list[str]:
+    result = scan_tree(root, make_target(platform, arch))
+    return [f"{f.rule} {f.path}:{f.line}" for f in result.findings if f.rule not in skip]
+
+
+CSRC_WINDOWS_SM120 = [
+    "FB190 CMakeLists.txt:15",
+    "FB151 arch/sm_gate.h:15",
+    "FB150 arch/sm_gate.h:25",
+    "FB170 arch/traits.h:14",
+    "FB101 attention/dispatcher.cpp:6",
+    "FB102 attention/plugin.cu:95",
+    "FB102 attention/plugin.cu:97",
+    "FB102 attention/plugin.cu:99",
+    "FB102 attention/plugin.cu:109",
+    "FB142 kernels/norm.cu:267",
+    "FB142 kernels/norm.cu:268",
+    "FB142 kernels/norm.cu:269",
+    "FB181 python/flashkern/__init__.py:13",
+    "FB182 python/flashkern/__init__.py:42",
+]
+
+
+def test_csrc_windows_sm120_exact() -> None:
+    assert _keys(CSRC, "windows", "sm120", skip=("FB140",)) == CSRC_WINDOWS_SM120
+
+
+def test_csrc_kernel_instantiations_are_the_transforms_sites() -> None:
+    result = scan_tree(CSRC, make_target("windows", "sm120"))
+    per_file = Counter(f.path for f in result.findings if f.rule == "FB140")
+    # The csrc recipe's `msvc-instantiations` step: 56 sites in 6 files (recipes/csrc.toml).
+    assert sum(per_file.values()) == 56
+    assert len(per_file) == 6
+    # Decoys (`.template` calls, `template<>` specialisations, definitions) are never sites.
+    lines = {f.snippet for f in result.findings if f.rule == "FB140"}
+    assert all(s.startswith(("template __global__", "FK_")) or "(" in s for s in lines)
+    assert not any(s.startswith("template <") or ".template" in s for s in lines)
+
+
+def test_csrc_linux_sm120_only_arch_findings() -> None:
+    assert _keys(CSRC, "linux", "sm120") == [
+        "FB151 arch/sm_gate.h:15", "FB150 arch/sm_gate.h:25", "FB170 arch/traits.h:14"]
+
+
+def test_csrc_linux_sm90a_is_clean() -> None:
+    # The pristine tree is Linux-first for sm_90a: nothing to report (sm90/ is compiled and
+    # has what it uses; the 200 KB Hopper traits fit 227 KB).
+    assert _keys(CSRC, "linux", "sm_90a") == []
+
+
+OTHER_WINDOWS_SM120 = [
+    "FB190 CMakeLists.txt:2",
+    "FB152 CMakeLists.txt:5",
+    "FB191 CMakeLists.txt:13",
+    "FB192 CMakeLists.txt:14",
+    "FB110 src/kernels/gemv.cu:3",
+    "FB111 src/kernels/gemv.cu:13",
+    "FB140 src/kernels/gemv.cu:15",
+    "FB140 src/kernels/gemv.cu:16",
+    "FB153 src/kernels/gemv.cu:22",
+    "FB160 src/kernels/mma_sm120.cu:4",
+    "FB101 src/kernels/plugin.cpp:1",
+    "FB130 src/kernels/plugin.cpp:11",
+    "FB102 src/kernels/plugin.cpp:16",
+    "FB120 src/kernels/util.cpp:5",
+    "FB112 src/kernels/util.cpp:6",
+    "FB112 src/kernels/util.cpp:6",
+    "FB121 src/kernels/util.cpp:10",
+    "FB181 src/pkg/fastops/__init__.py:6",
+    "FB180 src/pkg/fastops/__init__.py:11",
+    "FB182 src/pkg/fastops/__init__.py:12",
+]
+
+
+def test_othertree_is_crlf() -> None:
+    assert b"\r\n" in (OTHER / "src/kernels/gemv.cu").read_bytes()
+
+
+def test_othertree_windows_sm120_exact() -> None:
+    assert _keys(OTHER, "windows", "sm120") == OTHER_WINDOWS_SM120
+
+
+def test_othertree_linux_targets() -> None:
+    # sm_120a has kind::f8f6f4; the tcgen05 file is gated on 100a, the wgmma one on 9.0a.
+    assert _keys(OTHER, "linux", "sm_120a") == [
+        "FB152 CMakeLists.txt:5", "FB153 src/kernels/gemv.cu:22",
+        "FB180 src/pkg/fastops/__init__.py:11"]
+    assert _keys(OTHER, "linux", "sm_100a") == [
+        "FB153 src/kernels/gemv.cu:22", "FB180 src/pkg/fastops/__init__.py:11"]
+    # For sm_100 without `a`, the CMake gate `"100a" IN_LIST` leaves the tcgen05 file out.
+    assert "FB160" not in " ".join(_keys(OTHER, "linux", "sm100"))
+
+
+def test_vendored_skipped_with_a_note_unless_asked() -> None:
+    result = scan_tree(OTHER, make_target("windows", "sm120"))
+    assert [s.path for s in result.skipped] == ["third_party"]
+    full = scan_tree(OTHER, make_target("windows", "sm120"), ScanOptions(include_vendored=True))
+    vendored = [f"{f.rule} {f.path}:{f.line}" for f in full.findings
+                if f.path.startswith("third_party/")]
+    assert vendored == ["FB110 third_party/vec/vec.h:2", "FB112 third_party/vec/vec.h:3"]
+
+
+def test_every_finding_has_evidence_and_fix() -> None:
+    for root in (CSRC, OTHER):
+        for f in scan_tree(root, make_target("windows", "sm120")).findings:
+            assert f.evidence and f.snippet and f.message
+            assert f.fix.transform or f.fix.manual
+
+
+# --- bad input --------------------------------------------------------------------------------
+
+def _tree(tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "ok.cu").write_text("#include <unistd.h>\n", encoding="utf-8")
+    return root
+
+
+def _scan(root: Path, **opts: int) -> tuple[list[str], dict[str, str]]:
+    result = scan_tree(root, make_target("windows", "sm120"), ScanOptions(**opts))
+    return ([f"{f.rule} {f.path}:{f.line}" for f in result.findings],
+            {s.path: s.reason for s in result.skipped})
+
+
+def test_binary_file_skipped(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    (root / "src" / "blob.cu").write_bytes(b"\x7fELF\0\0\0#include <unistd.h>\n")
+    found, skipped = _scan(root)
+    assert found == ["FB110 src/ok.cu:1"]
+    assert "binary" in skipped["src/blob.cu"]
+
+
+def test_non_utf8_skipped(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    (root / "src" / "latin1.h").write_bytes("// caf\xe9\n#include <unistd.h>\n".encode("latin-1"))
+    found, skipped = _scan(root)
+    assert found == ["FB110 src/ok.cu:1"]
+    assert "not UTF-8" in skipped["src/latin1.h"]
+
+
+def test_huge_generated_file_skipped(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    (root / "src" / "gen.cu").write_text("#include <unistd.h>\n" + "// x\n" * 2000)
+    found, skipped = _scan(root, max_file_bytes=4096)
+    assert found == ["FB110 src/ok.cu:1"]
+    assert "cap" in skipped["src/gen.cu"]
+
+
+def test_symlink_loop_skipped(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    (root / "src" / "loop").symlink_to(root, target_is_directory=True)
+    (root / "dangling.h").symlink_to(root / "missing.h")
+    found, skipped = _scan(root)
+    assert found == ["FB110 src/ok.cu:1"]
+    assert "loop" in skipped["src/loop"]
+    assert "broken symlink" in skipped["dangling.h"]
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
+                    reason="root reads unreadable folders")
+def test_unreadable_folder_skipped(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    locked = root / "locked"
+    locked.mkdir()
+    (locked / "x.cu").write_text("#include <unistd.h>\n")
+    locked.chmod(0)
+    try:
+        found, skipped = _scan(root)
+    finally:
+        locked.chmod(0o755)
+    assert found == ["FB110 src/ok.cu:1"]
+    assert "unreadable folder" in skipped["locked"]
+
+
+def test_parallel_equals_serial(tmp_path: Path) -> None:
+    root = tmp_path / "many"
+    for i in range(60):
+        shutil.copytree(OTHER / "src", root / f"copy{i}")
+    serial = scan_tree(root, make_target("windows", "sm120"), ScanOptions(jobs=1))
+    pooled = scan_tree(root, make_target("windows", "sm120"), ScanOptions(jobs=2))
+    assert serial.findings == pooled.findings
+    assert len(serial.findings) > 60
+
+
+# --- CLI and JSON ---------------------------------------------------------------------------
+
+def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
+    runner = CliRunner()
+    res = runner.invoke(app, ["scan", str(CSRC), "--platform", "windows", "--arch", "sm120",
+                              "--json"])
+    assert res.exit_code == 11, res.output
+    doc = json.loads(res.stdout)
+    assert doc["schema_version"] == 1 and doc["blocking"] is True
+    assert doc["counts"]["error"] == sum(f["severity"] == "error" for f in doc["findings"])
+    res = runner.invoke(app, ["scan", str(CSRC), "--platform", "linux", "--arch", "sm_90a"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["scan", str(CSRC), "--platform", "beos", "--arch", "sm120"])
+    assert res.exit_code == 2
+
+
+def test_json_validates_against_its_schema() -> None:
+    import jsonschema
+
+    from flashbuild.scanning.report import SCHEMA_PATH, to_json
+
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    for root in (CSRC, OTHER):
+        doc = {"schema_version": 1, "ok": False,
+               **to_json(scan_tree(root, make_target("windows", "sm120")))}
+        jsonschema.validate(doc, schema)
