@@ -263,8 +263,8 @@ ScanArchOpt = Annotated[str, typer.Option(
 
 @app.command()
 @_edge
-def scan(
-    source: Annotated[Path, typer.Argument(help="Root of the tree to scan.")] = Path("."),
+def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
+    source: Annotated[Path, typer.Argument(help="Root of the tree to scan.")] = Path(),
     arch: ScanArchOpt = "sm120",
     platform: PlatformOpt = None,
     json: JsonOpt = False,

@@ -166,7 +166,9 @@ def live_progress(monitor: NinjaMonitor, console: Console, *, enabled: bool,
 
 def open_log(path: Path) -> IO[str]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    return path.open("w", encoding="utf-8", errors="replace", newline="\n")
+    # Line-buffered: the log on disk follows the build (a user can tail it; a killed run
+    # keeps every line it printed).
+    return path.open("w", encoding="utf-8", errors="replace", newline="\n", buffering=1)
 
 
 def merge_ptxas(path: Path, fresh: dict[str, list[str]]) -> str | None:

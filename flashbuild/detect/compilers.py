@@ -354,7 +354,14 @@ def _probe_active_msvc(env: Mapping[str, str], runner: Runner,
     return ActiveMsvc(activated, env.get("VCToolsVersion") or None, cl, version)
 
 
-def _probe_gnu(env: Mapping[str, str], runner: Runner,
+def _decode_version(value: object) -> Version | None:
+    try:
+        return Version(str(value)) if isinstance(value, str) else None
+    except InvalidVersion:
+        return None
+
+
+def _probe_gnu(env: Mapping[str, str], runner: Runner, cache: ProbeCache,
                problems: list[str]) -> tuple[HostCompiler, ...]:
     found = []
     names = ["gcc", "g++", "clang", "clang++"]
@@ -365,14 +372,22 @@ def _probe_gnu(env: Mapping[str, str], runner: Runner,
         path = runner.which(name, env)
         if path is None:
             continue
-        try:
-            done = runner.run([path, "--version"], env=env, timeout=PROBE_TIMEOUT, check=False)
+
+        def ask(path: str = path, name: str = name) -> Version | None:
+            try:
+                done = runner.run([path, "--version"], env=env, timeout=PROBE_TIMEOUT,
+                                  check=False)
+            except FlashbuildError as exc:
+                problems.append(f"`{name} --version` failed: {exc.what}")
+                return None
             version = parse_gnu_version(done.stdout or done.output)
             if version is None:
                 problems.append(f"`{name} --version` printed no version")
-        except FlashbuildError as exc:
-            problems.append(f"`{name} --version` failed: {exc.what}")
-            version = None
+            return version
+
+        version = cache.fetch("compiler-version", file_fingerprint(Path(path)), ask,
+                              encode=lambda v: str(v) if v is not None else None,
+                              decode=_decode_version)
         found.append(HostCompiler(Path(name).name, path, version))
     return tuple(found)
 
@@ -387,5 +402,5 @@ def probe_host_compilers(env: Mapping[str, str], runner: Runner, platform: Platf
         active = _probe_active_msvc(env, runner, problems)
         return HostCompilers("msvc", visual_studios=studios, active_msvc=active,
                              cuda_host_compiler=override, problems=tuple(problems))
-    gnu = _probe_gnu(env, runner, problems)
+    gnu = _probe_gnu(env, runner, cache, problems)
     return HostCompilers("gnu", gnu=gnu, cuda_host_compiler=override, problems=tuple(problems))

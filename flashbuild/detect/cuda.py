@@ -189,20 +189,28 @@ def _real(path: str | Path) -> str:
     return os.path.realpath(path)
 
 
-def root_of_nvcc(nvcc: str | Path, runner: Runner, env: Mapping[str, str]) -> Path | None:
+def root_of_nvcc(nvcc: str | Path, runner: Runner, env: Mapping[str, str],
+                 cache: ProbeCache = NO_CACHE) -> Path | None:
     """The toolkit root of an nvcc. A real nvcc has nvcc.profile beside its real path; a
     wrapper script (like /usr/local/bin/nvcc here) does not, so nvcc is asked where it lives
-    (`--dryrun` prints `_HERE_=<bin folder>`)."""
+    (`--dryrun` prints `_HERE_=<bin folder>`; cached by the wrapper's fingerprint)."""
     real = Path(_real(nvcc))
     if (real.parent / "nvcc.profile").is_file():
         return real.parent.parent
-    try:
-        done = runner.run([str(nvcc), "--dryrun", "-x", "cu", "-E", os.devnull], env=env,
-                          timeout=NVCC_TIMEOUT, check=False)
-    except FlashbuildError:
-        return None
-    match = re.search(r"^#\$ _HERE_=(.+)$", done.output, re.MULTILINE)
-    return Path(match[1].strip()).parent if match else None
+
+    def ask() -> Path | None:
+        try:
+            done = runner.run([str(nvcc), "--dryrun", "-x", "cu", "-E", os.devnull], env=env,
+                              timeout=NVCC_TIMEOUT, check=False)
+        except FlashbuildError:
+            return None
+        match = re.search(r"^#\$ _HERE_=(.+)$", done.output, re.MULTILINE)
+        return Path(match[1].strip()).parent if match else None
+
+    return cache.fetch("nvcc-wrapper", file_fingerprint(real), ask,
+                       encode=lambda p: str(p) if p is not None else None,
+                       decode=lambda v: Path(v) if isinstance(v, str) and Path(v).is_dir()
+                       else None)
 
 
 # --- probing ----------------------------------------------------------------------------
@@ -339,11 +347,11 @@ def _from_env(c: _Candidates, env: Mapping[str, str]) -> None:
 
 
 def _from_path(c: _Candidates, runner: Runner, env: Mapping[str, str],
-               platform: Platform) -> None:
+               platform: Platform, cache: ProbeCache) -> None:
     nvcc = runner.which(platform.exe("nvcc"), env)
     if nvcc is None:
         return
-    root = root_of_nvcc(nvcc, runner, env)
+    root = root_of_nvcc(nvcc, runner, env, cache)
     if root is None:
         c.problems.append(f"nvcc on PATH ({nvcc}) is not inside a toolkit folder")
         return
@@ -399,7 +407,7 @@ def find_toolkits(env: Mapping[str, str], runner: Runner, platform: Platform, *,
     if explicit is not None:
         _from_explicit(c, explicit, runner, env)
     _from_env(c, env)
-    _from_path(c, runner, env, platform)
+    _from_path(c, runner, env, platform, cache)
     _from_standard(c, env, platform)
     _from_pypi(c, site_packages, platform)
     found, on_path, problems = c.found, c.on_path, c.problems

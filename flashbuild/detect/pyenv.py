@@ -212,17 +212,25 @@ def probe_torch(site_packages: Sequence[Path], *, python: str, runner: Runner,
 _VERSION_LINE = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
 
 
-def probe_tool(name: str, env: Mapping[str, str], runner: Runner) -> ToolInfo:
-    """ninja / cmake: the binary on PATH and what its `--version` says."""
+def probe_tool(name: str, env: Mapping[str, str], runner: Runner,
+               cache: ProbeCache = NO_CACHE) -> ToolInfo:
+    """ninja / cmake: the binary on PATH and what its `--version` says (cached by the
+    binary's fingerprint)."""
     path = runner.which(name, env)
     if path is None:
         return ToolInfo(name, None, None)
-    try:
-        done = runner.run([path, "--version"], env=env, timeout=TOOL_TIMEOUT, check=False)
+
+    def ask() -> str | None:
+        try:
+            done = runner.run([path, "--version"], env=env, timeout=TOOL_TIMEOUT, check=False)
+        except FlashbuildError:
+            return None
         match = _VERSION_LINE.search(done.output)
-        return ToolInfo(name, match[1] if match else None, path)
-    except FlashbuildError:
-        return ToolInfo(name, None, path)
+        return match[1] if match else None
+
+    version = cache.fetch("tool-version", file_fingerprint(Path(path)), ask,
+                          encode=lambda v: v, decode=lambda v: v if isinstance(v, str) else None)
+    return ToolInfo(name, version, path)
 
 
 def _distribution_version(name: str) -> str | None:
@@ -239,5 +247,5 @@ def probe_pyenv(env: Mapping[str, str], runner: Runner, *, python: PythonEnv | N
     torch = probe_torch(py.site_packages, python=py.executable, runner=runner, env=env,
                         cache=cache)
     tools = (ToolInfo("pybind11", _distribution_version("pybind11"), None),
-             probe_tool("ninja", env, runner), probe_tool("cmake", env, runner))
+             probe_tool("ninja", env, runner, cache), probe_tool("cmake", env, runner, cache))
     return PyEnvReport(py, torch, tools)

@@ -212,6 +212,19 @@ def _env_disagree(f: Findings) -> list[Verdict]:
               f"{f.toolkit.root if f.toolkit else 'the one named by CUDA_HOME'}")
 
 
+@rule("toolkit.search-problem")
+def _search_problem(f: Findings) -> list[Verdict]:
+    if f.toolkits is None:
+        return []
+    out: list[Verdict] = []
+    for problem in f.toolkits.problems:
+        out += _v("toolkit.search-problem", Severity.WARN, Section.TOOLKIT,
+                  "a CUDA setting points nowhere", problem,
+                  "fix or unset it: tools that read it (CMake, torch) will fail or pick "
+                  "another toolkit than flashbuild")
+    return out
+
+
 def _arch_status(tk: Toolkit, arch: Arch) -> str | None:
     """Which toolkit rule an arch trips: too-old, removed, cannot-emit, or None."""
     release = tk.release
@@ -429,7 +442,8 @@ def _python(f: Findings) -> list[Verdict]:
         out += _v("python.found", Severity.OK, Section.PYTHON, "torch is not installed",
                   "only torch extensions need it")
     elif not torch.problems:
-        arches = " ".join(torch.arch_list) if torch.arch_list else "unknown"
+        arches = ("unknown" if torch.arch_list is None else
+                  " ".join(torch.arch_list) or "no GPU code (CPU build)")
         out += _v("python.found", Severity.OK, Section.PYTHON,
                   f"torch {torch.version} (CUDA {torch.cuda or 'none: CPU build'})",
                   f"compiled for: {arches}")

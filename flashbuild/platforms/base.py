@@ -80,3 +80,8 @@ class Platform(Protocol):
         """Whether Win32 long paths are on (None where the question does not apply or the
         value cannot be read)."""
         ...
+
+    def nvidia_driver_loaded(self) -> bool | None:
+        """False when this OS can tell cheaply that no NVIDIA kernel driver is loaded (then
+        NVML is not even imported); None when it cannot tell."""
+        ...

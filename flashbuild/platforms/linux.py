@@ -53,3 +53,7 @@ class LinuxPlatform:
 
     def long_paths_enabled(self, reader: RegistryReader | None = None) -> bool | None:
         return None
+
+    def nvidia_driver_loaded(self) -> bool | None:
+        # The kernel module publishes /proc/driver/nvidia (also inside GPU containers).
+        return Path("/proc/driver/nvidia").exists()

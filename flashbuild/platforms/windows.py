@@ -66,6 +66,9 @@ class WindowsPlatform:
             return False
         return value == 1
 
+    def nvidia_driver_loaded(self) -> bool | None:
+        return None
+
 
 def _read_registry(root: str, key: str, name: str) -> object | None:
     """The real registry, only reachable on Windows."""

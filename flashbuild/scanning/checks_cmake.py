@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tree_sitter_cmake
 from tree_sitter import Language, Node, Parser
@@ -33,6 +32,9 @@ from flashbuild.scanning.scan import (
     ScanTarget,
     Severity,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
 
 #: FACTS.md "Host compilers accepted by nvcc": flags the community needed with MSVC.
 MSVC_FLAGS = ("/Zc:preprocessor", "/Zc:__cplusplus", "/bigobj", "/utf-8", "/EHsc")

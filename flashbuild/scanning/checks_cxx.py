@@ -13,12 +13,8 @@ with `flashbuild.scanning.pp`. Explicit instantiations are not found here at all
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
-from tree_sitter import Node
+from typing import TYPE_CHECKING, Any
 
 from flashbuild.arch import Arch, Suffix
 from flashbuild.patching import cxx
@@ -32,6 +28,12 @@ from flashbuild.scanning.scan import (
     ScanTarget,
     Severity,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+    from pathlib import Path
+
+    from tree_sitter import Node
 
 POSIX_HEADERS = frozenset({"unistd.h", "sys/time.h", "sys/mman.h", "sys/resource.h",
                            "sys/wait.h", "sys/utsname.h", "sys/ioctl.h", "sys/socket.h",
@@ -166,7 +168,8 @@ class _Ctx:
         return True
 
     # --- output ---------------------------------------------------------------------
-    def add(self, byte: int, rule: str, category: Category, severity: Severity, message: str,
+    def add(self, byte: int,  # noqa: PLR0917 - one call shape for every rule
+            rule: str, category: Category, severity: Severity, message: str,
             evidence: str, fix: Fix, **data: Any) -> None:
         line, col = self.pos(byte)
         self.report.findings.append(Finding(
@@ -185,8 +188,8 @@ def check_cxx(file: FileText, target: ScanTarget) -> FileReport:
         return report
     src = cxx.parse(text, file.path)
     defines: dict[str, list[cxx.MacroDef]] = {}
-    for m in cxx.macro_definitions(src):
-        defines.setdefault(m.name, []).append(m)
+    for macro in cxx.macro_definitions(src):
+        defines.setdefault(macro.name, []).append(macro)
     ctx = _Ctx(file, src, target, report, defines)
     report.facts["dlsym"] = any(m.group(0) == "dlsym" for m, _s, _n in
                                 _sites(ctx, [m for m in matches if m.lastgroup == "dl"]))
@@ -320,7 +323,7 @@ def _plugin_exports(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], host: 
 def _arch_gates(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch,
                 dev: Pass) -> None:
     target_value = arch.code * 10
-    for m, start, node in _sites(ctx, groups.get("err", []), code=False):
+    for _m, start, node in _sites(ctx, groups.get("err", []), code=False):
         if ctx.active(node, dev) != 1:
             continue
         conds = cxx.enclosing_conditionals(ctx.src, node)
@@ -383,8 +386,9 @@ def _ends_in_error(node: Node) -> bool:
                                                                     "preproc_elif") else None
     while alt is not None:
         for child in alt.children:
-            if child.type == "preproc_call" and "error" in (
-                    child.child_by_field_name("directive").text or b"").decode():
+            directive = child.child_by_field_name("directive")
+            if child.type == "preproc_call" and directive is not None and \
+                    "error" in (directive.text or b"").decode():
                 return True
         alt = alt.child_by_field_name("alternative") if alt.type == "preproc_elif" else None
     return False
@@ -555,7 +559,8 @@ def _runtime_major(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]]) -> None
 
 # --- explicit instantiations: the transform's own site finder ---------------------------
 
-def instantiation_findings(root: Path, reports: Sequence[FileReport],
+def instantiation_findings(  # noqa: PLR0912 - one loop over the transform's sites
+    root: Path, reports: Sequence[FileReport],
                            target: ScanTarget) -> list[Finding]:
     """The sites the `explicit-instantiations` transform would guard (FB140/FB141) or keep
     (FB142) on this tree, found by the transform's own code. Only for Windows: GCC and

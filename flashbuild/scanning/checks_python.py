@@ -99,8 +99,8 @@ class _Visitor(ast.NodeVisitor):
         if self.target.platform == "windows" and SO_SUFFIX.search(value) and \
                 not any(ch in value for ch in "*?[") and \
                 id(node) not in self.cdll_args and "\n" not in value and \
-                not any(g.platform == "posix" and not g.negated or
-                        g.platform == "windows" and g.negated for g in self.gates):
+                not any((g.platform == "posix") != g.negated for g in self.gates
+                        if g.platform):
             self._add(node, "FB182", Severity.ERROR,
                       f"hard-coded `.so` in {value!r}: Windows extension modules are .pyd and "
                       "libraries .dll",
@@ -125,7 +125,8 @@ class _Visitor(ast.NodeVisitor):
                       "versioned name (libcudart.so.13)",
                       Fix(manual="load the versioned soname (libcudart.so.13)"))
 
-    def _add(self, node: ast.expr | ast.stmt, rule: str, sev: Severity, message: str,
+    def _add(self, node  # noqa: PLR0917 - one call shape for every rule
+            : ast.expr | ast.stmt, rule: str, sev: Severity, message: str,
              evidence: str, fix: Fix) -> None:
         line, col = node.lineno, node.col_offset + 1
         cat = Category.PYTHON_PACKAGING
@@ -154,12 +155,11 @@ def _dll_directory(file: FileText, tree: ast.Module, report: FileReport) -> None
         return
     package = file.path.rpartition("/")[0].rpartition("/")[2]
     for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom | ast.Import):
+            continue
         names: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.level >= 1:
-            if node.module:
-                names = [node.module.split(".")[0]]
-            else:
-                names = [a.name for a in node.names]
+            names = [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             parts = node.module.split(".")
             if parts[0] == package:  # `from pkg import _C` / `from pkg._C import f`

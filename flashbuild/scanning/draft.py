@@ -21,13 +21,16 @@ import json
 import os
 import re
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flashbuild.scanning.rules import RULES
-from flashbuild.scanning.scan import Finding, ScanResult, ScanTarget
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from flashbuild.scanning.scan import Finding, ScanResult, ScanTarget
 
 
 @dataclass
@@ -251,7 +254,8 @@ def render(d: Draft) -> str:
         out.append("")
     for f in d.todos:
         out += [
-            f"# TODO: {f.rule} ({RULES[f.rule].name}, {f.severity.value}) {f.path}:{f.line}:{f.col}",
+            f"# TODO: {f.rule} ({RULES[f.rule].name}, {f.severity.value}) "
+            f"{f.path}:{f.line}:{f.col}",
             f"#   {f.message}",
             f"#   evidence: {f.evidence}",
             f"#   source:   {f.snippet}",

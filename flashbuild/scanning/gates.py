@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from flashbuild.arch import Arch
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from flashbuild.arch import Arch
 
 ARCH_LITERAL = re.compile(r"^(?:sm_?|compute_?)?(\d{2,3})([af]?)(?:-real|-virtual)?$",
                           re.IGNORECASE)

@@ -11,10 +11,13 @@ not", or "cannot tell".
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from flashbuild.arch import Arch, Suffix
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 Value = int | None
 
@@ -164,7 +167,7 @@ class _Parser:
             else:
                 left = None if left is None or right is None else fn(left, right)
 
-    def unary(self) -> Value:
+    def unary(self) -> Value:  # noqa: PLR0911 - one return per operator
         tok = self.take()
         if tok == "!":
             v = self.unary()

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 from itertools import groupby
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
 from rich.markup import escape
 
 from flashbuild.scanning.rules import RULES
 from flashbuild.scanning.scan import Finding, ScanResult, Severity
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: The JSON schema of `scan --json` (a test validates real output against it).
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "scan-report.schema.json"

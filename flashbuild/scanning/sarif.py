@@ -9,11 +9,13 @@ code scanning maps to the checkout).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flashbuild import __version__
 from flashbuild.scanning.rules import RULES
-from flashbuild.scanning.scan import ScanResult
+
+if TYPE_CHECKING:
+    from flashbuild.scanning.scan import ScanResult
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://github.com/flashbuild/flashbuild#build-your-own-tree"

@@ -17,15 +17,17 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from flashbuild.arch import Arch, parse_arch_spec
 from flashbuild.errors import UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 PlatformName = Literal["linux", "windows"]
 
@@ -256,7 +258,8 @@ class Walk:
     skipped: list[Skipped] = field(default_factory=list)
 
 
-def walk_tree(root: Path, *, include_vendored: bool = False) -> Walk:
+def walk_tree(root: Path, *, include_vendored: bool = False  # noqa: PLR0912, PLR0915
+              ) -> Walk:
     """Every scannable file under `root`, depth first, sorted; skipped folders with a note.
 
     Symlinked folders are followed once: a folder whose (device, inode) was already visited is
@@ -390,7 +393,8 @@ class TreeFacts:
     dlsym: bool
 
 
-def _apply_tree_facts(finding: Finding, tree: TreeFacts, target: ScanTarget) -> Finding | None:
+def _apply_tree_facts(  # noqa: PLR0911 - one return per kind of tree fact
+        finding: Finding, tree: TreeFacts, target: ScanTarget) -> Finding | None:
     """Drop or complete findings with what the rest of the tree says."""
     needs = finding.data.get("needs")
     if needs == "compiled-for-target":

@@ -146,4 +146,4 @@ def test_ctrl_c_then_rerun_resumes(built: tuple[Path, Path, dict[str, object]]) 
     assert json.loads(out)["error"] == "interrupted"
     code, doc = _run(_cli(tree, cuda, "--install", "inplace"), tree.parent)
     assert code == 0, doc
-    assert doc["ninja_no_work"] is False and doc["configured"] is False
+    assert doc["ninja_no_work"] is False, doc

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
+from flashbuild.detect import gpu as gpu_module
 from flashbuild.detect.gpu import SMI_QUERY, parse_smi_query, probe_gpus
 from tests.fakes import ReplayRunner
+
+if TYPE_CHECKING:
+    import pytest
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "detect"
 
@@ -116,3 +121,23 @@ def test_hanging_nvidia_smi_is_a_problem_not_a_crash() -> None:
 def test_garbage_csv_is_ignored() -> None:
     gpus, driver = parse_smi_query("NVIDIA-SMI has failed\n, , ,\nA, twelve, 1, 2\n")
     assert gpus == [] and driver is None
+
+
+
+def test_nvml_is_skipped_when_the_platform_sees_no_driver(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def must_not_load() -> None:
+        raise AssertionError("pynvml was imported although no driver is loaded")
+
+    monkeypatch.setattr(gpu_module, "_load_pynvml", must_not_load)
+    report = probe_gpus({}, smi_runner("nvidia-smi-query-h200.csv", "nvidia-smi-h200.txt"),
+                        driver_loaded=False)
+    assert report.source == "nvidia-smi"
+
+
+def test_nvidia_smi_h100_recorded() -> None:
+    report = probe_gpus({}, smi_runner("nvidia-smi-query-h100.csv", "nvidia-smi-h100.txt"),
+                        nvml=FakeNvml([], fail="init"))
+    (gpu,) = report.gpus
+    assert (gpu.name, gpu.sm, gpu.memory_mib) == ("NVIDIA H100 80GB HBM3", "sm_90", 81559)
+    assert report.driver_cuda == Version("13.0")

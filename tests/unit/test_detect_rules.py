@@ -155,6 +155,13 @@ def test_toolkit_env_disagree() -> None:
     assert severities(findings(), "toolkit.env-disagree") == []
 
 
+def test_toolkit_search_problem() -> None:
+    broken = replace(search(toolkit()), problems=("CUDA_HOME=/nonexistent does not exist",))
+    (v,) = RULES["toolkit.search-problem"](findings(toolkits=broken))
+    assert v.severity is Severity.WARN and "CUDA_HOME" in v.evidence
+    assert RULES["toolkit.search-problem"](findings()) == []
+
+
 def test_toolkit_too_old() -> None:
     f = findings(toolkits=search(toolkit("12.8")), targets=targets("sm_121"))
     (v,) = RULES["toolkit.too-old"](f)

@@ -158,3 +158,32 @@ def test_rich_report_shows_marks_and_fixes(tmp_path: Path,
     assert result.exit_code == 3
     assert "✗" in result.output and "fix:" in result.output and "✓" in result.output
     assert "CUDA toolkit" in result.output
+
+
+def _keys(value: object, prefix: str = "") -> set[str]:
+    """Every key path of a JSON document (list items merged)."""
+    out: set[str] = set()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out.add(prefix + key)
+            out |= _keys(item, prefix + key + ".")
+    elif isinstance(value, list):
+        for item in value:
+            out |= _keys(item, prefix)
+    return out
+
+
+def test_json_keys_match_the_recorded_h100_document(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The H100 document was recorded from a real run; a key renamed or dropped since then
+    breaks users' scripts and must come with a schema_version bump."""
+    recorded = json.loads((FIX / "doctor-h100.json").read_text())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setattr(doctor, "collect", _fake_collect(tmp_path, "h100"))
+    result = CliRunner().invoke(app, ["doctor", "--json"])
+    current = json.loads(result.stdout)
+    assert current["schema_version"] == recorded["schema_version"]
+    # Keys that only appear with data the fake machine lacks (torch, VS) are not compared.
+    missing = {k for k in _keys(recorded) - _keys(current)
+               if not k.startswith(("python.torch.", "compilers.visual_studios."))}
+    assert not missing, f"keys gone from the JSON document: {sorted(missing)}"

@@ -1,0 +1,131 @@
+"""The pristine csrc/ tree with real CMake + Ninja + nvcc (compile only, no GPU needed):
+it builds for sm_90a, a pristine sm_120 build stops at the arch allow-list's #error, and the
+host-template instantiation in norm.cu is what resolves fusion.cu's call (deleting it leaves
+an undefined symbol in the module, which import would report)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pybind11
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from flashbuild.proc import Completed, ProcessRunner
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+CSRC = ROOT / "csrc"
+VENV_BIN = Path(sys.executable).parent
+HOST_TEMPLATE_LINE = (
+    "template void launch_rms_norm<__half>(__half*, const __half*, const __half*, int64_t, "
+    "int64_t, float, cudaStream_t);\n"
+)
+# Itanium mangling of fk::launch_rms_norm<__half>(...).
+HOST_TEMPLATE_SYMBOL = "_ZN2fk15launch_rms_normI6__halfEEvPT_PKS2_S5_llfP11CUstream_st"
+
+
+@dataclass(frozen=True)
+class Build:
+    configure: Completed
+    compile: Completed | None
+    out_dir: Path
+
+    @property
+    def ok(self) -> bool:
+        return self.configure.ok and self.compile is not None and self.compile.ok
+
+    @property
+    def log(self) -> str:
+        return self.configure.output + "\n" + (self.compile.output if self.compile else "")
+
+    def module(self) -> Path:
+        found = sorted(self.out_dir.glob("_C*.so"))
+        assert found, f"no module in {self.out_dir}:\n{self.log[-3000:]}"
+        return found[0]
+
+
+@pytest.fixture(scope="module")
+def cuda_root() -> Path:
+    env = os.environ.get("FLASHBUILD_TEST_CUDA_ROOT")
+    root = Path(env) if env else Path("/usr/local/cuda-13.0")
+    if not (root / "bin" / "nvcc").is_file():
+        pytest.skip(f"no CUDA toolkit with bin/nvcc at {root} (set FLASHBUILD_TEST_CUDA_ROOT)")
+    return root
+
+
+def cmake_build(src: Path, work: Path, archs: str, cuda_root: Path) -> Build:
+    runner = ProcessRunner()
+    cmake = str(VENV_BIN / "cmake") if (VENV_BIN / "cmake").exists() else "cmake"
+    ninja = str(VENV_BIN / "ninja") if (VENV_BIN / "ninja").exists() else "ninja"
+    out_dir = work / "out"
+    configure = runner.run(
+        [cmake, "-S", src, "-B", work / "build", "-G", "Ninja",
+         f"-DCMAKE_MAKE_PROGRAM={ninja}",
+         f"-DCMAKE_CUDA_COMPILER={cuda_root / 'bin' / 'nvcc'}",
+         f"-DCMAKE_CUDA_ARCHITECTURES={archs}",
+         f"-DFLASHKERN_OUTPUT_DIR={out_dir}",
+         f"-DPython_EXECUTABLE={sys.executable}",
+         f"-Dpybind11_DIR={pybind11.get_cmake_dir()}"],
+        timeout=300, check=False)
+    if not configure.ok:
+        return Build(configure, None, out_dir)
+    compiled = runner.run([cmake, "--build", work / "build", "-j2"], timeout=600, check=False)
+    return Build(configure, compiled, out_dir)
+
+
+def dynsym_undefined(path: Path) -> set[str]:
+    with path.open("rb") as fh:
+        section = ELFFile(fh).get_section_by_name(".dynsym")
+        assert section is not None
+        return {s.name for s in section.iter_symbols() if s["st_shndx"] == "SHN_UNDEF"}
+
+
+@pytest.fixture(scope="module")
+def sm90_build(cuda_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Build:
+    return cmake_build(CSRC, tmp_path_factory.mktemp("csrc-90a"), "90a-real", cuda_root)
+
+
+def test_pristine_tree_builds_for_sm90a(sm90_build: Build) -> None:
+    assert sm90_build.ok, sm90_build.log[-4000:]
+    assert "flashkern: sm90 sources ON" in sm90_build.configure.output
+    assert sm90_build.module().is_file()
+    plugin = sm90_build.out_dir / "libflashkern_attn.so"
+    assert plugin.is_file()
+    with plugin.open("rb") as fh:
+        dynsym = ELFFile(fh).get_section_by_name(".dynsym")
+        assert dynsym is not None
+        exported = {s.name for s in dynsym.iter_symbols() if s["st_shndx"] != "SHN_UNDEF"}
+    assert {"fk_attn_forward", "fk_attn_abi_version", "fk_attn_name"} <= exported
+    # The module resolves fusion.cu's call to the host template inside itself.
+    assert HOST_TEMPLATE_SYMBOL not in dynsym_undefined(sm90_build.module())
+
+
+def test_pristine_tree_fails_for_sm120(cuda_root: Path, tmp_path: Path) -> None:
+    build = cmake_build(CSRC, tmp_path, "120-real", cuda_root)
+    assert build.configure.ok, build.log[-4000:]
+    assert "flashkern: sm90 sources OFF" in build.configure.output
+    assert not build.ok
+    assert "flashkern: unsupported __CUDA_ARCH__" in build.log
+    assert "softmax_tiled.cu" in build.log
+
+
+def test_deleting_the_host_template_instantiation_breaks_the_link(
+        sm90_build: Build, cuda_root: Path, tmp_path: Path) -> None:
+    src = tmp_path / "csrc"
+    shutil.copytree(CSRC, src, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    norm = src / "kernels" / "norm.cu"
+    text = norm.read_text()
+    assert text.count(HOST_TEMPLATE_LINE) == 1
+    norm.write_text(text.replace(HOST_TEMPLATE_LINE, ""))
+    build = cmake_build(src, tmp_path / "work", "90a-real", cuda_root)
+    # A shared module links with undefined symbols on Linux; the loader then refuses it at
+    # import ("undefined symbol: ..."). The symbol table shows that without a GPU.
+    assert build.ok, build.log[-4000:]
+    assert HOST_TEMPLATE_SYMBOL in dynsym_undefined(build.module())
+    assert HOST_TEMPLATE_SYMBOL not in dynsym_undefined(sm90_build.module())
