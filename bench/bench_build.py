@@ -83,9 +83,7 @@ def main() -> None:
 
     stamp = json.loads((work / "fb" / "flashbuild-configure.json").read_text())
     argv = [a.replace(str(work / "fb"), str(work / "raw")) for a in stamp["argv"]]
-    ninja = argv[argv.index("-DCMAKE_MAKE_PROGRAM=" + next(
-        a.split("=", 1)[1] for a in argv if a.startswith("-DCMAKE_MAKE_PROGRAM=")))]
-    ninja_exe = ninja.split("=", 1)[1]
+    ninja_exe = next(a.split("=", 1)[1] for a in argv if a.startswith("-DCMAKE_MAKE_PROGRAM="))
     jobs = str(os.cpu_count() or 1)
     t_cfg, _ = timed(argv, ROOT)
     t_ninja, _ = timed([ninja_exe, "-C", str(work / "raw"), "-j", jobs], ROOT)
@@ -98,9 +96,10 @@ def main() -> None:
 
     if args.torch_python:
         ext = ROOT / "bench" / "torch_ext"
-        env = {**os.environ, "TORCH_CUDA_ARCH_LIST": args.arch.replace("sm_", "").replace(
-            "sm", "")[:-1] + "." + args.arch[-1] if False else os.environ.get(
-            "TORCH_CUDA_ARCH_LIST", "9.0a")}
+        from flashbuild.arch import parse_arch_spec
+
+        env = {**os.environ, "TORCH_CUDA_ARCH_LIST": parse_arch_spec(args.arch).torch(),
+               "FLASHBUILD_BENCH_SOURCE": args.source or str(ROOT / "csrc")}
         pip = [args.torch_python, "-m", "pip", "install", "--no-build-isolation", "-q", "."]
         timed(pip, ext, env)
         torch_noop, _ = timed(pip, ext, env)
