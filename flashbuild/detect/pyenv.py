@@ -32,8 +32,11 @@ if TYPE_CHECKING:
 
 TORCH_TIMEOUT = 90.0
 TOOL_TIMEOUT = 15.0
-_ARCH_SCRIPT = ("import json, torch; "
-                "print(json.dumps({'arch_list': torch.cuda.get_arch_list()}))")
+# torch.cuda.get_arch_list() returns [] when no GPU is usable; the compiled-in flags it
+# reads (torch._C._cuda_getArchFlags, present in CUDA builds) answer on GPU-less machines too.
+_ARCH_SCRIPT = ("import json, torch; f = getattr(torch._C, '_cuda_getArchFlags', None); "
+                "a = f().split() if f else torch.cuda.get_arch_list(); "
+                "print(json.dumps({'arch_list': a}))")
 
 
 @dataclass(frozen=True)
@@ -180,7 +183,10 @@ def probe_torch(site_packages: Sequence[Path], *, python: str, runner: Runner,
     except (OSError, ValueError) as exc:
         problems.append(f"{version_py} could not be read: {exc}")
     arches: tuple[str, ...] | None = None
-    if arch_list and not problems:
+    if not problems and fields.get("cuda") is None:
+        # A CPU build (torch.version.cuda is None) has no GPU code: nothing to import.
+        arches = ()
+    elif arch_list and not problems:
         def ask() -> tuple[str, ...] | None:
             try:
                 done = runner.run([python, "-c", _ARCH_SCRIPT], env=env, timeout=TORCH_TIMEOUT,

@@ -91,12 +91,13 @@ def test_wheel_into_a_venv(built: tuple[Path, Path, dict[str, object]], tmp_path
     site = __import__("sysconfig").get_paths()["purelib"]
     argv = [python, *_cli(tree, cuda, "--install", "wheel")[1:]]
     done = subprocess.run(argv, cwd=tree.parent, capture_output=True, text=True, check=False,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join([site, str(ROOT)])}, timeout=600)
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([site, str(ROOT)])},
+                          timeout=600)
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     install = doc["install"]
     assert install["mode"] == "wheel" and str(install["wheel"]).endswith(  # type: ignore[index]
-        "-cp%d%d-cp%d%d-linux_x86_64.whl" % (sys.version_info[:2] * 2))
+        "-cp{0}{1}-cp{0}{1}-linux_x86_64.whl".format(*sys.version_info[:2]))
     neutral = tmp_path / "neutral"
     neutral.mkdir()
     assert _import_archs(python, neutral) == "900"

@@ -11,7 +11,8 @@ from flashbuild.building import builddir, cmake
 from flashbuild.errors import UsageError
 from tests.fakes import ReplayRunner
 
-CODES_13_0 = "sm_75\nsm_80\nsm_86\nsm_87\nsm_88\nsm_89\nsm_90\nsm_100\nsm_110\nsm_103\nsm_120\nsm_121\n"
+# `nvcc --list-gpu-code` of CUDA 13.0 (FACTS.md), one code per line.
+CODES_13_0 = "".join(f"sm_{c}\n" for c in (75, 80, 86, 87, 88, 89, 90, 100, 110, 103, 120, 121))
 ARCHS_13_0 = CODES_13_0.replace("sm_", "compute_")
 TOOLS = cmake.Tools(cmake=Path("/venv/cmake/bin/cmake"), ninja=Path("/venv/bin/ninja"))
 
@@ -48,7 +49,8 @@ def test_configure_argv_has_every_input(tmp_path: Path) -> None:
     assert d["FLASHKERN_FAST"] == "ON"
     # The recipe's CUDA flags come first, then ptxas -v for the resource report.
     assert d["CMAKE_CUDA_FLAGS"] == "-lineinfo -Xptxas -v"
-    assert d["CMAKE_CUDA_COMPILER_LAUNCHER"] == d["CMAKE_CXX_COMPILER_LAUNCHER"] == "/usr/bin/sccache"
+    assert d["CMAKE_CUDA_COMPILER_LAUNCHER"] == "/usr/bin/sccache"
+    assert d["CMAKE_CXX_COMPILER_LAUNCHER"] == "/usr/bin/sccache"
     assert d["CMAKE_JOB_POOLS"] == "nvcc=3;link=2"
     assert d["CMAKE_JOB_POOL_COMPILE"] == "nvcc"
     assert argv[-1] == "--log-level=WARNING"

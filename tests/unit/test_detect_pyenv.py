@@ -65,6 +65,14 @@ def test_arch_list_is_cached_by_version_file(tmp_path: Path) -> None:
     assert "sm_120" not in upgraded.arch_list
 
 
+def test_cpu_torch_needs_no_import(tmp_path: Path) -> None:
+    site = site_with_torch(tmp_path, "version-2.13.0-cpu.py")
+    runner = ReplayRunner()
+    torch = probe_torch([site], python="python", runner=runner, env={})
+    assert torch is not None and torch.cuda is None and torch.arch_list == ()
+    assert runner.calls == []
+
+
 def test_torch_absent(tmp_path: Path) -> None:
     assert probe_torch([tmp_path], python="python", runner=ReplayRunner(), env={}) is None
 

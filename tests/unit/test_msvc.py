@@ -85,7 +85,8 @@ def test_activate_runs_vcvarsall_through_the_runner() -> None:
 
 def test_failed_vcvarsall_is_a_toolchain_error() -> None:
     runner = ReplayRunner()
-    runner.responses[("cmd",)] = Completed(("cmd",), 1, "", "[ERROR:vcvars.bat] Toolset 14.44 not found")
+    runner.responses[("cmd",)] = Completed(("cmd",), 1, "",
+                                           "[ERROR:vcvars.bat] Toolset 14.44 not found")
     with pytest.raises(ToolchainError) as info:
         msvc.activate({}, runner, [VS2022], CUDA_13_0, None)
     assert "Toolset 14.44 not found" in info.value.evidence

@@ -7,11 +7,14 @@ import ast
 import os
 import runpy
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from flashbuild.installing import shim
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 INIT = '"""pkg docs."""\n\nfrom __future__ import annotations\n\nfrom pkg._C import f\n'
 
@@ -41,8 +44,11 @@ def test_shim_registers_absolute_existing_folders(tmp_path: Path,
     """The Windows path of the template, run here with add_dll_directory recorded."""
     calls: list[str] = []
     monkeypatch.setattr(sys, "platform", "win32")
-    monkeypatch.setattr(os, "add_dll_directory", lambda p: calls.append(p) or object(),
-                        raising=False)
+    def add_dll_directory(path: str) -> object:
+        calls.append(path)
+        return object()
+
+    monkeypatch.setattr(os, "add_dll_directory", add_dll_directory, raising=False)
     path = tmp_path / "s.py"
     path.write_text(shim.render([str(tmp_path), str(tmp_path / "missing"), "relative\\bin"],
                                 package="pkg"))
