@@ -209,6 +209,9 @@ def build(
     build_dir: Annotated[Path | None, typer.Option(
         "--build-dir", help="Use this build folder instead of one keyed by recipe, arch, "
         "platform, toolkit and host compiler.")] = None,
+    in_place: Annotated[bool, typer.Option(
+        "--in-place", help="Patch the source tree itself (revert with `flashbuild patch "
+        "--revert`) instead of a mirror of it in the build folder.")] = False,
     json: JsonOpt = False,
 ) -> int:
     """Patch, configure (CMake + Ninja), compile and install. Exit 6 when the build fails (log
@@ -218,7 +221,7 @@ def build(
 
     return run_build(recipe=recipe, source=source, arch=arch, cuda=cuda, platform=platform,
                      jobs_text=jobs, launcher_text=launcher, install_text=install,
-                     build_dir=build_dir, as_json=json)
+                     build_dir=build_dir, as_json=json, in_place=in_place)
 
 
 @recipe_app.command("list")

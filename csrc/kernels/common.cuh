@@ -196,3 +196,86 @@ __device__ __forceinline__ int64_t grid_threads() {
 }
 
 }  // namespace fk
+
+// Host-side occupancy cache (kept at the end of this header so that the line numbers of the
+// decoys above, which csrc/README.md cites, stay put).
+#include <mutex>
+#include <vector>
+
+namespace fk {
+
+// Blocks of `kernel` (a launched __global__ function) that are resident on one SM at
+// `threads` per block, from the occupancy calculator; cached per (kernel, threads, device).
+// Grid-stride kernels size their grid to exactly this many blocks per SM: one full wave. A
+// larger grid than fits leaves a partial second wave (SMs idle at the end), a smaller one
+// leaves loads that could be in flight unissued.
+inline int resident_blocks_per_sm(const void* kernel, int threads) {
+  struct Entry {
+    const void* kernel;
+    int threads;
+    int device;
+    int blocks;
+  };
+  static std::mutex mu;
+  static std::vector<Entry> cache;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 1;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  for (const Entry& e : cache)
+    if (e.kernel == kernel && e.threads == threads && e.device == dev) return e.blocks;
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0) != cudaSuccess) {
+    cudaGetLastError();
+    blocks = 1;
+  }
+  if (blocks < 1) blocks = 1;
+  cache.push_back(Entry{kernel, threads, dev, blocks});
+  return blocks;
+}
+
+}  // namespace fk
+
+namespace fk {
+
+// Grid-stride map over `nvec` 16-byte vectors, out[i] = f(x[i]). Each thread takes U vectors
+// per step, `stride` apart (each warp access stays one contiguous 512-byte span), and issues
+// all U loads before the first use: U * 16 bytes in flight per thread instead of 16, which is
+// what keeps HBM busy in a kernel with one input stream. out may equal x (in place): every
+// element is read before it is written, by the same thread.
+template <int U, typename T, typename F>
+__device__ __forceinline__ void map_vectors(T* out, const T* x, int64_t nvec, F f) {
+  constexpr int N = Vec<T>::N;
+  const int64_t stride = grid_threads();
+  for (int64_t base = global_thread(); base < nvec; base += U * stride) {
+    Vec<T> v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (base + u * stride < nvec) v[u] = Vec<T>::load_stream(x + (base + u * stride) * N);
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (base + u * stride < nvec) f(v[u]).store_stream(out + (base + u * stride) * N);
+  }
+}
+
+}  // namespace fk
+
+namespace fk {
+
+// Four E4M3 bytes (one 32-bit word, lowest byte first) to fp32 through two
+// cvt.rn.f16x2.e4m3x2 (exact: every E4M3 value is an fp16). Working on whole words keeps a
+// group of bytes in a few registers instead of one register per byte.
+__device__ __forceinline__ void fp8x4_e4m3_to_float(unsigned w, float* f) {
+  const float2 lo = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(
+      static_cast<__nv_fp8x2_storage_t>(w & 0xffffu), __NV_E4M3)));
+  const float2 hi = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(
+      static_cast<__nv_fp8x2_storage_t>(w >> 16), __NV_E4M3)));
+  f[0] = lo.x;
+  f[1] = lo.y;
+  f[2] = hi.x;
+  f[3] = hi.y;
+}
+
+}  // namespace fk

@@ -10,39 +10,39 @@
 namespace fk {
 
 // ---- RMSNorm, row in registers -----------------------------------------------------------
+// The row stays packed (one 16-byte vector = 4 registers, converted to fp32 where it is used)
+// and all VPT loads are issued before the first use: few registers per thread, many rows
+// resident per SM, many bytes in flight. x is read once (evict-first), y written once.
 template <typename T, int VPT>
 __global__ void __launch_bounds__(kRowThreads) rms_norm_kernel(
     T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ weight, int64_t hidden,
     float eps) {
   constexpr int N = Vec<T>::N;
   __shared__ float scratch[32];
-  const int64_t nvec = hidden / N;
+  const int nvec = static_cast<int>(hidden / N), tid = threadIdx.x, nthr = blockDim.x;
   const T* xr = x + blockIdx.x * hidden;
   T* yr = out + blockIdx.x * hidden;
-  float f[VPT][N];
+  Vec<T> v[VPT];
+#pragma unroll
+  for (int j = 0; j < VPT; ++j)
+    if (tid + j * nthr < nvec) v[j] = Vec<T>::load_stream(xr + (tid + j * nthr) * N);
   float ss = 0.0f;
 #pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
-    if (i < nvec) {
-      const Vec<T> v = Vec<T>::load(xr + i * N);
+  for (int j = 0; j < VPT; ++j)
+    if (tid + j * nthr < nvec) {
 #pragma unroll
-      for (int e = 0; e < N; ++e) {
-        f[j][e] = to_float(v.v[e]);
-        ss += f[j][e] * f[j][e];
-      }
+      for (int e = 0; e < N; ++e) ss += to_float(v[j].v[e]) * to_float(v[j].v[e]);
     }
-  }
   const float rstd = rsqrtf(block_sum(ss, scratch) / static_cast<float>(hidden) + eps);
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
-    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    const int i = tid + j * nthr;
     if (i < nvec) {
       const Vec<T> w = Vec<T>::load(weight + i * N);
       Vec<T> o;
 #pragma unroll
-      for (int e = 0; e < N; ++e) o.v[e] = from_float<T>(f[j][e] * rstd * to_float(w.v[e]));
-      o.store(yr + i * N);
+      for (int e = 0; e < N; ++e) o.v[e] = from_float<T>(to_float(v[j].v[e]) * rstd * to_float(w.v[e]));
+      o.store_stream(yr + i * N);
     }
   }
 }

@@ -7,7 +7,7 @@
 
 namespace fk {
 
-constexpr int kQThreads = 256;
+constexpr int kQThreads = 256, kDqUnroll = 8;  // dequantize: groups per thread per step
 
 __device__ __forceinline__ float load_scale(float scale, const float* scale_ptr) {
   return scale_ptr != nullptr ? __ldg(scale_ptr) : scale;
@@ -36,34 +36,34 @@ __global__ void __launch_bounds__(kQThreads) quantize_fp8_kernel(
   for (int64_t i = done + global_thread(); i < n; i += stride) out[i] = to_fp8_e4m3(to_float(x[i]) * inv);
 }
 
-// Each group: 16 E4M3 bytes in, 16 elements of T out.
+// Each group: G = 16 / sizeof(T) E4M3 bytes in, one 16-byte vector of T out (every warp store
+// one contiguous 512-byte span); kDqUnroll groups per thread per step, all loads issued first.
 template <typename T>
 __global__ void __launch_bounds__(kQThreads) dequantize_fp8_kernel(
     T* __restrict__ out, const __nv_fp8_storage_t* __restrict__ q, int64_t n, float scale,
     const float* __restrict__ scale_ptr, bool vectorised) {
-  constexpr int G = 16;
+  constexpr int G = Vec<T>::N;
   const float s = load_scale(scale, scale_ptr);
-  const int64_t stride = grid_threads();
-  int64_t done = 0;
-  if (vectorised) {
-    const int64_t ng = n / G;
-    for (int64_t i = global_thread(); i < ng; i += stride) {
-      const Pack<__nv_fp8_storage_t, G> p = Pack<__nv_fp8_storage_t, G>::load(q + i * G);
-      Pack<T, G> o;
-      // Two E4M3 values per conversion instruction (cvt.rn.f16x2.e4m3x2).
+  const int64_t stride = grid_threads(), ng = vectorised ? n / G : 0;
+  for (int64_t base = global_thread(); base < ng; base += kDqUnroll * stride) {
+    Pack<__nv_fp8_storage_t, G> p[kDqUnroll];
 #pragma unroll
-      for (int e = 0; e < G; e += 2) {
-        const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>(
-            p.v[e] | (static_cast<unsigned>(p.v[e + 1]) << 8));
-        const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
-        o.v[e] = from_float<T>(f.x * s);
-        o.v[e + 1] = from_float<T>(f.y * s);
+    for (int u = 0; u < kDqUnroll; ++u)
+      if (base + u * stride < ng) p[u] = Pack<__nv_fp8_storage_t, G>::load(q + (base + u * stride) * G);
+#pragma unroll
+    for (int u = 0; u < kDqUnroll; ++u) {
+      if (base + u * stride >= ng) continue;
+      Vec<T> o;
+#pragma unroll
+      for (int e = 0; e < G; e += 4) {  // whole 32-bit words: 4 E4M3 values, 2 cvt instructions
+        float f[4];
+        fp8x4_e4m3_to_float(reinterpret_cast<const unsigned*>(p[u].v)[e / 4], f);
+        for (int k = 0; k < 4; ++k) o.v[e + k] = from_float<T>(f[k] * s);
       }
-      o.store(out + i * G);
+      o.store_stream(out + (base + u * stride) * G);
     }
-    done = ng * G;
   }
-  for (int64_t i = done + global_thread(); i < n; i += stride) out[i] = from_float<T>(fp8_e4m3_to_float(q[i]) * s);
+  for (int64_t i = ng * G + global_thread(); i < n; i += stride) out[i] = from_float<T>(fp8_e4m3_to_float(q[i]) * s);
 }
 
 // Instantiations inside a conditional block: bf16 FP8 paths are only declared when the CUDA
@@ -98,10 +98,16 @@ void dequantize_typed(void* out, const void* q, int64_t n, float scale,
                       const float* scale_ptr, cudaStream_t s) {
   T* o = static_cast<T*>(out);
   const auto* in = static_cast<const __nv_fp8_storage_t*>(q);
-  const bool vec = aligned16(o) && aligned16(in);
-  const int64_t work = vec && n / 16 > 0 ? n / 16 : n;
-  dequantize_fp8_kernel<T><<<grid_for(work, kQThreads), kQThreads, 0, s>>>(o, in, n, scale,
-                                                                            scale_ptr, vec);
+  constexpr int G = Vec<T>::N;
+  // The fp8 side loads G bytes per group: it must be G-byte aligned.
+  const bool vec = aligned16(o) && (reinterpret_cast<uintptr_t>(in) % G) == 0;
+  const int64_t groups = n / G;
+  const int64_t work = vec && groups > 0 ? (groups + kDqUnroll - 1) / kDqUnroll : n;
+  // One resident wave of blocks: the grid-stride loop then runs evenly on every SM.
+  const int per_sm = resident_blocks_per_sm(
+      reinterpret_cast<const void*>(dequantize_fp8_kernel<T>), kQThreads);
+  dequantize_fp8_kernel<T><<<grid_for(work, kQThreads, per_sm), kQThreads, 0, s>>>(
+      o, in, n, scale, scale_ptr, vec);
   check_launch("dequantize_fp8");
 }
 

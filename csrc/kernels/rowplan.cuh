@@ -39,4 +39,24 @@ inline RowPlan plan_row(int64_t hidden, bool pointers_aligned) {
   return p;
 }
 
+// The norm kernels keep the row packed (a 16-byte vector in 4 registers, converted to fp32 as
+// it is used), so they can afford the most vectors per thread: kMaxVpt per thread on the
+// fewest threads that cover the row. Fewer, deeper threads mean more rows (blocks) resident
+// per SM and more 16-byte loads in flight per thread -- the row kernels are bound by how many
+// bytes each SM has in flight, not by arithmetic. Unaligned / odd rows plan as plan_row.
+template <typename T>
+inline RowPlan plan_row_packed(int64_t hidden, bool pointers_aligned) {
+  constexpr int N = VecWidth<T>::value;
+  RowPlan p = plan_row<T>(hidden, pointers_aligned);
+  if (!p.vectorised) return p;
+  const int64_t units = hidden / N;
+  int64_t threads = ((units + kMaxVpt - 1) / kMaxVpt + 31) / 32 * 32;
+  if (threads > kRowThreads) threads = kRowThreads;
+  p.threads = static_cast<int>(threads);
+  const int64_t per = (units + threads - 1) / threads;
+  p.vpt = per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : per <= kMaxVpt ? 8 : 0;
+  if (p.vpt == 0) p.threads = kLoopThreads;
+  return p;
+}
+
 }  // namespace fk

@@ -1,6 +1,10 @@
 """`flashbuild build`: blocking checks → patch → configure → compile → install.
 
 Each step is a small function; `build()` runs them in order and returns a `BuildReport`.
+The patch goes into a staged mirror of the tree inside the build folder (`<build>/src`, see
+staging.py), so the user's tree is never changed and each build folder keeps its own patched
+files: switching arch and back recompiles nothing. `--in-place` patches the tree itself, as
+the playbooks do (revertable with `flashbuild patch --revert`).
 Nothing installed is touched until compile has succeeded, so a compile error (BuildError with
 the first error, the log path and its tail) or a Ctrl-C (Interrupted; ninja's own state makes
 the next run resume) leaves the previous install intact.
@@ -19,11 +23,11 @@ import sysconfig
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Protocol
 
 from flashbuild import __version__
-from flashbuild.building import builddir, cmake, progress
+from flashbuild.building import builddir, cmake, progress, staging
 from flashbuild.building.jobs import (
     DEFAULT_JOB_BYTES,
     HostResources,
@@ -88,6 +92,9 @@ class PatchOutcome:
     applied: tuple[tuple[str, str], ...] = ()
     """(step id, sha256 of what it changed) per applied step, for the manifest."""
     changed_files: int = 0
+    """Files this run wrote (0 on an unchanged re-run)."""
+    patched: tuple[str, ...] = ()
+    """Files that differ from the pristine tree (relative paths)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +104,9 @@ class BuildRequest:
     recipe: Recipe
     source_dir: Path
     """The tree (the recipe's source, or --source)."""
+    staged: bool = True
+    """Patch a mirror of the tree in the build folder (`<build>/src`) and build from it; the
+    tree is never changed. False (`--in-place`): patch and build the tree itself."""
     arch: ArchSpec
     """Resolved: no `native` left."""
     toolkit: Toolkit
@@ -144,6 +154,12 @@ class StepTime:
 class BuildReport:
     build_dir: Path
     log: Path
+    source_dir: Path
+    """The user's tree."""
+    cmake_source: Path
+    """The folder CMake configured from: in the mirror when staged."""
+    staging: staging.SyncReport | None
+    """What syncing the mirror changed; None with `--in-place`."""
     configured: bool
     """False when the configure hash matched and CMake was not run."""
     ninja_no_work: bool
@@ -166,6 +182,10 @@ class BuildReport:
             "ok": True,
             "build_dir": str(self.build_dir),
             "log": str(self.log),
+            "source_dir": str(self.source_dir),
+            "cmake_source": str(self.cmake_source),
+            "staged": self.staging is not None,
+            "staging": self.staging.to_json() if self.staging is not None else None,
             "configured": self.configured,
             "ninja_no_work": self.ninja_no_work,
             "edges": self.edges,
@@ -187,11 +207,12 @@ Step = Callable[[str], None]
 
 def build(request: BuildRequest, *, runner: StreamRunner,
           checks: Callable[[], Sequence[str]] | None = None,
-          patch: Callable[[], PatchOutcome] | None = None,
+          patch: Callable[[Path], PatchOutcome] | None = None,
           console: Console | None = None, show_progress: bool = False,
           on_step: Step | None = None) -> BuildReport:
     """Run the whole build. `checks` returns doctor's blocking verdicts (one line each);
-    `patch` applies the recipe for this target and returns what the build needs of it."""
+    `patch(tree)` applies the recipe for this target to `tree` (the build folder's mirror,
+    or the source tree with `staged=False`) and returns what the build needs of it."""
     say: Step = on_step or (lambda _msg: None)
     steps: list[StepTime] = []
     notes: list[str] = []
@@ -211,18 +232,20 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     _validate_arch(request, nvcc, runner)
     steps.append(StepTime("checks", time.monotonic() - t0))
 
-    # 2. patch
+    # 2. patch (a mirror of the tree in the build folder, or with --in-place the tree)
     t0 = time.monotonic()
-    outcome = patch() if patch is not None else PatchOutcome()
+    folder = _folder(request, nvcc, notes=notes, say=say)
+    tree, outcome, synced = _patch(request, folder, patch, say=say)
     steps.append(StepTime("patch", time.monotonic() - t0, skipped=patch is None,
-                          note=f"{outcome.changed_files} file(s) changed"))
+                          note=f"{outcome.changed_files} file(s) changed" +
+                          (f"; mirror {synced.summary()}" if synced is not None else "")))
     if outcome.changed_files:
         say(f"patched {outcome.changed_files} file(s)")
 
     # 3. configure (only when its inputs changed)
     t0 = time.monotonic()
-    setup = _setup(request, tools, nvcc, outcome, runner=runner, notes=notes, say=say)
-    folder = setup.folder
+    setup = _setup(request, folder, tree, tools, nvcc, outcome=outcome, runner=runner,
+                   notes=notes)
     configured = cmake.needs_configure(folder.path, setup.digest)
     if configured:
         say(f"configuring {folder.path}")
@@ -248,14 +271,22 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     ptxas = progress.merge_ptxas(setup.folder.path / "logs" / "ptxas.json", monitor.ptxas)
     manifest = build_manifest(request, outcome, artifacts, dll_dirs, argv=setup.argv,
                               ptxas_info=ptxas)
-    install_plan = _install_plan(request, artifacts, dll_dirs, manifest, folder.path)
+    install_plan = _install_plan(request, artifacts, dll_dirs, manifest, folder.path,
+                                 tree=tree)
+    if synced is not None and request.install == "inplace" and _patches_package(request,
+                                                                                 outcome):
+        notes.append("--install inplace puts the binaries into the source tree, whose package "
+                     "files are not patched (the build patched its mirror); use the default "
+                     "wheel install, or --in-place, to install the patched package files")
     result = installing.install(install_plan, runner, request.env)
     steps.append(StepTime("install", time.monotonic() - t0, skipped=result.skipped,
                           note=str(result.location or "")))
     if result.location is not None and not result.skipped:
         say(f"installed ({result.mode}) into {result.location}")
     return BuildReport(
-        build_dir=folder.path, log=log, configured=configured, ninja_no_work=monitor.no_work,
+        build_dir=folder.path, log=log, source_dir=request.source_dir.resolve(),
+        cmake_source=setup.source_dir, staging=synced,
+        configured=configured, ninja_no_work=monitor.no_work,
         edges=monitor.edges, artifacts=artifacts, install=result, jobs=setup.plan,
         launcher=setup.launcher.name if setup.launcher else "none", steps=tuple(steps),
         notes=tuple(notes),
@@ -300,6 +331,8 @@ class _Setup:
     """The prepared build folder and the configure command for it."""
 
     folder: builddir.BuildDir
+    source_dir: Path
+    """What CMake configures from."""
     plan: JobPlan
     launcher: Launcher | None
     output_dir: Path
@@ -309,8 +342,8 @@ class _Setup:
     logs: Path
 
 
-def _setup(request: BuildRequest, tools: cmake.Tools, nvcc: Path, outcome: PatchOutcome, *,
-           runner: StreamRunner, notes: list[str], say: Step) -> _Setup:
+def _folder(request: BuildRequest, nvcc: Path, *, notes: list[str],
+            say: Step) -> builddir.BuildDir:
     key = builddir.BuildKey(
         recipe=request.recipe.name, arch=request.arch.cmake(), platform=request.platform.name,
         toolkit=f"{nvcc}|{request.toolkit.version}|{request.toolkit.fingerprint}",
@@ -320,14 +353,37 @@ def _setup(request: BuildRequest, tools: cmake.Tools, nvcc: Path, outcome: Patch
     if folder.reason:
         notes.append(folder.reason)
         say(folder.reason)
+    return folder
+
+
+def _patch(request: BuildRequest, folder: builddir.BuildDir,
+           patch: Callable[[Path], PatchOutcome] | None, *,
+           say: Step) -> tuple[Path, PatchOutcome, staging.SyncReport | None]:
+    """Patch the build folder's mirror of the tree (or the tree itself when not staged);
+    return the tree to build from, the patch outcome and what syncing the mirror did."""
+    run = patch if patch is not None else (lambda _tree: PatchOutcome())
+    if not request.staged:
+        return request.source_dir.resolve(), run(request.source_dir.resolve()), None
+    # Another build folder under the build root may sit inside the tree: never mirror those.
+    root = request.build_root or builddir.default_root(request.source_dir)
+    staged = staging.stage(request.source_dir, folder.path, run, skip=[root])
+    if staged.sync.changed:
+        say(f"staged the tree in {staged.mirror} ({staged.sync.summary()})")
+    return staged.mirror, staged.patched, staged.sync
+
+
+def _setup(request: BuildRequest, folder: builddir.BuildDir, tree: Path, tools: cmake.Tools,
+           nvcc: Path, *, outcome: PatchOutcome, runner: StreamRunner,
+           notes: list[str]) -> _Setup:
     host = probe_host() if request.jobs is None else HostResources(1, 0)
     plan = plan_jobs(request.jobs, host, request.per_job_bytes)
     chosen = choose_launcher(request.launcher, runner, request.env)
     if chosen is not None and chosen.note:
         notes.append(chosen.note)
     output_dir = folder.path / "out"
+    source_dir = (tree / request.recipe.build.cmake_source).resolve()
     inputs = cmake.ConfigureInputs(
-        source_dir=(request.source_dir / request.recipe.build.cmake_source).resolve(),
+        source_dir=source_dir,
         build_dir=folder.path, output_dir=output_dir, nvcc=nvcc,
         toolkit_root=request.cmake_toolkit_root or request.toolkit.root,
         arch=request.arch, python=request.python, pybind11_dir=_pybind11_dir(),
@@ -341,7 +397,7 @@ def _setup(request: BuildRequest, tools: cmake.Tools, nvcc: Path, outcome: Patch
     env = {**request.env, "NINJA_STATUS": cmake.NINJA_STATUS}
     logs = folder.path / "logs"
     logs.mkdir(exist_ok=True)
-    return _Setup(folder, plan, chosen, output_dir, argv, env,
+    return _Setup(folder, source_dir, plan, chosen, output_dir, argv, env,
                   cmake.configure_hash(argv, env), logs)
 
 
@@ -476,7 +532,7 @@ def _sha256(path: Path) -> str:
 
 def _install_plan(request: BuildRequest, artifacts: tuple[installing.BuiltArtifact, ...],
                   dll_dirs: tuple[str, ...], manifest: Manifest,
-                  work_dir: Path) -> installing.InstallPlan:
+                  work_dir: Path, *, tree: Path) -> installing.InstallPlan:
     spec = request.recipe.install
     if spec is None and request.install != "none":
         raise UsageError(
@@ -484,13 +540,25 @@ def _install_plan(request: BuildRequest, artifacts: tuple[installing.BuiltArtifa
             fix="add [install] package/package_dir to the recipe, or use `--install none`",
         )
     package = spec.package if spec else request.recipe.name
-    package_dir = (request.source_dir / spec.package_dir).resolve() if spec else work_dir
+    # The wheel takes the package's Python files from the tree that was built (the patched
+    # mirror when staged); `inplace` puts the binaries where the user imports from: the tree.
+    base = request.source_dir if request.install == "inplace" else tree
+    package_dir = (base / spec.package_dir).resolve() if spec else work_dir
     return installing.InstallPlan(
         mode=request.install, package=package, package_dir=package_dir, artifacts=artifacts,
         dll_dirs=dll_dirs, manifest_name=MANIFEST_NAME,
         manifest=manifest.dump().encode(),
         python=request.python, distribution=package,
         version=request.version or _wheel_version(request), work_dir=work_dir)
+
+
+def _patches_package(request: BuildRequest, outcome: PatchOutcome) -> bool:
+    """Whether the patch changed a file of the installed package's folder."""
+    spec = request.recipe.install
+    if spec is None:
+        return False
+    package = PurePosixPath(str(spec.package_dir).replace("\\", "/"))
+    return any(PurePosixPath(f).is_relative_to(package) for f in outcome.patched)
 
 
 def _wheel_version(request: BuildRequest) -> str:
@@ -505,7 +573,7 @@ def _wheel_version(request: BuildRequest) -> str:
 
 def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda: Path | None,
               platform: str | None, jobs_text: str, launcher_text: str, install_text: str,
-              build_dir: Path | None, as_json: bool) -> int:
+              build_dir: Path | None, as_json: bool, in_place: bool = False) -> int:
     """Resolve the options (recipe, arch, toolkit, host compiler, MSVC environment), then
     `build()`. Printed output and the JSON document are produced here, not in the CLI."""
     import site
@@ -555,15 +623,16 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
             defines.update(option.define)
             args += option.args
 
-    def patch() -> PatchOutcome:
-        report = patch_tree(loaded, tree, ctx)
+    def patch(target: Path) -> PatchOutcome:
+        report = patch_tree(loaded, target, ctx)
         return PatchOutcome(
             build_excludes=tuple(report.build_excludes),
             applied=tuple((s.id, s.sha256) for s in report.steps if s.matched),
-            changed_files=len(report.files_written))
+            changed_files=len(report.files_written), patched=tuple(report.files_changed))
 
     request = BuildRequest(
-        recipe=loaded, source_dir=tree, arch=spec, toolkit=toolkit, cmake_toolkit_root=cmake_root,
+        recipe=loaded, source_dir=tree, staged=not in_place, arch=spec, toolkit=toolkit,
+        cmake_toolkit_root=cmake_root,
         platform=plat, host_compiler=host, env=build_env, jobs=jobs_n, launcher=launcher_choice,
         install=mode, build_dir=build_dir, cmake_defines=defines, cmake_args=tuple(args),
         cuda_flags=cuda_flags, cxx_flags=cxx_flags)

@@ -4,6 +4,13 @@ The child runs from a new empty temp folder with `-P` (no script folder or cwd o
 so a source tree in the current directory cannot shadow the installed package; the package's
 `__init__` (which holds the loader shim) runs as it will for users. Exports are looked up in
 the child and reported back as JSON on stdout.
+
+The self-check (`python -m PKG.selfcheck --json`, flashkern's `selfcheck.py`) prints one JSON
+document, schema version 1: `{"schema_version", "device", "capability", "checks": [{"name",
+"dtype", "ok", "max_abs_err", "tol", "rtol"?, "detail"?}], "skipped"?: [{"name", "reason"}],
+"bench": [{"kernel", "tb_s", "fraction_of_copy", "error"?, ...}] | null, "ok", "error"?}`, and
+exits 0 (all pass), 1 (a check failed) or 2 (no torch / no CUDA device; `error` says why).
+`parse_selfcheck` turns it into typed data and `selfcheck_findings` into verdicts.
 """
 
 from __future__ import annotations
@@ -15,13 +22,15 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, TypeVar
 
-from flashbuild.errors import FlashbuildError
+from flashbuild.errors import FlashbuildError, VerifyError
 from flashbuild.proc import Runner, tail
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+
+_T = TypeVar("_T")
 
 #: The child program: argv = [package, export...]; prints one JSON line.
 _PROBE = r"""
@@ -51,8 +60,16 @@ if out["imported"]:
 print("FLASHBUILD-PROBE " + json.dumps(out))
 """
 
-#: The package's own GPU self-check, `{python}` and `{package}` substituted.
-DEFAULT_SELFCHECK = ("{python}", "-m", "{package}.selfcheck")
+#: The package's own GPU self-check, `{python}` and `{package}` substituted; `--json` asks for
+#: the one-document report that `parse_selfcheck` reads.
+DEFAULT_SELFCHECK = ("{python}", "-m", "{package}.selfcheck", "--json")
+#: The self-check report version this module reads.
+SELFCHECK_SCHEMA_VERSION = 1
+#: The self-check's exit status for "cannot run here" (no torch, or torch sees no GPU).
+SELFCHECK_UNAVAILABLE = 2
+#: Failed kernel checks listed one by one; the rest are counted in one more verdict (a sticky
+#: CUDA error fails every case after it, and a hundred identical rows hide the first one).
+MAX_LISTED_FAILURES = 20
 
 
 @dataclass(frozen=True)
@@ -66,9 +83,73 @@ class ImportResult:
 
 
 @dataclass(frozen=True)
+class KernelCheck:
+    """One case of the self-check: a kernel and dtype against its torch reference."""
+
+    name: str
+    dtype: str
+    ok: bool
+    #: Largest |got - want|; None when the case is not numeric or the error was not finite.
+    max_abs_err: float | None
+    #: Absolute tolerance (None when not numeric); a value passes at tol + rtol * |want|.
+    tol: float | None
+    rtol: float | None = None
+    #: Why it failed (first mismatch, the exception), or what a non-numeric case compared.
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """One row of the self-check's `--bench` table."""
+
+    kernel: str
+    #: Achieved bandwidth, TB/s; None when the kernel failed to run (see `error`).
+    tb_s: float | None
+    #: Achieved bandwidth over torch's device-to-device copy in the same run.
+    fraction_of_copy: float | None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class SelfCheckReport:
+    """The self-check's JSON document, validated."""
+
+    device: str | None
+    capability: str | None
+    checks: tuple[KernelCheck, ...]
+    bench: tuple[BenchRow, ...] | None
+    ok: bool
+    #: (name, reason) of the cases it did not run, e.g. no attention plugin installed.
+    skipped: tuple[tuple[str, str], ...] = ()
+    #: Why it could not run at all (exit status 2).
+    error: str | None = None
+
+    @property
+    def failures(self) -> tuple[KernelCheck, ...]:
+        return tuple(c for c in self.checks if not c.ok)
+
+
+@dataclass(frozen=True)
 class SelfCheckResult:
     ok: bool
     output: str
+    #: The parsed report; None when the child printed none (a crash, or a custom command).
+    report: SelfCheckReport | None = None
+    returncode: int | None = None
+    #: Why stdout held no valid report (empty when it did, or when none was expected).
+    parse_error: str = ""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A verdict for `verify` to show: the stage turns each into one of its checks."""
+
+    area: str
+    status: Literal["ok", "warn", "fail", "skip"]
+    subject: str
+    summary: str
+    evidence: str = ""
+    fix: str = ""
 
 
 def _child_env(env: Mapping[str, str], extra_path: Path | None) -> dict[str, str]:
@@ -105,7 +186,8 @@ def run_selfcheck(package: str, *, runner: Runner, bench: bool = False,
                   command: Sequence[str] = DEFAULT_SELFCHECK, python: str = sys.executable,
                   env: Mapping[str, str] | None = None, search_path: Path | None = None,
                   timeout: float = 600.0) -> SelfCheckResult:
-    """Run the package's kernel self-check (and `--bench`) in a fresh interpreter."""
+    """Run the package's kernel self-check (and `--bench`) in a fresh interpreter and read
+    its JSON report when the command asks for one (`--json`, as the default does)."""
     argv = [part.format(python=python, package=package) for part in command]
     if bench:
         argv.append("--bench")
@@ -116,7 +198,200 @@ def run_selfcheck(package: str, *, runner: Runner, bench: bool = False,
                               check=False)
         except FlashbuildError as exc:
             return SelfCheckResult(False, exc.paragraph())
-    return SelfCheckResult(done.ok, done.output)
+    if "--json" not in argv:
+        return SelfCheckResult(done.ok, done.output, returncode=done.returncode)
+    try:
+        report = parse_selfcheck(done.stdout)
+    except VerifyError as exc:
+        return SelfCheckResult(False, done.output, returncode=done.returncode,
+                               parse_error=exc.paragraph())
+    # Both must agree: a report that says ok from a child that then crashed is not a pass.
+    return SelfCheckResult(done.ok and report.ok, done.output, report, done.returncode)
+
+
+def parse_selfcheck(stdout: str) -> SelfCheckReport:
+    """The self-check's JSON document from its stdout (the whole of it, or else its last line
+    that is a JSON object, so a stray print before it does no harm). Raises VerifyError."""
+    doc: object = None
+    candidates = [stdout.strip(), *reversed([ln.strip() for ln in stdout.splitlines()])]
+    for text in candidates:
+        if not text.startswith("{"):
+            continue
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(doc, dict) and "schema_version" in doc:
+            break
+        doc = None
+    if not isinstance(doc, dict):
+        raise VerifyError("the self-check printed no JSON report",
+                          evidence=f"stdout: {tail(stdout, 12) or '(empty)'}")
+    version = doc.get("schema_version")
+    if version != SELFCHECK_SCHEMA_VERSION:
+        raise VerifyError(f"the self-check report has schema_version {version!r}; this "
+                          f"flashbuild reads {SELFCHECK_SCHEMA_VERSION}",
+                          fix="use a flashbuild and a kernel package of matching versions")
+    try:
+        checks = tuple(_kernel_check(c) for c in _list(doc, "checks"))
+        bench_rows = doc.get("bench")
+        bench = (None if bench_rows is None else
+                 tuple(_bench_row(r) for r in _list(doc, "bench")))
+        skipped = tuple((_req(s, "name", str), _req(s, "reason", str))
+                        for s in _list(doc, "skipped", required=False))
+        return SelfCheckReport(
+            device=_opt(doc, "device", str), capability=_opt(doc, "capability", str),
+            checks=checks, bench=bench, ok=_req(doc, "ok", bool), skipped=skipped,
+            error=_opt(doc, "error", str))
+    except (TypeError, KeyError) as exc:
+        raise VerifyError("the self-check report does not match its schema",
+                          evidence=str(exc).strip("'\""),
+                          fix="use a flashbuild and a kernel package of matching "
+                          "versions") from None
+
+
+def _list(doc: dict[str, object], key: str, *, required: bool = True) -> list[object]:
+    value = doc.get(key, None if required else [])
+    if not isinstance(value, list):
+        raise TypeError(f"`{key}` must be a list, got {type(value).__name__}")
+    return value
+
+
+def _opt(obj: object, key: str, kind: type[_T]) -> _T | None:
+    """`obj[key]` if present and not null, checked to be a `kind`."""
+    if not isinstance(obj, dict):
+        raise TypeError(f"expected an object, got {type(obj).__name__} while reading `{key}`")
+    value = obj.get(key)
+    if value is None:
+        return None
+    # JSON numbers: an int is a valid float; a bool is not a number.
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise TypeError(f"`{key}` must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def _req(obj: object, key: str, kind: type[_T]) -> _T:
+    value = _opt(obj, key, kind)
+    if value is None:
+        raise KeyError(f"missing `{key}` in {json.dumps(obj)[:200]}")
+    return value
+
+
+def _kernel_check(obj: object) -> KernelCheck:
+    return KernelCheck(
+        name=_req(obj, "name", str), dtype=_req(obj, "dtype", str), ok=_req(obj, "ok", bool),
+        max_abs_err=_opt(obj, "max_abs_err", float), tol=_opt(obj, "tol", float),
+        rtol=_opt(obj, "rtol", float), detail=_opt(obj, "detail", str) or "")
+
+
+def _bench_row(obj: object) -> BenchRow:
+    return BenchRow(kernel=_req(obj, "kernel", str), tb_s=_opt(obj, "tb_s", float),
+                    fraction_of_copy=_opt(obj, "fraction_of_copy", float),
+                    error=_opt(obj, "error", str) or "")
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a (not finite)" if value is None else f"{value:.3g}"
+
+
+def _evidence(check: KernelCheck, report: SelfCheckReport) -> str:
+    parts = []
+    if check.tol is not None:
+        allowed = f"{_fmt(check.tol)}" + (f" + {_fmt(check.rtol)}·|want|" if check.rtol
+                                           else "")
+        parts.append(f"max |got - want| {_fmt(check.max_abs_err)}, allowed {allowed}")
+    if check.detail:
+        parts.append(check.detail)
+    parts.append(f"on {report.device or 'an unnamed GPU'} (capability "
+                 f"{report.capability or '?'})")
+    return "; ".join(parts)
+
+
+def _fix(check: KernelCheck, package: str, capability: str | None) -> str:
+    arch = f"sm{capability.replace('.', '')}" if capability else "<this GPU's arch>"
+    if check.name.startswith("kernel_smem_bytes"):
+        return (f"a tiled kernel asks for more shared memory per block than this GPU allows; "
+                f"rebuild with the recipe's per-arch traits for it: `flashbuild build --arch "
+                f"{arch}` (sm_120 allows 99 KB, sm_90 227 KB)")
+    if check.name in ("sm_version", "built_archs"):
+        return f"the module was not built for this GPU: `flashbuild build --arch {arch}`"
+    return (f"reproduce with `python -m {package}.selfcheck`; if it fails only on this arch, "
+            f"check the patches applied for it (`flashbuild patch --explain --arch {arch}`)")
+
+
+def selfcheck_findings(result: SelfCheckResult, package: str, *,
+                       required: bool = False) -> list[Finding]:
+    """Verdicts from a self-check run: one per failed case (with the error against its
+    tolerance), one for the cases that passed, skips, and the bench table.
+    `required` (the user asked for the GPU check) makes "cannot run here" a failure."""
+    report = result.report
+    hand = f"run `python -m {package}.selfcheck` by hand to see the full output"
+    if report is None:
+        if result.returncode == SELFCHECK_UNAVAILABLE and not result.parse_error:
+            return [Finding("gpu", "fail" if required else "warn", package,
+                            "the kernel self-check cannot run here", tail(result.output, 12),
+                            "install a CUDA build of torch that sees the GPU, or pass --no-gpu")]
+        if result.ok:
+            return [Finding("gpu", "ok", package, "kernel self-check passed",
+                            tail(result.output, 40))]
+        evidence = "\n".join(p for p in (result.parse_error, tail(result.output, 40)) if p)
+        if result.returncode is not None:
+            evidence = f"exit status {result.returncode}\n{evidence}"
+        return [Finding("gpu", "fail", package, "kernel self-check failed", evidence, hand)]
+    if report.error is not None:
+        return [Finding("gpu", "fail" if required else "warn", package,
+                        "the kernel self-check cannot run here", report.error,
+                        "install a CUDA build of torch that sees the GPU, or pass --no-gpu")]
+    findings: list[Finding] = []
+    failures = report.failures
+    for check in failures[:MAX_LISTED_FAILURES]:
+        what = (f"{check.name} ({check.dtype}) differs from torch" if check.tol is not None
+                else f"{check.name} ({check.dtype}) failed" if check.dtype != "-"
+                else f"{check.name} failed")
+        findings.append(Finding("gpu", "fail", f"{package} {check.name} [{check.dtype}]", what,
+                                _evidence(check, report), _fix(check, package,
+                                                               report.capability)))
+    if len(failures) > MAX_LISTED_FAILURES:
+        rest = failures[MAX_LISTED_FAILURES:]
+        findings.append(Finding(
+            "gpu", "fail", package, f"{len(rest)} more kernel check(s) failed",
+            "; ".join(f"{c.name} [{c.dtype}]" for c in rest)[:2000], hand))
+    passed = len(report.checks) - len(failures)
+    where = f"on {report.device} (capability {report.capability})"
+    if not report.checks:
+        findings.append(Finding("gpu", "fail", package, "the kernel self-check ran no checks",
+                                tail(result.output, 12), hand))
+    elif not failures and not result.ok:
+        # Every case passed but the child said otherwise (exit status, `ok`): not a pass.
+        findings.append(Finding("gpu", "fail", package,
+                                f"kernel self-check did not finish cleanly {where}",
+                                f"exit status {result.returncode}\n{tail(result.output, 12)}",
+                                hand))
+    else:
+        findings.append(Finding("gpu", "ok" if passed else "fail", package,
+                                f"{passed} of {len(report.checks)} kernel checks passed {where}"))
+    findings += [Finding("gpu", "skip", f"{package} {name}", f"not checked: {reason}")
+                 for name, reason in report.skipped]
+    if report.bench is not None:
+        findings += _bench_findings(report.bench, package)
+    return findings
+
+
+def _bench_findings(rows: Sequence[BenchRow], package: str) -> list[Finding]:
+    lines = ["bandwidth against a device-to-device copy (--bench):"]
+    broken = []
+    for row in rows:
+        if row.tb_s is None or row.fraction_of_copy is None:
+            broken.append(f"{row.kernel}: {row.error or 'no timing'}")
+            continue
+        lines.append(f"{row.kernel:<26} {row.tb_s:6.2f} TB/s {row.fraction_of_copy:6.0%}")
+    out = [Finding("bench", "ok", package, "\n".join(lines))]
+    if broken:
+        out.append(Finding("bench", "warn", package,
+                           f"{len(broken)} kernel(s) could not be timed", "; ".join(broken)))
+    return out
 
 
 def gpu_present() -> bool:

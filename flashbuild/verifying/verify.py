@@ -344,10 +344,8 @@ def _runtime_checks(pkg: str, manifest: Manifest, *, exports: Sequence[str] | No
     if want_gpu:
         outcome = runtime.run_selfcheck(pkg, runner=runner, bench=bench, command=selfcheck,
                                         python=python, env=environ, search_path=folder.parent)
-        checks.append(Check("gpu", pkg, Status.OK if outcome.ok else Status.FAIL,
-                            "kernel self-check passed" if outcome.ok else
-                            "kernel self-check failed", outcome.output[-4000:],
-                            "" if outcome.ok else "see the output; run the self-check by hand"))
+        checks += [Check(f.area, f.subject, Status(f.status), f.summary, f.evidence, f.fix)
+                   for f in runtime.selfcheck_findings(outcome, pkg, required=run_gpu is True)]
     else:
         checks.append(Check("gpu", pkg, Status.SKIP,
                             "no GPU self-check (no GPU or no torch, or --no-gpu)"))

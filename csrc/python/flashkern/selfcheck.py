@@ -99,14 +99,21 @@ class _Measure:
     detail: str = ""
 
     def __and__(self, other: _Measure) -> _Measure:
-        """Both must pass; the worse error is kept, failure details are joined."""
-        errs = [e for e in (self.max_abs_err, other.max_abs_err) if e is not None]
-        nonfinite = (self.max_abs_err is None and self.tol is not None) or (
-            other.max_abs_err is None and other.tol is not None)
+        """Both must pass; the error and tolerance shown are those of the part closest to
+        failing (largest error over its tolerance), failure details are joined."""
         detail = "; ".join(d for d in (self.detail, other.detail) if d)
-        return _Measure(self.ok and other.ok, None if nonfinite or not errs else max(errs),
-                        self.tol if self.tol is not None else other.tol,
-                        self.rtol if self.rtol is not None else other.rtol, detail)
+        worst = max((self, other), key=_Measure.closeness)
+        return _Measure(self.ok and other.ok, worst.max_abs_err, worst.tol, worst.rtol, detail)
+
+    def closeness(self) -> float:
+        """max_abs_err / tol: > 1 fails on the absolute part alone; -1 when not numeric."""
+        if self.tol is None:
+            return -1.0
+        if self.max_abs_err is None:  # not finite
+            return math.inf
+        if self.tol == 0:
+            return math.inf if self.max_abs_err > 0 else 0.0
+        return self.max_abs_err / self.tol
 
 
 def _finite(value: float) -> float | None:
@@ -718,7 +725,12 @@ def run(torch: Any, fk: Any, *, with_bench: bool = False) -> Report:
     checker = _Checker(torch, fk)
     torch.manual_seed(0)
     checker.all()
-    table = tuple(bench(torch, fk)) if with_bench else None
+    table: tuple[BenchRow, ...] | None = None
+    if with_bench:
+        try:
+            table = tuple(bench(torch, fk))
+        except Exception as exc:  # e.g. a sticky CUDA error from a failed case: keep the report
+            table = (BenchRow("setup", 0, None, None, None, f"{type(exc).__name__}: {exc}"),)
     return Report(device=str(torch.cuda.get_device_name()), capability=f"{major}.{minor}",
                   checks=tuple(checker.results), skipped=tuple(checker.skipped), bench=table)
 
