@@ -1,6 +1,6 @@
-// Row softmax for long rows, tiled through shared memory: a row that fits the architecture's
-// shared-memory budget (traits.h) is read from global memory once, staged as fp32, and written
-// once; longer rows stream twice through global memory (online max/sum, then write).
+// Row softmax. Aligned rows that fit a block's registers take softmax_rows_kernel (below); the
+// others are tiled through shared memory: a row within the arch's budget (traits.h) is read once,
+// staged as fp32, written once; longer rows stream twice (online max/sum, then write).
 #include <mutex>
 #include <stdexcept>
 #include <vector>
@@ -110,6 +110,56 @@ __global__ void softmax_traits_query_kernel(int* out) {
   out[1] = ArchTraits::kThreads;
 }
 
+// Rows that fit a block's registers (vectorised, at most kRegRowThreads x kMaxRegVpt 16-byte
+// vectors: 32768 bf16 / 16384 fp32 columns) skip the shared-memory tile: the row is loaded
+// once, packed, with all VPT loads in flight before the first use, and never leaves registers
+// (max, sum and the output are three passes over registers, the exponential computed twice
+// rather than kept as VPT * N extra fp32 registers). The tiled kernel above still takes
+// unaligned / odd rows and rows longer than this, with the same traits and shared memory.
+constexpr int kRegRowThreads = 512;
+constexpr int kMaxRegVpt = 8;
+
+template <typename T, int VPT>
+__global__ void __launch_bounds__(kRegRowThreads) softmax_rows_kernel(T* __restrict__ out,
+                                                                     const T* __restrict__ x,
+                                                                     int64_t cols) {
+  constexpr int N = Vec<T>::N;
+  __shared__ float scratch[32];
+  const int nvec = static_cast<int>(cols / N), tid = threadIdx.x, nthr = blockDim.x;
+  const T* xr = x + blockIdx.x * cols;
+  T* yr = out + blockIdx.x * cols;
+  Vec<T> v[VPT];
+#pragma unroll
+  for (int j = 0; j < VPT; ++j)
+    if (tid + j * nthr < nvec) v[j] = Vec<T>::load_stream(xr + (tid + j * nthr) * N);
+  float m = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < VPT; ++j)
+    if (tid + j * nthr < nvec) {
+#pragma unroll
+      for (int e = 0; e < N; ++e) m = fmaxf(m, vec_float(v[j], e));
+    }
+  m = block_max(m, scratch);
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < VPT; ++j)
+    if (tid + j * nthr < nvec) {
+#pragma unroll
+      for (int e = 0; e < N; ++e) s += fast_exp(vec_float(v[j], e) - m);
+    }
+  const float inv = 1.0f / block_sum(s, scratch);
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int i = tid + j * nthr;
+    if (i < nvec) {
+      Vec<T> o;
+#pragma unroll
+      for (int e = 0; e < N; ++e) o.v[e] = from_float<T>(fast_exp(vec_float(v[j], e) - m) * inv);
+      o.store_stream(yr + i * N);
+    }
+  }
+}
+
 namespace {
 
 struct TraitsInfo {
@@ -172,6 +222,20 @@ void softmax_typed(void* out, const void* x, int64_t rows, int64_t cols, int slo
   const bool staged = cols * static_cast<int64_t>(sizeof(float)) <= tr.smem_bytes;
   const bool vec = aligned16(o) && aligned16(in) && cols % N == 0;
   const int64_t units = vec ? cols / N : cols;
+  if (vec && units <= static_cast<int64_t>(kRegRowThreads) * kMaxRegVpt) {
+    // Register rows: kMaxRegVpt vectors per thread on the fewest threads that cover the row
+    // (8192 bf16 columns: 128 threads x 8 vectors), as the packed norm kernels.
+    const int64_t want = ((units + kMaxRegVpt - 1) / kMaxRegVpt + 31) / 32 * 32;
+    const int threads = static_cast<int>(want < 32 ? 32 : want);
+    const int64_t per = (units + threads - 1) / threads;
+    const dim3 grid(static_cast<unsigned>(rows));
+    if (per <= 1) softmax_rows_kernel<T, 1><<<grid, threads, 0, s>>>(o, in, cols);
+    else if (per <= 2) softmax_rows_kernel<T, 2><<<grid, threads, 0, s>>>(o, in, cols);
+    else if (per <= 4) softmax_rows_kernel<T, 4><<<grid, threads, 0, s>>>(o, in, cols);
+    else softmax_rows_kernel<T, kMaxRegVpt><<<grid, threads, 0, s>>>(o, in, cols);
+    check_launch("softmax");
+    return;
+  }
   // About 8 units per thread: several blocks per SM overlap their load / reduce / store phases.
   const int64_t want = (units / 8 + 31) / 32 * 32;
   int threads = static_cast<int>(want < tr.threads ? want : tr.threads);

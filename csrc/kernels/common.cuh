@@ -279,3 +279,20 @@ __device__ __forceinline__ void fp8x4_e4m3_to_float(unsigned w, float* f) {
 }
 
 }  // namespace fk
+
+namespace fk {
+
+// Element e of a 16-byte vector as fp32. For bf16 this reads the containing 32-bit word and
+// shifts / masks it (bf16 is the top half of an fp32), so a packed row stays 4 registers per
+// vector: element-wise 16-bit access makes the compiler split every pair into two registers.
+template <typename T>
+__device__ __forceinline__ float vec_float(const Vec<T>& v, int e) {
+  return to_float(v.v[e]);
+}
+template <>
+__device__ __forceinline__ float vec_float<__nv_bfloat16>(const Vec<__nv_bfloat16>& v, int e) {
+  const unsigned w = reinterpret_cast<const unsigned*>(v.v)[e >> 1];
+  return __uint_as_float((e & 1) != 0 ? (w & 0xffff0000u) : (w << 16));
+}
+
+}  // namespace fk

@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(kRowThreads) rms_norm_kernel(
   for (int j = 0; j < VPT; ++j)
     if (tid + j * nthr < nvec) {
 #pragma unroll
-      for (int e = 0; e < N; ++e) ss += to_float(v[j].v[e]) * to_float(v[j].v[e]);
+      for (int e = 0; e < N; ++e) ss += vec_float(v[j], e) * vec_float(v[j], e);
     }
   const float rstd = rsqrtf(block_sum(ss, scratch) / static_cast<float>(hidden) + eps);
 #pragma unroll
@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kRowThreads) rms_norm_kernel(
       const Vec<T> w = Vec<T>::load(weight + i * N);
       Vec<T> o;
 #pragma unroll
-      for (int e = 0; e < N; ++e) o.v[e] = from_float<T>(to_float(v[j].v[e]) * rstd * to_float(w.v[e]));
+      for (int e = 0; e < N; ++e) o.v[e] = from_float<T>(vec_float(v[j], e) * rstd * vec_float(w, e));
       o.store_stream(yr + i * N);
     }
   }
@@ -86,7 +86,7 @@ __global__ void rms_norm_loop_kernel(T* __restrict__ out, const T* __restrict__ 
       const Vec<T> w = Vec<T>::load(weight + i * N);
       Vec<T> o;
 #pragma unroll
-      for (int e = 0; e < N; ++e) o.v[e] = from_float<T>(to_float(v.v[e]) * rstd * to_float(w.v[e]));
+      for (int e = 0; e < N; ++e) o.v[e] = from_float<T>(to_float(v.v[e]) * rstd * vec_float(w, e));
       o.store(yr + i * N);
     } else {
       yr[i] = from_float<T>(to_float(xr[i]) * rstd * to_float(weight[i]));
@@ -118,47 +118,42 @@ template __global__ void rms_norm_reference_kernel<float>(float* out, const floa
 
 // ---- LayerNorm ------------------------------------------------------------------------------
 // Mean first, then the centred sum of squares from the same registers: no E[x^2] - E[x]^2
-// cancellation.
+// cancellation. The row stays packed and loaded up front, as in rms_norm_kernel.
 template <typename T, int VPT, bool kAffine>
 __global__ void __launch_bounds__(kRowThreads) layer_norm_kernel(
     T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ weight,
     const T* __restrict__ bias, int64_t hidden, float eps) {
   constexpr int N = Vec<T>::N;
   __shared__ float scratch[32];
-  const int64_t nvec = hidden / N;
+  const int nvec = static_cast<int>(hidden / N), tid = threadIdx.x, nthr = blockDim.x;
   const T* xr = x + blockIdx.x * hidden;
   T* yr = out + blockIdx.x * hidden;
-  float f[VPT][N];
+  Vec<T> v[VPT];
+#pragma unroll
+  for (int j = 0; j < VPT; ++j)
+    if (tid + j * nthr < nvec) v[j] = Vec<T>::load_stream(xr + (tid + j * nthr) * N);
   float s = 0.0f;
 #pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
-    if (i < nvec) {
-      const Vec<T> v = Vec<T>::load(xr + i * N);
+  for (int j = 0; j < VPT; ++j)
+    if (tid + j * nthr < nvec) {
 #pragma unroll
-      for (int e = 0; e < N; ++e) {
-        f[j][e] = to_float(v.v[e]);
-        s += f[j][e];
-      }
+      for (int e = 0; e < N; ++e) s += vec_float(v[j], e);
     }
-  }
   const float mean = block_sum(s, scratch) / static_cast<float>(hidden);
   float ss = 0.0f;
 #pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
-    if (i < nvec) {
+  for (int j = 0; j < VPT; ++j)
+    if (tid + j * nthr < nvec) {
 #pragma unroll
       for (int e = 0; e < N; ++e) {
-        const float d = f[j][e] - mean;
+        const float d = vec_float(v[j], e) - mean;
         ss += d * d;
       }
     }
-  }
   const float rstd = rsqrtf(block_sum(ss, scratch) / static_cast<float>(hidden) + eps);
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
-    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    const int i = tid + j * nthr;
     if (i < nvec) {
       Vec<T> o;
       if constexpr (kAffine) {
@@ -166,12 +161,12 @@ __global__ void __launch_bounds__(kRowThreads) layer_norm_kernel(
         const Vec<T> b = Vec<T>::load(bias + i * N);
 #pragma unroll
         for (int e = 0; e < N; ++e)
-          o.v[e] = from_float<T>((f[j][e] - mean) * rstd * to_float(w.v[e]) + to_float(b.v[e]));
+          o.v[e] = from_float<T>((vec_float(v[j], e) - mean) * rstd * vec_float(w, e) + vec_float(b, e));
       } else {
 #pragma unroll
-        for (int e = 0; e < N; ++e) o.v[e] = from_float<T>((f[j][e] - mean) * rstd);
+        for (int e = 0; e < N; ++e) o.v[e] = from_float<T>((vec_float(v[j], e) - mean) * rstd);
       }
-      o.store(yr + i * N);
+      o.store_stream(yr + i * N);
     }
   }
 }
@@ -210,7 +205,10 @@ void rms_norm_dispatch(T* out, const T* x, const T* weight, int64_t rows, int64_
   require(rows >= 0 && hidden > 0, "rms_norm: rows must be >= 0 and hidden > 0");
   require(rows <= 0x7fffffff, "rms_norm: at most 2^31 - 1 rows");
   if (rows == 0) return;
-  const RowPlan p = plan_row<T>(hidden, aligned16(out) && aligned16(x) && aligned16(weight));
+  // The row packed in registers, up to kMaxVpt vectors per thread on the fewest threads
+  // (plan_row_packed): a bf16 row of 4096 runs as 64 threads x 8 vectors at 52 registers
+  // (ptxas, sm_90a), 18 rows resident per SM. Unaligned, odd or longer rows take the loop.
+  const RowPlan p = plan_row_packed<T>(hidden, aligned16(out) && aligned16(x) && aligned16(weight));
   const dim3 grid(static_cast<unsigned>(rows));
   if (!p.vectorised) {
     rms_norm_loop_kernel<T, false><<<grid, p.threads, 0, stream>>>(out, x, weight, hidden, eps);
@@ -231,7 +229,9 @@ void layer_norm_dispatch(T* out, const T* x, const T* weight, const T* bias, int
                          int64_t hidden, float eps, cudaStream_t stream) {
   const bool aligned = aligned16(out) && aligned16(x) &&
                        (!kAffine || (aligned16(weight) && aligned16(bias)));
-  const RowPlan p = plan_row<T>(hidden, aligned);
+  // Planned as rms_norm. The looped kernel reads x three times from global memory: it is only
+  // for unaligned, odd-length or very long rows.
+  const RowPlan p = plan_row_packed<T>(hidden, aligned);
   const dim3 grid(static_cast<unsigned>(rows));
   switch (p.vectorised ? p.vpt : 0) {
     case 1: layer_norm_kernel<T, 1, kAffine><<<grid, p.threads, 0, stream>>>(out, x, weight, bias, hidden, eps); break;

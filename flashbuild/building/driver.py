@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sys
 import sysconfig
 import time
@@ -246,6 +247,7 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     t0 = time.monotonic()
     setup = _setup(request, folder, tree, tools, nvcc, outcome=outcome, runner=runner,
                    notes=notes)
+    _forget_other_source(setup, notes=notes, say=say)
     configured = cmake.needs_configure(folder.path, setup.digest)
     if configured:
         say(f"configuring {folder.path}")
@@ -399,6 +401,30 @@ def _setup(request: BuildRequest, folder: builddir.BuildDir, tree: Path, tools: 
     logs.mkdir(exist_ok=True)
     return _Setup(folder, source_dir, plan, chosen, output_dir, argv, env,
                   cmake.configure_hash(argv, env), logs)
+
+
+def _forget_other_source(setup: _Setup, *, notes: list[str], say: Step) -> None:
+    """Drop a CMake cache made for another source folder (the tree itself before staged builds,
+    or a switch between staged and `--in-place` in one `--build-dir`): CMake refuses it ("does
+    not match the source ... used to generate cache"), so it configures afresh instead."""
+    build_dir = setup.folder.path
+    cached = cmake.read_cache_value(build_dir, "CMAKE_HOME_DIRECTORY")
+    if cached is None or _same_dir(Path(cached), setup.source_dir):
+        return
+    (build_dir / "CMakeCache.txt").unlink()
+    shutil.rmtree(build_dir / "CMakeFiles", ignore_errors=True)
+    cmake.forget_configure(build_dir)
+    message = (f"{build_dir} was configured from {cached}; it is configured again from "
+               f"{setup.source_dir} (everything recompiles once)")
+    notes.append(message)
+    say(message)
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.is_dir() and a.samefile(b))
+    except OSError:
+        return False
 
 
 def _configure(setup: _Setup, runner: StreamRunner) -> None:

@@ -30,6 +30,7 @@ stale object file.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import filecmp
 import os
@@ -129,8 +130,7 @@ def stage(source: Path, build_folder: Path, patch: Callable[[Path], T], *,
         mirror.mkdir(exist_ok=True)
         floor, before, reverted = _revert_if_stale(root, mirror)
         report = sync_mirror(root, mirror, skip=[folder, *skip], floor=floor)
-        report = SyncReport(report.mirror, report.linked, report.copied, report.removed,
-                            tuple(reverted), report.notes)
+        report = dataclasses.replace(report, reverted=tuple(reverted))
         patched = patch(mirror)
         kept = _keep_mtimes(mirror, before)
     return Staged(mirror=mirror, sync=report, patched=patched, kept_mtimes=kept)
@@ -218,16 +218,18 @@ def _keep_mtimes(mirror: Path, before: dict[str, _Before]) -> tuple[str, ...]:
 # --- sync -----------------------------------------------------------------------------------
 
 @dataclass
-class _Scan:
+class TreeScan:
+    """What a mirror holds of a tree, by relative path."""
+
     files: dict[str, os.stat_result] = field(default_factory=dict)
     """Files and symlinks (lstat)."""
     dirs: set[str] = field(default_factory=set)
 
 
-def scan(root: Path, *, skip: Iterable[Path] = ()) -> _Scan:
+def scan(root: Path, *, skip: Iterable[Path] = ()) -> TreeScan:
     """Every file, symlink and folder under `root` that a mirror holds, by relative path."""
     skipped = {Path(p).resolve() for p in skip}
-    found = _Scan()
+    found = TreeScan()
     stack: list[tuple[str, str]] = [(str(root), "")]
     while stack:
         folder, prefix = stack.pop()
@@ -243,7 +245,9 @@ def scan(root: Path, *, skip: Iterable[Path] = ()) -> _Scan:
                 found.dirs.add(rel)
                 stack.append((entry.path, rel + "/"))
             elif not entry.name.endswith(_TMP_SUFFIX):
-                found.files[rel] = entry.stat(follow_symlinks=False)
+                # os.lstat, not entry.stat(): on Windows a DirEntry's stat has st_ino = 0,
+                # and the inode is what tells a link from a replaced file.
+                found.files[rel] = os.lstat(entry.path)
     return found
 
 
@@ -306,7 +310,7 @@ def _current(root: Path, src: Path, st: os.stat_result, dest: Path,
         return stat.S_ISLNK(old.st_mode) and dest.readlink() == _link_target(root, src)
     if stat.S_ISLNK(old.st_mode):
         return False
-    if (old.st_ino, old.st_dev) == (st.st_ino, st.st_dev):
+    if st.st_ino and (old.st_ino, old.st_dev) == (st.st_ino, st.st_dev):
         return True  # the same inode: an in-place edit of the source is already here
     if old.st_size != st.st_size:
         return False
@@ -366,14 +370,14 @@ class _Placer:
         try:
             tmp.hardlink_to(src)
         except OSError as exc:
-            if exc.errno in (errno.EXDEV, errno.EPERM, errno.EACCES, errno.EMLINK,
-                             errno.ENOTSUP, errno.EOPNOTSUPP):
-                if exc.errno != errno.EMLINK:
-                    self.links_ok = False
-                    self.notes.append(f"hard links are refused here ({exc.strerror}); the "
-                                      "mirror holds copies instead")
-                return False
-            raise
+            # Another device or volume (EXDEV), a file system without links (FAT, some network
+            # shares), protected_hardlinks on a file the user does not own (EPERM): copies then.
+            # EMLINK (too many links to this one file) only concerns this file.
+            if exc.errno != errno.EMLINK:
+                self.links_ok = False
+                self.notes.append(f"hard links are refused here ({exc.strerror or exc}); the "
+                                  "mirror holds copies instead")
+            return False
         return True
 
     @staticmethod

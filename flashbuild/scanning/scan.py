@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -138,7 +138,11 @@ class ScanOptions:
     include_vendored: bool = False
     """Also scan vendored folders (third_party/, 3rdparty/, vendor/, external/, extern/)."""
     jobs: int | None = None
-    """Worker processes; None = all cores. Trees under `SERIAL_BELOW` files run in-process."""
+    """Workers; None = all cores. Trees under `SERIAL_BELOW` files run in-process."""
+    executor: Literal["process", "thread"] = "process"
+    """How workers run. Processes: the per-file work is Python walking tree-sitter nodes and
+    matching regexes, which holds the GIL, so threads do not scale (docs/own-tree.md has the
+    bench numbers); `thread` is kept for that comparison."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -354,7 +358,8 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
         reports = [_check_file(w) for w in work]
     else:
         chunk = max(8, len(work) // (jobs * 8))
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        pool_type = ProcessPoolExecutor if opts.executor == "process" else ThreadPoolExecutor
+        with pool_type(max_workers=jobs) as pool:
             reports = list(pool.map(_check_file, work, chunksize=chunk))
     findings = combine(root, reports, target)
     skipped = [*walk.skipped, *(s for r in reports for s in r.skipped)]

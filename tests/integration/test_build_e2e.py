@@ -148,3 +148,106 @@ def test_ctrl_c_then_rerun_resumes(built: tuple[Path, Path, dict[str, object]]) 
     code, doc = _run(_cli(tree, cuda, "--install", "inplace"), tree.parent)
     assert code == 0, doc
     assert doc["ninja_no_work"] is False, doc
+
+
+# --- staged builds: the tree is never patched, each build folder keeps its own patched mirror --
+
+SM120_STEP = '''
+[[patch]]
+id = "sm120-note"
+description = "an sm_120-only edit, so the sm_120 and sm_90a builds patch differently"
+transform = "insert-block"
+when = { arch = [">=120,<130"] }
+expect = { sites = 1 }
+
+[patch.params]
+file = "archs.cu"
+anchor = "std::string minikern_built_archs() {"
+where = "before"
+block = "// minikern: built with the sm_120 edits\\n"
+'''
+
+
+def _tree_state(tree: Path) -> dict[str, tuple[bytes, int, int]]:
+    """Bytes, inode and mtime of every file of the tree."""
+    return {p.relative_to(tree).as_posix(): (p.read_bytes(), p.stat().st_ino,
+                                             p.stat().st_mtime_ns)
+            for p in sorted(tree.rglob("*")) if p.is_file()}
+
+
+def _variant_recipe(tree: Path) -> Path:
+    """The fixture's recipe plus an sm_120-only patch step, beside the tree (not in it)."""
+    text = (tree / "minikern.toml").read_text().replace('path = "."', f'path = "{tree.name}"')
+    recipe = tree.parent / "minikern-sm120.toml"
+    recipe.write_text(text.replace("[build]", SM120_STEP + "\n[build]", 1))
+    return recipe
+
+
+def _build(recipe: Path, cuda: Path, arch: str, cwd: Path, *extra: str
+           ) -> dict[str, object]:
+    argv = [sys.executable, "-m", "flashbuild", "build", "--recipe", str(recipe), "--arch", arch,
+            "--cuda", str(cuda), "--jobs", "2", "--launcher", "none", "--install", "none",
+            "--json", *extra]
+    code, doc = _run(argv, cwd)
+    assert code == 0, doc
+    return doc
+
+
+def test_switching_arch_keeps_each_build_and_never_patches_the_tree(
+        built: tuple[Path, Path, dict[str, object]]) -> None:
+    tree, cuda, _ = built
+    recipe = _variant_recipe(tree)
+    before = _tree_state(tree)
+
+    first = _build(recipe, cuda, "sm120", tree.parent)
+    mirror120 = Path(str(first["build_dir"])) / "src"
+    assert first["staged"] is True and first["source_dir"] == str(tree)
+    assert first["cmake_source"] == str(mirror120)
+    assert "sm_120 edits" in (mirror120 / "archs.cu").read_text()
+    assert first["ninja_no_work"] is False
+
+    other = _build(recipe, cuda, "sm_90a", tree.parent)
+    assert other["build_dir"] != first["build_dir"]
+    assert "sm_120 edits" not in (Path(str(other["build_dir"])) / "src" / "archs.cu").read_text()
+
+    again = _build(recipe, cuda, "sm120", tree.parent)
+    assert again["build_dir"] == first["build_dir"]
+    assert again["configured"] is False  # cmake was not re-run
+    assert again["ninja_no_work"] is True  # switching arch and back recompiled nothing
+    assert again["staging"]["linked"] == []  # type: ignore[index]
+    assert again["staging"]["reverted"] == []  # type: ignore[index]
+    # the user's tree: the same bytes, inodes and mtimes, and no patch state in it
+    assert _tree_state(tree) == before
+    assert not (tree / ".flashbuild").exists()
+
+
+def test_in_place_patches_the_tree_and_patch_revert_restores_it(
+        tmp_path: Path, cuda_toolkit_root: Path) -> None:
+    tree = tmp_path / "minikern"
+    shutil.copytree(FIXTURE, tree)
+    recipe = _variant_recipe(tree)
+    pristine = {k: v[0] for k, v in _tree_state(tree).items()}
+    folder = tmp_path / "one-build-folder"
+    doc = _build(recipe, cuda_toolkit_root, "sm120", tmp_path, "--in-place", "--build-dir",
+                 str(folder))
+    assert doc["staged"] is False and doc["cmake_source"] == str(tree)
+    assert "sm_120 edits" in (tree / "archs.cu").read_text()
+    assert (tree / ".flashbuild" / "journal.json").is_file()
+    # a staged build of a tree patched in place would patch it twice: refused, tree unchanged
+    code, refused = _run([sys.executable, "-m", "flashbuild", "build", "--recipe", str(recipe),
+                          "--arch", "sm120", "--cuda", str(cuda_toolkit_root), "--install",
+                          "none", "--json"], tmp_path)
+    assert code == 10, refused
+    assert "--in-place" in str(refused["fix"])
+    done = subprocess.run([sys.executable, "-m", "flashbuild", "patch", "--recipe", str(recipe),
+                           "--revert"], cwd=tmp_path, capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert {k: v[0] for k, v in _tree_state(tree).items()} == pristine
+    assert not (tree / ".flashbuild").exists()
+    # the same build folder, staged now: CMake's cache names the tree as its source, so it is
+    # configured afresh from the mirror instead of failing ("does not match the source")
+    staged = _build(recipe, cuda_toolkit_root, "sm120", tmp_path, "--build-dir", str(folder))
+    assert staged["configured"] is True and staged["cmake_source"] == str(folder / "src")
+    assert any("was configured from" in str(n) for n in staged["notes"])  # type: ignore[attr-defined]
+    assert {k: v[0] for k, v in _tree_state(tree).items()} == pristine

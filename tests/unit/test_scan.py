@@ -12,7 +12,13 @@ import pytest
 from typer.testing import CliRunner
 
 from flashbuild.cli import app
-from flashbuild.scanning.scan import ScanOptions, make_target, scan_tree
+from flashbuild.patching import cxx
+from flashbuild.patching.transforms.instantiations import (
+    ExplicitInstantiationsParams,
+    find_sites,
+)
+from flashbuild.scanning.checks_cxx import _CANDIDATES, _candidates_for
+from flashbuild.scanning.scan import ScanOptions, file_kind, make_target, scan_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 CSRC = ROOT / "csrc"
@@ -56,6 +62,36 @@ def test_csrc_kernel_instantiations_are_the_transforms_sites() -> None:
     lines = {f.snippet for f in result.findings if f.rule == "FB140"}
     assert all(s.startswith(("template __global__", "FK_")) or "(" in s for s in lines)
     assert not any(s.startswith("template <") or ".template" in s for s in lines)
+
+
+def test_instantiation_findings_are_the_transforms_decisions() -> None:
+    # Scan = the transform run with every C++ file of the tree as the recipe's sources:
+    # FB140/FB141 where it would guard, FB142 where it keeps, nothing where already guarded.
+    sources = {}
+    for path in sorted(CSRC.rglob("*")):
+        if path.is_file() and file_kind(path.name) == "cxx":
+            rel = path.relative_to(CSRC).as_posix()
+            sources[rel] = cxx.parse(path.read_text(encoding="utf-8"), rel)
+    files = sorted(sources)
+    sites = find_sites(sources, files, ExplicitInstantiationsParams(files=tuple(files)))
+    expected = sorted([("FB142" if s.action == "keep" else "FB140" if s.kernel else "FB141",
+                        s.path, s.line) for s in sites if s.action != "already"])
+    result = scan_tree(CSRC, make_target("windows", "sm120"))
+    found = sorted((f.rule, f.path, f.line) for f in result.findings
+                   if f.rule in ("FB140", "FB141", "FB142"))
+    assert found == expected
+    assert any(s.action == "keep" for s in sites)
+
+
+@pytest.mark.parametrize("root", [CSRC, OTHER])
+def test_gated_candidate_search_matches_the_full_pattern(root: Path) -> None:
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and file_kind(path.name) == "cxx":
+            text = path.read_text(encoding="utf-8")
+            full = [(m.start(), m.lastgroup, m[0]) for m in _CANDIDATES.finditer(text)]
+            gated = [(m.start(), m.lastgroup, m[0])
+                     for m in _candidates_for(text).finditer(text)]
+            assert gated == full, path
 
 
 def test_csrc_linux_sm120_only_arch_findings() -> None:
@@ -199,7 +235,9 @@ def test_parallel_equals_serial(tmp_path: Path) -> None:
         shutil.copytree(OTHER / "src", root / f"copy{i}")
     serial = scan_tree(root, make_target("windows", "sm120"), ScanOptions(jobs=1))
     pooled = scan_tree(root, make_target("windows", "sm120"), ScanOptions(jobs=2))
-    assert serial.findings == pooled.findings
+    threads = scan_tree(root, make_target("windows", "sm120"),
+                        ScanOptions(jobs=2, executor="thread"))
+    assert serial.findings == pooled.findings == threads.findings
     assert len(serial.findings) > 60
 
 

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import pytest
 
 from flashbuild.errors import PatchError
+from flashbuild.patching import cxx
 from flashbuild.patching.transforms import registry
 from flashbuild.patching.transforms.base import TransformContext, TransformResult
-from flashbuild.patching.transforms.instantiations import ExplicitInstantiationsParams
+from flashbuild.patching.transforms.instantiations import (
+    ExplicitInstantiationsParams,
+    FileFacts,
+    InstantiationAnalysis,
+    file_facts,
+    find_sites,
+)
 from tests.unit.transform_tree import DictTree
 
 BASE = Path(__file__).resolve().parent.parent / "fixtures" / "transforms" / "instantiations"
@@ -140,3 +148,82 @@ def test_nested_instantiation_macro_and_namespace() -> None:
     result = _run(tree, files=("x.cu",), expect=2)
     assert result.changes["x.cu"].endswith(
         "namespace fb {\n#if !defined(_MSC_VER)\nALL()\ntemplate void g<int>(int);\n#endif\n}\n")
+
+
+# --- the public analysis that `apply()` and `flashbuild scan` share ---------------------------
+
+def test_find_sites_is_what_apply_reports() -> None:
+    tree = _tree()
+    sources = {p: cxx.parse(t, p) for p, t in tree.files.items()}
+    params = ExplicitInstantiationsParams(files=("*.cu",))
+    files = sorted(p for p in tree.files if p.endswith(".cu"))
+    found = [(s.path, s.line, s.action) for s in find_sites(sources, files, params)]
+    applied = [(s.path, s.line, s.action) for s in _run(tree).sites
+               if s.kind != "removed-instantiation"]
+    assert found == applied
+    kept = [s.note for s in find_sites(sources, files, params) if s.action == "keep"]
+    assert kept == ["host template launch_rms_norm is referenced from use.cu:7"]
+
+
+def test_file_facts_are_plain_data() -> None:
+    # The scan computes them in worker processes and sends them back: they must pickle.
+    text = (BASE / "input" / "norm.cu").read_text()
+    facts = file_facts("norm.cu", text)
+    assert pickle.loads(pickle.dumps(facts)) == facts
+    assert facts.instantiations and facts.macros and facts.may_define_kernels
+    assert "launch_rms_norm" in facts.tokens
+
+
+def test_file_facts_skip_the_parse_when_nothing_can_be_a_site() -> None:
+    facts = file_facts("h.h", "template <typename T> struct S { T x; };\n#if defined(X)\n#endif\n")
+    assert facts == FileFacts(path="h.h", tokens=facts.tokens)
+
+
+HOST_TREE = {
+    "lib.cu": "template <typename T> void f(T* p) { *p = T(); }\n"
+              "template void f<float>(float*);\n"
+              "template <typename T> void g(T* p) { *p = T(); }\n"
+              "template void g<float>(float*);\n",
+    "use.cpp": "template <typename T> void f(T*);\nvoid use(float* p) { f<float>(p); }\n",
+    "mention.cpp": "// calls g? no: only in a comment\nint x;\n",
+    **{f"other{i}.cpp": f"int unrelated{i}(int v) {{ return v + {i}; }}\n" for i in range(20)},
+}
+
+
+def test_references_come_from_the_index_and_parse_only_candidates() -> None:
+    facts = {p: file_facts(p, t) for p, t in sorted(HOST_TREE.items())}
+    loaded: list[str] = []
+
+    def load(path: str) -> cxx.Source:
+        loaded.append(path)
+        return cxx.parse(HOST_TREE[path], path)
+
+    analysis = InstantiationAnalysis(facts, load)
+    sites = analysis.sites(["lib.cu"], ExplicitInstantiationsParams(files=("lib.cu",)))
+    assert [(s.line, s.kernel, s.action, s.note) for s in sites] == [
+        (2, False, "keep", "host template f is referenced from use.cpp:2"),
+        (4, False, "edit", ""),
+    ]
+    # Only the other files whose tokens name `f` or `g` were parsed, to confirm a reference
+    # (`g` in a comment is a token, not a reference); the 20 unrelated files never were.
+    assert sorted(loaded) == ["mention.cpp", "use.cpp"]
+
+
+def test_kernel_template_defined_in_another_file() -> None:
+    files = {"k.cuh": "template <typename T> __global__ void k(T* p) {}\n",
+             "k.cu": "#include \"k.cuh\"\ntemplate void k<float>(float*);\n"}
+    sources = {p: cxx.parse(t, p) for p, t in files.items()}
+    sites = find_sites(sources, ["k.cu"], ExplicitInstantiationsParams(files=("k.cu",)))
+    assert [(s.line, s.kernel, s.action) for s in sites] == [(2, True, "edit")]
+
+
+def test_macro_through_macro_from_another_file() -> None:
+    files = {"m.h": "#define INST(T) template __global__ void k<T>(T*);\n"
+                    "#define INST_ALL() INST(float) INST(double)\n",
+             "k.cu": "template <typename T> __global__ void k(T* p) {}\nINST_ALL()\n"}
+    sources = {p: cxx.parse(t, p) for p, t in files.items()}
+    analysis = InstantiationAnalysis.of_sources(sources)
+    assert analysis.macros["INST_ALL"].instantiates == "k"
+    assert analysis.macros["INST_ALL"].kernel
+    sites = analysis.sites(["k.cu"], ExplicitInstantiationsParams(files=("k.cu",)))
+    assert [(s.line, s.found.via_macro, s.action) for s in sites] == [(2, "INST_ALL", "edit")]
