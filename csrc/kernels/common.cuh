@@ -240,30 +240,6 @@ inline int resident_blocks_per_sm(const void* kernel, int threads) {
 
 namespace fk {
 
-// Grid-stride map over `nvec` 16-byte vectors, out[i] = f(x[i]). Each thread takes U vectors
-// per step, `stride` apart (each warp access stays one contiguous 512-byte span), and issues
-// all U loads before the first use: U * 16 bytes in flight per thread instead of 16, which is
-// what keeps HBM busy in a kernel with one input stream. out may equal x (in place): every
-// element is read before it is written, by the same thread.
-template <int U, typename T, typename F>
-__device__ __forceinline__ void map_vectors(T* out, const T* x, int64_t nvec, F f) {
-  constexpr int N = Vec<T>::N;
-  const int64_t stride = grid_threads();
-  for (int64_t base = global_thread(); base < nvec; base += U * stride) {
-    Vec<T> v[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-      if (base + u * stride < nvec) v[u] = Vec<T>::load_stream(x + (base + u * stride) * N);
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-      if (base + u * stride < nvec) f(v[u]).store_stream(out + (base + u * stride) * N);
-  }
-}
-
-}  // namespace fk
-
-namespace fk {
-
 // Four E4M3 bytes (one 32-bit word, lowest byte first) to fp32 through two
 // cvt.rn.f16x2.e4m3x2 (exact: every E4M3 value is an fp16). Working on whole words keeps a
 // group of bytes in a few registers instead of one register per byte.

@@ -662,7 +662,10 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
         platform=plat, host_compiler=host, env=build_env, jobs=jobs_n, launcher=launcher_choice,
         install=mode, build_dir=build_dir, cmake_defines=defines, cmake_args=tuple(args),
         cuda_flags=cuda_flags, cxx_flags=cxx_flags)
-    report = build(request, runner=runner, patch=patch, console=ui.err,
+    def checks() -> list[str]:
+        return doctor_blockers(env, runner, plat, spec=spec, cuda=cuda, cache_dir=cache_dir)
+
+    report = build(request, runner=runner, checks=checks, patch=patch, console=ui.err,
                    show_progress=not as_json and ui.err.is_terminal, on_step=ui.step)
     if as_json:
         ui.emit_json(report.to_json())
@@ -671,6 +674,27 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
                 f"{report.jobs.reason}; launcher: {report.launcher}; "
                 f"{report.seconds:.2f} s")
     return 0
+
+
+#: Doctor rules whose errors do not stop a build: they matter when the module runs (the
+#: driver, an `a` target for another GPU in this machine) or only to torch's own extension
+#: builder, which `flashbuild build` does not use.
+NOT_BUILD_BLOCKERS = frozenset({"driver.older-than-toolkit", "target.a-other-sm",
+                                "torch.cuda-mismatch", "torch.broken", "torch.arch-missing"})
+
+
+def doctor_blockers(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,
+                    spec: ArchSpec, cuda: Path | None, cache_dir: Path) -> list[str]:
+    """Doctor's verdicts for this target that block a build, one line each (title + fix)."""
+    from flashbuild.detect.cache import ProbeCache
+    from flashbuild.detect.doctor import collect
+    from flashbuild.detect.rules import Severity, evaluate
+
+    findings = collect(env, runner, plat, spec=spec, explicit=cuda,
+                       cache=ProbeCache(cache_dir))
+    return [f"{v.title} (fix: {v.fix})" if v.fix else v.title
+            for v in evaluate(findings)
+            if v.severity is Severity.ERROR and v.rule_id not in NOT_BUILD_BLOCKERS]
 
 
 def _resolve_arch(spec: ArchSpec, env: Mapping[str, str], runner: StreamRunner) -> ArchSpec:

@@ -5,9 +5,10 @@ Candidates are found by a regex over the text (fast, in C) and then judged on th
 match inside a comment or a string is dropped (except PTX inside `asm`), and every site is
 checked against the preprocessor branches around it for the compilation pass that matters
 (the Windows host pass for POSIX/GCC problems, the target's device pass for arch problems),
-with `flashbuild.scanning.pp`. Explicit instantiations are not found here at all: the
-`explicit-instantiations` transform's own site finder is run in the tree-wide pass
-(`instantiation_findings`), so scan reports exactly the sites the transform touches or keeps.
+with `flashbuild.scanning.pp`. Explicit instantiations are decided by the
+`explicit-instantiations` transform's own public analysis, so scan reports exactly the sites
+the transform touches or keeps: its per-file half (`file_facts`) runs here, in the worker, on
+the parse the other checks use; its tree-wide half in `instantiation_findings`.
 """
 
 from __future__ import annotations

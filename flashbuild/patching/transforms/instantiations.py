@@ -141,12 +141,13 @@ def _edit_file(src: cxx.Source, sites: Sequence[InstantiationSite],
 # processes on the parse it already has, and only the tree-wide part in one process:
 #
 # 1. `file_facts(path, text, src)`: per file, picklable. The direct instantiations (with the
-#    preprocessor conditionals around them), the `__global__` function templates defined
-#    there, the function-like `#define`s, and every identifier-like token of the text.
-# 2. `InstantiationAnalysis(facts, load)`: tree-wide. Resolves instantiation macros, which
-#    templates are kernels, and a reference index (token → files) built once, so that the
-#    cross-TU search for a host template looks only at the files whose tokens name it; those
-#    few are parsed (again, through `load`) to confirm a real reference on the syntax tree.
+#    preprocessor conditionals around them), the function-like `#define`s, and every
+#    identifier-like token of the text.
+# 2. `InstantiationAnalysis(facts, load)`: tree-wide. Resolves instantiation macros and builds
+#    a token index (token → files) once, so that "is `f` a `__global__` template somewhere?"
+#    and "does another file reference host template `f`?" look only at the files whose
+#    tokens name `f`; those few are parsed (again, through `load`) to decide on the syntax
+#    tree, as the transform always did.
 #
 # The transform's `apply()` and the scan both go through `InstantiationAnalysis.sites`, so
 # the scan reports exactly what the transform does.
@@ -251,7 +252,7 @@ class InstantiationSite:
 
 def file_facts(path: str, text: str, src: cxx.Source | None = None) -> FileFacts:
     """The per-file part of the analysis. Parses `text` (or uses `src`, its parse) only when
-    the text can hold an instantiation, a `__global__` template or a `#define`."""
+    the text can hold an instantiation or a `#define`."""
     want_sites = _INSTANTIATION_WORD.search(text) is not None
     want_macros = _DEFINE.search(text) is not None
     tokens = frozenset(_TOKEN.findall(text))
@@ -339,8 +340,9 @@ class InstantiationAnalysis:
     `facts` holds one `FileFacts` per source taking part (the files to edit and every file
     searched for references and macros); iteration order is the search order (sorted paths).
     `load(path)` returns the parse of a file, or None when it can no longer be read; it is
-    called only for files that use an instantiation macro and for files whose tokens name a
-    host template instantiated elsewhere."""
+    called (once per file) only for files that use an instantiation macro, files whose tokens
+    name a template instantiated elsewhere without `__global__` (is it a kernel? is it
+    referenced?)."""
 
     def __init__(self, facts: Mapping[str, FileFacts],
                  load: Callable[[str], cxx.Source | None]) -> None:
