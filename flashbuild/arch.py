@@ -10,13 +10,16 @@ shared-memory limits) live here and nowhere else (FACTS.md, "GPU architectures")
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
 from flashbuild.errors import UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 
 class Suffix(StrEnum):

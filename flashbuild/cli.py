@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, ParamSpec
+from typing import TYPE_CHECKING, Annotated, ParamSpec
 
 import typer
 
 from flashbuild import __version__
 from flashbuild.console import ui
 from flashbuild.errors import FlashbuildError, Interrupted
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 app = typer.Typer(
     name="flashbuild",

@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
-
 from typing import Any
 
 import typer.main
 
-BEGIN = "<!-- BEGIN command reference (generated: python -m flashbuild.clidoc --write README.md) -->"
+BEGIN = ("<!-- BEGIN command reference "
+         "(generated: python -m flashbuild.clidoc --write README.md) -->")
 END = "<!-- END command reference -->"
 
 

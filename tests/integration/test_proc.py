@@ -31,7 +31,7 @@ def test_failure_carries_command_code_and_tail() -> None:
 
 
 def test_timeout_is_a_clear_error() -> None:
-    with pytest.raises(ProcessTimeout, match="did not finish within 0.5 s"):
+    with pytest.raises(ProcessTimeout, match=r"did not finish within 0\.5 s"):
         ProcessRunner().run([PY, "-c", "import time; time.sleep(30)"], timeout=0.5)
 
 

@@ -13,9 +13,11 @@ from it) and registers itself in `flashbuild.patching.transforms.REGISTRY`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
 
 SiteAction = Literal["edit", "keep", "already", "skip"]
 
