@@ -340,7 +340,7 @@ class InstantiationAnalysis:
     `facts` holds one `FileFacts` per source taking part (the files to edit and every file
     searched for references and macros); iteration order is the search order (sorted paths).
     `load(path)` returns the parse of a file, or None when it can no longer be read; it is
-    called (once per file) only for files that use an instantiation macro, files whose tokens
+    called (once per file) only for files that use an instantiation macro and files whose tokens
     name a template instantiated elsewhere without `__global__` (is it a kernel? is it
     referenced?)."""
 
