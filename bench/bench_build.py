@@ -83,6 +83,9 @@ def main() -> None:
 
     stamp = json.loads((work / "fb" / "flashbuild-configure.json").read_text())
     argv = [a.replace(str(work / "fb"), str(work / "raw")) for a in stamp["argv"]]
+    # The raw build compiles the same staged (patched) mirror flashbuild compiled.
+    (work / "raw").mkdir()
+    (work / "raw" / "src").symlink_to(work / "fb" / "src", target_is_directory=True)
     ninja_exe = next(a.split("=", 1)[1] for a in argv if a.startswith("-DCMAKE_MAKE_PROGRAM="))
     jobs = str(os.cpu_count() or 1)
     t_cfg, _ = timed(argv, ROOT)

@@ -141,8 +141,8 @@ class ScanOptions:
     """Workers; None = all cores. Trees under `SERIAL_BELOW` files run in-process."""
     executor: Literal["process", "thread"] = "process"
     """How workers run. Processes: the per-file work is Python walking tree-sitter nodes and
-    matching regexes, which holds the GIL, so threads do not scale (docs/own-tree.md has the
-    bench numbers); `thread` is kept for that comparison."""
+    matching regexes, which holds the GIL, so threads do not scale (the README's benchmark
+    section has the numbers); `thread` is kept for that comparison."""
 
 
 @dataclass(frozen=True, kw_only=True)
