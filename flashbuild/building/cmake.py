@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from flashbuild.arch import ArchSpec
+    from flashbuild.platforms.base import Platform
     from flashbuild.proc import Runner
 
 #: The file in the build folder that records the hash of the last successful configure.
@@ -42,24 +43,30 @@ class Tools:
     ninja: Path
 
 
-def find_tools(runner: Runner, env: Mapping[str, str]) -> Tools:
+def find_tools(runner: Runner, env: Mapping[str, str],
+               platform: Platform | None = None) -> Tools:
     """cmake and ninja from their PyPI wheels; the PATH of `env` as a fallback.
 
     The wheels' console scripts are Python wrappers; the native binaries inside the wheels
-    start without an interpreter, which matters for the no-op rebuild time."""
+    start without an interpreter, which matters for the no-op rebuild time. `platform`
+    (default: this machine's) names them (`cmake.exe` on Windows)."""
+    if platform is None:
+        from flashbuild import platforms
+
+        platform = platforms.current()
     cmake_exe: str | None = None
     ninja_exe: str | None = None
     try:
         import cmake as cmake_wheel
 
-        candidate = Path(cmake_wheel.CMAKE_BIN_DIR) / _exe_name("cmake", env)
+        candidate = Path(cmake_wheel.CMAKE_BIN_DIR) / platform.exe("cmake")
         cmake_exe = str(candidate) if candidate.is_file() else None
     except ImportError:  # pragma: no cover - cmake is a dependency
         pass
     try:
         import ninja as ninja_wheel
 
-        candidate = Path(ninja_wheel.BIN_DIR) / _exe_name("ninja", env)
+        candidate = Path(ninja_wheel.BIN_DIR) / platform.exe("ninja")
         ninja_exe = str(candidate) if candidate.is_file() else None
     except ImportError:  # pragma: no cover - ninja is a dependency
         pass
@@ -73,11 +80,6 @@ def find_tools(runner: Runner, env: Mapping[str, str]) -> Tools:
             fix="pip install cmake ninja (both are flashbuild dependencies)",
         )
     return Tools(cmake=Path(cmake_exe), ninja=Path(ninja_exe))
-
-
-def _exe_name(name: str, env: Mapping[str, str]) -> str:
-    # The wheel ships `cmake.exe` on Windows; PATHEXT exists only there.
-    return name + ".exe" if "PATHEXT" in env else name
 
 
 def list_gpu_codes(nvcc: Path, runner: Runner, env: Mapping[str, str]) -> tuple[str, ...]:

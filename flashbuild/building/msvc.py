@@ -75,9 +75,15 @@ def pick_toolset(studios: Sequence[VisualStudio], window: HostWindow) -> MsvcCho
 
 
 def vcvars_argv(choice: MsvcChoice, arch: str = "x64") -> list[str]:
-    """`cmd /c "<vcvarsall.bat>" x64 -vcvars_ver=14.44 && set`."""
-    return ["cmd", "/d", "/s", "/c",
-            f'""{choice.vcvarsall}" {arch} -vcvars_ver={choice.toolset.vcvars_ver} && set"']
+    """`cmd /d /c call "<vcvarsall.bat>" x64 -vcvars_ver=14.44 && set`, one word per item.
+
+    No quotes of our own: on Windows the argv goes through `subprocess.list2cmdline`, which
+    escapes an embedded quote with a backslash, an escape cmd.exe does not know (a
+    pre-quoted `/s /c ""<bat>" x64 && set"` reaches cmd as backslash-quote garbage and
+    fails). list2cmdline quotes the path plainly because it has spaces; `call` puts a word
+    before that first quote, so cmd's /c quote stripping leaves the line as it is."""
+    return ["cmd", "/d", "/c", "call", str(choice.vcvarsall), arch,
+            f"-vcvars_ver={choice.toolset.vcvars_ver}", "&&", "set"]
 
 
 def parse_set_output(text: str) -> dict[str, str]:

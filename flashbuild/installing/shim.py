@@ -79,7 +79,13 @@ def insert(init_text: str) -> str:
     lines = text.splitlines(keepends=True)
     at = _insertion_line(text)
     block = import_block(newline)
-    return "".join(lines[:at]) + block + "".join(lines[at:])
+    head = "".join(lines[:at])
+    if head and not head.endswith(("\n", "\r")):
+        # A file that ends right after its docstring / __future__ import, without a final
+        # newline: without one here BEGIN would share that line, and neither remove() nor a
+        # re-run would find the block again. (remove() then leaves this newline in place.)
+        head += newline
+    return head + block + "".join(lines[at:])
 
 
 def remove(init_text: str) -> str:

@@ -228,9 +228,10 @@ def save_originals(root: Path, originals: dict[str, bytes]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     bulk = hasattr(os, "sync") and len(originals) > 16
     for path, data in originals.items():
-        target = folder / original_key(path)
-        if not target.exists():
-            atomic_write(target, data, fsync=not bulk)
+        # Always (re)write: a file already there is a stray of a killed run that no journal
+        # lists (the caller passes only files the current journal does not cover), so its
+        # bytes may predate later edits to the tree.
+        atomic_write(folder / original_key(path), data, fsync=not bulk)
     if bulk:
         os.sync()  # one flush for thousands of originals instead of one fsync each
     _fsync_dir(folder)

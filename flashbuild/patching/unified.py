@@ -277,18 +277,22 @@ def _modify(path: str, source: str, hunks: list[_Hunk], fuzz: int,
         if placed is None:
             raise _failure(path, h, text.lines, pos, name, fuzz=fuzz)
         status, at, dropped, src, dst = placed
-        offset = at - dropped - h.pos
+        # Fuzz level N drops at most N leading context lines, fewer when the hunk has fewer.
+        offset = at - min(dropped, h.lead) - h.pos
         if status == "already":
             reports.append(HunkReport(h.header, "already", at + 1, offset, dropped))
             floor = at + len(dst)
             continue
         old_eols = text.eols[at:at + len(src)]
         at_end = at + len(src) == len(text.lines)
-        # Context lines keep their own ending; new lines take the file's dominant one.
+        # Context lines keep their own ending (aligned through the whole hunk, not index by
+        # index: after an insertion the trailing context sits at other indices); new lines
+        # take the file's dominant one.
         new_eols = [eol] * len(dst)
-        for i in range(min(len(dst), len(src))):
-            if dst[i] == src[i]:
-                new_eols[i] = old_eols[i]
+        matcher = difflib.SequenceMatcher(None, src, dst, autojunk=False)
+        for tag, i1, i2, j1, _j2 in matcher.get_opcodes():
+            if tag == "equal":
+                new_eols[j1:j1 + i2 - i1] = old_eols[i1:i2]
         text.lines[at:at + len(src)] = dst
         text.eols[at:at + len(src)] = new_eols
         if at_end and text.lines:

@@ -263,6 +263,26 @@ def resolve_windows(info: LinkInfo, *, env: Mapping[str, str], dll_dirs: Sequenc
     return tuple(out)
 
 
+def application_dir(python: str | Path) -> Path:
+    """The application folder the Windows loader searches when `python` imports a module.
+
+    A venv's `Scripts\\python.exe` is only a launcher: it starts the base interpreter, so
+    the process that loads the `.pyd` is the base `python.exe`, and `python3XY.dll` (every
+    extension module imports it) lives beside that, not in `Scripts`. PEP 405's pyvenv.cfg,
+    beside the executable or one folder up, names the base folder as `home`."""
+    exe = Path(python)
+    for folder in (exe.parent, exe.parent.parent):
+        try:
+            text = (folder / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip().lower() == "home" and value.strip():
+                return Path(value.strip())
+    return exe.parent
+
+
 def resolve(info: LinkInfo, *, platform: Platform, env: Mapping[str, str] | None = None,
             runner: Runner | None = None, dll_dirs: Sequence[Path] = (),
             cache: Mapping[str, str] | None = None,

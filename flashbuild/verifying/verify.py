@@ -284,7 +284,8 @@ def _artifact_checks(binary: Path, subject: str, kind: str, *, spec: ArchSpec,
         cache = binaries.ld_cache(runner, env)
     deps = binaries.resolve(info, platform=platform, env=env, runner=runner,
                             dll_dirs=[Path(d) for d in manifest.dll_dirs],
-                            cache=cache or {}, app_dir=Path(python).parent)
+                            cache=cache or {},
+                            app_dir=binaries.application_dir(python))
     checks += _dep_checks(deps, subject)
     kernels: list[resources.KernelResources] = []
     for image in found.sass:

@@ -47,3 +47,32 @@ def test_actionlint_catches_a_broken_workflow(tmp_path: Path) -> None:
     done = subprocess.run([_actionlint(), "-no-color", str(bad)], capture_output=True,
                           text=True, check=False)
     assert done.returncode != 0
+
+
+@pytest.mark.integration
+def test_windows_job_verifies_and_uploads_what_the_build_writes(tmp_path: Path) -> None:
+    import re
+
+    from flashbuild.building import builddir
+    from flashbuild.recipes.load import load_recipe
+
+    text = (ROOT / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8")
+    build = re.search(r"^\s*flashbuild .*\bbuild\b.*$", text, re.MULTILINE)
+    verify = re.search(r"^\s*flashbuild verify\b(.*)$", text, re.MULTILINE)
+    assert build is not None and verify is not None
+    recipe = load_recipe("csrc")
+    assert recipe.install is not None
+    if "--install inplace" in build[0]:
+        # An in-place install stays in the source tree, off sys.path: verify must be told.
+        package = (recipe.source_root(None) / recipe.install.package_dir).resolve()
+        assert str(package.relative_to(ROOT)).replace("\\", "/") in verify[1].split()
+    # The uploaded log glob must match where the build writes its logs.
+    globs = re.findall(r"^\s+(build/\S+\.log)\s*$", text, re.MULTILINE)
+    assert globs
+    key = builddir.BuildKey(recipe="csrc", arch="120-real", platform="windows",
+                            toolkit="x", host_compiler="msvc 1944")
+    root = builddir.default_root(recipe.source_root(None))
+    log = tmp_path / root.relative_to(ROOT) / key.folder_name() / "logs" / "build.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("", encoding="utf-8")
+    assert any(list(tmp_path.glob(g)) for g in globs), globs

@@ -30,3 +30,28 @@ def test_a_machine_without_a_toolkit_blocks_the_build(tmp_path: Path,
 def test_run_time_only_rules_exist() -> None:
     # A renamed rule would silently start blocking builds again.
     assert set(RULES) >= NOT_BUILD_BLOCKERS
+
+
+def test_msvc_outside_window_does_not_block_when_build_activates_a_toolset(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # windows-latest: VS 2026 (toolset 14.50 = _MSC_VER 1950) is the default, CUDA 13.0
+    # accepts < 1950, a 14.44 toolset is installed too. Doctor reports the default as an
+    # error, but `flashbuild build` activates 14.44 itself (msvc.pick_toolset, which raises
+    # its own error when no toolset fits), so the verdict must not stop the build.
+    from flashbuild.detect.compilers import HostCompilers, MsvcToolset, VisualStudio
+    from flashbuild.detect.rules import Severity, evaluate
+    from tests.unit.test_detect_rules import findings, search, toolkit
+
+    vs = VisualStudio("a", "Visual Studio 2026", Path("C:/VS/18"), "18.0.1", "2026", False,
+                      tuple(MsvcToolset(t, Path("C:/VS") / t)
+                            for t in ("14.44.35207", "14.50.35717")), "14.50.35717")
+    found = findings(platform="windows",
+                     toolkits=search(toolkit(host_config="host_config_13.0.h")),
+                     compilers=HostCompilers("msvc", visual_studios=(vs,)))
+    assert any(v.rule_id == "msvc.outside-window" and v.severity is Severity.ERROR
+               for v in evaluate(found))  # doctor still says so
+    monkeypatch.setattr(doctor, "collect", lambda *a, **k: found)
+    blockers = doctor_blockers({}, ReplayRunner(), platforms.get("windows"),
+                               spec=parse_arch_spec("sm120"), cuda=None,
+                               cache_dir=tmp_path / "cache")
+    assert not [b for b in blockers if "MSVC" in b], blockers

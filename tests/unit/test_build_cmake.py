@@ -157,3 +157,15 @@ def test_same_toolkit_folder_is_reused(tmp_path: Path) -> None:
     assert got.set_aside is None and not got.fresh
     assert cmake.read_cache_value(folder, "CMAKE_CUDA_COMPILER") == str(nvcc)
     assert cmake.read_cache_value(folder, "MISSING") is None
+
+
+def test_wheel_tools_named_by_platform_not_by_pathext() -> None:
+    # The OS is decided in platforms/ (STYLE 2): a PATHEXT variable in a Linux environment
+    # (set by an MSYS-style tool, or copied from a Windows env file) must not make flashbuild
+    # look for `cmake.exe` in the wheel and fall back to an older cmake on PATH.
+    from flashbuild import platforms
+
+    tools = cmake.find_tools(ReplayRunner(), {"PATHEXT": ".EXE;.BAT", "PATH": "/nowhere"},
+                             platforms.get("linux"))
+    assert tools.cmake.name == "cmake" and tools.cmake.is_file()
+    assert tools.ninja.name == "ninja" and tools.ninja.is_file()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path, PureWindowsPath
 
 import pytest
@@ -49,9 +50,14 @@ def test_no_toolset_in_window_names_the_window() -> None:
 
 def test_vcvars_command_line() -> None:
     argv = msvc.vcvars_argv(msvc.pick_toolset([VS2022], CUDA_13_0))
-    assert argv[:4] == ["cmd", "/d", "/s", "/c"]
-    assert argv[4] == ('""C:\\Program Files\\Microsoft Visual Studio\\2022\\Enterprise\\VC\\'
-                       'Auxiliary\\Build\\vcvarsall.bat" x64 -vcvars_ver=14.44 && set"')
+    # What CreateProcess (and so cmd.exe) receives on Windows: the runner passes a list, which
+    # subprocess joins with list2cmdline. cmd does not understand backslash-escaped quotes,
+    # so the line must hold the path in plain quotes and nothing escaped.
+    line = subprocess.list2cmdline(argv)
+    assert line == ('cmd /d /c call "C:\\Program Files\\Microsoft Visual Studio\\2022\\'
+                    'Enterprise\\VC\\Auxiliary\\Build\\vcvarsall.bat" x64 -vcvars_ver=14.44 '
+                    '&& set')
+    assert '\\"' not in line
 
 
 def test_parse_recorded_set_output() -> None:
@@ -80,7 +86,7 @@ def test_activate_runs_vcvarsall_through_the_runner() -> None:
     assert got.env["VCToolsVersion"] == "14.44.35207"
     assert got.msc_ver == 1944
     assert "-vcvars_ver=14.44" in got.source
-    assert runner.calls and "-vcvars_ver=14.44" in runner.calls[0][-1]
+    assert runner.calls and "-vcvars_ver=14.44" in runner.calls[0]
 
 
 def test_failed_vcvarsall_is_a_toolchain_error() -> None:

@@ -179,6 +179,19 @@ def test_incomplete_journal_is_repaired(tree: Path, recipe: Recipe,
     assert contents(tree) == before
 
 
+def test_stray_original_from_a_killed_run_is_not_trusted(tree: Path, recipe: Recipe) -> None:
+    # A run killed after its `complete` journal but before it pruned originals/ (or after
+    # saving originals but before its journal) leaves files there that no journal lists.
+    # The next run that touches that file must save the file's current bytes, not keep those.
+    before = contents(tree)
+    patch_tree(recipe, tree, make_context(**LINUX90))  # touches src/math.cpp only
+    stray = jr.state_dir(tree) / "originals" / jr.original_key("README.md")
+    stray.write_bytes(b"stale bytes from an older tree\n")
+    patch_tree(recipe, tree, make_context(**WIN120))  # now README.md too
+    revert_tree(tree)
+    assert contents(tree) == before
+
+
 def test_revert_of_an_interrupted_run(tree: Path, recipe: Recipe) -> None:
     before = contents(tree)
     patch_tree(recipe, tree, make_context(**WIN120))

@@ -102,3 +102,14 @@ def test_unterminated_block_is_an_error() -> None:
 
     with pytest.raises(InstallError):
         shim.remove(shim.BEGIN + "\nimport x\n")
+
+
+@pytest.mark.parametrize("init", ['"""Docstring without a final newline."""',
+                                  "from __future__ import annotations"])
+def test_insert_into_init_without_final_newline_is_idempotent_and_removable(init: str) -> None:
+    once = shim.insert(init)
+    assert shim.has_block(once)
+    assert shim.insert(once) == once
+    assert shim.BEGIN not in shim.remove(once)
+    assert shim.remove(once).rstrip("\n") == init
+    compile(once, "__init__.py", "exec")

@@ -127,6 +127,22 @@ def test_site_sharing_a_line_is_refused() -> None:
         _run(tree, files=("x.cu",), expect=1)
 
 
+def test_block_comment_running_past_the_site_line_is_refused() -> None:
+    # The `#endif` would land inside `/* … */`, where the preprocessor never sees it.
+    tree = DictTree({"x.cu": "template <class T> __global__ void k(T) {}\n"
+                             "template __global__ void k<int>(int); /* int\n"
+                             "   and more */\n"})
+    with pytest.raises(PatchError, match="shares its line"):
+        _run(tree, files=("x.cu",), expect=1)
+
+
+def test_comments_ending_on_the_site_line_are_fine() -> None:
+    tree = DictTree({"x.cu": "template <class T> __global__ void k(T) {}\n"
+                             "template __global__ void k<int>(int); /* a */ // b\n"})
+    result = _run(tree, files=("x.cu",), expect=1)
+    assert result.changes["x.cu"].endswith("/* a */ // b\n#endif\n")
+
+
 def test_msvc_else_branch_counts_as_guarded() -> None:
     tree = DictTree({"x.cu": "template <class T> __global__ void k(T) {}\n"
                              "#ifdef _MSC_VER\n#else\ntemplate __global__ void k<int>(int);\n"

@@ -176,3 +176,31 @@ def test_property_apply_then_reverse_is_identity(tmp_path_factory: pytest.TempPa
     tree.plan("f.txt", forward)
     back = plan_diff(diff, tree, reverse=True).changes["f.txt"]
     assert back == original.encode()
+
+
+def test_mixed_line_endings_each_context_line_keeps_its_own(tmp_path: Path) -> None:
+    # An LF line after an insertion in a mostly-CRLF file stays LF: only added lines take the
+    # file's dominant ending.
+    lines = [f"line {i}" for i in range(10)]
+    eols = ["\r\n"] * 10
+    eols[6] = "\n"
+    tree = tree_with(tmp_path, "".join(a + b for a, b in zip(lines, eols, strict=True)).encode())
+    after = [*lines[:5], "added", *lines[5:]]
+    diff = make_diff([x + "\n" for x in lines], [x + "\n" for x in after])
+    result = plan_diff(diff, tree)
+    want = [*eols[:5], "\r\n", *eols[5:]]
+    assert result.changes["f.txt"] == "".join(
+        a + b for a, b in zip(after, want, strict=True)).encode()
+
+
+def test_fuzz_offset_counts_only_the_context_really_dropped(tmp_path: Path) -> None:
+    # A hunk at the top of the file has no leading context: fuzz drops only trailing lines,
+    # so the hunk did not move and its offset is 0.
+    after = ["new first\n", *BASE]
+    drifted = list(BASE)
+    drifted[2] = "line 2 (changed upstream)\n"
+    tree = tree_with(tmp_path, "".join(drifted).encode())
+    result = plan_diff(make_diff(BASE, after), tree, fuzz=1)
+    (hunk,) = result.files[0].hunks
+    assert (hunk.fuzz, hunk.offset, hunk.line) == (1, 0, 1)
+    assert result.changes["f.txt"] == "".join(["new first\n", *drifted]).encode()

@@ -98,6 +98,30 @@ def test_windows_dll_missing_and_driver_warning(tmp_path: Path) -> None:
     assert runner.calls == []
 
 
+def test_windows_venv_python_dll_resolves_beside_the_base_interpreter(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A venv's Scripts\\python.exe is a launcher: the base python.exe loads the .pyd, so
+    # python311.dll (imported by every extension) is found beside the base interpreter that
+    # pyvenv.cfg names, not in Scripts (the CI runners' case: setup-python + venv).
+    from flashbuild.verifying import binaries
+
+    pkg = install(tmp_path, "kern.dll", "120", platform="windows")
+    base = tmp_path / "hostedtoolcache" / "Python" / "3.11.9" / "x64"
+    base.mkdir(parents=True)
+    (base / "python311.dll").write_bytes(b"")
+    venv = tmp_path / "venv"
+    (venv / "Scripts").mkdir(parents=True)
+    (venv / "Scripts" / "python.exe").write_bytes(b"")
+    (venv / "pyvenv.cfg").write_text(f"home = {base}\nversion = 3.11.9\n", encoding="utf-8")
+    monkeypatch.setattr(binaries, "read_link_info", lambda path: binaries.LinkInfo(
+        path, "pe", ("python311.dll",)))
+    report = verify_install(manifest_path=pkg, runner=ReplayRunner(), platform=get("windows"),
+                            env={"SystemRoot": str(tmp_path / "nowin")}, import_module=False,
+                            run_gpu=False, python=str(venv / "Scripts" / "python.exe"))
+    assert not [c for c in report.failures if c.area == "dependencies"], report.failures
+    assert binaries.application_dir(base / "python.exe") == base  # no venv: its own folder
+
+
 def test_no_manifest_is_a_verify_error(tmp_path: Path) -> None:
     with pytest.raises(VerifyError, match="no build manifest"):
         run(tmp_path)

@@ -482,8 +482,16 @@ def _removed_markers(src: cxx.Source) -> list[Node]:
 
 def _check_own_lines(src: cxx.Source, item: InstantiationSite) -> None:
     before = src.slice(src.line_start(item.start), item.start)
-    after = src.slice(item.end, src.line_end(item.end)).strip()
-    if before.strip() or (after and not after.startswith(("//", "/*"))):
+    line_end = src.line_end(item.end)
+    # What follows the site on its line must be only comments that also end on that line:
+    # the guard's `#endif` (or the removal) goes at the line end, and inside a `/* …` that
+    # runs on, the preprocessor would never see it.
+    rest = bytearray(src.data[item.end:line_end])
+    for s, e in cxx.comment_ranges(src):
+        if item.end <= s < line_end and e <= line_end:
+            rest[s - item.end:e - item.end] = b" " * (e - s)
+    after = rest.decode("utf-8", "replace").strip()
+    if before.strip() or after:
         raise PatchError(
             f"{NAME}: cannot edit the instantiation at {src.path}:{src.line_of(item.start)} "
             "safely: it shares its line with other code",
