@@ -269,7 +269,8 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     t0 = time.monotonic()
     ext = ext_suffix(request.python, runner, request.env)
     artifacts = find_artifacts(request, setup.output_dir, ext)
-    dll_dirs = shim.dll_dirs([*request.toolkit.dll_dirs, *request.extra_dll_dirs])
+    dll_dirs = shim.dll_dirs([*request.toolkit.dll_dirs, *request.extra_dll_dirs,
+                              *_wheel_dll_dirs(artifacts)])
     ptxas = progress.merge_ptxas(setup.folder.path / "logs" / "ptxas.json", monitor.ptxas)
     manifest = build_manifest(request, outcome, artifacts, dll_dirs, argv=setup.argv,
                               ptxas_info=ptxas)
@@ -507,6 +508,23 @@ def find_artifacts(request: BuildRequest, output_dir: Path,
             )
         found.append(installing.BuiltArtifact(match, art.kind, art.name))
     return tuple(found)
+
+
+def _wheel_dll_dirs(artifacts: Sequence[installing.BuiltArtifact]) -> list[Path]:
+    """Folders of the active environment (torch's `lib`, PyPI `nvidia/*`) holding libraries
+    the built binaries import, read from their own import tables."""
+    import site
+
+    from flashbuild.verifying.binaries import read_link_info
+    from flashbuild.verifying.fatbin import BinaryFormatError
+
+    needed: set[str] = set()
+    for artifact in artifacts:
+        try:
+            needed.update(read_link_info(artifact.path).needed)
+        except BinaryFormatError:
+            continue  # verify reports an unreadable binary; install need not guess
+    return shim.folders_for_imports(needed, [Path(p) for p in site.getsitepackages()])
 
 
 def ext_suffix(python: str, runner: StreamRunner, env: Mapping[str, str]) -> str:

@@ -42,6 +42,31 @@ def dll_dirs(candidates: Iterable[PurePath | str], *, must_exist: bool = True) -
     return tuple(seen)
 
 
+#: Where pip puts the DLLs a CUDA extension may import on Windows: the CUDA wheels
+#: (`nvidia/cu13/bin/x86_64`, `nvidia/<lib>/bin` for cu12-era wheels) and torch (`torch/lib`).
+WHEEL_DLL_ROOTS = ("nvidia", "torch/lib")
+
+
+def folders_for_imports(needed: Iterable[str], site_packages: Iterable[Path]) -> list[Path]:
+    """Folders under the active environment's site-packages that hold a library the binaries
+    import, found by name (case-insensitive, as Windows matches DLL names). This is how the
+    shim learns about torch's `lib` or a PyPI `nvidia/*` folder: only when the module really
+    links against something there."""
+    wanted = {name.lower() for name in needed}
+    found: dict[Path, None] = {}
+    if not wanted:
+        return []
+    for site in site_packages:
+        for root in WHEEL_DLL_ROOTS:
+            base = site / root
+            if not base.is_dir():
+                continue
+            for path in base.rglob("*"):
+                if path.name.lower() in wanted and path.is_file():
+                    found.setdefault(path.parent, None)
+    return list(found)
+
+
 def _is_windows_absolute(text: str) -> bool:
     return len(text) > 2 and text[1] == ":" and text[2] in "\\/"
 

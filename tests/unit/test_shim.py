@@ -113,3 +113,19 @@ def test_insert_into_init_without_final_newline_is_idempotent_and_removable(init
     assert shim.BEGIN not in shim.remove(once)
     assert shim.remove(once).rstrip("\n") == init
     compile(once, "__init__.py", "exec")
+
+
+def test_folders_for_imports_finds_wheel_dll_folders_by_name(tmp_path: Path) -> None:
+    from flashbuild.installing.shim import folders_for_imports
+
+    site = tmp_path / "site-packages"
+    cudart = site / "nvidia" / "cu13" / "bin" / "x86_64"
+    torch_lib = site / "torch" / "lib"
+    unrelated = site / "nvidia" / "cublas" / "bin"
+    for folder, name in ((cudart, "cudart64_13.dll"), (torch_lib, "c10.dll"),
+                         (unrelated, "cublas64_13.dll")):
+        folder.mkdir(parents=True)
+        (folder / name).write_bytes(b"MZ")
+    found = folders_for_imports(["CUDART64_13.dll", "c10.dll", "KERNEL32.dll"], [site])
+    assert set(found) == {cudart, torch_lib}
+    assert folders_for_imports([], [site]) == []
