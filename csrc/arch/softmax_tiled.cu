@@ -264,3 +264,10 @@ void softmax(void* out, const void* x, int64_t rows, int64_t cols, DType dtype,
 int64_t softmax_smem_bytes() { return traits_for_device().smem_bytes; }
 
 }  // namespace fk
+
+// The dynamic shared memory softmax_tiled_kernel requests on this device pass's architecture,
+// as a constant in each cubin (`.nv.global.init`): `flashbuild verify` reads it from the binary
+// and checks it against the arch's per-block limit without a GPU (recipe: [verify]
+// dynamic_smem). extern "C" keeps the symbol name unmangled.
+extern "C" __device__ const unsigned int fk_dynamic_smem_softmax_tiled =
+    fk::ArchTraits::kSmemBytes;

@@ -40,7 +40,12 @@ from flashbuild.building.launcher import Launcher, LauncherChoice, choose_launch
 from flashbuild.errors import BuildError, Interrupted, ToolchainError, UsageError
 from flashbuild.installing import install as installing
 from flashbuild.installing import shim
-from flashbuild.installing.manifest import MANIFEST_NAME, Manifest, PatchRecord
+from flashbuild.installing.manifest import (
+    MANIFEST_NAME,
+    DynamicSmemSymbol,
+    Manifest,
+    PatchRecord,
+)
 from flashbuild.installing.manifest import Artifact as ManifestArtifact
 from flashbuild.installing.manifest import HostCompiler as ManifestHost
 from flashbuild.installing.manifest import Toolkit as ManifestToolkit
@@ -562,6 +567,9 @@ def build_manifest(request: BuildRequest, outcome: PatchOutcome,
         artifacts=tuple(ManifestArtifact(path=a.path.name, kind=a.kind) for a in artifacts),
         dll_dirs=tuple(dll_dirs),
         exports=tuple(request.recipe.verify.exports),
+        dynamic_smem_symbols=tuple(
+            DynamicSmemSymbol(kernel=kernel, symbol=symbol)
+            for kernel, symbol in sorted(request.recipe.verify.dynamic_smem.items())),
         ptxas_info=ptxas_info,
     )
 

@@ -3,6 +3,10 @@
 The build stage writes it through `Manifest(...).write(folder)`; `flashbuild verify` reads it
 with `Manifest.load(path)`, which validates every key and raises a VerifyError naming the bad
 one, so nothing past this module sees a raw dict.
+
+`dynamic_smem_symbols` carries the recipe's `[verify] dynamic_smem`: the device constants from
+which verify reads, per cubin, the dynamic shared memory each kernel requests on that arch (no
+cubin attribute records it; the host picks it at launch).
 """
 
 from __future__ import annotations
@@ -61,6 +65,15 @@ class KernelSmem:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DynamicSmemSymbol:
+    kernel: str
+    """Kernel name, as the recipe's `[verify] dynamic_smem` key (`softmax_tiled`)."""
+    symbol: str
+    """`extern "C" __device__` constant whose initial value, per cubin, is the dynamic shared
+    memory the kernel requests on that cubin's arch; verify reads it from the binary."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Manifest:
     schema_version: int = SCHEMA_VERSION
     flashbuild: str
@@ -80,6 +93,11 @@ class Manifest:
     exports: tuple[str, ...] = ()
     """Names the recipe says the package exports (`rms_norm`, `_C.built_archs`)."""
     kernel_smem: tuple[KernelSmem, ...] = ()
+    """Dynamic shared memory per kernel as fixed numbers, the same on every arch."""
+    dynamic_smem_symbols: tuple[DynamicSmemSymbol, ...] = ()
+    """Per-arch dynamic shared memory declared in the binary (from the recipe's
+    `[verify] dynamic_smem`): verify reads each symbol from every cubin and checks it against
+    that arch's per-block limit, so a 160 KB request on sm_120 fails without a GPU."""
     ptxas_info: str | None = None
     """`-Xptxas -v` output captured at build time."""
 
@@ -148,6 +166,9 @@ class Manifest:
             kernel_smem=tuple(KernelSmem(kernel=k.text("kernel"),
                                          dynamic_smem_bytes=k.integer("dynamic_smem_bytes"))
                               for k in r.objs("kernel_smem", required=False)),
+            dynamic_smem_symbols=tuple(
+                DynamicSmemSymbol(kernel=d.text("kernel"), symbol=d.text("symbol"))
+                for d in r.objs("dynamic_smem_symbols", required=False)),
             ptxas_info=r.opt_str("ptxas_info"),
         )
         for artifact in manifest.artifacts:
@@ -165,7 +186,7 @@ def _bad(where: Path | str, why: str) -> VerifyError:
 
 _KEYS = {"schema_version", "flashbuild", "recipe", "platform", "archs", "toolkit",
          "host_compiler", "patches", "flags", "artifacts", "dll_dirs", "exports",
-         "kernel_smem", "ptxas_info"}
+         "kernel_smem", "dynamic_smem_symbols", "ptxas_info"}
 
 
 class _Reader:

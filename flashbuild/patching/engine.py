@@ -14,7 +14,9 @@ excludes).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -303,10 +305,14 @@ def _run(recipe: Recipe, root: Path, ctx: WhenContext, *, dry_run: bool,
     desired = tree.changed()
     old_paths = [e.path for e in journal.entries] if journal else []
     writes: dict[str, bytes | None] = {}
+    current: dict[str, bytes | None] = {}
+    """What is on disk now for every file to write (what a failed write puts back)."""
     for rel in sorted(set(old_paths) | set(desired)):
         want = desired[rel] if rel in desired else tree.pristine_bytes(rel)
-        if tree.disk_bytes(rel) != want:
+        now = tree.disk_bytes(rel)
+        if now != want:
             writes[rel] = want
+            current[rel] = now
     meta = _meta(recipe, ctx, planned)
     report = PatchReport(
         recipe=recipe.name, tree=root, context=ctx.describe(), steps=tuple(planned.steps),
@@ -315,17 +321,17 @@ def _run(recipe: Recipe, root: Path, ctx: WhenContext, *, dry_run: bool,
         notes=tuple([*ctx.notes, *notes]),
         diffs=tuple(FileDiff(p, _text(p, tree.pristine_bytes(p)), _text(p, d))
                     for p, d in desired.items()),
-        pending=tuple(FileDiff(p, _text(p, tree.disk_bytes(p)), _text(p, d))
+        pending=tuple(FileDiff(p, _text(p, current[p]), _text(p, d))
                       for p, d in writes.items()))
     if dry_run:
         return report
-    _commit(root, tree, journal, desired=desired, writes=writes, meta=meta)
+    _commit(root, tree, journal, desired=desired, writes=writes, current=current, meta=meta)
     return report
 
 
 def _commit(root: Path, tree: Tree, journal: jr.Journal | None, *,  # noqa: PLR0912
             desired: dict[str, bytes | None], writes: dict[str, bytes | None],
-            meta: dict[str, Any]) -> None:
+            current: dict[str, bytes | None], meta: dict[str, Any]) -> None:
     old = {e.path: e for e in journal.entries} if journal else {}
 
     def entry(rel: str) -> jr.Entry:
@@ -356,14 +362,24 @@ def _commit(root: Path, tree: Tree, journal: jr.Journal | None, *,  # noqa: PLR0
             if parent.as_posix() not in created:
                 created.append(parent.as_posix())
             parent = parent.parent
-    jr.save_originals(root, {e.path: tree.pristine_bytes(e.path) or b"" for e in union
-                             if e.original and e.path not in old})
-    jr.write_journal(root, jr.Journal("writing", union, meta, tuple(created)))
-    writer = jr.Writer(root)
-    for rel, data in writes.items():
-        if data is not None:
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        writer.put(rel, data)
+    added = {e.path: tree.pristine_bytes(e.path) or b"" for e in union
+             if e.original and e.path not in old}
+    previous = jr.read_journal_bytes(root) if journal is not None else None
+    rel = ".flashbuild"
+    try:
+        jr.save_originals(root, added)
+        jr.write_journal(root, jr.Journal("writing", union, meta, tuple(created)))
+        writer = jr.Writer(root)
+        for rel, data in writes.items():
+            if data is not None:
+                (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            writer.put(rel, data)
+    except OSError as exc:
+        # Disk full, or a permission check_writable could not see (ACLs, a read-only mount,
+        # a folder changed since planning): put the tree back as it was before this run.
+        raise _roll_back(root, rel, exc, current=current, previous=previous, added=added,
+                         new_dirs=[d for d in created if journal is None
+                                   or d not in journal.created_dirs]) from exc
     for folder in sorted(created, key=lambda d: -d.count("/")):
         if not (root / folder).exists():
             continue
@@ -377,6 +393,41 @@ def _commit(root: Path, tree: Tree, journal: jr.Journal | None, *,  # noqa: PLR0
     for file in (jr.state_dir(root) / "originals").glob("*"):
         if file.name not in keep:
             file.unlink()
+
+
+def _roll_back(root: Path, rel: str, exc: OSError, *, current: dict[str, bytes | None],
+               previous: bytes | None, added: dict[str, bytes],
+               new_dirs: list[str]) -> PatchError:
+    """Undo a run whose writing failed at `rel`: every file back to `current` (its bytes before
+    this run), the journal and originals as they were. Returns the error to raise."""
+    reason = exc.strerror or type(exc).__name__
+    try:
+        restored = jr.put_back(root, current)
+        for folder in sorted(new_dirs, key=lambda d: -d.count("/")):
+            with contextlib.suppress(OSError):
+                (root / folder).rmdir()  # only when empty
+        if previous is None:
+            jr.clear_state(root)
+        else:
+            jr.write_journal_bytes(root, previous)
+            for path in added:
+                with contextlib.suppress(FileNotFoundError):
+                    (jr.state_dir(root) / "originals" / jr.original_key(path)).unlink()
+    except OSError as again:
+        # The journal still says `writing` (or the old one stands, when the failure came
+        # before it was written), so the next run can still repair.
+        return PatchError(
+            f"could not write `{rel}` ({reason}), nor put the tree back as it was",
+            evidence=f"{exc}; then, putting the files back: {again}",
+            fix="free disk space or fix the permissions, then run `flashbuild patch` (or "
+            "`flashbuild patch --revert`) again: flashbuild's journal in "
+            f"{jr.state_dir(root)} lets it restore every file", details={"file": rel})
+    return PatchError(
+        f"could not write `{rel}` ({reason}); the tree was put back as it was",
+        evidence=f"{exc} (after changing {len(restored)} file(s), now restored)",
+        fix=("free disk space" if exc.errno == errno.ENOSPC else
+             "make that file and its folder writable (check the mount, ACLs and owner)")
+        + ", then run the command again", details={"file": rel})
 
 
 def revert_tree(tree: Path) -> RevertReport:

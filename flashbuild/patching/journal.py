@@ -2,7 +2,7 @@
 
 Layout inside the patched tree:
 
-    .flashbuild/lock                 pid of the run holding the tree (O_EXCL)
+    .flashbuild/lock                 pid, start time and host of the run holding the tree
     .flashbuild/journal.json         what was (or is being) changed, and the plan's metadata
     .flashbuild/originals/<key>      pristine bytes of every file the journal lists
 
@@ -23,7 +23,10 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import stat
+import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -100,56 +103,228 @@ def atomic_write(target: Path, data: bytes, *, mode_from: Path | None = None,
     """Write `data` to `target` through a temp file in the same folder and `os.replace`
     (atomic against a killed process; `fsync` also makes it durable against power loss)."""
     tmp = target.with_name(f".{target.name}.flashbuild-tmp")
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        if fsync:
-            fh.flush()
-            os.fsync(fh.fileno())
-    source = mode_from if mode_from is not None else target
-    if source.exists():
-        shutil.copymode(source, tmp)
-    tmp.replace(target)
+    try:
+        with tmp.open("wb") as fh:
+            fh.write(data)
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        source = mode_from if mode_from is not None else target
+        if source.exists():
+            shutil.copymode(source, tmp)
+        tmp.replace(target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # a disk-full write leaves no partial temp file behind
+        raise
+
+
+#: How long a lock file that is empty or half-written counts as "being written" by its owner
+#: (the O_EXCL fallback creates the file before it writes the pid), and how old a stray temp
+#: file of the lock must be before a lock holder deletes it.
+LOCK_GRACE_S = 10.0
+
+#: Start times (psutil `create_time`, seconds) within this distance are the same process: a
+#: pid reused by a new process cannot start again within it.
+_START_TOLERANCE_S = 0.05
+
+
+@dataclass(frozen=True)
+class LockOwner:
+    """What a lock file says about its owner (None fields: a file flashbuild did not write
+    whole, or one of the old pid-only format)."""
+
+    pid: int | None
+    started: float | None = None
+    """psutil `create_time` of the owner, so that a reused pid is not taken for the owner."""
+    host: str | None = None
+
+
+@dataclass(frozen=True)
+class _LockSeen:
+    """One look at the lock file: its bytes, identity and age."""
+
+    data: bytes
+    ident: tuple[int, int, int]
+    """(device, inode, mtime in ns): with the bytes, tells this file from a later one that
+    reused its inode number."""
+    age_s: float
+
+    def owner(self) -> LockOwner | None:
+        """The owner, or None when the file is empty or half-written."""
+        text = self.data.decode("utf-8", "replace")
+        if not text.endswith("\n"):
+            return None  # the owner has not finished writing it (always ends with a newline)
+        text = text.strip()
+        if text.isdigit():
+            return LockOwner(int(text))  # pid-only: a flashbuild before the start token
+        try:
+            doc = json.loads(text)
+            return LockOwner(int(doc["pid"]), float(doc["started"]), str(doc["host"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+def _started(pid: int) -> float | None:
+    """Start time of `pid` (None: no such process); raises psutil.AccessDenied."""
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return None
 
 
 class Lock:
-    """`.flashbuild/lock`, created with O_EXCL and holding the owner's pid."""
+    """`.flashbuild/lock`: names the run that holds the tree (pid, start time, host).
+
+    Taking it is atomic: the content is written whole to a temp file that is then hard-linked to
+    `lock` (a link fails when `lock` exists), so no other run can see a partly written lock.
+    Where hard links are not supported (FAT, some network shares) it falls back to O_EXCL,
+    then write + fsync; an empty or half-written lock younger than LOCK_GRACE_S counts as held.
+    A stale lock (its pid is gone, or now belongs to a process that started at another time)
+    is renamed aside to a unique name -- only one of several runs can win that rename -- and
+    the runs race for a fresh lock again."""
 
     def __init__(self, root: Path) -> None:
         self.path = state_dir(root) / "lock"
         self.notes: list[str] = []
+        started = _started(os.getpid())
+        self.content = json.dumps({"pid": os.getpid(), "started": started,
+                                   "host": socket.gethostname()}, sort_keys=True) + "\n"
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(exist_ok=True)
-        for _ in range(2):
+        problem = "other flashbuild runs kept taking it"
+        for _ in range(8):  # each pass ends in a lock taken, a BusyError, or a lost race
+            if self._create():
+                self._sweep()
+                return
+            seen = self._look()
+            if seen is None:
+                continue  # released meanwhile
+            stale = self._stale_reason(seen)
+            aside = self.path.with_name(f"lock.stale-{os.getpid()}-{uuid.uuid4().hex}")
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                pid = self._owner()
-                if pid is not None and pid != os.getpid() and psutil.pid_exists(pid):
-                    raise BusyError(
-                        f"another flashbuild run (pid {pid}) is patching this tree",
-                        evidence=f"{self.path} holds pid {pid}, which is running",
-                        fix="wait for it to finish; if that process is not flashbuild, "
-                        f"delete {self.path}") from None
-                self.notes.append(f"took over a stale lock of pid {pid} (no longer running)")
-                with contextlib.suppress(FileNotFoundError):
-                    self.path.unlink()
+                self.path.rename(aside)
+            except FileNotFoundError:
+                continue  # another run moved it first
+            except OSError as exc:  # Windows: another run has it open to read it
+                problem = str(exc)
                 continue
-            with os.fdopen(fd, "w") as fh:
-                fh.write(f"{os.getpid()}\n")
-            return
-        raise BusyError("could not take the lock on this tree",  # pragma: no cover - a race
-                        evidence=str(self.path), fix="run the command again")
+            moved = self._look(aside)
+            if moved is not None and (moved.ident, moved.data) == (seen.ident, seen.data):
+                aside.unlink()
+                self.notes.append(f"took over a stale lock ({stale})")
+                continue
+            # Between our look and our rename another run took the stale lock over and made
+            # its own: put that live lock back and race again (we then find it held). Linking
+            # back fails, rather than overwrites, when a third run took the empty slot in the
+            # microseconds between; that run then holds the tree, and the one we moved aside
+            # wrongly believes it does too -- the one window left that only an OS lock closes.
+            with contextlib.suppress(OSError):
+                self._link(aside)
+            with contextlib.suppress(OSError):
+                aside.unlink()
+        raise BusyError("could not take the lock on this tree", evidence=f"{self.path}: "
+                        f"{problem}", fix="run the command again")
 
-    def _owner(self) -> int | None:
+    def _create(self) -> bool:
+        """Try to create the lock with our content; False when a lock exists."""
+        folder = self.path.parent
+        tmp = folder / f"lock.{os.getpid()}-{uuid.uuid4().hex}.tmp"
+        for _ in range(3):  # the folder may be removed by a holder releasing meanwhile
+            folder.mkdir(exist_ok=True)
+            try:
+                with tmp.open("x", encoding="utf-8") as fh:
+                    fh.write(self.content)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                break
+            except FileNotFoundError:
+                continue
         try:
-            return int(self.path.read_text().strip() or "0") or None
-        except (OSError, ValueError):
+            return self._link(tmp)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    def _link(self, source: Path) -> bool:
+        """Make `source`'s content the lock, never replacing one; False when one exists."""
+        try:
+            os.link(source, self.path)
+            return True
+        except FileExistsError:
+            return False
+        except OSError:
+            pass  # no hard links on this file system
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(source.read_bytes())
+            fh.flush()
+            os.fsync(fh.fileno())
+        return True
+
+    def _look(self, path: Path | None = None) -> _LockSeen | None:
+        path = path or self.path
+        try:
+            with path.open("rb") as fh:
+                info = os.fstat(fh.fileno())
+                data = fh.read()
+        except FileNotFoundError:
             return None
+        return _LockSeen(data, (info.st_dev, info.st_ino, info.st_mtime_ns),
+                         time.time() - info.st_mtime)
+
+    def _stale_reason(self, seen: _LockSeen) -> str:
+        """Why the lock seen is stale; raises BusyError when it is held."""
+        owner = seen.owner()
+        fix_delete = f"if no flashbuild run is working on this tree, delete {self.path}"
+        if owner is None or owner.pid is None:
+            if seen.age_s < LOCK_GRACE_S:  # a negative age (clock skew) counts as fresh too
+                raise BusyError(
+                    "another flashbuild run is taking the lock on this tree",
+                    evidence=f"{self.path} is {'empty' if not seen.data else 'half-written'} "
+                    f"and {max(seen.age_s, 0):.1f} s old (its owner is still writing it)",
+                    fix=f"wait for that run to finish; {fix_delete}")
+            return (f"{'empty' if not seen.data else 'half-written'} for "
+                    f"{seen.age_s:.0f} s")
+        pid = owner.pid
+        if pid <= 0:
+            return f"it names no valid pid ({pid})"
+        if owner.host is not None and owner.host != socket.gethostname():
+            raise BusyError(
+                f"a flashbuild run on host {owner.host} (pid {pid}) is patching this tree",
+                evidence=f"{self.path}: {seen.data.decode(errors='replace').strip()}",
+                fix=f"wait for it to finish; {fix_delete}")
+        try:
+            started = _started(pid)
+        except psutil.AccessDenied:  # another user's process: cannot tell, so it holds it
+            started = owner.started if owner.started is not None else 0.0
+        if pid == os.getpid() and owner.started is None:
+            started = None  # a pid-only lock was never written by this very process
+        if started is None:
+            return f"pid {pid} is no longer running"
+        if owner.started is not None and abs(started - owner.started) > _START_TOLERANCE_S:
+            return (f"pid {pid} now belongs to another process, started at "
+                    f"{started:.2f} instead of {owner.started:.2f}")
+        raise BusyError(
+            f"another flashbuild run (pid {pid}) is patching this tree",
+            evidence=f"{self.path} holds pid {pid}, which is running",
+            fix=f"wait for it to finish; if that process is not flashbuild, delete {self.path}")
+
+    def _sweep(self) -> None:
+        """Delete temp and set-aside files of runs killed while taking the lock."""
+        now = time.time()
+        for stray in self.path.parent.glob("lock.*"):
+            with contextlib.suppress(OSError):
+                if now - stray.stat().st_mtime > LOCK_GRACE_S:
+                    stray.unlink()
 
     def release(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+        seen = self._look()
+        if seen is not None and seen.data == self.content.encode("utf-8"):
+            self.path.unlink()  # only our own lock, never one another run took meanwhile
         with contextlib.suppress(OSError):
             self.path.parent.rmdir()  # only when nothing else is left
 
@@ -223,6 +398,35 @@ def write_journal(root: Path, journal: Journal) -> None:
     _fsync_dir(folder)
 
 
+def read_journal_bytes(root: Path) -> bytes | None:
+    """The journal file as it is (to put it back byte for byte), or None."""
+    try:
+        return (state_dir(root) / "journal.json").read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def write_journal_bytes(root: Path, data: bytes) -> None:
+    atomic_write(state_dir(root) / "journal.json", data)
+    _fsync_dir(state_dir(root))
+
+
+def put_back(root: Path, files: dict[str, bytes | None],
+             writer: Writer | None = None) -> list[str]:
+    """Make every file hold the given bytes (None: absent); return the files written."""
+    writer = writer or Writer(root)
+    written = []
+    for path, want in files.items():
+        target = root / path
+        current = target.read_bytes() if target.is_file() else None
+        if current != want:
+            if want is not None:
+                target.parent.mkdir(parents=True, exist_ok=True)
+            writer.put(path, want)
+            written.append(path)
+    return written
+
+
 def save_originals(root: Path, originals: dict[str, bytes]) -> None:
     folder = state_dir(root) / "originals"
     folder.mkdir(parents=True, exist_ok=True)
@@ -258,16 +462,8 @@ def check_writable(root: Path, paths: list[str]) -> None:
 
 def restore(root: Path, journal: Journal, writer: Writer) -> list[str]:
     """Put every journalled file back to its original bytes; return the files written."""
-    written = []
-    for entry in journal.entries:
-        target = root / entry.path
-        current = target.read_bytes() if target.is_file() else None
-        want = read_original(root, entry.path) if entry.original else None
-        if current != want:
-            if want is not None:
-                target.parent.mkdir(parents=True, exist_ok=True)
-            writer.put(entry.path, want)
-            written.append(entry.path)
+    written = put_back(root, {e.path: read_original(root, e.path) if e.original else None
+                              for e in journal.entries}, writer)
     for folder in sorted(journal.created_dirs, key=lambda d: -d.count("/")):
         with contextlib.suppress(OSError):
             (root / folder).rmdir()

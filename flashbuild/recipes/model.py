@@ -12,6 +12,7 @@ loader turns that into a `RecipeError` carrying the file and line.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -198,6 +199,21 @@ class Verify:
     """Names the built module must export."""
     kernels: tuple[str, ...] = ()
     """Kernel names (substrings of mangled names) the binaries must contain."""
+    dynamic_smem: dict[str, str] = field(default_factory=dict)
+    """Dynamic shared memory each kernel requests, declared in the binary: kernel name →
+    the symbol of an initialised device constant holding the bytes it asks for, compiled per
+    arch (`softmax_tiled = "fk_dynamic_smem_softmax_tiled"` for
+    `extern "C" __device__ const unsigned int fk_dynamic_smem_softmax_tiled =
+    TiledSoftmaxTraits<__CUDA_ARCH__>::kSmemBytes;`). verify reads the value from every
+    cubin and fails when it (plus the kernel's static shared memory) exceeds that arch's
+    per-block limit; a symbol no cubin of a target arch holds is a warning."""
+
+    def __post_init__(self) -> None:
+        for kernel, symbol in self.dynamic_smem.items():
+            # An `extern "C"` name: no mangling, so the cubin's .symtab holds it verbatim.
+            if not re.fullmatch(r"[A-Za-z_]\w*", symbol):
+                raise ValueError(f"`dynamic_smem.{kernel}` = {symbol!r} is not a C identifier "
+                                 "(name an `extern \"C\" __device__` constant)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,6 +13,13 @@ Two sources, either enough:
   `.nv.shared.reserved.0` section, and sm_120 cubins name the size in the
   `.nv.reservedSmem.cap` symbol), so ptxas's "N bytes smem" = section size - 1024.
 * `ptxas info` lines (`-Xptxas -v` output captured at build time), which also give spills.
+
+Dynamic shared memory is chosen by the host at launch, so no cubin attribute records it. A
+kernel library declares it per arch instead, as an initialised `extern "C" __device__ const`
+that each device pass compiles from its own traits (the recipe's `[verify] dynamic_smem` names
+the symbol). nvcc 13.0 puts such a constant in `.nv.global.init` (PROGBITS; checked for sm_90a
+and sm_120, whole-program and unused alike), its `.symtab` entry giving the offset in that
+section and the size, so `declared_dynamic_smem` reads the value straight from the cubin.
 """
 
 from __future__ import annotations
@@ -66,6 +73,20 @@ class LimitProblem:
     severity: str  # "fail" | "warn"
     what: str
     fix: str
+    evidence: str = ""
+
+
+@dataclass(frozen=True)
+class DeclaredSmem:
+    """The dynamic shared memory a kernel requests on one arch, read from a cubin constant."""
+
+    kernel: str
+    symbol: str
+    #: Image name of the cubin it was read from (`sm_120`).
+    arch: str
+    bytes: int
+    #: Section the constant lives in (`.nv.global.init`).
+    section: str
 
 
 def _records(data: bytes) -> Iterable[tuple[int, int, bytes | int]]:
@@ -132,6 +153,82 @@ def cubin_resources(  # noqa: PLR0912 - one pass over the sections, one branch p
         KernelResources(name=n, arch=arch, registers=regs.get(n), static_smem=smem.get(n, 0),
                         stack=frame.get(n), max_threads=threads.get(n), source="cubin")
         for n in names)
+
+
+def declared_dynamic_smem(cubin: bytes, symbols: Mapping[str, str], *,
+                          arch: str) -> tuple[DeclaredSmem, ...]:
+    """The values of the `symbols` (kernel → symbol name) this cubin defines; a symbol the
+    cubin does not define is left out (the kernel lives in another translation unit)."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    wanted = {symbol: kernel for kernel, symbol in symbols.items()}
+    out: list[DeclaredSmem] = []
+    try:
+        elf = ELFFile(io.BytesIO(cubin))
+        symtab = elf.get_section_by_name(".symtab")
+        if not isinstance(symtab, SymbolTableSection):
+            return ()
+        for sym in symtab.iter_symbols():
+            kernel = wanted.get(sym.name)
+            index = sym["st_shndx"]
+            if kernel is None or not isinstance(index, int) or index == 0:
+                continue  # not ours, or an undefined / special-index reference
+            section = elf.get_section(index)
+            size = int(sym["st_size"])
+            if section["sh_type"] == "SHT_NOBITS" or size not in (4, 8):
+                raise BinaryFormatError(
+                    f"`{sym.name}` in the {arch} cubin is not an initialised 4- or 8-byte "
+                    "constant", evidence=f"{size} bytes in {section.name} "
+                    f"({section['sh_type']})",
+                    fix=f"declare it as `extern \"C\" __device__ const unsigned int "
+                    f"{sym.name} = <bytes>;`")
+            # st_value is an address; cubin sections have sh_addr 0, so it is the offset.
+            offset = int(sym["st_value"]) - int(section["sh_addr"])
+            raw = section.data()[offset:offset + size]
+            if len(raw) != size:
+                raise BinaryFormatError(f"`{sym.name}` lies outside {section.name}",
+                                        evidence=f"offset {offset}, size {size}, section "
+                                        f"{len(section.data())} bytes", fix="rebuild the module")
+            out.append(DeclaredSmem(kernel=kernel, symbol=sym.name, arch=arch,
+                                    bytes=int.from_bytes(raw, "little"), section=section.name))
+    except (ELFError, ValueError, EOFError, struct.error) as exc:
+        raise BinaryFormatError(f"the {arch} cubin is damaged", evidence=str(exc),
+                                fix="rebuild the module") from exc
+    return tuple(out)
+
+
+def image_declared_smem(image: FatbinImage,
+                        symbols: Mapping[str, str]) -> tuple[DeclaredSmem, ...]:
+    """`declared_dynamic_smem` of a SASS image (decompressing it when needed)."""
+    return declared_dynamic_smem(image.data(), symbols, arch=image.name)
+
+
+def check_declared_smem(declared: DeclaredSmem, arch: Arch, *,
+                        kernels: Iterable[KernelResources] = ()) -> LimitProblem | None:
+    """A failure when the declared dynamic amount plus the static shared memory of the
+    kernel (the largest of the `kernels` of this arch whose name matches) exceeds the
+    per-block maximum of `arch`; None when it fits or the limit is unknown."""
+    limit = arch.max_smem_per_block()
+    if limit is None:
+        return None
+    static = max((k.static_smem or 0 for k in kernels if _names(declared.kernel, k.name)),
+                 default=0)
+    total = declared.bytes + static
+    if total <= limit:
+        return None
+    plus = f" (+ {static} B static = {total} B)" if static else ""
+    return LimitProblem(
+        declared.kernel, declared.arch, "fail",
+        f"{declared.kernel} requests {declared.bytes} B of dynamic shared memory per block on "
+        f"{declared.arch}{plus}; {arch.sm} allows {limit} B, so the launch is refused at run "
+        "time",
+        f"give {arch.sm} its own kernel traits with a budget of at most {limit - static} B "
+        "(a recipe `insert-block` step, as recipes/csrc.toml's `sm120-traits` does), so the "
+        f"{arch.sm} device pass compiles `{declared.symbol}` from them",
+        evidence=f"`{declared.symbol}` = {declared.bytes} in {declared.section} of the "
+        f"{declared.arch} cubin")
 
 
 def image_resources(image: FatbinImage) -> tuple[KernelResources, ...]:
@@ -207,7 +304,13 @@ def _dynamic_for(kernel: str, dynamic: Mapping[str, int]) -> int:
     if kernel in dynamic:
         return dynamic[kernel]
     for name, amount in dynamic.items():
-        # `_Z5stagePfi` declares `stage`: match the Itanium length-prefixed name.
-        if re.match(rf"^_Z(?:N\d+\w+?)?{len(name)}{re.escape(name)}", kernel):
+        if _names(name, kernel):
             return amount
     return 0
+
+
+def _names(name: str, kernel: str) -> bool:
+    """Whether the plain `name` names the (possibly mangled) `kernel`: `stage` names
+    `_Z5stagePfi` (the Itanium length-prefixed name, in a namespace or not)."""
+    return kernel == name or re.match(
+        rf"^_Z(?:N\d+\w+?)?{len(name)}{re.escape(name)}", kernel) is not None

@@ -221,6 +221,8 @@ def verify_install(
     cache: dict[str, str] | None = None
     any_device_code = False
     limits_checked = 0
+    declared: set[tuple[str, int]] = set()
+    sass_codes: set[int] = set()
     for artifact in manifest.artifacts:
         result = _artifact_checks(folder / artifact.path, artifact.path, artifact.kind,
                                   spec=spec, manifest=manifest, platform=plat, env=environ,
@@ -231,6 +233,10 @@ def verify_install(
             images[artifact.path] = result.images
             any_device_code = any_device_code or bool(result.images)
         limits_checked += result.kernels
+        declared |= result.declared
+        sass_codes |= result.sass_codes
+    checks += _missing_declared_checks(manifest, spec, pkg, found=declared,
+                                       sass_codes=sass_codes)
     if manifest.artifacts and not any_device_code and not any(
             c.status is Status.FAIL for c in checks):
         checks.append(Check("images", pkg, Status.FAIL, "no installed binary holds GPU code",
@@ -253,6 +259,10 @@ class _ArtifactResult:
     images: list[dict[str, object]] | None
     kernels: int
     cache: dict[str, str] | None
+    #: (kernel, arch code) pairs whose declared dynamic shared memory was read.
+    declared: frozenset[tuple[str, int]] = frozenset()
+    #: Arch codes of the SASS images the binary holds.
+    sass_codes: frozenset[int] = frozenset()
 
 
 def _artifact_checks(binary: Path, subject: str, kind: str, *, spec: ArchSpec,
@@ -297,6 +307,9 @@ def _artifact_checks(binary: Path, subject: str, kind: str, *, spec: ArchSpec,
                                 "build with nvcc `--no-compress`"))
     if manifest.ptxas_info:
         kernels += resources.parse_ptxas_info(manifest.ptxas_info)
+    declared, declared_checks = _declared_smem_checks(found, kernels, spec=spec,
+                                                      manifest=manifest, subject=subject)
+    checks += declared_checks
     dynamic = {k.kernel: k.dynamic_smem_bytes for k in manifest.kernel_smem}
     counted = 0
     for target in spec.targets:
@@ -306,7 +319,71 @@ def _artifact_checks(binary: Path, subject: str, kind: str, *, spec: ArchSpec,
         for problem in resources.check_limits(mine, target.arch, dynamic_smem=dynamic):
             checks.append(Check("resources", f"{subject} {problem.kernel} ({problem.arch})",
                                 Status(problem.severity), problem.what, fix=problem.fix))
-    return _ArtifactResult(checks, [i.to_json() for i in found.images], counted, cache)
+    return _ArtifactResult(checks, [i.to_json() for i in found.images], counted, cache,
+                           declared=declared,
+                           sass_codes=frozenset(i.arch.code for i in found.sass))
+
+
+def _declared_smem_checks(found: BinaryImages, kernels: Sequence[resources.KernelResources],
+                          *, spec: ArchSpec, manifest: Manifest,
+                          subject: str) -> tuple[frozenset[tuple[str, int]], list[Check]]:
+    """Read the recipe's dynamic-smem symbols from each SASS image and check them against the
+    limits of the target archs that image serves. Returns the (kernel, arch code) pairs found,
+    so the caller can warn about a symbol no binary holds."""
+    symbols = {d.kernel: d.symbol for d in manifest.dynamic_smem_symbols}
+    if not symbols:
+        return frozenset(), []
+    checks: list[Check] = []
+    seen: set[tuple[str, int]] = set()
+    for image in found.sass:
+        targets = [t.arch for t in spec.targets if t.arch.code == image.arch.code]
+        if not targets:
+            continue
+        try:
+            declared = resources.image_declared_smem(image, symbols)
+        except BinaryFormatError as exc:
+            checks.append(Check("resources", f"{subject} {image.name}", Status.WARN,
+                                "declared dynamic shared memory unreadable", exc.paragraph(),
+                                exc.fix or "rebuild the module"))
+            continue
+        mine = [k for k in kernels
+                if k.arch.removeprefix("sm_").rstrip("af") == str(image.arch.code)]
+        for item in declared:
+            seen.add((item.kernel, image.arch.code))
+            for arch in targets:
+                problem = resources.check_declared_smem(item, arch, kernels=mine)
+                if problem is not None:
+                    checks.append(Check("resources", f"{subject} {item.kernel} ({item.arch})",
+                                        Status.FAIL, problem.what, problem.evidence,
+                                        problem.fix))
+                else:
+                    limit = arch.max_smem_per_block()
+                    checks.append(Check(
+                        "resources", f"{subject} {item.kernel} ({item.arch})", Status.OK,
+                        f"requests {item.bytes} B of dynamic shared memory; {arch.sm} allows "
+                        f"{limit if limit is not None else 'an unknown amount of'} B",
+                        f"`{item.symbol}` in {item.section}"))
+    return frozenset(seen), checks
+
+
+def _missing_declared_checks(manifest: Manifest, spec: ArchSpec, pkg: str, *,
+                             found: set[tuple[str, int]], sass_codes: set[int]) -> list[Check]:
+    """A warning for each declared kernel that no cubin of a target arch defines: its
+    dynamic shared memory is then unchecked there."""
+    checks: list[Check] = []
+    for entry in manifest.dynamic_smem_symbols:
+        for arch in dict.fromkeys(t.arch for t in spec.targets if t.arch.code in sass_codes):
+            if (entry.kernel, arch.code) not in found:
+                checks.append(Check(
+                    "resources", f"{pkg} {entry.kernel} ({arch.sm})", Status.WARN,
+                    f"no {arch.sm} cubin defines `{entry.symbol}`: the dynamic shared memory "
+                    f"of {entry.kernel} is unchecked on {arch.sm}",
+                    f"the recipe's [verify] dynamic_smem names `{entry.symbol}` for "
+                    f"{entry.kernel}",
+                    f"define it in the kernel's .cu file: `extern \"C\" __device__ const "
+                    f"unsigned int {entry.symbol} = <traits>::kSmemBytes;`, or fix the name "
+                    "in the recipe"))
+    return checks
 
 
 def _runtime_checks(pkg: str, manifest: Manifest, *, exports: Sequence[str] | None,

@@ -3,12 +3,16 @@ through the engine API and through `flashbuild patch` (exit codes)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
+import socket
 import stat
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
+import psutil
 import pytest
 from typer.testing import CliRunner
 
@@ -280,3 +284,173 @@ def test_cli_recipe_check(tmp_path: Path, fake_transform: object) -> None:
     bad.write_text('[recipe]\nname = "b"\ndescripton = "typo"\n')
     code, out = run("recipe", "check", str(bad))
     assert code == 4 and "descripton" in out and "bad.toml:3" in out
+
+
+# --- a write that fails half-way (disk full, a permission check_writable cannot see) --------
+
+
+def fail_tree_write(monkeypatch: pytest.MonkeyPatch, nth: int, *, then: bool = False,
+                    code: int = errno.ENOSPC) -> list[str]:
+    """Make the `nth` write of a tree file (not of .flashbuild/) raise OSError(`code`); with
+    `then`, every later one too. Returns the tree files written meanwhile."""
+    real = jr.atomic_write
+    seen: list[str] = []
+
+    def write(target: Path, data: bytes, **kwargs: Any) -> None:
+        if jr.STATE_DIR not in target.parts:
+            seen.append(target.name)
+            if len(seen) == nth or (then and len(seen) > nth):
+                raise OSError(code, os.strerror(code), str(target))
+        real(target, data, **kwargs)
+
+    monkeypatch.setattr(jr, "atomic_write", write)
+    return seen
+
+
+@pytest.mark.parametrize("nth", [1, 2])
+def test_failed_write_puts_a_fresh_tree_back(tree: Path, recipe: Recipe, nth: int,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    before = contents(tree)
+    writes = fail_tree_write(monkeypatch, nth)
+    with pytest.raises(PatchError) as info:
+        patch_tree(recipe, tree, make_context(**WIN120))
+    assert info.value.exit_code == 5
+    assert "No space left on device" in info.value.what
+    assert "put back as it was" in info.value.what
+    assert info.value.fix.startswith("free disk space")
+    # nth - 1 written, one failed, and the nth - 1 written put back by the rollback
+    assert len(writes) == 2 * nth - 1
+    assert contents(tree) == before  # byte-identical, no temp files, no .flashbuild/
+    assert not (tree / ".flashbuild").exists()
+
+
+def test_failed_write_keeps_the_previous_plan(tree: Path, recipe: Recipe,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    patch_tree(recipe, tree, make_context(**WIN120))
+    patched = contents(tree)  # journal and originals included
+    fail_tree_write(monkeypatch, 2, code=errno.EACCES)
+    with pytest.raises(PatchError, match="Permission denied") as info:
+        patch_tree(recipe, tree, make_context(**LINUX90))
+    assert "writable" in info.value.fix
+    assert contents(tree) == patched
+    state = applied_state(tree)
+    assert state is not None and state.context == make_context(**WIN120).describe()
+    monkeypatch.undo()
+    revert_tree(tree)
+    patch_tree(recipe, tree, make_context(**LINUX90))  # and the tree still works as before
+
+
+def test_failed_write_removes_new_files_and_folders(tree: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "new.patch").write_text(
+        "--- /dev/null\n+++ b/gen/deep/new.h\n@@ -0,0 +1 @@\n+#pragma once\n")
+    (tmp_path / "readme.patch").write_text(
+        "--- a/zzz.txt\n+++ b/zzz.txt\n@@ -1 +1 @@\n-old\n+new\n")
+    (tree / "zzz.txt").write_text("old\n")
+    recipe = parse_recipe('[recipe]\nname = "n"\n[[patch]]\nid = "new"\ndiff = "new.patch"\n'
+                          '[[patch]]\nid = "z"\ndiff = "readme.patch"\n', tmp_path / "r.toml")
+    before = contents(tree)
+    fail_tree_write(monkeypatch, 2)  # gen/deep/new.h is written, then zzz.txt fails
+    with pytest.raises(PatchError, match=r"zzz\.txt"):
+        patch_tree(recipe, tree, make_context(**LINUX90))
+    assert contents(tree) == before
+    assert not (tree / "gen").exists()
+
+
+def test_failed_rollback_leaves_a_repairable_tree(tree: Path, recipe: Recipe,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    before = contents(tree)
+    fail_tree_write(monkeypatch, 2, then=True)  # the disk stays full
+    with pytest.raises(PatchError, match="nor put the tree back") as info:
+        patch_tree(recipe, tree, make_context(**WIN120))
+    assert "--revert" in info.value.fix
+    journal = jr.read_journal(tree)
+    assert journal is not None and journal.state == "writing"
+    monkeypatch.undo()  # space freed
+    assert patch_tree(recipe, tree, make_context(**WIN120)).repaired
+    revert_tree(tree)
+    assert contents(tree) == before
+
+
+def test_cli_write_failure_exit_code(tree: Path, fake_transform: object,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    before = contents(tree)
+    fail_tree_write(monkeypatch, 2)
+    code, out = run("patch", "--recipe", str(FIXTURES / "demo.toml"), "--source", str(tree),
+                    "--platform", "windows", "--arch", "sm120", "--json")
+    assert code == 5, out
+    doc, _ = json.JSONDecoder().raw_decode(out)  # the JSON document, then the message
+    assert "could not write" in doc["what"] and doc["fix"]
+    assert contents(tree) == before
+
+
+# --- the lock ---------------------------------------------------------------------------------
+
+
+def write_lock(tree: Path, text: str, *, age_s: float = 0.0) -> Path:
+    lock = tree / ".flashbuild" / "lock"
+    lock.parent.mkdir(exist_ok=True)
+    lock.write_text(text)
+    when = time.time() - age_s
+    os.utime(lock, (when, when))
+    return lock
+
+
+def lock_text(pid: int, started: float, host: str | None = None) -> str:
+    return json.dumps({"pid": pid, "started": started,
+                       "host": host or socket.gethostname()}) + "\n"
+
+
+@pytest.mark.parametrize("text", ["", "12", '{"pid": 1'])
+def test_fresh_empty_or_half_written_lock_is_busy(tree: Path, text: str) -> None:
+    write_lock(tree, text)
+    with pytest.raises(BusyError, match="taking the lock") as info:
+        jr.Lock(tree).acquire()
+    assert "still writing it" in info.value.evidence
+
+
+def test_old_half_written_lock_is_taken_over(tree: Path) -> None:
+    lock = write_lock(tree, "12", age_s=jr.LOCK_GRACE_S + 60)
+    taken = jr.Lock(tree)
+    taken.acquire()
+    assert taken.notes == ["took over a stale lock (half-written for 70 s)"]
+    assert json.loads(lock.read_text())["pid"] == os.getpid()
+    taken.release()
+    assert not (tree / ".flashbuild").exists()
+
+
+def test_lock_of_a_reused_pid_is_stale(tree: Path) -> None:
+    parent = psutil.Process(os.getppid())
+    write_lock(tree, lock_text(parent.pid, parent.create_time()))
+    with pytest.raises(BusyError, match=f"pid {parent.pid}"):
+        jr.Lock(tree).acquire()
+    write_lock(tree, lock_text(parent.pid, parent.create_time() - 1000))
+    taken = jr.Lock(tree)
+    taken.acquire()
+    assert "now belongs to another process" in taken.notes[0]
+    taken.release()
+
+
+def test_lock_of_another_host_is_busy(tree: Path) -> None:
+    write_lock(tree, lock_text(999999999, 1.0, host="elsewhere"))
+    with pytest.raises(BusyError, match="on host elsewhere"):
+        jr.Lock(tree).acquire()
+
+
+def test_release_leaves_a_lock_it_does_not_own(tree: Path) -> None:
+    taken = jr.Lock(tree)
+    taken.acquire()
+    other = write_lock(tree, lock_text(os.getppid(), psutil.Process(os.getppid()).create_time()))
+    taken.release()
+    assert other.exists()
+
+
+def test_stray_lock_files_of_killed_runs_are_swept(tree: Path) -> None:
+    stray = write_lock(tree, "").with_name("lock.123-abc.tmp")
+    (tree / ".flashbuild" / "lock").unlink()
+    stray.write_text(lock_text(123, 1.0))
+    old = time.time() - jr.LOCK_GRACE_S - 60
+    os.utime(stray, (old, old))
+    with jr.locked(tree):
+        assert not stray.exists()
+    assert not (tree / ".flashbuild").exists()

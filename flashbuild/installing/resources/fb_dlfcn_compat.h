@@ -2,17 +2,25 @@
 //
 // On POSIX this is exactly <dlfcn.h>. On Windows (_WIN32) there is no dlfcn.h, so the four
 // calls are mapped to the Win32 loader:
-//   dlopen  -> LoadLibraryExW, the UTF-8 path converted to UTF-16 (MultiByteToWideChar), with
+//   dlopen  -> LoadLibraryExW, the UTF-8 path converted to UTF-16 (MultiByteToWideChar).
+//              A name with a directory part (`/`, `\` or a drive) is a path, as for POSIX
+//              dlopen: GetFullPathNameW resolves it against the current directory, a result
+//              of MAX_PATH or more gets the `\\?\` prefix, and it is loaded with
 //              LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR | LOAD_LIBRARY_SEARCH_DEFAULT_DIRS so the
-//              plugin's own dependencies next to it resolve (PATH and the current directory
-//              are not searched, as for Python >= 3.8 extension modules);
+//              plugin's own dependencies next to it resolve (that flag fails with
+//              ERROR_INVALID_PARAMETER unless the path is absolute). A bare name is searched
+//              with LOAD_LIBRARY_SEARCH_DEFAULT_DIRS alone: PATH and the current directory are
+//              not searched, as for Python >= 3.8 extension modules.
+//              RTLD_NOLOAD only looks the module up (GetModuleHandleExW, which adds a reference
+//              as dlopen does); dlopen(NULL) is the program's own handle.
 //   dlsym   -> GetProcAddress, cast through FARPROC;
 //   dlerror -> FormatMessageW(GetLastError()) converted to UTF-8 in a thread-local buffer,
-//              returned once and then cleared, as POSIX specifies;
-//   dlclose -> FreeLibrary (0 on success, like dlclose).
-// RTLD_* flags are accepted and ignored on Windows (the Win32 loader has no lazy binding or
-// global symbol namespace). A plugin DLL must export its symbols (__declspec(dllexport));
-// `extern "C"` alone exports nothing from a DLL.
+//              trailing CR/LF trimmed, returned once and then cleared, as POSIX specifies;
+//   dlclose -> FreeLibrary (0 on success, like dlclose); the program's own handle from
+//              dlopen(NULL) holds no reference and is never freed.
+// The other RTLD_* flags are accepted and ignored on Windows (the Win32 loader has no lazy
+// binding or global symbol namespace). A plugin DLL must export its symbols
+// (__declspec(dllexport)); `extern "C"` alone exports nothing from a DLL.
 #ifndef FB_DLFCN_COMPAT_H_
 #define FB_DLFCN_COMPAT_H_
 
@@ -33,6 +41,8 @@
 
 #include <stdio.h>
 #include <string.h>
+
+#include <string>
 
 #ifndef RTLD_LAZY
 #define RTLD_LAZY 0x00001
@@ -55,9 +65,11 @@
 
 namespace fb_dlfcn_detail {
 
+const size_t kErrorSize = 1024;
+
 // The pending error message, per thread, as POSIX dlerror() keeps it.
 inline char* error_buffer() {
-  static thread_local char buffer[1024];
+  static thread_local char buffer[kErrorSize];
   return buffer;
 }
 
@@ -66,13 +78,17 @@ inline bool& error_pending() {
   return pending;
 }
 
+// "<what>: <system message for code>" in UTF-8, kept until the next dlerror() of this thread.
 inline void set_error(const char* what, DWORD code) {
   char* out = error_buffer();
-  const size_t size = 1024;
   size_t used = 0;
   if (what != nullptr) {
     used = strlen(what);
-    if (used > size / 2) used = size / 2;
+    if (used > kErrorSize / 2) {
+      used = kErrorSize / 2;
+      // Never cut a UTF-8 sequence in half: back up to the start of a character.
+      while (used > 0 && (static_cast<unsigned char>(what[used]) & 0xC0) == 0x80) --used;
+    }
     memcpy(out, what, used);
     out[used++] = ':';
     out[used++] = ' ';
@@ -81,55 +97,109 @@ inline void set_error(const char* what, DWORD code) {
   DWORD n = FormatMessageW(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, nullptr,
                            code, MAKELANGID(LANG_NEUTRAL, SUBLANG_DEFAULT), wide,
                            static_cast<DWORD>(sizeof(wide) / sizeof(wide[0])), nullptr);
+  // System messages end with "\r\n"; dlerror() text is one line.
   while (n > 0 && (wide[n - 1] == L'\r' || wide[n - 1] == L'\n' || wide[n - 1] == L' ')) --n;
   int written = 0;
   if (n > 0) {
     written = WideCharToMultiByte(CP_UTF8, 0, wide, static_cast<int>(n), out + used,
-                                  static_cast<int>(size - used - 1), nullptr, nullptr);
+                                  static_cast<int>(kErrorSize - used - 1), nullptr, nullptr);
   }
   if (written <= 0) {
-    written = snprintf(out + used, size - used, "Windows error %lu",
-                          static_cast<unsigned long>(code));
+    written = snprintf(out + used, kErrorSize - used, "Windows error %lu",
+                       static_cast<unsigned long>(code));
     if (written < 0) written = 0;
+    if (static_cast<size_t>(written) >= kErrorSize - used) {
+      written = static_cast<int>(kErrorSize - used - 1);
+    }
   }
   out[used + static_cast<size_t>(written)] = '\0';
   error_pending() = true;
 }
 
+// UTF-8 -> UTF-16; false (GetLastError() set) for text that is not valid UTF-8.
+inline bool widen(const char* text, std::wstring& out) {
+  const int chars = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, text, -1, nullptr, 0);
+  if (chars <= 0) return false;
+  out.assign(static_cast<size_t>(chars), L'\0');
+  if (MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, text, -1, &out[0], chars) != chars) {
+    return false;
+  }
+  out.resize(static_cast<size_t>(chars - 1));  // drop the terminating NUL
+  return true;
+}
+
+// POSIX dlopen treats a name containing a slash as a path (relative to the current
+// directory); on Windows `\` and a drive prefix (`C:x`) make a path too.
+inline bool is_path(const std::wstring& name) {
+  return name.find_first_of(L"\\/") != std::wstring::npos ||
+         (name.size() >= 2 && name[1] == L':');
+}
+
+// The absolute path LoadLibraryExW needs for LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR, with the
+// `\\?\` prefix when it reaches MAX_PATH (the loader rejects longer plain paths); false
+// (GetLastError() set) when it cannot be resolved.
+inline bool full_path(const std::wstring& name, std::wstring& out) {
+  // `\\?\` and `\\.\` paths are already absolute and must not be normalised.
+  if (name.compare(0, 4, L"\\\\?\\") == 0 || name.compare(0, 4, L"\\\\.\\") == 0) {
+    out = name;
+    return true;
+  }
+  const DWORD need = GetFullPathNameW(name.c_str(), 0, nullptr, nullptr);
+  if (need == 0) return false;
+  std::wstring full(static_cast<size_t>(need), L'\0');
+  const DWORD got = GetFullPathNameW(name.c_str(), need, &full[0], nullptr);
+  if (got == 0) return false;
+  if (got >= need) {  // the current directory changed between the two calls
+    SetLastError(ERROR_INSUFFICIENT_BUFFER);
+    return false;
+  }
+  full.resize(static_cast<size_t>(got));
+  if (full.size() >= MAX_PATH) {
+    // `\\?\` turns off normalisation, so it goes on only after GetFullPathNameW (which also
+    // turned every `/` into `\`); a UNC path `\\server\share` becomes `\\?\UNC\server\share`.
+    if (full.compare(0, 2, L"\\\\") == 0) {
+      full = L"\\\\?\\UNC\\" + full.substr(2);
+    } else {
+      full = L"\\\\?\\" + full;
+    }
+  }
+  out.swap(full);
+  return true;
+}
+
 }  // namespace fb_dlfcn_detail
 
 inline void* dlopen(const char* path, int flags) {
-  (void)flags;
   if (path == nullptr) {
-    // dlopen(NULL) is the main program.
+    // dlopen(NULL) is the main program; GetModuleHandleW adds no reference, and dlclose
+    // knows not to release this handle.
     return static_cast<void*>(GetModuleHandleW(nullptr));
   }
-  int chars = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, nullptr, 0);
-  if (chars <= 0) {
+  std::wstring name;
+  if (!fb_dlfcn_detail::widen(path, name)) {
     fb_dlfcn_detail::set_error(path, GetLastError());
     return nullptr;
   }
-  wchar_t stack_buffer[MAX_PATH];
-  wchar_t* wide = stack_buffer;
-  if (chars > MAX_PATH) {
-    wide = static_cast<wchar_t*>(HeapAlloc(GetProcessHeap(), 0, sizeof(wchar_t) * chars));
-    if (wide == nullptr) {
-      fb_dlfcn_detail::set_error(path, ERROR_NOT_ENOUGH_MEMORY);
+  DWORD search = LOAD_LIBRARY_SEARCH_DEFAULT_DIRS;
+  if (fb_dlfcn_detail::is_path(name)) {
+    std::wstring full;
+    if (!fb_dlfcn_detail::full_path(name, full)) {
+      fb_dlfcn_detail::set_error(path, GetLastError());
       return nullptr;
     }
+    name.swap(full);
+    search |= LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR;
   }
-  MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, wide, chars);
-  // LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR needs a fully qualified path; fall back to the default
-  // directories alone for a bare name (which then resolves like Python's own imports).
-  const bool qualified = (chars > 2 && wide[1] == L':') || wide[0] == L'\\' || wide[0] == L'/';
-  const DWORD search = qualified
-      ? (LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR | LOAD_LIBRARY_SEARCH_DEFAULT_DIRS)
-      : LOAD_LIBRARY_SEARCH_DEFAULT_DIRS;
-  HMODULE module = LoadLibraryExW(wide, nullptr, search);
-  const DWORD code = module == nullptr ? GetLastError() : 0;
-  if (wide != stack_buffer) HeapFree(GetProcessHeap(), 0, wide);
+  HMODULE module = nullptr;
+  if ((flags & RTLD_NOLOAD) != 0) {
+    // Only a module that is already loaded; flags 0 adds a reference (as dlopen does), so
+    // the handle is released with dlclose like any other.
+    if (!GetModuleHandleExW(0, name.c_str(), &module)) module = nullptr;
+  } else {
+    module = LoadLibraryExW(name.c_str(), nullptr, search);
+  }
   if (module == nullptr) {
-    fb_dlfcn_detail::set_error(path, code);
+    fb_dlfcn_detail::set_error(path, GetLastError());
     return nullptr;
   }
   return static_cast<void*>(module);
@@ -153,6 +223,8 @@ inline char* dlerror() {
 }
 
 inline int dlclose(void* handle) {
+  // The program's own handle (dlopen(NULL)) was handed out without a reference.
+  if (handle != nullptr && handle == static_cast<void*>(GetModuleHandleW(nullptr))) return 0;
   if (FreeLibrary(static_cast<HMODULE>(handle))) return 0;
   fb_dlfcn_detail::set_error("dlclose", GetLastError());
   return -1;
