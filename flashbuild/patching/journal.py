@@ -181,8 +181,8 @@ class Lock:
     Where hard links are not supported (FAT, some network shares) it falls back to O_EXCL,
     then write + fsync; an empty or half-written lock younger than LOCK_GRACE_S counts as held.
     A stale lock (its pid is gone, or now belongs to a process that started at another time)
-    is renamed aside to a unique name -- only one of several runs can win that rename -- and
-    the runs race for a fresh lock again."""
+    is moved aside by the one run that wins a claim on it (see `_claim`), after which the runs
+    race for a fresh lock again."""
 
     def __init__(self, root: Path) -> None:
         self.path = state_dir(root) / "lock"
@@ -201,30 +201,59 @@ class Lock:
             if seen is None:
                 continue  # released meanwhile
             stale = self._stale_reason(seen)
-            aside = self.path.with_name(f"lock.stale-{os.getpid()}-{uuid.uuid4().hex}")
+            claim = self._claim(seen)
             try:
-                self.path.rename(aside)
-            except FileNotFoundError:
-                continue  # another run moved it first
-            except OSError as exc:  # Windows: another run has it open to read it
-                problem = str(exc)
-                continue
+                # Only the holder of this stale lock's claim may move it, and it is still
+                # the same file (a run that claimed it before us has not moved it), so the
+                # rename below cannot catch a live lock made in the meantime.
+                now = self._look()
+                if now is None or (now.ident, now.data) != (seen.ident, seen.data):
+                    continue
+                aside = self.path.with_name(f"lock.stale-{os.getpid()}-{uuid.uuid4().hex}")
+                try:
+                    self.path.rename(aside)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:  # Windows: another run has it open to read it
+                    problem = str(exc)
+                    continue
+            finally:
+                with contextlib.suppress(OSError):
+                    claim.unlink()
             moved = self._look(aside)
-            if moved is not None and (moved.ident, moved.data) == (seen.ident, seen.data):
-                aside.unlink()
+            if moved is not None and (moved.ident, moved.data) != (seen.ident, seen.data):
+                # Cannot happen while claims hold (see _claim); never destroy a live lock.
+                with contextlib.suppress(OSError):
+                    self._link(aside)
+            else:
                 self.notes.append(f"took over a stale lock ({stale})")
-                continue
-            # Between our look and our rename another run took the stale lock over and made
-            # its own: put that live lock back and race again (we then find it held). Linking
-            # back fails, rather than overwrites, when a third run took the empty slot in the
-            # microseconds between; that run then holds the tree, and the one we moved aside
-            # wrongly believes it does too -- the one window left that only an OS lock closes.
-            with contextlib.suppress(OSError):
-                self._link(aside)
             with contextlib.suppress(OSError):
                 aside.unlink()
         raise BusyError("could not take the lock on this tree", evidence=f"{self.path}: "
                         f"{problem}", fix="run the command again")
+
+    def _claim(self, seen: _LockSeen) -> Path:
+        """Claim the right to remove the stale lock `seen`; raises BusyError when another run
+        holds that claim. One claim name per stale lock (its identity and bytes), created with
+        O_EXCL, so only one run can hold it; a claim older than LOCK_GRACE_S is one of a run
+        killed while taking over (that takes milliseconds), so the next generation is tried
+        instead -- no claim is ever deleted by a run that does not own it."""
+        key = hashlib.sha256(repr(seen.ident).encode() + seen.data).hexdigest()[:16]
+        for generation in range(16):
+            claim = self.path.with_name(f"lock.claim-{key}-{generation}")
+            try:
+                os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+                return claim
+            except FileExistsError:
+                try:
+                    age = time.time() - claim.stat().st_mtime
+                except FileNotFoundError:
+                    age = LOCK_GRACE_S  # its owner is done: the lock has moved on
+                if age < LOCK_GRACE_S:
+                    break
+        raise BusyError("another flashbuild run is taking over a stale lock on this tree",
+                        evidence=f"{self.path} is stale and {claim.name} was just claimed",
+                        fix="run the command again after that run is done")
 
     def _create(self) -> bool:
         """Try to create the lock with our content; False when a lock exists."""

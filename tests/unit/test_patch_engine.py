@@ -454,3 +454,21 @@ def test_stray_lock_files_of_killed_runs_are_swept(tree: Path) -> None:
     with jr.locked(tree):
         assert not stray.exists()
     assert not (tree / ".flashbuild").exists()
+
+
+def test_stale_lock_claimed_by_another_run(tree: Path) -> None:
+    lock = write_lock(tree, "999999999\n")
+    seen = jr.Lock(tree)._look()
+    assert seen is not None
+    claim = jr.Lock(tree)._claim(seen)  # another run is taking it over right now
+    with pytest.raises(BusyError, match="taking over a stale lock"):
+        jr.Lock(tree).acquire()
+    assert lock.read_text() == "999999999\n"
+    old = time.time() - jr.LOCK_GRACE_S - 60  # ... or was killed doing so, long ago
+    os.utime(claim, (old, old))
+    taken = jr.Lock(tree)
+    taken.acquire()
+    assert taken.notes == ["took over a stale lock (pid 999999999 is no longer running)"]
+    assert not claim.exists()  # swept
+    taken.release()
+    assert not (tree / ".flashbuild").exists()
