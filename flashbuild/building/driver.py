@@ -713,6 +713,10 @@ NOT_BUILD_BLOCKERS = frozenset({"driver.older-than-toolkit", "target.a-other-sm"
                                 "msvc.outside-window"})
 
 
+#: The doctor probes a build runs before it starts.
+BUILD_PROBES = frozenset({"toolkits", "compilers", "host"})
+
+
 def doctor_blockers(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,
                     spec: ArchSpec, cuda: Path | None, cache_dir: Path) -> list[str]:
     """Doctor's verdicts for this target that block a build, one line each (title + fix)."""
@@ -720,8 +724,11 @@ def doctor_blockers(env: Mapping[str, str], runner: StreamRunner, plat: Platform
     from flashbuild.detect.doctor import collect
     from flashbuild.detect.rules import Severity, evaluate
 
+    # Only the probes whose rules can block a build: GPUs and Python/torch only feed
+    # run-time verdicts, and a missing cmake/ninja is the build's own clear error. NVML
+    # start-up and the torch probe would otherwise dominate a no-op rebuild.
     findings = collect(env, runner, plat, spec=spec, explicit=cuda,
-                       cache=ProbeCache(cache_dir))
+                       cache=ProbeCache(cache_dir), only=BUILD_PROBES)
     return [f"{v.title} (fix: {v.fix})" if v.fix else v.title
             for v in evaluate(findings)
             if v.severity is Severity.ERROR and v.rule_id not in NOT_BUILD_BLOCKERS]

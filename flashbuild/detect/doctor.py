@@ -61,8 +61,10 @@ def collect(env: Mapping[str, str], runner: Runner, platform: Platform, *,
             python: PythonEnv | None = None, nvml: Any = None,
             registry: RegistryReader | None = None, cores: int | None = None,
             memory: tuple[int, int] | None = None,
-            budget: float = PROBE_BUDGET) -> Findings:
-    """Run every probe (in parallel) and gather what they found. Never raises."""
+            budget: float = PROBE_BUDGET,
+            only: frozenset[str] | None = None) -> Findings:
+    """Run every probe (or those named in `only`) in parallel and gather what they found.
+    Never raises."""
     cache = cache or ProbeCache(None, enabled=False)
     py = python or current_python()
     tool_env = dict(env)
@@ -81,6 +83,8 @@ def collect(env: Mapping[str, str], runner: Runner, platform: Platform, *,
         "host": lambda: probe_host(env, platform, build_dir=build_dir or Path.cwd(),
                                    cores=cores, memory=memory, registry=registry),
     }
+    if only is not None:
+        probes = {name: probe for name, probe in probes.items() if name in only}
     results: dict[str, object] = {}
     failures: list[tuple[str, str]] = []
     pool = ThreadPoolExecutor(max_workers=len(probes), thread_name_prefix="probe")

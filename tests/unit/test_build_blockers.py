@@ -55,3 +55,24 @@ def test_msvc_outside_window_does_not_block_when_build_activates_a_toolset(
                                spec=parse_arch_spec("sm120"), cuda=None,
                                cache_dir=tmp_path / "cache")
     assert not [b for b in blockers if "MSVC" in b], blockers
+
+
+def test_build_checks_skip_the_gpu_and_python_probes(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML start-up and the torch probe only feed run-time verdicts; a no-op rebuild must
+    not pay for them."""
+    ran: list[str] = []
+
+    def must_not_run(*args: object, **kwargs: object) -> None:
+        ran.append("probe")
+
+    monkeypatch.setattr(doctor, "probe_gpus", must_not_run)
+    monkeypatch.setattr(doctor, "probe_pyenv", must_not_run)
+    monkeypatch.setattr(doctor, "find_toolkits", lambda *a, **k: ToolkitSearch(
+        candidates=(), chosen=None, reason="none"))
+    env = {"PATH": str(tmp_path / "bin"), "HOME": str(tmp_path)}
+    blockers = doctor_blockers(env, ReplayRunner(), platforms.get("linux"),
+                               spec=parse_arch_spec("sm120"), cuda=None,
+                               cache_dir=tmp_path / "cache")
+    assert ran == [], "a run-time-only probe ran during the build's checks"
+    assert blockers  # the toolkit probe still ran and still blocks
