@@ -275,7 +275,8 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     ext = ext_suffix(request.python, runner, request.env)
     artifacts = find_artifacts(request, setup.output_dir, ext)
     dll_dirs = shim.dll_dirs([*request.toolkit.dll_dirs, *request.extra_dll_dirs,
-                              *_wheel_dll_dirs(artifacts)])
+                              *(_wheel_dll_dirs(artifacts)
+                                if request.platform.registers_dll_dirs else ())])
     ptxas = progress.merge_ptxas(setup.folder.path / "logs" / "ptxas.json", monitor.ptxas)
     manifest = build_manifest(request, outcome, artifacts, dll_dirs, argv=setup.argv,
                               ptxas_info=ptxas)

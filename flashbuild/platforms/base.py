@@ -36,6 +36,9 @@ class Platform(Protocol):
     #: Name of the variable the dynamic loader searches (informational on Windows, where
     #: Python's extension loading ignores PATH; see FACTS.md "Windows DLL loading").
     library_path_var: str
+    #: Whether an extension module must register its DLL folders itself (Windows: Python
+    #: ignores PATH for a .pyd's dependencies); elsewhere RUNPATH does the job.
+    registers_dll_dirs: bool
 
     def path(self, text: str) -> PurePath:
         """A path of this platform's flavour."""

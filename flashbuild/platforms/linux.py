@@ -17,6 +17,7 @@ class LinuxPlatform:
     exe_suffix = ""
     shared_lib_suffix = ".so"
     pathsep = ":"
+    registers_dll_dirs = False
     library_path_var = "LD_LIBRARY_PATH"
     host_compiler_family: HostCompilerFamily = "gnu"
     pypi_toolkit_usable_as_is = False

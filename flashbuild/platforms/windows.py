@@ -18,6 +18,7 @@ class WindowsPlatform:
     exe_suffix = ".exe"
     shared_lib_suffix = ".dll"
     pathsep = ";"
+    registers_dll_dirs = True
     library_path_var = "PATH"
     host_compiler_family: HostCompilerFamily = "msvc"
     # The wheel's nvcc.profile links from $(TOP)/lib/x64, where the .lib files are
