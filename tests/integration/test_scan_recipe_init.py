@@ -20,17 +20,12 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
 
-def _nvcc() -> Path:
-    for root in (os.environ.get("FLASHBUILD_TEST_CUDA_ROOT"), "/usr/local/cuda-13.0"):
-        if root and (Path(root) / "bin" / "nvcc").is_file():
-            return Path(root) / "bin" / "nvcc"
-    pytest.skip("no CUDA toolkit (set FLASHBUILD_TEST_CUDA_ROOT)")
-
-
-def test_drafted_recipe_makes_csrc_compile_for_windows_sm120(tmp_path: Path) -> None:
+def test_drafted_recipe_makes_csrc_compile_for_windows_sm120(tmp_path: Path,
+                                                             cuda_toolkit_root: Path) -> None:
     import pybind11
 
-    nvcc = _nvcc()
+    override = os.environ.get("FLASHBUILD_TEST_CUDA_ROOT")
+    nvcc = Path(override or cuda_toolkit_root) / "bin" / "nvcc"
     tree = tmp_path / "csrc"
     shutil.copytree(ROOT / "csrc", tree, ignore=shutil.ignore_patterns("__pycache__", "build*"))
     recipe = tmp_path / "drafted.toml"
