@@ -17,8 +17,6 @@ from flashbuild.verifying.verify import Status, verify_install
 
 pytestmark = pytest.mark.integration
 V = Path(__file__).resolve().parent.parent / "fixtures" / "verify"
-NVCC = shutil.which("nvcc")
-needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not on PATH")
 
 
 def _cuobjdump() -> str | None:
@@ -61,12 +59,12 @@ extern "C" int launch(float* a) { scale<<<1, 32>>>(a); return 0; }
 '''
 
 
-def build_package(tmp_path: Path, *, extra_lib: bool) -> Path:
+def build_package(tmp_path: Path, nvcc: Path, *, extra_lib: bool) -> Path:
     site = tmp_path / "site"
     pkg = site / "fakekern"
     pkg.mkdir(parents=True)
     (tmp_path / "k.cu").write_text(SRC)
-    argv = [NVCC or "nvcc", "-shared", "-Xcompiler", "-fPIC", "-cudart", "static",
+    argv = [str(nvcc), "-shared", "-Xcompiler", "-fPIC", "-cudart", "static",
             "-gencode", "arch=compute_90a,code=sm_90a", "-o", str(pkg / "libkern.so"),
             str(tmp_path / "k.cu"), "-Xptxas", "-v"]
     if extra_lib:
@@ -84,9 +82,9 @@ def build_package(tmp_path: Path, *, extra_lib: bool) -> Path:
     return pkg
 
 
-@needs_nvcc
-def test_verify_real_package_then_missing_dependency(tmp_path: Path) -> None:
-    pkg = build_package(tmp_path, extra_lib=True)
+def test_verify_real_package_then_missing_dependency(tmp_path: Path,
+                                                     cuda_toolkit_root: Path) -> None:
+    pkg = build_package(tmp_path, cuda_toolkit_root / 'bin' / 'nvcc', extra_lib=True)
     env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(tmp_path)}
     report = verify_install(manifest_path=pkg, runner=ProcessRunner(), env=env,
                             python=sys.executable, run_gpu=False)
@@ -104,9 +102,9 @@ def test_verify_real_package_then_missing_dependency(tmp_path: Path) -> None:
     assert "missing" in failed["import"].fix
 
 
-@needs_nvcc
-def test_verify_catches_missing_export_and_wrong_arch(tmp_path: Path) -> None:
-    pkg = build_package(tmp_path, extra_lib=False)
+def test_verify_catches_missing_export_and_wrong_arch(tmp_path: Path,
+                                                       cuda_toolkit_root: Path) -> None:
+    pkg = build_package(tmp_path, cuda_toolkit_root / 'bin' / 'nvcc', extra_lib=False)
     from flashbuild.arch import parse_arch_spec
 
     report = verify_install(manifest_path=pkg, runner=ProcessRunner(), python=sys.executable,
