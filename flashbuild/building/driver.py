@@ -234,7 +234,7 @@ def build(request: BuildRequest, *, runner: StreamRunner,
             details={"blockers": blockers},
         )
     tools = cmake.find_tools(runner, request.env, request.platform)
-    nvcc = _nvcc(request.toolkit)
+    nvcc = _nvcc(request.toolkit, request.cmake_toolkit_root)
     _validate_arch(request, nvcc, runner)
     steps.append(StepTime("checks", time.monotonic() - t0))
 
@@ -304,7 +304,10 @@ def build(request: BuildRequest, *, runner: StreamRunner,
 
 # --- steps -------------------------------------------------------------------------------
 
-def _nvcc(toolkit: Toolkit) -> Path:
+def _nvcc(toolkit: Toolkit, cmake_root: Path | None = None) -> Path:
+    """The nvcc CMake must be given. For the PyPI wheel layout that is the copy inside the
+    CMake-usable root: nvcc finds its profile, and through it the libraries to link, from its
+    own real path, so the wheel's own nvcc fails CMake's compiler check (FACTS.md)."""
     if toolkit.nvcc is None:
         raise ToolchainError(
             f"the CUDA toolkit at {toolkit.root} has no nvcc",
@@ -312,6 +315,10 @@ def _nvcc(toolkit: Toolkit) -> Path:
             fix="install the compiler (`pip install \"cuda-toolkit[nvcc,cudart,cccl,crt,nvvm]"
             "==13.0.2\"`) or point --cuda at a full toolkit",
         )
+    if cmake_root is not None and Path(cmake_root) != Path(toolkit.root):
+        shaped = Path(cmake_root) / "bin" / Path(toolkit.nvcc).name
+        if shaped.is_file():
+            return shaped
     return toolkit.nvcc
 
 

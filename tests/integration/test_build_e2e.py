@@ -251,3 +251,27 @@ def test_in_place_patches_the_tree_and_patch_revert_restores_it(
     assert staged["configured"] is True and staged["cmake_source"] == str(folder / "src")
     assert any("was configured from" in str(n) for n in staged["notes"])  # type: ignore[attr-defined]
     assert {k: v[0] for k, v in _tree_state(tree).items()} == pristine
+
+
+def test_builds_with_the_raw_pypi_toolkit(tmp_path: Path) -> None:
+    """What a fresh machine has after `pip install -e .[cuda]`: only the wheel layout, whose
+    own nvcc fails CMake's compiler check (`cannot find -lcudadevrt`). flashbuild must hand
+    CMake the nvcc of the toolkit-shaped folder it makes, not the wheel's."""
+    import sysconfig
+
+    pypi = Path(sysconfig.get_paths()["purelib"]) / "nvidia" / "cu13"
+    if not (pypi / "bin" / "nvcc").is_file():
+        pytest.skip("the PyPI CUDA toolkit is not installed (pip install -e .[cuda])")
+    tree = tmp_path / "minikern"
+    shutil.copytree(FIXTURE, tree)
+    env_cache = tmp_path / "cache"
+    argv = _cli(tree, pypi, "--install", "none")
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, check=False,
+                          timeout=600, env={**os.environ, "XDG_CACHE_HOME": str(env_cache)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    assert doc["configured"] is True and doc["edges"]
+    cache = (Path(str(doc["build_dir"])) / "CMakeCache.txt").read_text()
+    compiler = next(line for line in cache.splitlines()
+                    if line.startswith("CMAKE_CUDA_COMPILER:"))
+    assert str(pypi) not in compiler, compiler
