@@ -325,6 +325,9 @@ class _Candidates:
 
 def _from_explicit(c: _Candidates, explicit: Path, runner: Runner,
                    env: Mapping[str, str]) -> None:
+    # Absolute from here on: the root ends up in the manifest and in the loader shim, which
+    # drops relative folders (they would mean the importing process's current directory).
+    explicit = explicit.absolute()
     root = root_of_nvcc(explicit, runner, env) if explicit.is_file() else explicit
     if root is None or not root.exists():
         c.problems.append(f"--cuda {explicit}: not a toolkit folder or nvcc")

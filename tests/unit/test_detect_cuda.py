@@ -279,3 +279,17 @@ def test_corrupt_cache_entry_is_a_miss(tmp_path: Path) -> None:
     tk = probe_toolkit(root, ["standard"], runner=runner, env={}, platform=LinuxPlatform(),
                        cache=cache)
     assert tk.version == Version("13.0.88") and len(runner.calls) == 2
+
+
+def test_a_relative_cuda_option_becomes_an_absolute_root(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--cuda .venv/.../nvidia/cu13` must not reach the manifest or the shim as a relative
+    path: the shim drops relative folders, so the toolkit's DLLs would go unregistered."""
+    from flashbuild.detect.cuda import _Candidates, _from_explicit
+
+    (tmp_path / "tk" / "bin").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    candidates = _Candidates()
+    _from_explicit(candidates, Path("tk"), ReplayRunner(), {})
+    roots = [root for root, _ in candidates.found.values()]
+    assert roots == [tmp_path / "tk"] and roots[0].is_absolute()
