@@ -223,8 +223,9 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     steps: list[StepTime] = []
     notes: list[str] = []
 
-    # 1. doctor's blocking checks
+    # 1. doctor's blocking checks (and what the recipe lacks), before anything compiles
     t0 = time.monotonic()
+    _require_install_table(request)
     blockers = list(checks()) if checks is not None else []
     if blockers:
         raise ToolchainError(
@@ -590,15 +591,20 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _require_install_table(request: BuildRequest) -> None:
+    if request.recipe.install is None and request.install != "none":
+        raise UsageError(
+            f"the recipe `{request.recipe.name}` has no [install] table",
+            evidence=f"--install {request.install} needs the package name and its folder",
+            fix="add [install] package/package_dir to the recipe, or use `--install none`",
+        )
+
+
 def _install_plan(request: BuildRequest, artifacts: tuple[installing.BuiltArtifact, ...],
                   dll_dirs: tuple[str, ...], manifest: Manifest,
                   work_dir: Path, *, tree: Path) -> installing.InstallPlan:
+    _require_install_table(request)
     spec = request.recipe.install
-    if spec is None and request.install != "none":
-        raise UsageError(
-            f"the recipe `{request.recipe.name}` has no [install] table",
-            fix="add [install] package/package_dir to the recipe, or use `--install none`",
-        )
     package = spec.package if spec else request.recipe.name
     # The wheel takes the package's Python files from the tree that was built (the patched
     # mirror when staged); `inplace` puts the binaries where the user imports from: the tree.

@@ -275,3 +275,19 @@ def test_builds_with_the_raw_pypi_toolkit(tmp_path: Path) -> None:
     compiler = next(line for line in cache.splitlines()
                     if line.startswith("CMAKE_CUDA_COMPILER:"))
     assert str(pypi) not in compiler, compiler
+
+
+def test_a_recipe_without_install_table_stops_before_compiling(tmp_path: Path,
+                                                              cuda_toolkit_root: Path) -> None:
+    tree = tmp_path / "minikern"
+    shutil.copytree(FIXTURE, tree)
+    recipe = tree / "minikern.toml"
+    text = recipe.read_text()
+    start = text.index("[install]")
+    end = text.find("\n[", start + 1)
+    recipe.write_text(text[:start] + (text[end + 1:] if end != -1 else ""))
+    build_dir = tmp_path / "b"
+    code, doc = _run(_cli(tree, cuda_toolkit_root, "--build-dir", str(build_dir)), tmp_path)
+    assert code == 2, doc
+    assert "no [install] table" in str(doc.get("what", "")) + str(doc.get("_stderr", ""))
+    assert not list(build_dir.rglob("CMakeCache.txt")), "it configured before refusing"
