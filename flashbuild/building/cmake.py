@@ -134,19 +134,20 @@ class ConfigureInputs:
     """The folder with the top CMakeLists.txt."""
     build_dir: Path
     output_dir: Path
-    """Where the project puts the built module and plugin (FLASHKERN_OUTPUT_DIR)."""
+    """Where the project puts the built module and plugin (see `output_dir_var`)."""
     nvcc: Path
     toolkit_root: Path
     arch: ArchSpec
     python: str
     """The interpreter the module is built for (its headers, its extension suffix)."""
     pybind11_dir: str | None = None
-    output_dir_var: str = "FLASHKERN_OUTPUT_DIR"
+    output_dir_var: str | None = None
+    """The project's own output-folder variable (the recipe names it); None = CMake's."""
     options: Mapping[str, str] = field(default_factory=dict)
     """The recipe's cmake options (`-DKEY=VALUE`)."""
     excludes: tuple[str, ...] = ()
     """Sources the patch report says to leave out, relative to the tree."""
-    exclude_var: str | None = "FLASHKERN_SOURCES_EXCLUDE"
+    exclude_var: str | None = None
     """The cache variable the project reads its exclusions from (the recipe names it)."""
     launcher: Path | None = None
     launch_cuda: bool = True
@@ -174,8 +175,14 @@ def configure_argv(tools: Tools, inputs: ConfigureInputs) -> list[str]:
         "CUDAToolkit_ROOT": _cmake_path(inputs.toolkit_root),
         "Python_EXECUTABLE": _cmake_path(Path(inputs.python)),
         "Python3_EXECUTABLE": _cmake_path(Path(inputs.python)),
-        inputs.output_dir_var: _cmake_path(inputs.output_dir),
     }
+    if inputs.output_dir_var is not None:
+        defs[inputs.output_dir_var] = _cmake_path(inputs.output_dir)
+    else:
+        # CMake initialises every target's output folders from these (a project that sets
+        # its own wins; find_artifacts then searches the build folder).
+        defs["CMAKE_LIBRARY_OUTPUT_DIRECTORY"] = _cmake_path(inputs.output_dir)
+        defs["CMAKE_RUNTIME_OUTPUT_DIRECTORY"] = _cmake_path(inputs.output_dir)
     if inputs.pybind11_dir:
         defs["pybind11_DIR"] = _cmake_path(Path(inputs.pybind11_dir))
     if inputs.exclude_var is not None:

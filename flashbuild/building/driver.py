@@ -137,8 +137,10 @@ class BuildRequest:
     cuda_flags: tuple[str, ...] = ()
     """Extra nvcc flags (e.g. the MSVC ones from msvc.py)."""
     cxx_flags: tuple[str, ...] = ()
-    exclude_var: str | None = "FLASHKERN_SOURCES_EXCLUDE"
-    output_dir_var: str = "FLASHKERN_OUTPUT_DIR"
+    exclude_var: str | None = None
+    """The recipe's [build] exclude_var."""
+    output_dir_var: str | None = None
+    """The recipe's [build] output_dir_var."""
     per_job_bytes: int = DEFAULT_JOB_BYTES
     cuda_job_pool_hook: bool = False
     """The project reads FLASHBUILD_NVCC_JOB_POOL and scopes the nvcc pool itself."""
@@ -511,14 +513,21 @@ def find_artifacts(request: BuildRequest, output_dir: Path,
             suffix = request.platform.shared_lib_suffix
             names = [f"lib{art.name}{suffix}", f"{art.name}{suffix}"]
         match = next((output_dir / n for n in names if (output_dir / n).is_file()), None)
+        if match is None and request.output_dir_var is None:
+            # The project chose its own output folders (possibly inside its sources, which
+            # here means the staged mirror): take the newest such file in the build folder;
+            # a stale binary linked in from the source tree is older than this build's.
+            build_folder = output_dir.parent
+            candidates = [p for n in names for p in build_folder.rglob(n) if p.is_file()]
+            match = max(candidates, key=lambda p: p.stat().st_mtime, default=None)
         if match is None:
             present = sorted(p.name for p in output_dir.glob("*")) if output_dir.is_dir() else []
             raise BuildError(
                 f"the build did not produce the {art.kind} `{art.name}`",
                 evidence=f"looked for {', '.join(names)} in {output_dir}; it holds: "
                 f"{', '.join(present) or 'nothing'}",
-                fix="check the recipe's [[artifact]] names and that the project writes its "
-                f"binaries to {request.output_dir_var}",
+                fix="check the recipe's [[artifact]] names and its [build] output_dir_var (the "
+                "CMake variable the project reads for where to write its binaries)",
             )
         found.append(installing.BuiltArtifact(match, art.kind, art.name))
     return tuple(found)
@@ -701,7 +710,8 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
         cmake_toolkit_root=cmake_root,
         platform=plat, host_compiler=host, env=build_env, jobs=jobs_n, launcher=launcher_choice,
         install=mode, build_dir=build_dir, cmake_defines=defines, cmake_args=tuple(args),
-        cuda_flags=cuda_flags, cxx_flags=cxx_flags)
+        cuda_flags=cuda_flags, cxx_flags=cxx_flags,
+        output_dir_var=loaded.build.output_dir_var, exclude_var=loaded.build.exclude_var)
     def checks() -> list[str]:
         return doctor_blockers(env, runner, plat, spec=spec, cuda=cuda, cache_dir=cache_dir)
 

@@ -167,6 +167,15 @@ class Build:
     """CMake targets to build (empty = the default target)."""
     options: tuple[BuildOptions, ...] = ()
     """Conditional CMake options; every matching table applies, in order."""
+    output_dir_var: str | None = None
+    """CMake cache variable the project reads for where to write its binaries; flashbuild
+    points it at the build folder's `out/`. Unset: flashbuild sets CMake's own
+    CMAKE_LIBRARY_OUTPUT_DIRECTORY / CMAKE_RUNTIME_OUTPUT_DIRECTORY instead, and looks for the
+    artifacts anywhere in the build folder if the project overrides those."""
+    exclude_var: str | None = None
+    """CMake cache variable (a `;` list of paths relative to the tree) the project reads to
+    leave sources out; flashbuild fills it from `exclude-sources` steps. Unset: those steps
+    must edit the source lists themselves (their `cmake_lists` / `setup_py` params)."""
 
 
 @dataclass(frozen=True, kw_only=True)

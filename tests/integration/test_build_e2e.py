@@ -291,3 +291,20 @@ def test_a_recipe_without_install_table_stops_before_compiling(tmp_path: Path,
     assert code == 2, doc
     assert "no [install] table" in str(doc.get("what", "")) + str(doc.get("_stderr", ""))
     assert not list(build_dir.rglob("CMakeCache.txt")), "it configured before refusing"
+
+
+def test_a_recipe_without_project_variables_still_finds_its_artifacts(
+        tmp_path: Path, cuda_toolkit_root: Path) -> None:
+    """Most upstream trees have no FLASHKERN_OUTPUT_DIR-style hook: with [build] naming no
+    output variable, the project writes where its own CMakeLists says (here: into its package
+    folder inside the staged sources) and flashbuild still finds and installs the binaries."""
+    tree = tmp_path / "minikern"
+    shutil.copytree(FIXTURE, tree)
+    recipe = tree / "minikern.toml"
+    text = recipe.read_text()
+    recipe.write_text(text.replace('output_dir_var = "FLASHKERN_OUTPUT_DIR"\n', "")
+                      .replace('exclude_var = "FLASHKERN_SOURCES_EXCLUDE"\n', ""))
+    code, doc = _run(_cli(tree, cuda_toolkit_root, "--install", "inplace"), tmp_path)
+    assert code == 0, doc
+    pkg = tree / "python" / "minikern"
+    assert (pkg / f"_C{EXT}").is_file() and (pkg / "flashbuild-manifest.json").is_file()

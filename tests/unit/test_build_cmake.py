@@ -34,7 +34,8 @@ def test_configure_argv_has_every_input(tmp_path: Path) -> None:
     argv = cmake.configure_argv(TOOLS, _inputs(
         tmp_path, options={"FLASHKERN_FAST": "ON", "CMAKE_CUDA_FLAGS": "-lineinfo"},
         excludes=("sm90/hopper.cu", "a/b.cu"), launcher=Path("/usr/bin/sccache"),
-        pools=cmake.JobPools(3, 2), extra_args=("--log-level=WARNING",)))
+        pools=cmake.JobPools(3, 2), extra_args=("--log-level=WARNING",),
+        output_dir_var="FLASHKERN_OUTPUT_DIR", exclude_var="FLASHKERN_SOURCES_EXCLUDE"))
     assert argv[:8] == ["/venv/cmake/bin/cmake", "-S", str(tmp_path / "src"), "-B",
                         str(tmp_path / "b"), "-G", "Ninja", "--no-warn-unused-cli"]
     d = _defines(argv)
@@ -54,6 +55,16 @@ def test_configure_argv_has_every_input(tmp_path: Path) -> None:
     assert d["CMAKE_JOB_POOLS"] == "nvcc=3;link=2"
     assert d["CMAKE_JOB_POOL_COMPILE"] == "nvcc"
     assert argv[-1] == "--log-level=WARNING"
+
+
+def test_without_project_variables_cmake_own_output_folders_are_set(tmp_path: Path) -> None:
+    """A recipe that names no output/exclude variable (most upstream trees): CMake's own
+    output-folder variables point at out/, and no exclusion variable is invented."""
+    d = _defines(cmake.configure_argv(TOOLS, _inputs(tmp_path, excludes=("sm90/x.cu",))))
+    out = str(tmp_path / "b" / "out")
+    assert d["CMAKE_LIBRARY_OUTPUT_DIRECTORY"] == out
+    assert d["CMAKE_RUNTIME_OUTPUT_DIRECTORY"] == out
+    assert not any(key.startswith("FLASHKERN") for key in d)
 
 
 def test_ccache_launches_only_cxx_and_cuda_only_pool(tmp_path: Path) -> None:
