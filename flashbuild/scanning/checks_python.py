@@ -177,8 +177,9 @@ def _dll_directory(file: FileText, tree: ast.Module, report: FileReport) -> None
                     evidence=f"relative import of `{name}` with no `{name}.py` beside it and no "
                     "os.add_dll_directory in this __init__.py",
                     snippet=_snippet(file, node.lineno),
-                    fix=Fix(manual="`flashbuild install` adds a loader shim to this __init__.py; "
-                            "without flashbuild, call os.add_dll_directory for the CUDA "
+                    fix=Fix(manual="the install step of `flashbuild build` adds a loader "
+                            "shim to this __init__.py; without flashbuild, call "
+                            "os.add_dll_directory for the CUDA "
                             "runtime's folder before the import"),
                     data={"needs": "no-sibling-module", "module": name}))
                 return

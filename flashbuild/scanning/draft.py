@@ -13,23 +13,35 @@ when the budget that the target would use is too big, the draft derives a specia
 the target from the primary template, with the shared-memory member set to the target's limit
 rounded down to whole KB and a `static_assert`, marked `REVIEW` in the recipe. A struct that
 is not a primary template gets a TODO instead.
+
+The build side (`draft_build`) is read from the tree too: CMake module/shared-library targets
+(tree-sitter-cmake, the scan's parse) become `[build]` and `[[artifact]]`, the package whose
+`__init__.py` imports the module `[install]`, and the module's `m.def` names (tree-sitter-cuda,
+the transforms' parse) `[verify] exports`; what it cannot decide is a `# TODO: [table]`.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, Literal
 
+from flashbuild.scanning.checks_cmake import _commands as cmake_commands
+from flashbuild.scanning.checks_cmake import _parser as cmake_parser
 from flashbuild.scanning.rules import RULES
+from flashbuild.scanning.scan import ScanOptions, read_source, walk_tree
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from tree_sitter import Node
+
+    from flashbuild.patching import cxx
     from flashbuild.scanning.scan import Finding, ScanResult, ScanTarget
 
 
@@ -52,6 +64,8 @@ class Draft:
     steps: list[DraftStep] = field(default_factory=list)
     todos: list[Finding] = field(default_factory=list)
     handled: list[tuple[Finding, str]] = field(default_factory=list)
+    build: BuildDraft | None = None
+    """The build side, read from the tree (`draft_build`); None renders no build tables."""
 
 
 def _arch_when(codes: Sequence[int]) -> dict[str, Any]:
@@ -96,7 +110,8 @@ def draft_recipe(result: ScanResult, *, name: str, source_path: str) -> Draft:
         else:
             d.steps.append(step)
     for f in by_rule["FB181"]:
-        d.handled.append((f, "`flashbuild install` adds the loader shim to this __init__.py"))
+        d.handled.append((f, "the install step of `flashbuild build` adds the loader shim to "
+                          "this __init__.py"))
     fixable = {"FB140", "FB141", "FB142", "FB101", "FB102", "FB150", "FB151", "FB160",
                "FB170", "FB181"}
     d.todos += [f for f in result.findings if f.rule not in fixable]
@@ -179,6 +194,440 @@ def _traits_step(f: Finding, root: Path) -> DraftStep | None:
         f"was changed ({data['value']} -> {kb} * 1024). Tile sizes are a person's decision.")
 
 
+# --- the build side: [build], [[artifact]], [install], [verify] ----------------------------
+
+#: CMake commands that make a Python extension module from their first argument (pybind11's
+#: and nanobind's CMake helpers; FindPython's `Python_add_library(NAME MODULE …)`).
+MODULE_COMMANDS = frozenset({"pybind11_add_module", "nanobind_add_module"})
+PYTHON_ADD_LIBRARY = frozenset({"python_add_library", "python3_add_library"})
+OUTPUT_PROPERTIES = ("LIBRARY_OUTPUT_DIRECTORY", "RUNTIME_OUTPUT_DIRECTORY")
+#: `PYBIND11_MODULE(name, m)` / `NB_MODULE(name, m)`: the C++ side of a module.
+MODULE_MACROS = frozenset({"PYBIND11_MODULE", "NB_MODULE"})
+_CACHE_REF = re.compile(r"^\$\{(\w+)\}$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DraftArtifact:
+    name: str
+    kind: Literal["module", "plugin"]
+    target: str
+    where: str
+    """`file:line` of the CMake command that creates the target."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildTodo:
+    """Something about the build side the draft could not decide."""
+
+    table: str
+    what: str
+    evidence: str
+    fix: str
+
+
+@dataclass(kw_only=True)
+class BuildDraft:
+    """`[build]`, `[[artifact]]`, `[install]` and `[verify]` as read from the tree."""
+
+    cmake_source: str | None = None
+    artifacts: list[DraftArtifact] = field(default_factory=list)
+    output_dir_var: str | None = None
+    exclude_var: str | None = None
+    package: str | None = None
+    package_dir: str | None = None
+    exports: list[str] = field(default_factory=list)
+    notes: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    """Comments rendered above each table (`build`, `artifact`, `install`, `verify`)."""
+    todos: list[BuildTodo] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _CMakeCommand:
+    file: str
+    line: int
+    name: str
+    args: tuple[str, ...]
+
+
+def _read(root: Path, rel: str) -> str | None:
+    text = read_source(root, rel, ScanOptions().max_file_bytes)
+    return text if isinstance(text, str) else None
+
+
+def _cmake_commands(root: Path, rel: str) -> list[_CMakeCommand]:
+    """Every command of a CMakeLists.txt and of the folders it `add_subdirectory`s (CMake's
+    own order), on the scan's tree-sitter-cmake parse."""
+    out: list[_CMakeCommand] = []
+    seen: set[str] = set()
+
+    def visit(path: str) -> None:
+        if path in seen:
+            return
+        seen.add(path)
+        text = _read(root, path)
+        if text is None:
+            return
+        tree = cmake_parser().parse(text.encode("utf-8"))
+        folder = PurePosixPath(path).parent
+        for cmd in cmake_commands(tree.root_node, ()):
+            out.append(_CMakeCommand(path, cmd.node.start_point[0] + 1, cmd.name, cmd.args))
+            if cmd.name == "add_subdirectory" and cmd.args and "${" not in cmd.args[0]:
+                sub = (folder / cmd.args[0] / "CMakeLists.txt").as_posix()
+                visit(sub.removeprefix("./"))
+
+    visit(rel)
+    return out
+
+
+def _top_cmakelists(root: Path, cmake_files: Sequence[str]) -> str | None:
+    """The shallowest CMakeLists.txt that calls project(): the one `cmake -S` is given."""
+    for rel in sorted((f for f in cmake_files if PurePosixPath(f).name == "CMakeLists.txt"),
+                      key=lambda f: (f.count("/"), f)):
+        text = _read(root, rel)
+        if text is not None and re.search(r"^\s*project\s*\(", text, re.MULTILINE | re.I):
+            return rel
+    return None
+
+
+def _artifacts(commands: Sequence[_CMakeCommand], b: BuildDraft) -> None:
+    modules: list[DraftArtifact] = []
+    plugins: list[DraftArtifact] = []
+    for cmd in commands:
+        if not cmd.args:
+            continue
+        name, rest, where = cmd.args[0], cmd.args[1:], f"{cmd.file}:{cmd.line}"
+        kind: Literal["module", "plugin"] | None = None
+        if cmd.name in MODULE_COMMANDS or (cmd.name in PYTHON_ADD_LIBRARY and "MODULE" in rest):
+            kind = "module"
+        elif cmd.name == "add_library" and rest[:1] in (("SHARED",), ("MODULE",)):
+            kind = "plugin"
+        if kind is None:
+            continue
+        if "${" in name or "$<" in name:
+            b.todos.append(BuildTodo(
+                table="artifact", what=f"a {kind} target whose name is computed: `{name}`",
+                evidence=f"{where}: {cmd.name}({' '.join(cmd.args)})",
+                fix="add an [[artifact]] with the target's real name (and its kind)"))
+            continue
+        art = DraftArtifact(name=name, kind=kind, target=name, where=where)
+        (modules if kind == "module" else plugins).append(art)
+    b.artifacts = modules + plugins
+
+
+def _cache_variables(commands: Sequence[_CMakeCommand]) -> set[str]:
+    return {c.args[0] for c in commands if c.args and (
+        (c.name == "set" and "CACHE" in c.args[1:]) or c.name == "option")}
+
+
+def _output_dirs(commands: Sequence[_CMakeCommand], b: BuildDraft) -> None:
+    """`output_dir_var`: the one cache variable every artifact target's LIBRARY/RUNTIME
+    output folder is set to. A folder set to anything else is a TODO: flashbuild could not
+    redirect it (it finds the binaries in the build folder only if they land there)."""
+    cache = _cache_variables(commands)
+    values = _output_settings(commands, {a.target for a in b.artifacts})
+    if not values:
+        return
+    names = {m[1] for v in values if (m := _CACHE_REF.match(v)) and m[1] in cache}
+    if len(names) == 1 and len(values) == 1:
+        (b.output_dir_var,) = names
+        (uses,) = values.values()
+        b.notes["build"].append(
+            f"output_dir_var: the CMakeLists writes {', '.join(sorted({t for t, _ in uses}))} "
+            f"to ${{{b.output_dir_var}}}, a cache variable ({uses[0][1]})")
+        return
+    evidence = "; ".join(f"{', '.join(sorted({t for t, _ in uses}))} -> {value} "
+                         f"({uses[0][1]})" for value, uses in sorted(values.items()))
+    b.todos.append(BuildTodo(
+        table="build", what="the CMakeLists sets its own output folders, not through one "
+        "cache variable: flashbuild cannot point them at its build folder",
+        evidence=evidence,
+        fix="give the folder a cache variable (`set(MY_OUTPUT_DIR … CACHE PATH …)`, used by "
+        "LIBRARY_OUTPUT_DIRECTORY and RUNTIME_OUTPUT_DIRECTORY) and name it in [build] "
+        "output_dir_var; without it flashbuild takes the newest matching binary in the build "
+        "folder"))
+
+
+def _output_settings(commands: Sequence[_CMakeCommand],
+                     targets: set[str]) -> dict[str, list[tuple[str, str]]]:
+    """Output-folder values the artifact targets get: value -> [(target, file:line)]."""
+    values: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for cmd in commands:
+        where = f"{cmd.file}:{cmd.line}"
+        if cmd.name == "set" and len(cmd.args) > 1 and cmd.args[0] in (
+                "CMAKE_LIBRARY_OUTPUT_DIRECTORY", "CMAKE_RUNTIME_OUTPUT_DIRECTORY"):
+            for tgt in sorted(targets):
+                values[cmd.args[1]].append((tgt, where))
+        elif cmd.name == "set_target_properties" and "PROPERTIES" in cmd.args:
+            at = cmd.args.index("PROPERTIES")
+            props = cmd.args[at + 1:]
+            for key, value in zip(props[0::2], props[1::2], strict=False):
+                if key in OUTPUT_PROPERTIES:
+                    for tgt in cmd.args[:at]:
+                        if tgt in targets:
+                            values[value].append((tgt, where))
+        elif cmd.name == "set_property" and cmd.args[:1] == ("TARGET",) and \
+                "PROPERTY" in cmd.args:
+            at = cmd.args.index("PROPERTY")
+            if len(cmd.args) > at + 2 and cmd.args[at + 1] in OUTPUT_PROPERTIES:
+                for tgt in cmd.args[1:at]:
+                    if tgt in targets:
+                        values[cmd.args[at + 2]].append((tgt, where))
+    return values
+
+
+def _exclude_var(commands: Sequence[_CMakeCommand], b: BuildDraft) -> None:
+    """`exclude_var`: a cache variable the CMakeLists removes from its source lists
+    (`list(REMOVE_ITEM SOURCES ${EXCLUDE})`)."""
+    cache = _cache_variables(commands)
+    found: dict[str, str] = {}
+    for cmd in commands:
+        if cmd.name == "list" and cmd.args[:1] == ("REMOVE_ITEM",):
+            for arg in cmd.args[2:]:
+                m = _CACHE_REF.match(arg)
+                if m and m[1] in cache:
+                    found.setdefault(m[1], f"{cmd.file}:{cmd.line}")
+    if len(found) == 1:
+        ((name, where),) = found.items()
+        b.exclude_var = name
+        b.notes["build"].append(
+            f"exclude_var: list(REMOVE_ITEM … ${{{name}}}) takes sources out of the build "
+            f"({where})")
+        if b.cmake_source not in (None, "."):
+            b.notes["build"].append(
+                f"REVIEW: flashbuild fills {name} with paths relative to the tree; this "
+                f"CMakeLists is in {b.cmake_source}/ (check which paths it expects)")
+    elif len(found) > 1:
+        b.todos.append(BuildTodo(
+            table="build", what="several cache variables take sources out of the build",
+            evidence="; ".join(f"{n} ({w})" for n, w in sorted(found.items())),
+            fix="name the one exclude-sources steps should fill in [build] exclude_var"))
+
+
+def _module_imports(tree: ast.Module, package: str) -> dict[str, int]:
+    """Modules of this package (dotted name) the `__init__.py` imports (name -> line):
+    `from . import _C`, `from ._C import f`, `from pkg import _C`, `import pkg._C`,
+    `importlib.import_module("._C", __name__)`."""
+    out: dict[str, int] = {}
+    prefix = package + "."
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1:
+                names = [node.module.split(".")[0]] if node.module else \
+                    [a.name for a in node.names]
+            elif node.level == 0 and node.module == package:
+                names = [a.name for a in node.names]
+            elif node.level == 0 and (node.module or "").startswith(prefix):
+                names = [(node.module or "").removeprefix(prefix).split(".")[0]]
+        elif isinstance(node, ast.Import):
+            names = [a.name.removeprefix(prefix).split(".")[0] for a in node.names
+                     if a.name.startswith(prefix)]
+        elif isinstance(node, ast.Call) and node.args and isinstance(
+                node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            func = node.func
+            callee = func.attr if isinstance(func, ast.Attribute) else \
+                func.id if isinstance(func, ast.Name) else ""
+            target = node.args[0].value
+            if callee == "import_module":
+                if target.startswith(".") and not target.startswith(".."):
+                    names = [target[1:].split(".")[0]]
+                elif target.startswith(prefix):
+                    names = [target.removeprefix(prefix).split(".")[0]]
+        for name in names:
+            out.setdefault(name, getattr(node, "lineno", 0))
+    return out
+
+
+def _bound_names(tree: ast.Module, module: str) -> set[str] | None:
+    """Top-level names the `__init__.py` binds; None when it star-imports the module (then
+    every name of the module is the package's)."""
+    bound: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bound.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.ImportFrom):
+            if any(a.name == "*" for a in node.names) and (node.module or "").split(".")[-1] \
+                    == module:
+                return None
+            bound.update(a.asname or a.name for a in node.names)
+    return bound
+
+
+def _package_of(init: str, python_files: set[str]) -> tuple[str, str]:
+    """(dotted package name, its folder) of an `__init__.py`; parents that are packages too
+    make the name dotted."""
+    folder = PurePosixPath(init).parent
+    parts = [folder.name]
+    parent = folder.parent
+    while parent.name and (parent / "__init__.py").as_posix() in python_files:
+        parts.insert(0, parent.name)
+        parent = parent.parent
+    return ".".join(parts), folder.as_posix()
+
+
+def _install(root: Path, python_files: Sequence[str], b: BuildDraft) -> ast.Module | None:
+    """`[install]`: the package whose `__init__.py` imports a module artifact (or, with no
+    module target in CMake, the one package that imports an extension-looking `_name`)."""
+    files = set(python_files)
+    modules = {a.name for a in b.artifacts if a.kind == "module"}
+    hits: list[tuple[str, str, str, int, ast.Module]] = []  # module, package, dir, line, tree
+    guesses: list[tuple[str, str, str, int, ast.Module]] = []
+    for rel in sorted(f for f in python_files if PurePosixPath(f).name == "__init__.py"):
+        text = _read(root, rel)
+        if text is None:
+            continue
+        try:
+            tree = ast.parse(text, filename=rel)
+        except SyntaxError:
+            continue
+        package, folder = _package_of(rel, files)
+        for name, line in _module_imports(tree, package).items():
+            entry = (name, package, folder, line, tree)
+            if name in modules:
+                hits.append(entry)
+            elif name.startswith("_") and not name.startswith("__") and \
+                    f"{folder}/{name}.py" not in files and \
+                    not (root / folder / name).is_dir():
+                guesses.append(entry)
+    chosen = hits or (guesses if not modules else [])
+    if not chosen:
+        what = (f"no package's __init__.py imports the module {', '.join(sorted(modules))}"
+                if modules else "no CMake module target, and no package imports an "
+                "extension module")
+        b.todos.append(BuildTodo(
+            table="install", what=what, evidence="searched every __init__.py of the tree",
+            fix="add [install] package = \"NAME\" and package_dir = \"path/to/NAME\" (the "
+            "folder the binaries install into)"))
+        return None
+    name, package, folder, line, tree = chosen[0]
+    b.package, b.package_dir = package, folder
+    b.notes["install"].append(f"{folder}/__init__.py:{line} imports `{name}`")
+    if not hits:
+        b.notes["install"].append(
+            f"REVIEW: no CMake target builds `{name}` (another build system does, e.g. "
+            "setup.py); the package is where this build's binaries will go")
+    others = {(p, f) for _, p, f, _, _ in chosen[1:]} - {(package, folder)}
+    if others:
+        b.notes["install"].append(
+            "REVIEW: other packages import it too: " + ", ".join(sorted(f for _, f in others)))
+    return tree
+
+
+def _exports(root: Path, cxx_files: Sequence[str], b: BuildDraft,
+             init_tree: ast.Module | None) -> None:
+    """`[verify] exports`: the `m.def("name", …)` names of each module's PYBIND11_MODULE /
+    NB_MODULE body, on the transforms' tree-sitter-cuda parse. verify looks names up on the
+    package: one the `__init__.py` does not bind is written `module.name`."""
+    from flashbuild.patching import cxx
+
+    modules = [a.name for a in b.artifacts if a.kind == "module"]
+    if not modules:
+        return
+    found: dict[str, tuple[str, list[str]]] = {}
+    for rel in cxx_files:
+        text = _read(root, rel)
+        if text is None or not any(m in text for m in MODULE_MACROS):
+            continue
+        src = cxx.parse(text, rel)
+        for node in cxx.walk(src.root):
+            if node.type != "function_definition":
+                continue
+            decl = node.child_by_field_name("declarator")
+            fn = decl.child_by_field_name("declarator") if decl is not None else None
+            params = decl.child_by_field_name("parameters") if decl is not None else None
+            if fn is None or params is None or src.node_text(fn) not in MODULE_MACROS:
+                continue
+            args = [src.node_text(p).strip() for p in params.named_children]
+            if len(args) != 2 or args[0] not in modules:
+                continue
+            body = node.child_by_field_name("body")
+            names = _def_names(src, body, args[1]) if body is not None else []
+            found.setdefault(args[0], (f"{rel}:{src.line_of(node.start_byte)}", names))
+    for module in modules:
+        if module not in found:
+            b.todos.append(BuildTodo(
+                table="verify", what=f"no PYBIND11_MODULE({module}, …) / NB_MODULE({module}, "
+                "…) in the C++ sources: the module's exports are unknown",
+                evidence=f"searched {len(cxx_files)} C++/CUDA files",
+                fix="list the names the module must export in [verify] exports"))
+            continue
+        where, names = found[module]
+        bound = _bound_names(init_tree, module) if init_tree is not None else set()
+        qualified = [n if bound is None or n in bound else f"{module}.{n}" for n in names]
+        b.exports += [n for n in qualified if n not in b.exports]
+        b.notes["verify"].append(f"exports: the m.def names of {module} ({where})"
+                                 + ("; names the package does not bind are looked up on "
+                                    "the module" if any("." in n for n in qualified) else ""))
+
+
+def _def_names(src: cxx.Source, body: Node, var: str) -> list[str]:
+    from flashbuild.patching import cxx
+
+    names: list[str] = []
+    for call in cxx.walk(body):
+        if call.type != "call_expression":
+            continue
+        fn = call.child_by_field_name("function")
+        args = call.child_by_field_name("arguments")
+        if fn is None or args is None or fn.type != "field_expression":
+            continue
+        obj, field_ = fn.child_by_field_name("argument"), fn.child_by_field_name("field")
+        if obj is None or field_ is None or src.node_text(obj) != var or \
+                src.node_text(field_) != "def" or not args.named_children:
+            continue
+        first = args.named_children[0]
+        if first.type == "string_literal":
+            content = [c for c in first.named_children if c.type == "string_content"]
+            name = src.node_text(content[0]) if content else ""
+            if name and name not in names:
+                names.append(name)
+    return names
+
+
+def draft_build(root: Path, d: Draft | None = None) -> BuildDraft:
+    """Read [build], [[artifact]], [install] and [verify] from the tree's CMake, Python and
+    C++ files; what it cannot decide becomes a `BuildTodo`."""
+    b = BuildDraft()
+    walk = walk_tree(root)
+    by_kind: dict[str, list[str]] = defaultdict(list)
+    for rel, kind in walk.files:
+        by_kind[kind].append(rel)
+    top = _top_cmakelists(root, by_kind["cmake"])
+    if top is None:
+        b.todos.append(BuildTodo(
+            table="build", what="no CMakeLists.txt with a project() call: flashbuild builds "
+            "through CMake", evidence=f"{len(by_kind['cmake'])} CMake file(s) in the tree",
+            fix="add a CMakeLists.txt that builds the module, then [build] and [[artifact]]"))
+    else:
+        folder = PurePosixPath(top).parent.as_posix()
+        b.cmake_source = folder
+        commands = _cmake_commands(root, top)
+        _artifacts(commands, b)
+        if not b.artifacts:
+            b.todos.append(BuildTodo(
+                table="artifact", what="no module or shared-library target in the CMake files",
+                evidence=f"{top} and its add_subdirectory folders: no pybind11_add_module, "
+                "nanobind_add_module, Python_add_library(… MODULE) or add_library(… SHARED|"
+                "MODULE)", fix="add an [[artifact]] per binary the build must install"))
+        _output_dirs(commands, b)
+        _exclude_var(commands, b)
+        if d is not None and b.exclude_var is None and any(
+                s.transform == "exclude-sources" for s in d.steps):
+            b.todos.append(BuildTodo(
+                table="build", what="exclude-sources steps, and no cache variable the "
+                "CMakeLists removes sources by", evidence=f"no list(REMOVE_ITEM … ${{VAR}}) "
+                f"with a cache VAR in {top} and its add_subdirectory folders",
+                fix="add one (`set(MY_EXCLUDE \"\" CACHE STRING …)` + `list(REMOVE_ITEM "
+                "SOURCES ${MY_EXCLUDE})`) and name it in [build] exclude_var, or give the "
+                "exclude-sources steps their `cmake_lists` param"))
+    init_tree = _install(root, by_kind["python"], b)
+    _exports(root, by_kind["cxx"], b, init_tree)
+    return b
+
+
 # --- planning the drafted steps: exact expect counts ---------------------------------------
 
 def fill_expect(d: Draft, root: Path) -> None:
@@ -228,7 +677,8 @@ def render(d: Draft) -> str:
         f"# Drafted by `flashbuild recipe init` for {t.label}.",
         "# Review every step (REVIEW marks a decision flashbuild made for you) and every TODO,",
         "# then: flashbuild recipe check <this file>; flashbuild patch --recipe <this file> "
-        "--dry-run",
+        "--dry-run;",
+        "# flashbuild build --recipe <this file>; flashbuild verify <[install] package_dir>",
         "",
         "[recipe]",
         f"name = {_toml(d.name)}",
@@ -248,6 +698,8 @@ def render(d: Draft) -> str:
         out.append("[patch.params]")
         out += [f"{k} = {_toml(v)}" for k, v in s.params.items()]
         out.append("")
+    if d.build is not None:
+        out += _render_build(d.build)
     if d.handled:
         out.append("# Handled without a step:")
         out += [f"#   {f.rule} {f.path}:{f.line}: {why}" for f, why in d.handled]
@@ -262,7 +714,41 @@ def render(d: Draft) -> str:
             f"#   fix:      {f.fix.describe()}",
             "",
         ]
+    for todo in d.build.todos if d.build is not None else ():
+        out += [f"# TODO: [{todo.table}] {todo.what}", f"#   evidence: {todo.evidence}",
+                f"#   fix:      {todo.fix}", ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _render_build(b: BuildDraft) -> list[str]:
+    out: list[str] = []
+
+    def notes(table: str) -> None:
+        out.extend(f"# {line}" for line in b.notes.get(table, ()))
+
+    if b.cmake_source is not None:
+        notes("build")
+        out += ["[build]", f"cmake_source = {_toml(b.cmake_source)}",
+                f"targets = {_toml([a.target for a in b.artifacts])}"]
+        if b.output_dir_var:
+            out.append(f"output_dir_var = {_toml(b.output_dir_var)}")
+        if b.exclude_var:
+            out.append(f"exclude_var = {_toml(b.exclude_var)}")
+        out.append("")
+    for a in b.artifacts:
+        out += [f"# {a.where}", "[[artifact]]", f"name = {_toml(a.name)}",
+                f"kind = {_toml(a.kind)}", f"target = {_toml(a.target)}", ""]
+    if b.package is not None and b.package_dir is not None:
+        notes("install")
+        out += ["[install]", f"package = {_toml(b.package)}",
+                f"package_dir = {_toml(b.package_dir)}", ""]
+    if b.exports:
+        notes("verify")
+        out += ["# kernels / dynamic_smem: name the kernels verify must find in the binaries",
+                "[verify]", "exports = ["]
+        out += [f"  {_toml(n)}," for n in b.exports]
+        out += ["]", ""]
+    return out
 
 
 def run_init(source: Path, *, platform: str | None, arch: str, output: Path | None,
@@ -280,6 +766,7 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
     rel = os.path.relpath(root, base).replace(os.sep, "/")
     d = draft_recipe(result, name=re.sub(r"[^a-z0-9-]+", "-", root.name.lower()) or "tree",
                      source_path=rel)
+    d.build = draft_build(root, d)
     fill_expect(d, root)
     text = render(d)
     parse_recipe(text, output)  # the draft must load: a RecipeError here is a flashbuild bug
@@ -289,10 +776,23 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
         ui.emit_json({"ok": True, "output": str(output) if output else None,
                       "steps": [{"id": s.id, "transform": s.transform, "expect": s.expect}
                                 for s in d.steps],
-                      "todos": len(d.todos), "recipe": text})
+                      "todos": len(d.todos) + len(d.build.todos),
+                      "build": _build_json(d.build), "recipe": text})
     elif output is None:
         ui.out.print(text, markup=False, highlight=False, soft_wrap=True)
     else:
-        ui.step(f"drafted {len(d.steps)} patch step(s) and {len(d.todos)} TODO(s) into "
-                f"{output}")
+        ui.step(f"drafted {len(d.steps)} patch step(s), {len(d.build.artifacts)} "
+                f"artifact(s) and {len(d.todos) + len(d.build.todos)} TODO(s) into {output}")
     return 0
+
+
+def _build_json(b: BuildDraft) -> dict[str, Any]:
+    return {"cmake_source": b.cmake_source, "targets": [a.target for a in b.artifacts],
+            "output_dir_var": b.output_dir_var, "exclude_var": b.exclude_var,
+            "artifacts": [{"name": a.name, "kind": a.kind, "target": a.target}
+                          for a in b.artifacts],
+            "install": {"package": b.package, "package_dir": b.package_dir}
+            if b.package is not None else None,
+            "exports": list(b.exports),
+            "todos": [{"table": t.table, "what": t.what, "evidence": t.evidence, "fix": t.fix}
+                      for t in b.todos]}

@@ -90,7 +90,8 @@ _RULES = [
     Rule(id="FB181", name="no-dll-directory", category=Category.PYTHON_PACKAGING,
          short="package imports an extension module without registering DLL folders",
          help="Python ≥ 3.8 ignores PATH when loading a .pyd (FACTS: Windows DLL loading); the "
-         "package must call os.add_dll_directory. `flashbuild install` adds a loader shim."),
+         "package must call os.add_dll_directory; the install step of `flashbuild build` adds a "
+         "loader shim that does."),
     Rule(id="FB182", name="hardcoded-so-suffix", category=Category.PYTHON_PACKAGING,
          short="hard-coded `.so` suffix",
          help="Extension modules are .pyd and libraries .dll on Windows; use "

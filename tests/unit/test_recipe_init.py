@@ -48,3 +48,124 @@ def test_othertree_draft(tmp_path: Path) -> None:
     for rule in ("FB110", "FB111", "FB112", "FB120", "FB121", "FB130", "FB152", "FB153",
                  "FB180", "FB182", "FB190", "FB191", "FB192"):
         assert f"# TODO: {rule}" in text, rule
+
+
+# --- the build side: [build], [[artifact]], [install], [verify] ----------------------------
+
+CSRC_EXPORTS = (
+    "built_archs", "sm_version", "_C.noop", "rms_norm", "layer_norm", "gelu_tanh", "silu",
+    "quantize_fp8", "dequantize_fp8", "residual_add", "bias_add", "cast", "rope",
+    "fused_add_rms_norm", "fused_add_rms_norm_fp8", "softmax", "copy", "copy_impl",
+    "kernel_smem_bytes", "load_attention_plugin", "unload_attention_plugin",
+    "has_attention_plugin", "_C.attention_plugin_path", "_C.attention_plugin_name",
+    "attention_forward")
+
+
+def test_csrc_draft_build_side_matches_the_hand_written_recipe(tmp_path: Path) -> None:
+    text, out = _draft(tmp_path, "csrc", "linux", "sm120")
+    drafted = parse_recipe(text, out)
+    written = parse_recipe((ROOT / "recipes" / "csrc.toml").read_text(encoding="utf-8"),
+                           ROOT / "recipes" / "csrc.toml")
+    b = drafted.build
+    assert (b.cmake_source, b.targets, b.output_dir_var, b.exclude_var) == (
+        ".", ("_C", "flashkern_attn"), "FLASHKERN_OUTPUT_DIR", "FLASHKERN_SOURCES_EXCLUDE")
+    assert drafted.artifact == written.artifact
+    assert drafted.install == written.install
+    assert drafted.verify.exports == CSRC_EXPORTS
+    # Every hand-picked export is drafted; the three the package does not re-export are
+    # looked up on the module (verify imports the package, then `_C`).
+    assert set(written.verify.exports) <= set(drafted.verify.exports)
+    assert "# output_dir_var: the CMakeLists writes _C, flashkern_attn to " \
+        "${FLASHKERN_OUTPUT_DIR}" in text
+    assert "# TODO: [" not in text
+    res = CliRunner().invoke(app, ["recipe", "check", str(out)])
+    assert res.exit_code == 0, res.output
+
+
+def test_csrc_windows_draft_names_the_build_step_not_a_missing_command(tmp_path: Path) -> None:
+    text, _ = _draft(tmp_path, "csrc", "windows", "sm120")
+    assert "flashbuild install`" not in text
+    assert "the install step of `flashbuild build` adds the loader shim" in text
+
+
+def test_othertree_draft_build_side(tmp_path: Path) -> None:
+    text, out = _draft(tmp_path, "tests/fixtures/scan/othertree", "windows", "sm120")
+    recipe = parse_recipe(text, out)
+    assert (recipe.build.cmake_source, recipe.build.targets) == (".", ("fastops_plugin",))
+    assert recipe.build.output_dir_var is None and recipe.build.exclude_var is None
+    assert [(a.name, a.kind, a.target) for a in recipe.artifact] == [
+        ("fastops_plugin", "plugin", "fastops_plugin")]
+    assert recipe.install is not None
+    assert (recipe.install.package, recipe.install.package_dir) == ("fastops", "src/pkg/fastops")
+    assert recipe.verify.exports == ()  # no CMake module target: nothing to read them from
+    assert "# REVIEW: no CMake target builds `_ops`" in text
+    # The plugin's folder is `${CMAKE_SOURCE_DIR}/…`, not a cache variable.
+    assert "# TODO: [build] the CMakeLists sets its own output folders" in text
+    assert "#   evidence: fastops_plugin -> ${CMAKE_SOURCE_DIR}/src/pkg/fastops " \
+        "(CMakeLists.txt:13)" in text
+    # An exclude-sources step, and no variable to feed it through.
+    assert "# TODO: [build] exclude-sources steps, and no cache variable" in text
+    res = CliRunner().invoke(app, ["recipe", "check", str(out)])
+    assert res.exit_code == 0, res.output
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    return root
+
+
+def test_nanobind_python_add_library_and_subdirectories(tmp_path: Path) -> None:
+    from flashbuild.scanning.draft import draft_build
+
+    root = _tree(tmp_path / "t", {
+        "CMakeLists.txt": "cmake_minimum_required(VERSION 3.26)\nproject(t LANGUAGES CXX)\n"
+                          "set(T_OUT \"\" CACHE PATH \"out\")\nadd_subdirectory(ext)\n",
+        "ext/CMakeLists.txt": "nanobind_add_module(_nb nb.cpp)\n"
+                              "Python_add_library(_py MODULE py.cpp WITH_SOABI)\n"
+                              "Python_add_library(helper STATIC h.cpp)\n"
+                              "add_library(loader MODULE l.cpp)\n"
+                              "add_library(${NAME} SHARED x.cpp)\n"
+                              "set_property(TARGET _nb _py loader PROPERTY "
+                              "LIBRARY_OUTPUT_DIRECTORY ${T_OUT})\n",
+        "ext/nb.cpp": "NB_MODULE(_nb, m) {\n  m.def(\"add\", &add);\n  m.def(\"sub\", &sub);\n"
+                      "  nb::class_<X>(m, \"X\").def(\"f\", &X::f);\n}\n",
+        "pkg/__init__.py": "import importlib\n_nb = importlib.import_module('._nb', __name__)\n"
+                           "add = _nb.add\n",
+        "vendor/CMakeLists.txt": "project(v)\nadd_library(never SHARED v.cpp)\n",
+    })
+    b = draft_build(root)
+    assert b.cmake_source == "."
+    assert [(a.name, a.kind) for a in b.artifacts] == [
+        ("_nb", "module"), ("_py", "module"), ("loader", "plugin")]
+    assert b.output_dir_var == "T_OUT" and b.exclude_var is None
+    assert (b.package, b.package_dir) == ("pkg", "pkg")
+    assert b.exports == ["add", "_nb.sub"]  # class methods are not module exports
+    assert [t.table for t in b.todos] == ["artifact", "verify"]  # ${NAME}; no _py module body
+    assert "`${NAME}`" in b.todos[0].what
+
+
+def test_relative_import_nested_package_and_no_cmake(tmp_path: Path) -> None:
+    from flashbuild.scanning.draft import draft_build
+
+    root = _tree(tmp_path / "t", {
+        "native/CMakeLists.txt": "project(n LANGUAGES CXX CUDA)\n"
+                                 "pybind11_add_module(_C MODULE b.cpp)\n"
+                                 "set_target_properties(_C PROPERTIES LIBRARY_OUTPUT_DIRECTORY "
+                                 "${CMAKE_BINARY_DIR}/lib)\n",
+        "native/b.cpp": "PYBIND11_MODULE(_C, mod) {\n  mod.def(\"run\", &run);\n}\n",
+        "py/top/__init__.py": "",
+        "py/top/sub/__init__.py": "from ._C import *  # noqa\nimport top.sub._C\n",
+    })
+    b = draft_build(root)
+    assert b.cmake_source == "native"
+    assert (b.package, b.package_dir) == ("top.sub", "py/top/sub")
+    assert b.exports == ["run"]  # the star import makes every module name the package's
+    assert [t.table for t in b.todos] == ["build"]
+    assert "${CMAKE_BINARY_DIR}/lib" in b.todos[0].evidence
+
+    bare = _tree(tmp_path / "bare", {"setup.py": "from setuptools import setup\nsetup()\n"})
+    b = draft_build(bare)
+    assert b.cmake_source is None and not b.artifacts and b.package is None
+    assert [t.table for t in b.todos] == ["build", "install"]
