@@ -1,7 +1,8 @@
 """Build folders keyed by what makes a build different.
 
 One folder per (recipe, arch, platform, toolkit fingerprint, host compiler), under a build
-root (default `<source>/../build/flashbuild/`), so switching arch keeps the other build and
+root (default `<source>/../build/flashbuild/`, or the per-user cache for a tree inside an
+installed package: see `default_root`), so switching arch keeps the other build and
 switching back is a no-op. Each folder holds `flashbuild-key.json` saying what it is for.
 A folder configured by another toolkit (an explicit `--build-dir` reused) is set aside with
 a clear message instead of letting CMake fail with "CMAKE_CUDA_COMPILER changed".
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 from dataclasses import asdict, dataclass
@@ -57,8 +59,36 @@ class BuildDir:
     reason: str = ""
 
 
-def default_root(source_dir: Path) -> Path:
-    return source_dir.resolve().parent / "build" / "flashbuild"
+#: Folder names that mean "inside an installed Python package" (venvs and system Pythons use
+#: site-packages, Debian's system Python dist-packages).
+_INSTALLED_NAMES = frozenset({"site-packages", "dist-packages"})
+
+
+def default_root(source_dir: Path, *, cache_dir: Path | None = None) -> Path:
+    """`<source>/../build/flashbuild/`: next to a tree the user checked out.
+
+    With `cache_dir` (the platform's `user_cache_dir`), a tree inside site-packages (the
+    bundled `csrc/` of a regular wheel install) or under a folder the user cannot write gets
+    `<cache_dir>/build/<tree name>-<hash of its path>` instead: a build folder next to it would
+    land inside the installed package (or fail), and the hash keeps two installs apart."""
+    source = source_dir.resolve()
+    beside = source.parent / "build" / "flashbuild"
+    if cache_dir is None or (not _installed(source) and _writable(beside)):
+        return beside
+    digest = hashlib.sha256(str(source).encode()).hexdigest()[:8]
+    return cache_dir / "build" / f"{source.name}-{digest}"
+
+
+def _installed(path: Path) -> bool:
+    return any(part.lower() in _INSTALLED_NAMES for part in path.parts)
+
+
+def _writable(path: Path) -> bool:
+    """Whether `path` can be created or written: its nearest existing ancestor is writable."""
+    probe = path
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    return os.access(probe, os.W_OK)
 
 
 def prepare(key: BuildKey, nvcc: Path, *, root: Path | None = None,

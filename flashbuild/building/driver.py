@@ -367,12 +367,19 @@ def _folder(request: BuildRequest, nvcc: Path, *, notes: list[str],
         recipe=request.recipe.name, arch=request.arch.cmake(), platform=request.platform.name,
         toolkit=f"{nvcc}|{request.toolkit.version}|{request.toolkit.fingerprint}",
         host_compiler=str(request.host_compiler))
-    folder = builddir.prepare(key, nvcc, root=request.build_root, explicit=request.build_dir,
+    folder = builddir.prepare(key, nvcc, root=_build_root(request), explicit=request.build_dir,
                               source_dir=request.source_dir)
     if folder.reason:
         notes.append(folder.reason)
         say(folder.reason)
     return folder
+
+
+def _build_root(request: BuildRequest) -> Path:
+    """`--build-root`, else next to the tree, else (a tree inside an installed wheel or a
+    read-only folder) under the per-user cache."""
+    return request.build_root or builddir.default_root(
+        request.source_dir, cache_dir=request.platform.user_cache_dir(request.env))
 
 
 def _patch(request: BuildRequest, folder: builddir.BuildDir,
@@ -384,8 +391,7 @@ def _patch(request: BuildRequest, folder: builddir.BuildDir,
     if not request.staged:
         return request.source_dir.resolve(), run(request.source_dir.resolve()), None
     # Another build folder under the build root may sit inside the tree: never mirror those.
-    root = request.build_root or builddir.default_root(request.source_dir)
-    staged = staging.stage(request.source_dir, folder.path, run, skip=[root])
+    staged = staging.stage(request.source_dir, folder.path, run, skip=[_build_root(request)])
     if staged.sync.changed:
         say(f"staged the tree in {staged.mirror} ({staged.sync.summary()})")
     return staged.mirror, staged.patched, staged.sync

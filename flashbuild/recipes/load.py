@@ -307,17 +307,25 @@ def load_recipe(name_or_path: str | Path) -> Recipe:
     return parse_recipe(text, path)
 
 
+#: Where a regular wheel carries the repo's `recipes/`, `patches/` and `csrc/` inside the
+#: package (setup.py's build_py copies them; the recipes' `../csrc` and `../patches/x.patch`
+#: paths resolve there as in the repo).
+BUNDLED_DIR = "_bundled"
+
+
 def recipes_dir() -> Path:
-    """The top-level `recipes/` folder shipped with flashbuild (found relative to the package,
-    which works for the editable install the README describes)."""
-    here = Path(__file__).resolve().parent.parent.parent / "recipes"
-    if not here.is_dir():
-        raise RecipeError(
-            "the bundled recipes folder is missing",
-            evidence=f"looked for {here}",
-            fix="install flashbuild from its source checkout (`pip install -e .`), or pass "
-            "`--recipe FILE.toml`")
-    return here
+    """The bundled recipes: `flashbuild/_bundled/recipes` in a regular wheel install, else the
+    repo's top-level `recipes/` next to the package (the editable install)."""
+    package = Path(__file__).resolve().parent.parent
+    candidates = (package / BUNDLED_DIR / "recipes", package.parent / "recipes")
+    for here in candidates:
+        if here.is_dir():
+            return here
+    raise RecipeError(
+        "the bundled recipes folder is missing",
+        evidence="looked for " + " and ".join(str(c) for c in candidates),
+        fix="reinstall flashbuild (`pip install flashbuild`, or `pip install -e .` from its "
+        "source checkout), or pass `--recipe FILE.toml`")
 
 
 def bundled_recipes() -> list[Path]:
