@@ -193,6 +193,29 @@ class ArchSpec:
             flags += ["-gencode", f"arch={t.arch.compute},code={code}"]
         return flags
 
+    def torch_informational(self) -> str:
+        """`TORCH_CUDA_ARCH_LIST` for a build whose nvcc flags flashbuild passes itself (the
+        setuptools backend): family targets, which torch rejects, become their base arch here;
+        the `-gencode` flags still say `f`."""
+        try:
+            return self.torch()
+        except UsageError:
+            return ";".join(dict.fromkeys(
+                (t.arch.base.dotted if t.arch.suffix is Suffix.FAMILY else t.arch.dotted)
+                + ("+PTX" if t.ptx and t.sass else "") for t in self.targets))
+
+    def placeholders(self) -> dict[str, str]:
+        """The arch in the forms projects read it (recipe `{placeholders}`, see
+        recipes.model.ARCH_PLACEHOLDERS): `90a;120`, `90;120`, `9.0;12.0`, `9.0a;12.0`,
+        `90a-real;120-real`."""
+        return {
+            "arch_codes": ";".join(f"{t.arch.code}{t.arch.suffix}" for t in self.targets),
+            "arch_numbers": ";".join(dict.fromkeys(str(t.arch.code) for t in self.targets)),
+            "arch_dotted": ";".join(dict.fromkeys(t.arch.base.dotted for t in self.targets)),
+            "torch_arch_list": self.torch_informational(),
+            "cmake_archs": self.cmake(),
+        }
+
     def torch(self) -> str:
         """`TORCH_CUDA_ARCH_LIST`, e.g. `9.0a;12.0+PTX`. torch rejects family targets."""
         out = []

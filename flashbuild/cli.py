@@ -219,7 +219,7 @@ def build(
     """Patch, configure (CMake + Ninja), compile and install. Exit 6 when the build fails (log
     kept, previous install intact), 130 when interrupted (run again to resume)."""
     ui.configure(json_mode=json)
-    from flashbuild.building.driver import run_build
+    from flashbuild.building.command import run_build
 
     return run_build(recipe=recipe, source=source, arch=arch, cuda=cuda, platform=platform,
                      jobs_text=jobs, launcher_text=launcher, install_text=install,

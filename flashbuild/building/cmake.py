@@ -266,3 +266,19 @@ def read_cache_value(build_dir: Path, name: str) -> str | None:
         return None
     match = re.search(rf"^{re.escape(name)}:[A-Z]+=(.*)$", text, re.MULTILINE)
     return match.group(1).strip() if match else None
+
+
+def cache_entries(build_dir: Path, *, contains: str = "") -> dict[str, str]:
+    """CMakeCache.txt's `NAME:TYPE=value` entries whose name contains `contains`
+    (case-insensitive), internal ones (`:INTERNAL`, `:STATIC`) left out."""
+    try:
+        text = (build_dir / "CMakeCache.txt").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    found: dict[str, str] = {}
+    for m in re.finditer(r"^([A-Za-z_][\w.-]*):([A-Z]+)=(.*)$", text, re.MULTILINE):
+        name, kind, value = m.group(1), m.group(2), m.group(3).strip()
+        if kind in ("INTERNAL", "STATIC") or contains.lower() not in name.lower():
+            continue
+        found[name] = value
+    return found

@@ -1,43 +1,42 @@
-"""`flashbuild build`: blocking checks → patch → configure → compile → install.
+"""`flashbuild build`: blocking checks → stage + patch → backend (configure, compile) →
+install → manifest.
 
-Each step is a small function; `build()` runs them in order and returns a `BuildReport`.
-The patch goes into a staged mirror of the tree inside the build folder (`<build>/src`, see
-staging.py), so the user's tree is never changed and each build folder keeps its own patched
-files: switching arch and back recompiles nothing. `--in-place` patches the tree itself, as
-the playbooks do (revertable with `flashbuild patch --revert`).
+`build()` is orchestration only: which build system runs is the backend's business
+(building/backends/: cmake, setuptools), chosen by the recipe's `[build] backend` and checked
+against the tree before anything runs. The patch goes into a staged mirror of the tree inside
+the build folder (`<build>/src`, see staging.py), so the user's tree is never changed and each
+build folder keeps its own patched files: switching arch and back recompiles nothing.
+`--in-place` patches the tree itself, as the playbooks do (revertable with
+`flashbuild patch --revert`).
 Nothing installed is touched until compile has succeeded, so a compile error (BuildError with
-the first error, the log path and its tail) or a Ctrl-C (Interrupted; ninja's own state makes
+the first error, the log path and its tail) or a Ctrl-C (Interrupted; Ninja's own state makes
 the next run resume) leaves the previous install intact.
 
-An unchanged re-run is a no-op in well under a second: the patch engine rewrites nothing, the
-configure hash matches so CMake is not started, ninja reports "no work to do", and the install
-stamp matches so nothing is copied or pip-installed.
+An unchanged re-run is a no-op: the patch engine rewrites nothing, the backend finds nothing to
+do (CMake: configure hash + "ninja: no work to do"; setuptools: the tree and environment stamp),
+and the install stamp matches so nothing is copied or pip-installed.
+The options of the `flashbuild build` command are resolved in building/command.py.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import sys
-import sysconfig
+import posixpath
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from flashbuild import __version__
-from flashbuild.building import builddir, cmake, progress, staging
-from flashbuild.building.jobs import (
-    DEFAULT_JOB_BYTES,
-    HostResources,
-    JobPlan,
-    plan_jobs,
-    probe_host,
+from flashbuild.building import backends, builddir, cmake, progress, staging
+from flashbuild.building.backends import BackendContext
+from flashbuild.building.request import (
+    BuildRequest,
+    PatchOutcome,
+    Step,
+    StepTime,
+    StreamRunner,
 )
-from flashbuild.building.launcher import Launcher, LauncherChoice, choose_launcher
-from flashbuild.errors import BuildError, Interrupted, ToolchainError, UsageError
+from flashbuild.errors import ToolchainError, UsageError
 from flashbuild.installing import install as installing
 from flashbuild.installing import shim
 from flashbuild.installing.manifest import (
@@ -51,111 +50,13 @@ from flashbuild.installing.manifest import HostCompiler as ManifestHost
 from flashbuild.installing.manifest import Toolkit as ManifestToolkit
 
 if TYPE_CHECKING:
-    from packaging.version import Version
+    from collections.abc import Callable, Sequence
+
     from rich.console import Console
 
-    from flashbuild.arch import ArchSpec
+    from flashbuild.building.backends import BackendResult
+    from flashbuild.building.jobs import JobPlan
     from flashbuild.detect.cuda import Toolkit
-    from flashbuild.platforms.base import Platform
-    from flashbuild.proc import Completed
-    from flashbuild.recipes.model import Recipe
-
-
-
-class StreamRunner(Protocol):
-    """What the build needs from the runner: `ProcessRunner`'s run, which and stream."""
-
-    def run(self, argv: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str] | None = None,
-            cwd: Path | None = None, timeout: float = 60.0, check: bool = True,
-            input: str | None = None) -> Completed: ...
-
-    def which(self, program: str, env: Mapping[str, str] | None = None) -> str | None: ...
-
-    def stream(self, argv: Sequence[str | os.PathLike[str]], *, on_line: Callable[[str], None],
-               log: IO[str] | None = None, env: Mapping[str, str] | None = None,
-               cwd: Path | None = None, timeout: float | None = None) -> int: ...
-
-
-@dataclass(frozen=True, kw_only=True)
-class HostCompiler:
-    """The host compiler nvcc uses: kind and version, for the build key and the manifest."""
-
-    kind: str
-    """`gcc`, `clang` or `msvc`."""
-    version: str
-    path: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.version}".strip()
-
-
-@dataclass(frozen=True, kw_only=True)
-class PatchOutcome:
-    """What the build needs from the patch step (the lead adapts the engine's PatchReport)."""
-
-    build_excludes: tuple[str, ...] = ()
-    """Sources to leave out of the build (relative to the tree)."""
-    applied: tuple[tuple[str, str], ...] = ()
-    """(step id, sha256 of what it changed) per applied step, for the manifest."""
-    changed_files: int = 0
-    """Files this run wrote (0 on an unchanged re-run)."""
-    patched: tuple[str, ...] = ()
-    """Files that differ from the pristine tree (relative paths)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class BuildRequest:
-    """Everything one build needs, already validated and resolved."""
-
-    recipe: Recipe
-    source_dir: Path
-    """The tree (the recipe's source, or --source)."""
-    staged: bool = True
-    """Patch a mirror of the tree in the build folder (`<build>/src`) and build from it; the
-    tree is never changed. False (`--in-place`): patch and build the tree itself."""
-    arch: ArchSpec
-    """Resolved: no `native` left."""
-    toolkit: Toolkit
-    """The toolkit doctor chose, or --cuda's."""
-    cmake_toolkit_root: Path | None = None
-    """A CMake-usable root for it (building.toolkit.cmake_toolkit_root); default its root."""
-    platform: Platform
-    host_compiler: HostCompiler
-    env: Mapping[str, str]
-    """The build environment (on Windows: with MSVC activated, see msvc.py)."""
-    jobs: int | None = None
-    """`--jobs N`; None = auto."""
-    launcher: LauncherChoice = "auto"
-    install: installing.InstallMode = "wheel"
-    build_dir: Path | None = None
-    """`--build-dir`: this exact folder instead of one keyed under the build root."""
-    build_root: Path | None = None
-    python: str = field(default_factory=lambda: sys.executable)
-    cmake_defines: Mapping[str, str] = field(default_factory=dict)
-    """The recipe's cmake options whose `when` matched."""
-    cmake_args: tuple[str, ...] = ()
-    cuda_flags: tuple[str, ...] = ()
-    """Extra nvcc flags (e.g. the MSVC ones from msvc.py)."""
-    cxx_flags: tuple[str, ...] = ()
-    exclude_var: str | None = None
-    """The recipe's [build] exclude_var."""
-    output_dir_var: str | None = None
-    """The recipe's [build] output_dir_var."""
-    per_job_bytes: int = DEFAULT_JOB_BYTES
-    cuda_job_pool_hook: bool = False
-    """The project reads FLASHBUILD_NVCC_JOB_POOL and scopes the nvcc pool itself."""
-    extra_dll_dirs: tuple[Path, ...] = ()
-    """More folders for the shim (torch's lib when linked, PyPI nvidia/* folders in use)."""
-    version: str = ""
-    """Version of the installed distribution (default: the recipe's)."""
-
-
-@dataclass(frozen=True)
-class StepTime:
-    name: str
-    seconds: float
-    skipped: bool = False
-    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -165,7 +66,10 @@ class BuildReport:
     source_dir: Path
     """The user's tree."""
     cmake_source: Path
-    """The folder CMake configured from: in the mirror when staged."""
+    """The folder the build system ran from (CMake's source folder, the setup.py's folder):
+    in the mirror when staged."""
+    backend: str
+    """`cmake` or `setuptools`."""
     staging: staging.SyncReport | None
     """What syncing the mirror changed; None with `--in-place`."""
     configured: bool
@@ -192,6 +96,7 @@ class BuildReport:
             "log": str(self.log),
             "source_dir": str(self.source_dir),
             "cmake_source": str(self.cmake_source),
+            "backend": self.backend,
             "staged": self.staging is not None,
             "staging": self.staging.to_json() if self.staging is not None else None,
             "configured": self.configured,
@@ -210,9 +115,6 @@ class BuildReport:
         }
 
 
-Step = Callable[[str], None]
-
-
 def build(request: BuildRequest, *, runner: StreamRunner,
           checks: Callable[[], Sequence[str]] | None = None,
           patch: Callable[[Path], PatchOutcome] | None = None,
@@ -225,9 +127,10 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     steps: list[StepTime] = []
     notes: list[str] = []
 
-    # 1. doctor's blocking checks (and what the recipe lacks), before anything compiles
+    # 1. what the recipe lacks, the backend against the tree, doctor's blocking checks
     t0 = time.monotonic()
     _require_install_table(request)
+    backend = backends.backend_for(request.recipe, request.source_dir)
     blockers = list(checks()) if checks is not None else []
     if blockers:
         raise ToolchainError(
@@ -236,7 +139,6 @@ def build(request: BuildRequest, *, runner: StreamRunner,
             fix="fix each one (`flashbuild doctor --arch ...` shows the details and fixes)",
             details={"blockers": blockers},
         )
-    tools = cmake.find_tools(runner, request.env, request.platform)
     nvcc = _nvcc(request.toolkit, request.cmake_toolkit_root)
     _validate_arch(request, nvcc, runner)
     steps.append(StepTime("checks", time.monotonic() - t0))
@@ -251,40 +153,30 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     if outcome.changed_files:
         say(f"patched {outcome.changed_files} file(s)")
 
-    # 3. configure (only when its inputs changed)
+    # 3. configure and compile, by the recipe's backend
     t0 = time.monotonic()
-    setup = _setup(request, folder, tree, tools, nvcc, outcome=outcome, runner=runner,
-                   notes=notes)
-    _forget_other_source(setup, notes=notes, say=say)
-    configured = cmake.needs_configure(folder.path, setup.digest)
-    if configured:
-        say(f"configuring {folder.path}")
-        _configure(setup, runner)
-    steps.append(StepTime("configure", time.monotonic() - t0, skipped=not configured))
+    ctx = BackendContext(
+        request=request, folder=folder, tree=tree, outcome=outcome,
+        staged_changed=synced is None or synced.changed or bool(outcome.changed_files),
+        nvcc=nvcc, runner=runner, console=console, show_progress=show_progress, say=say,
+        notes=notes)
+    built = backend.build(ctx)
+    steps.append(StepTime("compile", time.monotonic() - t0, skipped=built.no_work,
+                          note="no work to do" if built.no_work else
+                          f"{built.edges} step(s)" + ("; configured" if built.configured
+                                                      else "")))
+    say("nothing to compile" if built.no_work else
+        f"compiled {built.edges} step(s) with {backend.name}; log: {built.log}")
 
-    # 4. compile
+    # 4. install
     t0 = time.monotonic()
-    log = setup.logs / "build.log"
-    monitor = _compile(setup, tools, log, runner, request.recipe.build.targets,
-                       console=console, show_progress=show_progress)
-    steps.append(StepTime("compile", time.monotonic() - t0, skipped=monitor.no_work,
-                          note="no work to do" if monitor.no_work else
-                          f"{monitor.edges} step(s)"))
-    say("nothing to compile (ninja: no work to do)" if monitor.no_work else
-        f"compiled {monitor.edges} step(s); log: {log}")
-
-    # 5. install
-    t0 = time.monotonic()
-    ext = ext_suffix(request.python, runner, request.env)
-    artifacts = find_artifacts(request, setup.output_dir, ext)
+    artifacts = built.artifacts
     dll_dirs = shim.dll_dirs([*request.toolkit.dll_dirs, *request.extra_dll_dirs,
                               *(_wheel_dll_dirs(artifacts)
                                 if request.platform.registers_dll_dirs else ())])
-    ptxas = progress.merge_ptxas(setup.folder.path / "logs" / "ptxas.json", monitor.ptxas)
-    manifest = build_manifest(request, outcome, artifacts, dll_dirs, argv=setup.argv,
-                              ptxas_info=ptxas)
-    install_plan = _install_plan(request, artifacts, dll_dirs, manifest, folder.path,
-                                 tree=tree)
+    ptxas = progress.merge_ptxas(folder.path / "logs" / "ptxas.json", built.ptxas)
+    manifest = build_manifest(request, outcome, built, dll_dirs, ptxas_info=ptxas)
+    install_plan = _install_plan(request, built, dll_dirs, manifest, folder.path, tree=tree)
     if synced is not None and request.install == "inplace" and _patches_package(request,
                                                                                  outcome):
         notes.append("--install inplace puts the binaries into the source tree, whose package "
@@ -296,13 +188,11 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     if result.location is not None and not result.skipped:
         say(f"installed ({result.mode}) into {result.location}")
     return BuildReport(
-        build_dir=folder.path, log=log, source_dir=request.source_dir.resolve(),
-        cmake_source=setup.source_dir, staging=synced,
-        configured=configured, ninja_no_work=monitor.no_work,
-        edges=monitor.edges, artifacts=artifacts, install=result, jobs=setup.plan,
-        launcher=setup.launcher.name if setup.launcher else "none", steps=tuple(steps),
-        notes=tuple(notes),
-        manifest=manifest)
+        build_dir=folder.path, log=built.log, source_dir=request.source_dir.resolve(),
+        cmake_source=built.source_dir, backend=backend.name, staging=synced,
+        configured=built.configured, ninja_no_work=built.no_work,
+        edges=built.edges, artifacts=artifacts, install=result, jobs=built.plan,
+        launcher=built.launcher, steps=tuple(steps), notes=tuple(notes), manifest=manifest)
 
 
 # --- steps -------------------------------------------------------------------------------
@@ -336,29 +226,6 @@ def _validate_arch(request: BuildRequest, nvcc: Path, runner: StreamRunner) -> N
     codes = request.toolkit.codes or cmake.list_gpu_codes(nvcc, runner, request.env)
     cmake.validate_arch(request.arch, codes, nvcc)
 
-
-def _pybind11_dir() -> str | None:
-    try:
-        import pybind11
-    except ImportError:  # pragma: no cover - pybind11 is a dependency
-        return None
-    return str(pybind11.get_cmake_dir())
-
-
-@dataclass(frozen=True)
-class _Setup:
-    """The prepared build folder and the configure command for it."""
-
-    folder: builddir.BuildDir
-    source_dir: Path
-    """What CMake configures from."""
-    plan: JobPlan
-    launcher: Launcher | None
-    output_dir: Path
-    argv: list[str]
-    env: dict[str, str]
-    digest: str
-    logs: Path
 
 
 def _folder(request: BuildRequest, nvcc: Path, *, notes: list[str],
@@ -397,147 +264,6 @@ def _patch(request: BuildRequest, folder: builddir.BuildDir,
     return staged.mirror, staged.patched, staged.sync
 
 
-def _setup(request: BuildRequest, folder: builddir.BuildDir, tree: Path, tools: cmake.Tools,
-           nvcc: Path, *, outcome: PatchOutcome, runner: StreamRunner,
-           notes: list[str]) -> _Setup:
-    host = probe_host() if request.jobs is None else HostResources(1, 0)
-    plan = plan_jobs(request.jobs, host, request.per_job_bytes)
-    chosen = choose_launcher(request.launcher, runner, request.env)
-    if chosen is not None and chosen.note:
-        notes.append(chosen.note)
-    output_dir = folder.path / "out"
-    source_dir = (tree / request.recipe.build.cmake_source).resolve()
-    inputs = cmake.ConfigureInputs(
-        source_dir=source_dir,
-        build_dir=folder.path, output_dir=output_dir, nvcc=nvcc,
-        toolkit_root=request.cmake_toolkit_root or request.toolkit.root,
-        arch=request.arch, python=request.python, pybind11_dir=_pybind11_dir(),
-        output_dir_var=request.output_dir_var, options=request.cmake_defines,
-        excludes=outcome.build_excludes, exclude_var=request.exclude_var,
-        launcher=chosen.path if chosen else None, launch_cuda=chosen.cuda if chosen else True,
-        pools=cmake.JobPools(plan.nvcc_jobs, plan.link_jobs, request.cuda_job_pool_hook),
-        cuda_flags=request.cuda_flags, cxx_flags=request.cxx_flags,
-        extra_args=request.cmake_args)
-    argv = cmake.configure_argv(tools, inputs)
-    env = {**request.env, "NINJA_STATUS": cmake.NINJA_STATUS}
-    logs = folder.path / "logs"
-    logs.mkdir(exist_ok=True)
-    return _Setup(folder, source_dir, plan, chosen, output_dir, argv, env,
-                  cmake.configure_hash(argv, env), logs)
-
-
-def _forget_other_source(setup: _Setup, *, notes: list[str], say: Step) -> None:
-    """Drop a CMake cache made for another source folder (the tree itself before staged builds,
-    or a switch between staged and `--in-place` in one `--build-dir`): CMake refuses it ("does
-    not match the source ... used to generate cache"), so it configures afresh instead."""
-    build_dir = setup.folder.path
-    cached = cmake.read_cache_value(build_dir, "CMAKE_HOME_DIRECTORY")
-    if cached is None or _same_dir(Path(cached), setup.source_dir):
-        return
-    (build_dir / "CMakeCache.txt").unlink()
-    shutil.rmtree(build_dir / "CMakeFiles", ignore_errors=True)
-    cmake.forget_configure(build_dir)
-    message = (f"{build_dir} was configured from {cached}; it is configured again from "
-               f"{setup.source_dir} (everything recompiles once)")
-    notes.append(message)
-    say(message)
-
-
-def _same_dir(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve() or (a.is_dir() and a.samefile(b))
-    except OSError:
-        return False
-
-
-def _configure(setup: _Setup, runner: StreamRunner) -> None:
-    build_dir = setup.folder.path
-    log_path = setup.logs / "configure.log"
-    cmake.forget_configure(build_dir)
-    lines: list[str] = []
-    with progress.open_log(log_path) as log:
-        log.write(f"# {' '.join(setup.argv)}\n")
-        code = runner.stream(setup.argv, on_line=lines.append, log=log, env=setup.env,
-                             cwd=build_dir)
-    if code != 0:
-        first = progress.first_error(lines)
-        raise BuildError(
-            "CMake configure failed",
-            evidence=(first.context if first else "") + f"\nlog: {log_path}\n" +
-            "\n".join(lines[-20:]),
-            fix="read the first error above; the full log is kept at the path shown",
-            details={"log": str(log_path), "first_error": first.line if first else None},
-        )
-    cmake.record_configure(build_dir, setup.digest, setup.argv)
-
-
-def _compile(setup: _Setup, tools: cmake.Tools, log_path: Path, runner: StreamRunner,
-             targets: Sequence[str], *, console: Console | None,
-             show_progress: bool) -> progress.NinjaMonitor:
-    monitor = progress.NinjaMonitor()
-    argv = cmake.build_argv(tools, setup.folder.path, setup.plan.ninja_jobs, targets)
-    try:
-        with progress.open_log(log_path) as log:
-            log.write(f"# {' '.join(argv)}\n")
-            log.flush()
-            if console is not None and show_progress:
-                with progress.live_progress(monitor, console, enabled=True):
-                    code = runner.stream(argv, on_line=monitor.feed, log=log, env=setup.env)
-            else:
-                code = runner.stream(argv, on_line=monitor.feed, log=log, env=setup.env)
-    except KeyboardInterrupt:
-        raise Interrupted(
-            "the build was interrupted",
-            evidence=f"ninja stopped at step {monitor.done}/{monitor.total}; log: {log_path}",
-            fix="run the same command again: ninja resumes where it stopped, and the previous "
-            "install was not touched",
-            details={"log": str(log_path)},
-        ) from None
-    if code != 0:
-        first = progress.first_error(monitor.lines)
-        raise BuildError(
-            f"compiling failed{': ' + first.line if first else ''}",
-            evidence=((first.context + "\n\n") if first else "") + f"log: {log_path}\n"
-            "--- last lines ---\n" + monitor.tail(20),
-            fix="fix the first error shown (later errors often follow from it); the "
-            "previous install is untouched and the full log is kept",
-            details={"log": str(log_path), "first_error": first.line if first else None,
-                     "failed": first.failed_edge if first else None},
-        )
-    return monitor
-
-
-def find_artifacts(request: BuildRequest, output_dir: Path,
-                   ext: str) -> tuple[installing.BuiltArtifact, ...]:
-    """The recipe's artifacts in the output folder: a module is `<name><ext>`, a plugin the
-    platform's shared library (`lib<name>.so`, `<name>.dll`)."""
-    found: list[installing.BuiltArtifact] = []
-    for art in request.recipe.artifact:
-        if art.kind == "module":
-            names = [f"{art.name}{ext}"]
-        else:
-            suffix = request.platform.shared_lib_suffix
-            names = [f"lib{art.name}{suffix}", f"{art.name}{suffix}"]
-        match = next((output_dir / n for n in names if (output_dir / n).is_file()), None)
-        if match is None and request.output_dir_var is None:
-            # The project chose its own output folders (possibly inside its sources, which
-            # here means the staged mirror): take the newest such file in the build folder;
-            # a stale binary linked in from the source tree is older than this build's.
-            build_folder = output_dir.parent
-            candidates = [p for n in names for p in build_folder.rglob(n) if p.is_file()]
-            match = max(candidates, key=lambda p: p.stat().st_mtime, default=None)
-        if match is None:
-            present = sorted(p.name for p in output_dir.glob("*")) if output_dir.is_dir() else []
-            raise BuildError(
-                f"the build did not produce the {art.kind} `{art.name}`",
-                evidence=f"looked for {', '.join(names)} in {output_dir}; it holds: "
-                f"{', '.join(present) or 'nothing'}",
-                fix="check the recipe's [[artifact]] names and its [build] output_dir_var (the "
-                "CMake variable the project reads for where to write its binaries)",
-            )
-        found.append(installing.BuiltArtifact(match, art.kind, art.name))
-    return tuple(found)
-
 
 def _wheel_dll_dirs(artifacts: Sequence[installing.BuiltArtifact]) -> list[Path]:
     """Folders of the active environment (torch's `lib`, PyPI `nvidia/*`) holding libraries
@@ -556,22 +282,11 @@ def _wheel_dll_dirs(artifacts: Sequence[installing.BuiltArtifact]) -> list[Path]
     return shim.folders_for_imports(needed, [Path(p) for p in site.getsitepackages()])
 
 
-def ext_suffix(python: str, runner: StreamRunner, env: Mapping[str, str]) -> str:
-    """The extension suffix of the interpreter the module is built for (CMake's FindPython
-    reads the same value); this interpreter's needs no process."""
-    if python == sys.executable or Path(python).resolve() == Path(sys.executable).resolve():
-        return str(sysconfig.get_config_var("EXT_SUFFIX"))
-    done = runner.run([python, "-c", "import sysconfig; print(sysconfig.get_config_var("
-                       "'EXT_SUFFIX'))"], env=env, timeout=60)
-    return done.stdout.strip().splitlines()[-1]
 
-
-def build_manifest(request: BuildRequest, outcome: PatchOutcome,
-                   artifacts: Sequence[installing.BuiltArtifact], dll_dirs: Sequence[str], *,
-                   argv: Sequence[str], ptxas_info: str | None) -> Manifest:
+def build_manifest(request: BuildRequest, outcome: PatchOutcome, built: BackendResult,
+                   dll_dirs: Sequence[str], *, ptxas_info: str | None) -> Manifest:
     """The manifest beside the module. No timestamps: an unchanged re-run must produce the
     same bytes (so it installs nothing)."""
-    defines = dict(a[2:].split("=", 1) for a in argv if a.startswith("-D") and "=" in a)
     tk = request.toolkit
     return Manifest(
         flashbuild=__version__,
@@ -584,11 +299,10 @@ def build_manifest(request: BuildRequest, outcome: PatchOutcome,
                                    version=request.host_compiler.version,
                                    path=request.host_compiler.path),
         patches=tuple(PatchRecord(id=pid, sha256=digest) for pid, digest in outcome.applied),
-        flags={"cuda": defines.get("CMAKE_CUDA_FLAGS", ""),
-               "cxx": defines.get("CMAKE_CXX_FLAGS", ""),
-               "cmake_defines": defines,
+        flags={**built.flags, "backend": request.recipe.build.backend,
                "build_excludes": list(outcome.build_excludes)},
-        artifacts=tuple(ManifestArtifact(path=a.path.name, kind=a.kind) for a in artifacts),
+        artifacts=tuple(ManifestArtifact(path=_manifest_path(request, a), kind=a.kind)
+                        for a in built.artifacts),
         dll_dirs=tuple(dll_dirs),
         exports=tuple(request.recipe.verify.exports),
         dynamic_smem_symbols=tuple(
@@ -598,12 +312,12 @@ def build_manifest(request: BuildRequest, outcome: PatchOutcome,
     )
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def _manifest_path(request: BuildRequest, artifact: installing.BuiltArtifact) -> str:
+    """The artifact's path relative to the package folder, where the manifest lies."""
+    if not artifact.relpath or request.recipe.install is None:
+        return artifact.path.name
+    package = request.recipe.install.package.replace(".", "/")
+    return posixpath.relpath(artifact.relpath, package)
 
 
 def _require_install_table(request: BuildRequest) -> None:
@@ -615,7 +329,7 @@ def _require_install_table(request: BuildRequest) -> None:
         )
 
 
-def _install_plan(request: BuildRequest, artifacts: tuple[installing.BuiltArtifact, ...],
+def _install_plan(request: BuildRequest, built: BackendResult,
                   dll_dirs: tuple[str, ...], manifest: Manifest,
                   work_dir: Path, *, tree: Path) -> installing.InstallPlan:
     _require_install_table(request)
@@ -626,7 +340,8 @@ def _install_plan(request: BuildRequest, artifacts: tuple[installing.BuiltArtifa
     base = request.source_dir if request.install == "inplace" else tree
     package_dir = (base / spec.package_dir).resolve() if spec else work_dir
     return installing.InstallPlan(
-        mode=request.install, package=package, package_dir=package_dir, artifacts=artifacts,
+        mode=request.install, package=package, package_dir=package_dir,
+        artifacts=built.artifacts, prebuilt=built.wheel,
         dll_dirs=dll_dirs, manifest_name=MANIFEST_NAME,
         manifest=manifest.dump().encode(),
         python=request.python, distribution=package,
@@ -651,179 +366,3 @@ def _wheel_version(request: BuildRequest) -> str:
 
 
 # --- the `flashbuild build` command ---------------------------------------------------------
-
-def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda: Path | None,
-              platform: str | None, jobs_text: str, launcher_text: str, install_text: str,
-              build_dir: Path | None, as_json: bool, in_place: bool = False) -> int:
-    """Resolve the options (recipe, arch, toolkit, host compiler, MSVC environment), then
-    `build()`. Printed output and the JSON document are produced here, not in the CLI."""
-    import site
-
-    from flashbuild import platforms
-    from flashbuild.arch import parse_arch_spec
-    from flashbuild.building.jobs import parse_jobs
-    from flashbuild.building.launcher import parse_launcher
-    from flashbuild.console import ui
-    from flashbuild.patching.engine import patch_tree
-    from flashbuild.proc import ProcessRunner
-    from flashbuild.recipes.load import load_recipe
-    from flashbuild.recipes.when import WhenContext, evaluate
-
-    jobs_n = parse_jobs(jobs_text)
-    launcher_choice = parse_launcher(launcher_text)
-    mode = installing.parse_install_mode(install_text)
-    plat = platforms.get(platform)
-    if plat.name != platforms.current().name:
-        raise UsageError(
-            f"flashbuild cannot compile for {plat.name} on {platforms.current().name}",
-            evidence="nvcc needs the target OS's host compiler (MSVC for windows)",
-            fix=f"preview and compile-check the {plat.name} patch set with "
-            f"`flashbuild patch --platform {plat.name} --dry-run`, and build on a {plat.name} "
-            "machine or CI runner",
-        )
-    env = dict(os.environ)
-    runner = ProcessRunner(echo=ui.command)
-    loaded = load_recipe(recipe or "csrc")
-    tree = loaded.source_root(source)
-    spec = _resolve_arch(parse_arch_spec(arch) if arch else parse_arch_spec("native"), env,
-                         runner)
-    cache_dir = plat.user_cache_dir(env)
-    toolkit = _choose_toolkit(env, runner, plat, cuda=cuda, cache_dir=cache_dir,
-                              site_packages=[Path(p) for p in site.getsitepackages()])
-    host, build_env, cuda_flags, cxx_flags = _host_environment(
-        env, runner, plat, toolkit=toolkit, cache_dir=cache_dir, say=ui.step)
-    from flashbuild.building.toolkit import cmake_toolkit_root
-
-    cmake_root = cmake_toolkit_root(toolkit, cache_dir / "toolkits", plat)
-    ctx = WhenContext(platform=plat.name, arch=spec, cuda=toolkit.release,
-                      compiler=host.kind, compiler_version=_version_or_none(host.version))
-    defines: dict[str, str] = {}
-    args: list[str] = []
-    for option in loaded.build.options:
-        if evaluate(option.when, ctx).matched:
-            defines.update(option.define)
-            args += option.args
-
-    def patch(target: Path) -> PatchOutcome:
-        report = patch_tree(loaded, target, ctx)
-        return PatchOutcome(
-            build_excludes=tuple(report.build_excludes),
-            applied=tuple((s.id, s.sha256) for s in report.steps if s.matched),
-            changed_files=len(report.files_written), patched=tuple(report.files_changed))
-
-    request = BuildRequest(
-        recipe=loaded, source_dir=tree, staged=not in_place, arch=spec, toolkit=toolkit,
-        cmake_toolkit_root=cmake_root,
-        platform=plat, host_compiler=host, env=build_env, jobs=jobs_n, launcher=launcher_choice,
-        install=mode, build_dir=build_dir, cmake_defines=defines, cmake_args=tuple(args),
-        cuda_flags=cuda_flags, cxx_flags=cxx_flags,
-        output_dir_var=loaded.build.output_dir_var, exclude_var=loaded.build.exclude_var)
-    def checks() -> list[str]:
-        return doctor_blockers(env, runner, plat, spec=spec, cuda=cuda, cache_dir=cache_dir)
-
-    report = build(request, runner=runner, checks=checks, patch=patch, console=ui.err,
-                   show_progress=not as_json and ui.err.is_terminal, on_step=ui.step)
-    if as_json:
-        ui.emit_json(report.to_json())
-    else:
-        ui.step(f"build folder {report.build_dir} (log: {report.log}); "
-                f"{report.jobs.reason}; launcher: {report.launcher}; "
-                f"{report.seconds:.2f} s")
-    return 0
-
-
-#: Doctor rules whose errors do not stop a build: they matter when the module runs (the
-#: driver, an `a` target for another GPU in this machine) or only to torch's own extension
-#: builder, which `flashbuild build` does not use. `msvc.outside-window` judges the MSVC a
-#: plain shell or setuptools would use (VS 2026's 19.50 on windows-latest, which CUDA <= 13.1
-#: rejects); the build activates a toolset inside nvcc's window itself, and
-#: msvc.pick_toolset raises its own error, before these checks, when none is installed.
-NOT_BUILD_BLOCKERS = frozenset({"driver.older-than-toolkit", "target.a-other-sm",
-                                "torch.cuda-mismatch", "torch.broken", "torch.arch-missing",
-                                "msvc.outside-window"})
-
-
-#: The doctor probes a build runs before it starts.
-BUILD_PROBES = frozenset({"toolkits", "compilers", "host"})
-
-
-def doctor_blockers(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,
-                    spec: ArchSpec, cuda: Path | None, cache_dir: Path) -> list[str]:
-    """Doctor's verdicts for this target that block a build, one line each (title + fix)."""
-    from flashbuild.detect.cache import ProbeCache
-    from flashbuild.detect.doctor import collect
-    from flashbuild.detect.rules import Severity, evaluate
-
-    # Only the probes whose rules can block a build: GPUs and Python/torch only feed
-    # run-time verdicts, and a missing cmake/ninja is the build's own clear error. NVML
-    # start-up and the torch probe would otherwise dominate a no-op rebuild.
-    findings = collect(env, runner, plat, spec=spec, explicit=cuda,
-                       cache=ProbeCache(cache_dir), only=BUILD_PROBES)
-    return [f"{v.title} (fix: {v.fix})" if v.fix else v.title
-            for v in evaluate(findings)
-            if v.severity is Severity.ERROR and v.rule_id not in NOT_BUILD_BLOCKERS]
-
-
-def _resolve_arch(spec: ArchSpec, env: Mapping[str, str], runner: StreamRunner) -> ArchSpec:
-    if not spec.native:
-        return spec
-    from flashbuild.detect.gpu import probe_gpus
-
-    caps = [g.capability for g in probe_gpus(env, runner).gpus]
-    return spec.resolve_native(caps)
-
-
-def _choose_toolkit(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,
-                    cuda: Path | None, cache_dir: Path, site_packages: list[Path]) -> Toolkit:
-    from flashbuild.detect.cache import ProbeCache
-    from flashbuild.detect.cuda import find_toolkits
-
-    search = find_toolkits(env, runner, plat, explicit=cuda, site_packages=site_packages,
-                           cache=ProbeCache(cache_dir))
-    if search.chosen is None:
-        raise ToolchainError(
-            "no CUDA toolkit with nvcc was found",
-            evidence=search.reason + (f"; --cuda {cuda}" if cuda else ""),
-            fix="pip install \"cuda-toolkit[nvcc,cudart,cccl,crt,nvvm]==13.0.2\" (or flashbuild"
-            "[cuda]), install CUDA from NVIDIA, or point --cuda at a toolkit root",
-        )
-    return search.chosen
-
-
-def _host_environment(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,
-                      toolkit: Toolkit, cache_dir: Path, say: Step,
-                      ) -> tuple[HostCompiler, dict[str, str], tuple[str, ...], tuple[str, ...]]:
-    """The host compiler, the environment to build in (MSVC activated on Windows) and the
-    extra flags for it."""
-    from flashbuild.building import msvc
-    from flashbuild.detect.cache import ProbeCache
-    from flashbuild.detect.compilers import host_window, probe_host_compilers
-
-    found = probe_host_compilers(env, runner, plat, cache=ProbeCache(cache_dir))
-    if found.family == "msvc":
-        window = host_window(toolkit.host_config, toolkit.release)
-        activated = msvc.activate(env, runner, found.visual_studios, window, found.active_msvc)
-        say(f"MSVC: {activated.source}")
-        flags = msvc.msvc_flags(toolkit.release, None)
-        version = str(activated.msc_ver or "unknown")
-        return (HostCompiler(kind="msvc", version=version), activated.env, flags.cuda,
-                flags.cxx)
-    gxx = found.gxx
-    if gxx is None:
-        raise ToolchainError(
-            "no C++ host compiler (g++) was found",
-            evidence="; ".join(found.problems) or "g++ is not on PATH",
-            fix="install g++ (Debian/Ubuntu: `apt-get install g++`), or set CUDAHOSTCXX",
-        )
-    kind = "clang" if "clang" in gxx.name else "gcc"
-    return (HostCompiler(kind=kind, version=str(gxx.version or "unknown"), path=gxx.path),
-            dict(env), (), ())
-
-
-def _version_or_none(text: str) -> Version | None:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None

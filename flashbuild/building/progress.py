@@ -13,7 +13,7 @@ import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Protocol
 
 from rich.progress import (
     BarColumn,
@@ -24,13 +24,16 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from flashbuild.errors import BuildError
+
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    import os
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from pathlib import Path
 
     from rich.console import Console
 
-_STATUS = re.compile(r"^\[(?P<done>\d+)/(?P<total>\d+)\]\s*(?P<what>.*)$")
+_STATUS = re.compile(r"^\s*\[(?P<done>\d+)/(?P<total>\d+)\]\s*(?P<what>.*)$")
 # Ordered: the first pattern that matches a line in the log wins for that line; the first
 # line that matches any pattern is the first error.
 _ERRORS: tuple[re.Pattern[str], ...] = (
@@ -118,7 +121,7 @@ class NinjaMonitor:
     def step(self, line: str) -> bool:
         """Take one line; True when it moved the progress."""
         self.lines.append(line)
-        if line.startswith("ninja: no work to do"):
+        if line.lstrip().startswith("ninja: no work to do"):
             self.no_work = True
             return False
         # "Compile time = 6.6 ms" differs on every run; the rest is the kernel's resources.
@@ -185,3 +188,58 @@ def merge_ptxas(path: Path, fresh: dict[str, list[str]]) -> str | None:
     if not known:
         return None
     return "\n".join(line for key in sorted(known) for line in [f"# {key}", *known[key]])
+
+
+def run_tool(argv: Sequence[str], *, runner: ToolRunner, env: Mapping[str, str],
+             log_path: Path, cwd: Path | None = None, console: Console | None = None,
+             show_progress: bool = False, what: str = "compiling") -> tuple[int, NinjaMonitor]:
+    """Run a build tool that drives Ninja (`cmake --build`, `pip wheel` of a torch
+    cpp_extension tree), feeding its lines to a NinjaMonitor, a live bar and the log.
+
+    A Ctrl-C becomes Interrupted (exit 130): the previous install was not touched and Ninja
+    resumes where it stopped. Returns the exit code; the caller turns a failure into its own
+    BuildError (`failure()` below)."""
+    from flashbuild.errors import Interrupted
+
+    monitor = NinjaMonitor()
+    try:
+        with open_log(log_path) as log:
+            log.write(f"# {' '.join(argv)}\n")
+            log.flush()
+            with live_progress(monitor, console, enabled=bool(console and show_progress),
+                               label=what) if console is not None else _nothing(monitor):
+                code = runner.stream(argv, on_line=monitor.feed, log=log, env=env, cwd=cwd)
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"the build was interrupted ({what})",
+            evidence=f"stopped at step {monitor.done}/{monitor.total}; log: {log_path}",
+            fix="run the same command again: Ninja resumes where it stopped, and the previous "
+            "install was not touched",
+            details={"log": str(log_path)},
+        ) from None
+    return code, monitor
+
+
+def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "") -> BuildError:
+    """The BuildError for a failed build step: the first compiler error, the log's tail."""
+    first = first_error(monitor.lines)
+    return BuildError(
+        f"{title}{': ' + first.line if first else ''}",
+        evidence=((first.context + "\n\n") if first else "") + f"log: {log_path}\n"
+        "--- last lines ---\n" + monitor.tail(20),
+        fix=fix or "fix the first error shown (later errors often follow from it); the "
+        "previous install is untouched and the full log is kept",
+        details={"log": str(log_path), "first_error": first.line if first else None,
+                 "failed": first.failed_edge if first else None},
+    )
+
+
+@contextmanager
+def _nothing(monitor: NinjaMonitor) -> Iterator[NinjaMonitor]:
+    yield monitor
+
+
+class ToolRunner(Protocol):
+    def stream(self, argv: Sequence[str | os.PathLike[str]], *, on_line: Callable[[str], None],
+               log: IO[str] | None = None, env: Mapping[str, str] | None = None,
+               cwd: Path | None = None, timeout: float | None = None) -> int: ...

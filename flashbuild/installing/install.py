@@ -20,13 +20,15 @@ import hashlib
 import json
 import os
 import shutil
+import sys
+import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from flashbuild.errors import InstallError, UsageError
 from flashbuild.installing import shim
-from flashbuild.installing.wheel import build_wheel
+from flashbuild.installing.wheel import build_wheel, read_member, repack_wheel
 from flashbuild.proc import Runner, quote, tail
 
 if TYPE_CHECKING:
@@ -53,7 +55,11 @@ class BuiltArtifact:
     path: Path
     kind: ArtifactKind
     name: str
-    """The recipe's artifact name (`_C`, `flashkern_attn`)."""
+    """The recipe's artifact name (`_C`, `flashkern_attn`); for a setup.py build the module's
+    dotted name (`causal_conv1d_cuda`, `pkg._C`)."""
+    relpath: str = ""
+    """Where the module sits below the import root (`pkg/_C.cpython-311-x86_64-linux-gnu.so`),
+    for a build that decides that itself (setuptools); empty = in the package folder."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +82,9 @@ class InstallPlan:
     version: str = "0.0.0"
     work_dir: Path
     """Where the wheel is built and the install stamp is kept (the build folder)."""
+    prebuilt: Path | None = None
+    """A wheel the build produced itself (setuptools): installed with the shim and the
+    manifest added, instead of a wheel made from `package_dir`."""
 
 
 @dataclass(frozen=True)
@@ -117,13 +126,14 @@ def install(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) -> Instal
 
 def _install_inplace(plan: InstallPlan) -> InstallResult:
     target = plan.package_dir
-    planned = [target / a.path.name for a in plan.artifacts]
-    planned += [target / f"{shim.SHIM_MODULE}.py", target / "__init__.py",
-                target / plan.manifest_name]
+    root = import_root(plan.package_dir, plan.package)
+    destinations = [root / a.relpath if a.relpath else target / a.path.name
+                    for a in plan.artifacts]
+    planned = [*destinations, target / f"{shim.SHIM_MODULE}.py", target / "__init__.py",
+               target / plan.manifest_name]
     check_writable(target, planned)
     files: list[Path] = []
-    for artifact in plan.artifacts:
-        dest = target / artifact.path.name
+    for artifact, dest in zip(plan.artifacts, destinations, strict=True):
         _copy_atomic(artifact.path, dest)
         files.append(dest)
     files.append(shim.install_shim(target, plan.dll_dirs, package=plan.package))
@@ -131,6 +141,14 @@ def _install_inplace(plan: InstallPlan) -> InstallResult:
     _write_bytes_atomic(manifest, plan.manifest)
     files.append(manifest)
     return InstallResult("inplace", target, tuple(files))
+
+
+def import_root(package_dir: Path, package: str) -> Path:
+    """The folder `import <package>` resolves from: `package_dir` up one level per name."""
+    root = package_dir
+    for _ in package.split("."):
+        root = root.parent
+    return root
 
 
 def check_writable(folder: Path, files: Sequence[Path]) -> None:
@@ -185,19 +203,32 @@ def _write_bytes_atomic(dest: Path, data: bytes) -> None:
 
 def _install_wheel(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) -> InstallResult:
     platlib = _platlib(plan.python, runner, env)
-    location = platlib / plan.package
-    planned = [location / a.path.name for a in plan.artifacts] if location.is_dir() else []
+    location = platlib.joinpath(*plan.package.split("."))
+    installed = [platlib / a.relpath if a.relpath else location / a.path.name
+                 for a in plan.artifacts]
+    planned = [f for f in installed if f.parent.is_dir()]
     check_writable(platlib, planned)
-    init = plan.package_dir / "__init__.py"
-    init_text = init.read_bytes().decode("utf-8") if init.is_file() else ""
-    extra: dict[str, Path | bytes] = {a.path.name: a.path for a in plan.artifacts}
-    extra["__init__.py"] = shim.insert(init_text).encode("utf-8")
-    extra[f"{shim.SHIM_MODULE}.py"] = shim.render(plan.dll_dirs,
-                                                  package=plan.package).encode("utf-8")
-    extra[plan.manifest_name] = plan.manifest
-    wheel = build_wheel(distribution=plan.distribution or plan.package, version=plan.version,
-                        package=plan.package, package_dir=plan.package_dir, extra=extra,
-                        out_dir=plan.work_dir / "dist")
+    if plan.prebuilt is not None:
+        arcname = plan.package.replace(".", "/") + "/__init__.py"
+        raw = read_member(plan.prebuilt, arcname)
+        added = {"__init__.py": shim.insert(raw.decode("utf-8") if raw else "").encode("utf-8"),
+                 f"{shim.SHIM_MODULE}.py": shim.render(plan.dll_dirs,
+                                                       package=plan.package).encode("utf-8"),
+                 plan.manifest_name: plan.manifest}
+        wheel = repack_wheel(plan.prebuilt, package=plan.package, extra=added,
+                             out_dir=plan.work_dir / "dist")
+    else:
+        init = plan.package_dir / "__init__.py"
+        init_text = init.read_bytes().decode("utf-8") if init.is_file() else ""
+        extra: dict[str, Path | bytes] = {a.path.name: a.path for a in plan.artifacts}
+        extra["__init__.py"] = shim.insert(init_text).encode("utf-8")
+        extra[f"{shim.SHIM_MODULE}.py"] = shim.render(plan.dll_dirs,
+                                                      package=plan.package).encode("utf-8")
+        extra[plan.manifest_name] = plan.manifest
+        wheel = build_wheel(distribution=plan.distribution or plan.package,
+                            version=plan.version, package=plan.package,
+                            package_dir=plan.package_dir, extra=extra,
+                            out_dir=plan.work_dir / "dist")
     argv = [plan.python, "-m", "pip", "install", "--force-reinstall", "--no-deps",
             "--no-input", "--disable-pip-version-check", "--quiet", str(wheel)]
     done = runner.run(argv, env=env, timeout=600, check=False)
@@ -209,8 +240,8 @@ def _install_wheel(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) ->
             "install is unchanged unless pip reported otherwise",
             details={"wheel": str(wheel)},
         )
-    files = tuple(location / name for name in (*(a.path.name for a in plan.artifacts),
-                                               f"{shim.SHIM_MODULE}.py", plan.manifest_name))
+    files = (*installed, *(location / name for name in (f"{shim.SHIM_MODULE}.py",
+                                                        plan.manifest_name)))
     return InstallResult("wheel", location, files, wheel=wheel)
 
 
@@ -229,7 +260,10 @@ def _plan_digest(plan: InstallPlan) -> str:
     h.update(plan.manifest)
     for artifact in plan.artifacts:
         st = artifact.path.stat()
-        h.update(f"{artifact.path}:{st.st_size}:{st.st_mtime_ns}".encode())
+        h.update(f"{artifact.path}:{artifact.relpath}:{st.st_size}:{st.st_mtime_ns}".encode())
+    if plan.prebuilt is not None:
+        st = plan.prebuilt.stat()
+        h.update(f"{plan.prebuilt}:{st.st_size}:{st.st_mtime_ns}".encode())
     init = plan.package_dir / "__init__.py"
     if plan.mode == "wheel" and init.is_file():
         h.update(init.read_bytes())
@@ -248,3 +282,13 @@ def _write_stamp(work_dir: Path, digest: str, result: InstallResult) -> None:
     payload = {"digest": digest, "location": str(result.location),
                "files": [str(f) for f in result.files]}
     _write_bytes_atomic(work_dir / INSTALL_STAMP, json.dumps(payload, indent=1).encode())
+
+
+def ext_suffix(python: str, runner: Runner, env: Mapping[str, str]) -> str:
+    """The extension suffix of the interpreter the module is built for (CMake's FindPython
+    reads the same value); this interpreter's needs no process."""
+    if python == sys.executable or Path(python).resolve() == Path(sys.executable).resolve():
+        return str(sysconfig.get_config_var("EXT_SUFFIX"))
+    done = runner.run([python, "-c", "import sysconfig; print(sysconfig.get_config_var("
+                       "'EXT_SUFFIX'))"], env=env, timeout=60)
+    return done.stdout.strip().splitlines()[-1]

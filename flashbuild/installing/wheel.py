@@ -93,3 +93,41 @@ def build_wheel(*, distribution: str, version: str, package: str, package_dir: P
     tmp.replace(path)
     staging.rmdir()
     return path
+
+
+def repack_wheel(wheel: Path, *, package: str, extra: Mapping[str, bytes],
+                 out_dir: Path) -> Path:
+    """A copy of `wheel` (built by pip from a setup.py) with files added to or replaced in
+    its package folder (the loader shim, the patched `__init__.py`, the manifest), under the
+    same name. WheelFile writes a fresh RECORD with every file's hash, so `pip uninstall`
+    still removes everything."""
+    import zipfile
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / wheel.name
+    prefix = package.replace(".", "/") + "/"
+    replaced = {prefix + inner: content for inner, content in extra.items()}
+    staging = Path(tempfile.mkdtemp(prefix=".wheel-", dir=out_dir))
+    tmp = staging / path.name
+    with zipfile.ZipFile(wheel) as src, WheelFile(tmp, "w") as wf:
+        record = f"{wf.dist_info_path}/RECORD"
+        for info in src.infolist():
+            if info.is_dir() or info.filename == record or info.filename in replaced:
+                continue
+            wf.writestr(info, src.read(info.filename))
+        for arcname, content in sorted(replaced.items()):
+            wf.writestr(arcname, content)
+    tmp.replace(path)
+    staging.rmdir()
+    return path
+
+
+def read_member(wheel: Path, arcname: str) -> bytes | None:
+    """One file of a wheel, or None."""
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as zf:
+        try:
+            return zf.read(arcname)
+        except KeyError:
+            return None

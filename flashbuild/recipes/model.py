@@ -22,6 +22,12 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 PlatformName = Literal["linux", "windows"]
 CompilerKind = Literal["msvc", "gcc", "clang"]
 ArtifactKind = Literal["module", "plugin"]
+BackendName = Literal["cmake", "setuptools"]
+
+#: Placeholders a `[[build.options]]` define or a `[[build.env]]` value may use; the build
+#: renders them from `--arch` (flashbuild.arch.ArchSpec.placeholders) in the form projects want.
+ARCH_PLACEHOLDERS = ("arch_codes", "arch_numbers", "arch_dotted", "torch_arch_list",
+                     "cmake_archs")
 
 #: Field metadata marking a field that is not read from TOML (set by the loader).
 NOT_IN_TOML = {"toml": False}
@@ -145,6 +151,21 @@ class PatchStep:
         return "diff" if self.diff is not None else "transform"
 
 
+def check_placeholders(where: str, text: str) -> None:
+    """Raise ValueError when `text` uses a `{placeholder}` the build cannot fill."""
+    import string
+
+    try:
+        names = [name for _lit, name, _spec, _conv in string.Formatter().parse(text) if name]
+    except ValueError as exc:
+        raise ValueError(f"{where} = {text!r}: {exc} (write a literal brace as {{{{ or }}}})"
+                         ) from exc
+    unknown = [n for n in names if n not in ARCH_PLACEHOLDERS]
+    if unknown:
+        raise ValueError(f"{where} = {text!r} uses {{{unknown[0]}}}, which is not a placeholder "
+                         f"(known: {', '.join('{' + n + '}' for n in ARCH_PLACEHOLDERS)})")
+
+
 @dataclass(frozen=True, kw_only=True)
 class BuildOptions:
     """One `[[build.options]]` table: CMake settings used when its condition matches."""
@@ -152,21 +173,54 @@ class BuildOptions:
     when: When = field(default_factory=When)
     """Condition; empty = always."""
     define: dict[str, str] = field(default_factory=dict)
-    """CMake cache variables (`-D NAME=VALUE`)."""
+    """CMake cache variables (`-D NAME=VALUE`). Values may name the target arch in the form
+    the project wants: `{arch_numbers}` (`90;120`), `{arch_codes}` (`90a;120`),
+    `{arch_dotted}` (`9.0;12.0`), `{torch_arch_list}` (`9.0a;12.0`), `{cmake_archs}`
+    (`90a-real;120-real`). E.g. `GPU_ARCH = "{arch_numbers}"` for a CMakeLists that reads its
+    own arch variable."""
     args: tuple[str, ...] = ()
     """Extra raw CMake configure arguments."""
+
+    def __post_init__(self) -> None:
+        for name, value in self.define.items():
+            check_placeholders(f"define.{name}", value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildEnv:
+    """One `[[build.env]]` table: environment variables the build runs with when its
+    condition matches (a setup.py's own switches, e.g. `FLASH_MLA_DISABLE_SM90 = "1"`)."""
+
+    when: When = field(default_factory=When)
+    """Condition; empty = always."""
+    set: dict[str, str] = field(default_factory=dict)
+    """Variables to set. Values may use the arch placeholders of `[[build.options]]`, e.g.
+    `FLASH_ATTN_CUDA_ARCHS = "{arch_numbers}"`."""
+
+    def __post_init__(self) -> None:
+        for name, value in self.set.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"`set.{name}` is not an environment variable name")
+            check_placeholders(f"set.{name}", value)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Build:
     """The `[build]` table."""
 
+    backend: BackendName = "cmake"
+    """How the tree is built: `cmake` (a CMakeLists.txt, configured with Ninja) or
+    `setuptools` (a setup.py using torch.utils.cpp_extension, built into a wheel with this
+    interpreter's pip and no build isolation)."""
     cmake_source: str = "."
     """Folder holding the top-level CMakeLists.txt, relative to the source tree."""
     targets: tuple[str, ...] = ()
     """CMake targets to build (empty = the default target)."""
     options: tuple[BuildOptions, ...] = ()
     """Conditional CMake options; every matching table applies, in order."""
+    env: tuple[BuildEnv, ...] = ()
+    """Conditional environment variables for the build (both backends); every matching
+    table applies, in order."""
     output_dir_var: str | None = None
     """CMake cache variable the project reads for where to write its binaries; flashbuild
     points it at the build folder's `out/`. Unset: flashbuild sets CMake's own
@@ -186,8 +240,9 @@ class Artifact:
     """File stem of the binary (`_flashkern` → `_flashkern.cpython-311-x86_64-linux-gnu.so`)."""
     kind: ArtifactKind
     """`module`: a Python extension; `plugin`: a shared library loaded at run time."""
-    target: str
-    """The CMake target that builds it."""
+    target: str = ""
+    """The CMake target that builds it (cmake backend; a setuptools build names its
+    extension modules in setup.py, and `name` is the module's full dotted name there)."""
 
 
 @dataclass(frozen=True, kw_only=True)

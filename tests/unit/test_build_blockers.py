@@ -8,7 +8,7 @@ import pytest
 
 from flashbuild import platforms
 from flashbuild.arch import parse_arch_spec
-from flashbuild.building.driver import NOT_BUILD_BLOCKERS, doctor_blockers
+from flashbuild.building.command import NOT_BUILD_BLOCKERS, doctor_blockers
 from flashbuild.detect import doctor
 from flashbuild.detect.cuda import ToolkitSearch
 from flashbuild.detect.rules import RULES

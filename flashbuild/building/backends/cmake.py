@@ -1,0 +1,221 @@
+"""The CMake backend: configure with Ninja (only when the configure inputs changed), check the
+arch the project really chose, compile, find the recipe's artifacts.
+
+The CMake command lines themselves (tool discovery, `-D` defines, job pools, the configure
+hash) are in building/cmake.py.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from flashbuild.building import archcheck, cmake, progress
+from flashbuild.building.backends import BackendContext, BackendResult, wrong_tree
+from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_host
+from flashbuild.building.launcher import Launcher, choose_launcher
+from flashbuild.errors import BuildError, UsageError
+from flashbuild.installing import install as installing
+
+if TYPE_CHECKING:
+    from flashbuild.building.builddir import BuildDir
+    from flashbuild.building.request import BuildRequest, Step, StreamRunner
+    from flashbuild.recipes.model import BackendName, Recipe
+
+
+class CMakeBackend:
+    name: BackendName = "cmake"
+
+    def check_tree(self, tree: Path, recipe: Recipe) -> None:
+        lists = tree / recipe.build.cmake_source / "CMakeLists.txt"
+        if not lists.is_file():
+            raise wrong_tree(recipe, tree, wanted="CMakeLists.txt", looked=str(lists))
+        untargeted = [a.name for a in recipe.artifact if not a.target]
+        if untargeted:
+            raise UsageError(
+                f"the recipe `{recipe.name}` names no CMake target for artifact(s) "
+                f"{', '.join(untargeted)}",
+                evidence="the cmake backend builds the targets the [[artifact]] tables name",
+                fix="add `target = \"<cmake target>\"` to each [[artifact]]",
+            )
+
+    def build(self, ctx: BackendContext) -> BackendResult:
+        request = ctx.request
+        tools = cmake.find_tools(ctx.runner, request.env, request.platform)
+        setup = _setup(ctx, tools)
+        _forget_other_source(setup, notes=ctx.notes, say=ctx.say)
+        configured = cmake.needs_configure(setup.folder.path, setup.digest)
+        if configured:
+            ctx.say(f"configuring {setup.folder.path}")
+            _configure(setup, ctx.runner)
+        _check_arch(setup, request)
+        log = setup.logs / "build.log"
+        argv = cmake.build_argv(tools, setup.folder.path, setup.plan.ninja_jobs,
+                                request.recipe.build.targets)
+        code, monitor = progress.run_tool(argv, runner=ctx.runner, env=setup.env, log_path=log,
+                                          console=ctx.console, show_progress=ctx.show_progress)
+        if code != 0:
+            raise progress.failure("compiling failed", monitor, log)
+        ext = installing.ext_suffix(request.python, ctx.runner, request.env)
+        defines = dict(a[2:].split("=", 1) for a in setup.argv
+                       if a.startswith("-D") and "=" in a)
+        return BackendResult(
+            source_dir=setup.source_dir, configured=configured, no_work=monitor.no_work,
+            edges=monitor.edges, log=log,
+            artifacts=find_artifacts(request, setup.output_dir, ext), plan=setup.plan,
+            launcher=setup.launcher.name if setup.launcher else "none", argv=tuple(setup.argv),
+            flags={"cuda": defines.get("CMAKE_CUDA_FLAGS", ""),
+                   "cxx": defines.get("CMAKE_CXX_FLAGS", ""), "cmake_defines": defines},
+            ptxas=monitor.ptxas)
+
+
+def _pybind11_dir() -> str | None:
+    try:
+        import pybind11
+    except ImportError:  # pragma: no cover - pybind11 is a dependency
+        return None
+    return str(pybind11.get_cmake_dir())
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """The prepared build folder and the configure command for it."""
+
+    folder: BuildDir
+    source_dir: Path
+    """What CMake configures from."""
+    plan: JobPlan
+    launcher: Launcher | None
+    output_dir: Path
+    argv: list[str]
+    env: dict[str, str]
+    digest: str
+    logs: Path
+
+
+def _setup(ctx: BackendContext, tools: cmake.Tools) -> _Setup:
+    request, folder = ctx.request, ctx.folder
+    host = probe_host() if request.jobs is None else HostResources(1, 0)
+    plan = plan_jobs(request.jobs, host, request.per_job_bytes)
+    chosen = choose_launcher(request.launcher, ctx.runner, request.env)
+    if chosen is not None and chosen.note:
+        ctx.notes.append(chosen.note)
+    output_dir = folder.path / "out"
+    source_dir = (ctx.tree / request.recipe.build.cmake_source).resolve()
+    inputs = cmake.ConfigureInputs(
+        source_dir=source_dir,
+        build_dir=folder.path, output_dir=output_dir, nvcc=ctx.nvcc,
+        toolkit_root=request.cmake_toolkit_root or request.toolkit.root,
+        arch=request.arch, python=request.python, pybind11_dir=_pybind11_dir(),
+        output_dir_var=request.output_dir_var, options=request.cmake_defines,
+        excludes=ctx.outcome.build_excludes, exclude_var=request.exclude_var,
+        launcher=chosen.path if chosen else None, launch_cuda=chosen.cuda if chosen else True,
+        pools=cmake.JobPools(plan.nvcc_jobs, plan.link_jobs, request.cuda_job_pool_hook),
+        cuda_flags=request.cuda_flags, cxx_flags=request.cxx_flags,
+        extra_args=request.cmake_args)
+    argv = cmake.configure_argv(tools, inputs)
+    env = {**request.env, **request.build_env, "NINJA_STATUS": cmake.NINJA_STATUS}
+    logs = folder.path / "logs"
+    logs.mkdir(exist_ok=True)
+    return _Setup(folder, source_dir, plan, chosen, output_dir, argv, env,
+                  cmake.configure_hash(argv, env), logs)
+
+
+def _forget_other_source(setup: _Setup, *, notes: list[str], say: Step) -> None:
+    """Drop a CMake cache made for another source folder (the tree itself before staged builds,
+    or a switch between staged and `--in-place` in one `--build-dir`): CMake refuses it ("does
+    not match the source ... used to generate cache"), so it configures afresh instead."""
+    build_dir = setup.folder.path
+    cached = cmake.read_cache_value(build_dir, "CMAKE_HOME_DIRECTORY")
+    if cached is None or _same_dir(Path(cached), setup.source_dir):
+        return
+    (build_dir / "CMakeCache.txt").unlink()
+    shutil.rmtree(build_dir / "CMakeFiles", ignore_errors=True)
+    cmake.forget_configure(build_dir)
+    message = (f"{build_dir} was configured from {cached}; it is configured again from "
+               f"{setup.source_dir} (everything recompiles once)")
+    notes.append(message)
+    say(message)
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.is_dir() and a.samefile(b))
+    except OSError:
+        return False
+
+
+def _configure(setup: _Setup, runner: StreamRunner) -> None:
+    build_dir = setup.folder.path
+    log_path = setup.logs / "configure.log"
+    cmake.forget_configure(build_dir)
+    lines: list[str] = []
+    with progress.open_log(log_path) as log:
+        log.write(f"# {' '.join(setup.argv)}\n")
+        code = runner.stream(setup.argv, on_line=lines.append, log=log, env=setup.env,
+                             cwd=build_dir)
+    if code != 0:
+        first = progress.first_error(lines)
+        raise BuildError(
+            "CMake configure failed",
+            evidence=(first.context if first else "") + f"\nlog: {log_path}\n" +
+            "\n".join(lines[-20:]),
+            fix="read the first error above; the full log is kept at the path shown",
+            details={"log": str(log_path), "first_error": first.line if first else None},
+        )
+    cmake.record_configure(build_dir, setup.digest, setup.argv)
+
+
+def _check_arch(setup: _Setup, request: BuildRequest) -> None:
+    """Compare the arch flags CMake generated with --arch (see archcheck.py). A project that
+    computes its own arch (`GPU_ARCH` from nvidia-smi or a default) is caught here, before
+    anything compiles."""
+    build_ninja = setup.folder.path / "build.ninja"
+    flags = archcheck.ninja_arch_flags(build_ninja)
+    variables = cmake.cache_entries(setup.folder.path, contains="ARCH")
+    shown = [f"{name}={value}" for name, value in variables.items()
+             if not name.startswith(("CMAKE_", "_"))]
+    hint = (f"the project's own variable(s) {', '.join(shown)}" if shown
+            else "a variable or CUDA_ARCHITECTURES property the project sets itself")
+    name = next(iter(n for n in variables if not n.startswith(("CMAKE_", "_"))), "GPU_ARCH")
+    archcheck.check(
+        flags, request.arch, where=build_ninja,
+        extra_evidence=f"CMake cache: {', '.join(shown)}" if shown else "",
+        fix=f"the CMakeLists chooses its arch from {hint}: hand --arch to it in the recipe, "
+        f"e.g. `[[build.options]] define = {{ {name} = \"{{arch_numbers}}\" }}` "
+        "(placeholders: {arch_numbers} = 120, {arch_codes} = 120a, {cmake_archs} = "
+        "120a-real), then build again")
+
+
+def find_artifacts(request: BuildRequest, output_dir: Path,
+                   ext: str) -> tuple[installing.BuiltArtifact, ...]:
+    """The recipe's artifacts in the output folder: a module is `<name><ext>`, a plugin the
+    platform's shared library (`lib<name>.so`, `<name>.dll`)."""
+    found: list[installing.BuiltArtifact] = []
+    for art in request.recipe.artifact:
+        if art.kind == "module":
+            names = [f"{art.name}{ext}"]
+        else:
+            suffix = request.platform.shared_lib_suffix
+            names = [f"lib{art.name}{suffix}", f"{art.name}{suffix}"]
+        match = next((output_dir / n for n in names if (output_dir / n).is_file()), None)
+        if match is None and request.output_dir_var is None:
+            # The project chose its own output folders (possibly inside its sources, which
+            # here means the staged mirror): take the newest such file in the build folder;
+            # a stale binary linked in from the source tree is older than this build's.
+            build_folder = output_dir.parent
+            candidates = [p for n in names for p in build_folder.rglob(n) if p.is_file()]
+            match = max(candidates, key=lambda p: p.stat().st_mtime, default=None)
+        if match is None:
+            present = sorted(p.name for p in output_dir.glob("*")) if output_dir.is_dir() else []
+            raise BuildError(
+                f"the build did not produce the {art.kind} `{art.name}`",
+                evidence=f"looked for {', '.join(names)} in {output_dir}; it holds: "
+                f"{', '.join(present) or 'nothing'}",
+                fix="check the recipe's [[artifact]] names and its [build] output_dir_var (the "
+                "CMake variable the project reads for where to write its binaries)",
+            )
+        found.append(installing.BuiltArtifact(match, art.kind, art.name))
+    return tuple(found)

@@ -1,0 +1,427 @@
+"""The setuptools backend: a setup.py tree built with torch.utils.cpp_extension.
+
+It builds a wheel of the (staged, patched) tree with this interpreter's own pip and no build
+isolation, so the torch the extension is compiled against is the installed one, in an
+environment flashbuild composes:
+
+- `CUDA_HOME` / `CUDA_PATH` = the toolkit flashbuild chose (the CMake-shaped root of a PyPI
+  toolkit, whose `lib64` holds the `libcudart.so` torch links), its `bin` first on PATH;
+- `TORCH_CUDA_ARCH_LIST` from `--arch` in torch's spelling, `MAX_JOBS` from the memory-aware
+  jobs plan, `NVCC_THREADS` where the setup.py reads it, the recipe's `[[build.env]]`;
+- the build hook (resources/sitecustomize.py) on PYTHONPATH, which replaces whatever arch
+  flags the setup.py hard-codes with `--arch`'s `-gencode` flags and appends the flags MSVC
+  needs on Windows (with DISTUTILS_USE_SDK=1, so torch uses the MSVC flashbuild activated).
+
+Afterwards it reads torch's generated build.ninja to prove the arch (archcheck.py), and finds
+the extension modules in the wheel. `--install inplace` runs `setup.py build_ext --inplace`
+instead, as the FlashMLA guide does, and hands the modules over at their paths in the tree.
+
+An unchanged re-run does no work: the tree's files (size, mtime), the command and the
+environment are hashed into a stamp beside the wheel, and pip is not started when it matches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sysconfig
+import zipfile
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from flashbuild.building import archcheck, progress, staging
+from flashbuild.building.backends import BackendContext, BackendResult, uses_cpp_extension
+from flashbuild.building.backends import wrong_tree as _wrong_tree
+from flashbuild.building.jobs import HostResources, plan_jobs, probe_host
+from flashbuild.errors import BuildError, ToolchainError
+from flashbuild.installing.install import BuiltArtifact, ext_suffix
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from flashbuild.building.request import BuildRequest, StreamRunner
+    from flashbuild.recipes.model import BackendName, Recipe
+
+HOOK_DIR = Path(__file__).resolve().parent / "resources"
+STAMP = "setuptools-stamp.json"
+#: Lines a setup.py prints when it tries to fetch something during the build (causal-conv1d
+#: and flash-attention download a prebuilt wheel unless their FORCE_BUILD switch is set;
+#: others `git clone` CUTLASS).
+_DOWNLOAD = re.compile(
+    r"Guessing wheel URL|Raw wheel path|urllib\.error|URLError|HTTPError|"
+    r"Failed to establish a new connection|Could not resolve host|git clone\b|"
+    r"Temporary failure in name resolution", re.IGNORECASE)
+_WINDOWS_SDK = "DISTUTILS_USE_SDK"
+
+
+class SetuptoolsBackend:
+    name: BackendName = "setuptools"
+
+    def check_tree(self, tree: Path, recipe: Recipe) -> None:
+        if not uses_cpp_extension(tree):
+            raise _wrong_tree(recipe, tree, wanted="setup.py using torch.utils.cpp_extension",
+                              looked=str(tree / "setup.py"))
+
+    def build(self, ctx: BackendContext) -> BackendResult:
+        request = ctx.request
+        torch = probe_torch(request, ctx.runner)
+        check_torch_cuda(torch, request)
+        host = probe_host() if request.jobs is None else HostResources(1, 0)
+        plan = plan_jobs(request.jobs, host, request.per_job_bytes)
+        folder = ctx.folder.path
+        logs = folder / "logs"
+        logs.mkdir(exist_ok=True)
+        log = logs / "build.log"
+        dist = folder / "dist-setuptools"
+        report = logs / "hook.jsonl"
+        env = build_environment(request, ctx.tree, jobs=plan.ninja_jobs, hook_report=report,
+                                build_temp=_build_temp(request, folder))
+        inplace = request.install == "inplace"
+        argv = (_inplace_argv(request) if inplace else
+                [request.python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+                 "--no-input", "--disable-pip-version-check", "-v", "-w", str(dist), "."])
+        digest = _digest(argv, env, ctx.tree, torch)
+        previous = _read_stamp(folder)
+        wheel: Path | None = None
+        if previous is not None and previous.get("digest") == digest:
+            wheel = Path(str(previous["wheel"])) if previous.get("wheel") else None
+            listed = previous.get("modules")
+            kept = [Path(str(p)) for p in listed] if isinstance(listed, list) else []
+            if (wheel is None or wheel.is_file()) and kept and all(p.is_file() for p in kept):
+                ctx.say("nothing to compile (the tree, its environment and torch are "
+                        "unchanged since the last build)")
+                return BackendResult(
+                    source_dir=ctx.tree, configured=False, no_work=True, edges=0, log=log,
+                    artifacts=_artifacts(request, kept, ctx.tree if inplace else None),
+                    plan=plan, argv=tuple(argv), flags=_flags(env, request), wheel=wheel)
+        report.unlink(missing_ok=True)
+        if dist.is_dir():
+            shutil.rmtree(dist)
+        code, monitor = progress.run_tool(argv, runner=ctx.runner, env=env, log_path=log,
+                                          cwd=ctx.tree, console=ctx.console,
+                                          show_progress=ctx.show_progress,
+                                          what="building (setup.py)")
+        if code != 0:
+            raise _failure(monitor, log)
+        _check_arch(request, ctx.tree, env, report)
+        if inplace:
+            modules = _inplace_modules(ctx.tree, report, request, ctx.runner)
+        else:
+            wheel = _the_wheel(dist, log)
+            modules = _extract_modules(wheel, folder / "out", log)
+        _write_stamp(folder, digest, wheel, modules)
+        records = read_hook_report(report)
+        for record in records:
+            raw = record.get("removed")
+            removed = [str(r) for r in raw] if isinstance(raw, list) else []
+            if removed:
+                ctx.notes.append(
+                    f"{record.get('extension')}: replaced the setup.py's own arch flags "
+                    f"({' '.join(str(r) for r in removed[:6])}{' …' if len(removed) > 6 else ''}) "
+                    f"with --arch {request.arch}")
+        return BackendResult(
+            source_dir=ctx.tree, configured=False, no_work=False, edges=monitor.edges, log=log,
+            artifacts=_artifacts(request, modules, ctx.tree if inplace else None), plan=plan,
+            argv=tuple(argv), flags=_flags(env, request), ptxas=monitor.ptxas, wheel=wheel)
+
+
+# --- torch ----------------------------------------------------------------------------------
+
+def probe_torch(request: BuildRequest, runner: StreamRunner) -> dict[str, str]:
+    """torch's version and CUDA version, read by the interpreter that builds (a subprocess: a
+    broken torch must not take flashbuild down with it)."""
+    code = ("import json, torch; print(json.dumps({'version': torch.__version__, "
+            "'cuda': torch.version.cuda or ''}))")
+    done = runner.run([request.python, "-c", code], env=request.env, timeout=180, check=False)
+    if not done.ok:
+        raise ToolchainError(
+            "torch is not importable by the Python that builds this setup.py project",
+            evidence=f"{request.python} -c 'import torch' failed:\n"
+            + "\n".join(done.output.strip().splitlines()[-6:]),
+            fix="install the torch the extension is for into this environment first, e.g. "
+            "`pip install torch --index-url https://download.pytorch.org/whl/cu130`; "
+            "flashbuild builds without build isolation so that exactly that torch is used",
+        )
+    try:
+        data = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError) as exc:
+        raise ToolchainError("torch's version could not be read",
+                             evidence=done.output[-2000:],
+                             fix="check that `python -c 'import torch'` works") from exc
+    return {"version": str(data.get("version", "")), "cuda": str(data.get("cuda") or "")}
+
+
+def check_torch_cuda(torch: Mapping[str, str], request: BuildRequest) -> None:
+    """torch.utils.cpp_extension refuses an nvcc whose CUDA major differs from torch's: say so
+    before the build, with the fix (FACTS.md)."""
+    release = request.toolkit.release
+    if not torch["cuda"]:
+        raise ToolchainError(
+            f"the installed torch {torch['version']} is a CPU-only build",
+            evidence="torch.version.cuda is None: torch.utils.cpp_extension cannot build CUDA "
+            "extensions against it",
+            fix="install a CUDA build of torch whose CUDA major matches nvcc "
+            f"({release or 'the chosen toolkit'}), e.g. `pip install torch --index-url "
+            "https://download.pytorch.org/whl/cu130`",
+        )
+    major = torch["cuda"].split(".")[0]
+    if release is not None and major != str(release.major):
+        raise ToolchainError(
+            f"torch {torch['version']} is built for CUDA {torch['cuda']}, but nvcc is "
+            f"{release}",
+            evidence="torch.utils.cpp_extension stops when the CUDA majors differ",
+            fix=f"install a torch built for CUDA {release.major} (e.g. the cu{release.major}"
+            f"{release.minor} wheels), or point --cuda at a CUDA {major}.x toolkit",
+        )
+
+
+# --- the environment ------------------------------------------------------------------------
+
+def build_environment(request: BuildRequest, tree: Path, *, jobs: int, hook_report: Path,
+                      build_temp: Path | None) -> dict[str, str]:
+    """The environment setup.py runs in (see the module docstring)."""
+    env = dict(request.env)
+    root = Path(request.cmake_toolkit_root or request.toolkit.root)
+    path_key = next((k for k in env if k.upper() == "PATH"), "PATH")
+    env[path_key] = os.pathsep.join([str(root / "bin"), env.get(path_key, "")]).rstrip(
+        os.pathsep)
+    env["CUDA_HOME"] = env["CUDA_PATH"] = str(root)
+    env["TORCH_CUDA_ARCH_LIST"] = request.arch.torch_informational()
+    env["MAX_JOBS"] = str(jobs)
+    if _reads(tree, "NVCC_THREADS"):
+        env["NVCC_THREADS"] = env.get("NVCC_THREADS", "2")
+    env["NINJA_STATUS"] = "[%f/%t] "
+    gencode = request.arch.gencode()
+    env["FLASHBUILD_GENCODE"] = json.dumps(
+        [f"{a}={b}" for a, b in zip(gencode[::2], gencode[1::2], strict=True)])
+    nvcc_flags = [*request.cuda_flags]
+    if request.platform.name == "windows":
+        # torch >= 2.7 headers in .cu files need USE_CUDA with MSVC (C2872 "'std': ambiguous
+        # symbol"; SageAttention #101, pytorch #148317); BuildExtension must use the MSVC
+        # flashbuild activated instead of activating its own.
+        nvcc_flags.append("-DUSE_CUDA")
+        env[_WINDOWS_SDK] = "1"
+    env["FLASHBUILD_NVCC_FLAGS"] = json.dumps(nvcc_flags)
+    env["FLASHBUILD_CXX_FLAGS"] = json.dumps(list(request.cxx_flags))
+    env["FLASHBUILD_HOOK_REPORT"] = str(hook_report)
+    if build_temp is not None:
+        env["FLASHBUILD_BUILD_TEMP"] = str(build_temp)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HOOK_DIR), env.get("PYTHONPATH", ""))
+                                        if p)
+    env.update(request.build_env)
+    return env
+
+
+def _reads(tree: Path, name: str) -> bool:
+    try:
+        return name in (tree / "setup.py").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
+def _build_temp(request: BuildRequest, folder: Path) -> Path | None:
+    """On Windows, torch's objects go under `build_temp/<absolute source path>`; a short
+    build_temp keeps those paths under 260 characters. Elsewhere setuptools' default is kept."""
+    if request.platform.name != "windows":
+        return None
+    return folder / "t"
+
+
+def _inplace_argv(request: BuildRequest) -> list[str]:
+    return [request.python, "setup.py", "build_ext", "--inplace"]
+
+
+def _flags(env: Mapping[str, str], request: BuildRequest) -> dict[str, object]:
+    """The manifest's record of the flags and the environment the build ran with."""
+    shown = sorted(_REPORTED_ENV | set(request.build_env))
+    return {"cuda": " ".join(json.loads(env["FLASHBUILD_GENCODE"])
+                             + json.loads(env["FLASHBUILD_NVCC_FLAGS"])),
+            "cxx": " ".join(json.loads(env["FLASHBUILD_CXX_FLAGS"])),
+            "env": {k: env[k] for k in shown if k in env}}
+
+
+_REPORTED_ENV = frozenset({"CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "NVCC_THREADS",
+                           _WINDOWS_SDK})
+
+
+# --- results --------------------------------------------------------------------------------
+
+def read_hook_report(path: Path) -> list[dict[str, object]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    records = []
+    for line in lines:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            records.append(data)
+    return records
+
+
+def _check_arch(request: BuildRequest, tree: Path, env: Mapping[str, str],
+                report: Path) -> None:
+    """torch's build.ninja (one per build, under build_temp) carries the nvcc flags of every
+    object: they must ask for exactly --arch's SASS."""
+    temp = env.get("FLASHBUILD_BUILD_TEMP")
+    roots = [Path(temp)] if temp else sorted((tree / "build").glob("temp*"))
+    ninjas = [p for root in roots for p in root.rglob("build.ninja")] if roots else []
+    fresh = [p for p in ninjas if "cuda_cflags" in p.read_text(encoding="utf-8",
+                                                               errors="replace")]
+    if not fresh and not read_hook_report(report):
+        return  # no CUDA extension was compiled: _extract_modules says what was built
+    for ninja in fresh:
+        archcheck.check(
+            archcheck.ninja_arch_flags(ninja), request.arch, where=ninja,
+            fix="the setup.py passes arch flags flashbuild could not replace (outside "
+            "BuildExtension's extra_compile_args): set the project's own arch switch in the "
+            "recipe's [[build.env]] (e.g. `FLASH_ATTN_CUDA_ARCHS = \"{arch_numbers}\"`) or "
+            "patch its gencode list with a [[patch]] step")
+
+
+def _the_wheel(dist: Path, log: Path) -> Path:
+    wheels = sorted(dist.glob("*.whl"), key=lambda p: p.stat().st_mtime)
+    if not wheels:
+        raise BuildError(
+            "pip finished without writing a wheel",
+            evidence=f"{dist} holds no .whl; log: {log}",
+            fix="read the log: the setup.py may build nothing for this configuration",
+        )
+    return wheels[-1]
+
+
+def _extract_modules(wheel: Path, out: Path, log: Path) -> list[Path]:
+    """Copy the wheel's extension modules to `out/` (verify and the manifest read them)."""
+    suffixes = (".so", ".pyd")
+    if out.is_dir():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    found: list[Path] = []
+    with zipfile.ZipFile(wheel) as zf:
+        for name in zf.namelist():
+            inner = PurePosixPath(name)
+            if inner.suffix not in suffixes or ".dist-info" in inner.parts[0]:
+                continue
+            dest = out.joinpath(*inner.parts)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(name) as src, dest.open("wb") as fh:
+                shutil.copyfileobj(src, fh)
+            found.append(dest)
+    if not found:
+        raise BuildError(
+            f"pip built {wheel.name} without any extension module",
+            evidence=f"the wheel holds no .so/.pyd (log: {log}); a setup.py often skips its "
+            "CUDA extension when a switch says so (e.g. a SKIP_CUDA_BUILD variable) or when it "
+            "finds no CUDA",
+            fix="set the project's switch that forces the CUDA build in the recipe's "
+            "[[build.env]] (e.g. `CAUSAL_CONV1D_FORCE_BUILD = \"TRUE\"`), and check that "
+            "CUDA_HOME points at the toolkit (`flashbuild doctor`)",
+            details={"wheel": str(wheel)},
+        )
+    return found
+
+
+def _inplace_modules(tree: Path, report: Path, request: BuildRequest,
+                     runner: StreamRunner) -> list[Path]:
+    """The modules `build_ext --inplace` wrote into the tree: one per extension the hook saw
+    (`pkg.sub._C` → `pkg/sub/_C<EXT_SUFFIX>`), and any the recipe names."""
+    suffix = ext_suffix(request.python, runner, request.env)
+    names = [str(r.get("extension")) for r in read_hook_report(report)]
+    names += [a.name for a in request.recipe.artifact if a.kind == "module"]
+    found = []
+    for name in dict.fromkeys(names):
+        path = tree.joinpath(*name.split(".")).with_name(name.split(".")[-1] + suffix)
+        if path.is_file():
+            found.append(path)
+    if not found:
+        raise BuildError(
+            "build_ext --inplace finished without writing an extension module",
+            evidence=f"looked for {', '.join(names) or 'the extensions setup.py declares'} "
+            f"with suffix {suffix} in {tree}",
+            fix="set the project's switch that forces the CUDA build in the recipe's "
+            "[[build.env]], or use the default `--install wheel`",
+        )
+    return found
+
+
+def _artifacts(request: BuildRequest, modules: list[Path],
+               inplace_tree: Path | None) -> tuple[BuiltArtifact, ...]:
+    """Modules as artifacts; the recipe's [[artifact]] names must be among them."""
+    suffix = str(sysconfig.get_config_var("EXT_SUFFIX") or "")
+    out: list[BuiltArtifact] = []
+    for path in modules:
+        base = inplace_tree if inplace_tree is not None else _wheel_root(path)
+        rel = path.relative_to(base).as_posix() if base is not None else path.name
+        stem = path.name[: -len(suffix)] if suffix and path.name.endswith(suffix) else \
+            path.name.split(".")[0]
+        dotted = ".".join([*PurePosixPath(rel).parent.parts, stem])
+        out.append(BuiltArtifact(path, "module", dotted, relpath=rel))
+    names = {a.name for a in out} | {a.name.rsplit(".", 1)[-1] for a in out}
+    missing = [a.name for a in request.recipe.artifact if a.name not in names]
+    if missing:
+        raise BuildError(
+            f"the build did not produce {', '.join(missing)}",
+            evidence=f"it produced: {', '.join(sorted(a.name for a in out))}",
+            fix="check the recipe's [[artifact]] names against the setup.py's ext_modules",
+        )
+    return tuple(out)
+
+
+def _wheel_root(path: Path) -> Path | None:
+    for parent in path.parents:
+        if parent.name == "out":
+            return parent
+    return None
+
+
+def _failure(monitor: progress.NinjaMonitor, log: Path) -> BuildError:
+    downloads = [line.strip() for line in monitor.lines if _DOWNLOAD.search(line)]
+    if downloads:
+        return BuildError(
+            "the setup.py tried to download during the build",
+            evidence="\n".join(downloads[:4]) + f"\nlog: {log}",
+            fix="builds run offline and reproducibly here: set the project's switch that "
+            "builds from source instead of fetching a prebuilt wheel (e.g. "
+            "`CAUSAL_CONV1D_FORCE_BUILD = \"TRUE\"`, `FLASH_ATTENTION_FORCE_BUILD = \"TRUE\"` in "
+            "[[build.env]]), and check out submodules before building instead of letting "
+            "setup.py `git clone` them",
+        )
+    return progress.failure("building the setup.py project failed", monitor, log)
+
+
+# --- the no-op stamp ------------------------------------------------------------------------
+
+def _digest(argv: list[str], env: Mapping[str, str], tree: Path,
+            torch: Mapping[str, str]) -> str:
+    h = hashlib.sha256()
+    relevant = {k: v for k, v in env.items()
+                if k in _REPORTED_ENV or k.startswith(("FLASHBUILD_", "CUDA", "NVCC"))
+                or k in {"PATH", "PYTHONPATH", "INCLUDE", "LIB", "CXX", "CC"}}
+    h.update(json.dumps([argv, sorted(relevant.items()), dict(torch)]).encode())
+    scanned = staging.scan(tree)
+    for rel in sorted(scanned.files):
+        if rel.endswith((".so", ".pyd")):
+            continue  # build_ext --inplace writes its modules into the tree
+        st = scanned.files[rel]
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _read_stamp(folder: Path) -> dict[str, object] | None:
+    try:
+        data = json.loads((folder / STAMP).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_stamp(folder: Path, digest: str, wheel: Path | None, modules: list[Path]) -> None:
+    payload = {"digest": digest, "wheel": str(wheel) if wheel else None,
+               "modules": [str(m) for m in modules]}
+    (folder / STAMP).write_text(json.dumps(payload, indent=1), encoding="utf-8")

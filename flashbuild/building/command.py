@@ -1,0 +1,219 @@
+"""The `flashbuild build` command: resolve the options (recipe, arch, toolkit, host compiler,
+MSVC environment, the recipe's conditional options and environment) into a BuildRequest, run
+`driver.build()`, print the result. The CLI calls `run_build` and nothing else."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from flashbuild.building.driver import build
+from flashbuild.building.request import BuildRequest, HostCompiler, PatchOutcome, Step
+from flashbuild.errors import ToolchainError, UsageError
+from flashbuild.installing import install as installing
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from packaging.version import Version
+
+    from flashbuild.arch import ArchSpec
+    from flashbuild.building.request import StreamRunner
+    from flashbuild.detect.cuda import Toolkit
+    from flashbuild.platforms.base import Platform
+    from flashbuild.recipes.model import Recipe
+    from flashbuild.recipes.when import WhenContext
+
+
+def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda: Path | None,
+              platform: str | None, jobs_text: str, launcher_text: str, install_text: str,
+              build_dir: Path | None, as_json: bool, in_place: bool = False) -> int:
+    """Resolve the options (recipe, arch, toolkit, host compiler, MSVC environment), then
+    `build()`. Printed output and the JSON document are produced here, not in the CLI."""
+    import site
+
+    from flashbuild import platforms
+    from flashbuild.arch import parse_arch_spec
+    from flashbuild.building.jobs import parse_jobs
+    from flashbuild.building.launcher import parse_launcher
+    from flashbuild.console import ui
+    from flashbuild.patching.engine import patch_tree
+    from flashbuild.proc import ProcessRunner
+    from flashbuild.recipes.load import load_recipe
+    from flashbuild.recipes.when import WhenContext
+
+    jobs_n = parse_jobs(jobs_text)
+    launcher_choice = parse_launcher(launcher_text)
+    mode = installing.parse_install_mode(install_text)
+    plat = platforms.get(platform)
+    if plat.name != platforms.current().name:
+        raise UsageError(
+            f"flashbuild cannot compile for {plat.name} on {platforms.current().name}",
+            evidence="nvcc needs the target OS's host compiler (MSVC for windows)",
+            fix=f"preview and compile-check the {plat.name} patch set with "
+            f"`flashbuild patch --platform {plat.name} --dry-run`, and build on a {plat.name} "
+            "machine or CI runner",
+        )
+    env = dict(os.environ)
+    runner = ProcessRunner(echo=ui.command)
+    loaded = load_recipe(recipe or "csrc")
+    tree = loaded.source_root(source)
+    spec = _resolve_arch(parse_arch_spec(arch) if arch else parse_arch_spec("native"), env,
+                         runner)
+    cache_dir = plat.user_cache_dir(env)
+    toolkit = _choose_toolkit(env, runner, plat, cuda=cuda, cache_dir=cache_dir,
+                              site_packages=[Path(p) for p in site.getsitepackages()])
+    host, build_env, cuda_flags, cxx_flags = _host_environment(
+        env, runner, plat, toolkit=toolkit, cache_dir=cache_dir, say=ui.step)
+    from flashbuild.building.toolkit import cmake_toolkit_root
+
+    cmake_root = cmake_toolkit_root(toolkit, cache_dir / "toolkits", plat)
+    ctx = WhenContext(platform=plat.name, arch=spec, cuda=toolkit.release,
+                      compiler=host.kind, compiler_version=_version_or_none(host.version))
+    defines, args, build_env = recipe_settings(loaded, ctx, spec)
+
+    def patch(target: Path) -> PatchOutcome:
+        report = patch_tree(loaded, target, ctx)
+        return PatchOutcome(
+            build_excludes=tuple(report.build_excludes),
+            applied=tuple((s.id, s.sha256) for s in report.steps if s.matched),
+            changed_files=len(report.files_written), patched=tuple(report.files_changed))
+
+    request = BuildRequest(
+        recipe=loaded, source_dir=tree, staged=not in_place, arch=spec, toolkit=toolkit,
+        cmake_toolkit_root=cmake_root,
+        platform=plat, host_compiler=host, env=build_env, jobs=jobs_n, launcher=launcher_choice,
+        install=mode, build_dir=build_dir, cmake_defines=defines, cmake_args=tuple(args),
+        build_env=build_env,
+        cuda_flags=cuda_flags, cxx_flags=cxx_flags,
+        output_dir_var=loaded.build.output_dir_var, exclude_var=loaded.build.exclude_var)
+    def checks() -> list[str]:
+        return doctor_blockers(env, runner, plat, spec=spec, cuda=cuda, cache_dir=cache_dir)
+
+    report = build(request, runner=runner, checks=checks, patch=patch, console=ui.err,
+                   show_progress=not as_json and ui.err.is_terminal, on_step=ui.step)
+    if as_json:
+        ui.emit_json(report.to_json())
+    else:
+        ui.step(f"build folder {report.build_dir} (log: {report.log}); "
+                f"{report.jobs.reason}; launcher: {report.launcher}; "
+                f"{report.seconds:.2f} s")
+    return 0
+
+
+#: Doctor rules whose errors do not stop a build: they matter when the module runs (the
+#: driver, an `a` target for another GPU in this machine) or only to torch's own extension
+#: builder, which `flashbuild build` does not use. `msvc.outside-window` judges the MSVC a
+#: plain shell or setuptools would use (VS 2026's 19.50 on windows-latest, which CUDA <= 13.1
+#: rejects); the build activates a toolset inside nvcc's window itself, and
+#: msvc.pick_toolset raises its own error, before these checks, when none is installed.
+NOT_BUILD_BLOCKERS = frozenset({"driver.older-than-toolkit", "target.a-other-sm",
+                                "torch.cuda-mismatch", "torch.broken", "torch.arch-missing",
+                                "msvc.outside-window"})
+
+
+#: The doctor probes a build runs before it starts.
+BUILD_PROBES = frozenset({"toolkits", "compilers", "host"})
+
+
+def doctor_blockers(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,
+                    spec: ArchSpec, cuda: Path | None, cache_dir: Path) -> list[str]:
+    """Doctor's verdicts for this target that block a build, one line each (title + fix)."""
+    from flashbuild.detect.cache import ProbeCache
+    from flashbuild.detect.doctor import collect
+    from flashbuild.detect.rules import Severity, evaluate
+
+    # Only the probes whose rules can block a build: GPUs and Python/torch only feed
+    # run-time verdicts, and a missing cmake/ninja is the build's own clear error. NVML
+    # start-up and the torch probe would otherwise dominate a no-op rebuild.
+    findings = collect(env, runner, plat, spec=spec, explicit=cuda,
+                       cache=ProbeCache(cache_dir), only=BUILD_PROBES)
+    return [f"{v.title} (fix: {v.fix})" if v.fix else v.title
+            for v in evaluate(findings)
+            if v.severity is Severity.ERROR and v.rule_id not in NOT_BUILD_BLOCKERS]
+
+
+def recipe_settings(recipe: Recipe, ctx: WhenContext, spec: ArchSpec,
+                    ) -> tuple[dict[str, str], list[str], dict[str, str]]:
+    """The recipe's `[[build.options]]` (CMake defines and arguments) and `[[build.env]]`
+    whose `when` matches, in order, with the arch placeholders rendered."""
+    from flashbuild.recipes.when import evaluate
+
+    values = spec.placeholders()
+    defines: dict[str, str] = {}
+    args: list[str] = []
+    env: dict[str, str] = {}
+    for option in recipe.build.options:
+        if evaluate(option.when, ctx).matched:
+            defines.update({k: v.format_map(values) for k, v in option.define.items()})
+            args += option.args
+    for table in recipe.build.env:
+        if evaluate(table.when, ctx).matched:
+            env.update({k: v.format_map(values) for k, v in table.set.items()})
+    return defines, args, env
+
+
+def _resolve_arch(spec: ArchSpec, env: Mapping[str, str], runner: StreamRunner) -> ArchSpec:
+    if not spec.native:
+        return spec
+    from flashbuild.detect.gpu import probe_gpus
+
+    caps = [g.capability for g in probe_gpus(env, runner).gpus]
+    return spec.resolve_native(caps)
+
+
+def _choose_toolkit(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,
+                    cuda: Path | None, cache_dir: Path, site_packages: list[Path]) -> Toolkit:
+    from flashbuild.detect.cache import ProbeCache
+    from flashbuild.detect.cuda import find_toolkits
+
+    search = find_toolkits(env, runner, plat, explicit=cuda, site_packages=site_packages,
+                           cache=ProbeCache(cache_dir))
+    if search.chosen is None:
+        raise ToolchainError(
+            "no CUDA toolkit with nvcc was found",
+            evidence=search.reason + (f"; --cuda {cuda}" if cuda else ""),
+            fix="pip install \"cuda-toolkit[nvcc,cudart,cccl,crt,nvvm]==13.0.2\" (or flashbuild"
+            "[cuda]), install CUDA from NVIDIA, or point --cuda at a toolkit root",
+        )
+    return search.chosen
+
+
+def _host_environment(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,
+                      toolkit: Toolkit, cache_dir: Path, say: Step,
+                      ) -> tuple[HostCompiler, dict[str, str], tuple[str, ...], tuple[str, ...]]:
+    """The host compiler, the environment to build in (MSVC activated on Windows) and the
+    extra flags for it."""
+    from flashbuild.building import msvc
+    from flashbuild.detect.cache import ProbeCache
+    from flashbuild.detect.compilers import host_window, probe_host_compilers
+
+    found = probe_host_compilers(env, runner, plat, cache=ProbeCache(cache_dir))
+    if found.family == "msvc":
+        window = host_window(toolkit.host_config, toolkit.release)
+        activated = msvc.activate(env, runner, found.visual_studios, window, found.active_msvc)
+        say(f"MSVC: {activated.source}")
+        flags = msvc.msvc_flags(toolkit.release, None)
+        version = str(activated.msc_ver or "unknown")
+        return (HostCompiler(kind="msvc", version=version), activated.env, flags.cuda,
+                flags.cxx)
+    gxx = found.gxx
+    if gxx is None:
+        raise ToolchainError(
+            "no C++ host compiler (g++) was found",
+            evidence="; ".join(found.problems) or "g++ is not on PATH",
+            fix="install g++ (Debian/Ubuntu: `apt-get install g++`), or set CUDAHOSTCXX",
+        )
+    kind = "clang" if "clang" in gxx.name else "gcc"
+    return (HostCompiler(kind=kind, version=str(gxx.version or "unknown"), path=gxx.path),
+            dict(env), (), ())
+
+
+def _version_or_none(text: str) -> Version | None:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
