@@ -71,7 +71,7 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
     cmake_root = cmake_toolkit_root(toolkit, cache_dir / "toolkits", plat)
     ctx = WhenContext(platform=plat.name, arch=spec, cuda=toolkit.release,
                       compiler=host.kind, compiler_version=_version_or_none(host.version))
-    defines, args, build_env = recipe_settings(loaded, ctx, spec)
+    defines, args, recipe_env = recipe_settings(loaded, ctx, spec)
 
     def patch(target: Path) -> PatchOutcome:
         report = patch_tree(loaded, target, ctx)
@@ -85,7 +85,7 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
         cmake_toolkit_root=cmake_root,
         platform=plat, host_compiler=host, env=build_env, jobs=jobs_n, launcher=launcher_choice,
         install=mode, build_dir=build_dir, cmake_defines=defines, cmake_args=tuple(args),
-        build_env=build_env,
+        build_env=recipe_env,
         cuda_flags=cuda_flags, cxx_flags=cxx_flags,
         output_dir_var=loaded.build.output_dir_var, exclude_var=loaded.build.exclude_var)
     def checks() -> list[str]:

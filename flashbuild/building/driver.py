@@ -141,6 +141,7 @@ def build(request: BuildRequest, *, runner: StreamRunner,
         )
     nvcc = _nvcc(request.toolkit, request.cmake_toolkit_root)
     _validate_arch(request, nvcc, runner)
+    backend.preflight(request, runner)
     steps.append(StepTime("checks", time.monotonic() - t0))
 
     # 2. patch (a mirror of the tree in the build folder, or with --in-place the tree)

@@ -48,6 +48,8 @@ _ERRORS: tuple[re.Pattern[str], ...] = (
     # GNU ld / collect2
     re.compile(r"^.*(?:undefined reference to|collect2: error:|ld(?:\.\w+)?: error:).*"),
     re.compile(r"^CMake Error.*"),
+    # a setup.py that raised (`OSError: CUDA_HOME environment variable is not set`)
+    re.compile(r"^\s*[A-Za-z_][\w.]*(?:Error|Exception): .+"),
 )
 _FAILED = re.compile(r"^FAILED: .*")
 

@@ -85,6 +85,9 @@ class Backend(Protocol):
     def check_tree(self, tree: Path, recipe: Recipe) -> None:
         """Raise UsageError when this backend cannot build the tree (before anything runs)."""
 
+    def preflight(self, request: BuildRequest, runner: StreamRunner) -> None:
+        """Raise ToolchainError for what would make this backend fail (before staging)."""
+
     def build(self, ctx: BackendContext) -> BackendResult:
         """Configure and compile; find the binaries. Raises BuildError / Interrupted."""
 

@@ -41,6 +41,9 @@ class CMakeBackend:
                 fix="add `target = \"<cmake target>\"` to each [[artifact]]",
             )
 
+    def preflight(self, request: BuildRequest, runner: StreamRunner) -> None:
+        """CMake needs nothing beyond doctor's checks."""
+
     def build(self, ctx: BackendContext) -> BackendResult:
         request = ctx.request
         tools = cmake.find_tools(ctx.runner, request.env, request.platform)

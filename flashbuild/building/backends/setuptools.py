@@ -65,10 +65,12 @@ class SetuptoolsBackend:
             raise _wrong_tree(recipe, tree, wanted="setup.py using torch.utils.cpp_extension",
                               looked=str(tree / "setup.py"))
 
+    def preflight(self, request: BuildRequest, runner: StreamRunner) -> None:
+        check_torch_cuda(probe_torch(request, runner), request)
+
     def build(self, ctx: BackendContext) -> BackendResult:
         request = ctx.request
         torch = probe_torch(request, ctx.runner)
-        check_torch_cuda(torch, request)
         host = probe_host() if request.jobs is None else HostResources(1, 0)
         plan = plan_jobs(request.jobs, host, request.per_job_bytes)
         folder = ctx.folder.path

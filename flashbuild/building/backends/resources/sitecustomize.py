@@ -95,6 +95,12 @@ def _rewrite(ext: object) -> dict[str, object]:
 
 
 def _patch(module: object) -> None:
+    # CUDA_HOME is the toolkit flashbuild chose. torch computes it at import only when it was
+    # built with CUDA: a CPU-only torch leaves it None and every CUDAExtension raises. The
+    # build refuses a CPU torch before it starts; flashbuild's own integration tests compile
+    # against one (its wheel carries the CUDA headers, not the libraries) and fail at the link.
+    if getattr(module, "CUDA_HOME", None) is None and os.environ.get("CUDA_HOME"):
+        module.CUDA_HOME = os.environ["CUDA_HOME"]  # type: ignore[attr-defined]
     build_ext = getattr(module, "BuildExtension", None)
     if build_ext is None or getattr(build_ext, "_flashbuild_hooked", False):
         return
