@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, ParamSpec
 import typer
 
 from flashbuild import __version__
-from flashbuild.console import ui
+from flashbuild.console import prepare_streams, ui
 from flashbuild.errors import FlashbuildError, Interrupted
 
 if TYPE_CHECKING:
@@ -310,6 +310,8 @@ def recipe_init(
 
 def main() -> None:
     """Console-script entry point."""
+    # Before Typer prints anything (--help included): output must survive a legacy code page.
+    prepare_streams()
     try:
         app()
     except KeyboardInterrupt:  # pragma: no cover - during Typer's own parsing
