@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
-from flashbuild.arch import Image, parse_arch_spec
+from flashbuild.arch import parse_arch
 from flashbuild.console import clip
 from flashbuild.errors import FlashbuildError
 from flashbuild.verifying.verify import Status, VerifyReport
@@ -20,14 +20,21 @@ _STYLE = {Status.OK: "[green]ok[/]", Status.WARN: "[yellow]warn[/]",
 
 
 def user_targets(cmake: str) -> str:
-    """The targets as a user types them (`sm_120, sm_90a`), not CMake's `120-real;90a-real`
-    that the report carries; the CMake text itself when it cannot be read back."""
+    """The targets as a user types them (`sm_90a, sm_120+PTX`), not CMake's `90a-real;120`
+    that the report carries (a bare CMake arch is SASS and PTX); the CMake text itself when
+    it cannot be read back."""
+    images: dict[str, set[str]] = {}
     try:
-        spec = parse_arch_spec(cmake)
+        for token in filter(None, (t.strip() for t in cmake.split(";"))):
+            code, _, kind = token.partition("-")
+            sm = parse_arch(code).arch.sm
+            images.setdefault(sm, set()).update(
+                {"real": {"sass"}, "virtual": {"ptx"}}.get(kind, {"sass", "ptx"}))
     except FlashbuildError:
         return cmake
-    words = [t.arch.sm + "+PTX" if t.image is Image.BOTH else
-             t.arch.sm if t.image is Image.SASS else t.arch.compute for t in spec.targets]
+    words = [sm + "+PTX" if kinds == {"sass", "ptx"} else
+             sm if kinds == {"sass"} else "compute_" + sm.removeprefix("sm_")
+             for sm, kinds in images.items()]
     return ", ".join(words) or cmake
 
 
