@@ -144,6 +144,13 @@ class UI:
         """A line of flashbuild's own (Rich markup allowed; wrap foreign text in `lit()`)."""
         self.human.print(f"[bold green]•[/] {message}")
 
+    def say(self, message: str) -> None:
+        """A step line whose whole text is literal (it names paths or tool output): the same
+        bullet as `step`, nothing in `message` read as markup."""
+        line = Text("• ", style="bold green")
+        line.append(message)
+        self.human.print(line)
+
     def info(self, message: str) -> None:
         self.human.print(message)
 

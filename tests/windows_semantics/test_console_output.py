@@ -121,3 +121,10 @@ def test_clip_cuts_between_tokens(text: str, limit: int, keep: str, expected: st
 ])
 def test_verify_header_uses_the_users_arch_spelling(cmake: str, shown: str) -> None:
     assert user_targets(cmake) == shown
+
+
+def test_say_prints_a_whole_step_literally(monkeypatch: pytest.MonkeyPatch) -> None:
+    # For callers whose step text names paths (the build's "configuring <folder>").
+    stream = _cp1252_stdout(monkeypatch)
+    UI().say("configuring C:\\src\\[proj]\\build :100: → done")
+    assert _written(stream) == "• configuring C:\\src\\[proj]\\build :100: -> done\n"
