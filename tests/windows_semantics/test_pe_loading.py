@@ -6,10 +6,14 @@ nowhere. `kern.dll` imports KERNEL32, nvcuda.dll, helper.dll and flashbuild_gone
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from flashbuild.platforms import get
+from flashbuild.proc import ProcessRunner
 from flashbuild.verifying.binaries import (
     KNOWN_DLLS,
     Resolution,
@@ -92,3 +96,57 @@ def test_search_order_module_folder_then_application_then_shim_folders(tmp_path:
     deps = {d.name: d for d in resolve_windows(info, env=env, dll_dirs=[shim], app_dir=app)}
     assert deps["helper.dll"].via == "the module's folder"
     assert deps["helper.dll"].path == str(module.parent / "helper.dll")
+
+
+LOADER = r"""
+#include <windows.h>
+#include <stdio.h>
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  HMODULE m = LoadLibraryA(argv[1]);
+  if (!m) { printf("%s: load failed %lu\n", argv[1], GetLastError()); return 0; }
+  printf("%s: loaded\n", argv[1]);
+  return 0;
+}
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_real_loader_agrees(tmp_path: Path) -> None:
+    """wine's loader (run on the mingw-built fixtures) loads the module whose delay-loaded DLL
+    is missing and refuses the one whose ordinary import is missing: what verify reports."""
+    mingw = "x86_64-w64-mingw32-gcc"
+    if shutil.which(mingw) is None or shutil.which("wine") is None:
+        pytest.skip(f"{mingw} or wine not installed")
+    (tmp_path / "loader.c").write_text(LOADER)
+    run = ProcessRunner()
+    run.run([mingw, "-o", tmp_path / "loader.exe", tmp_path / "loader.c"], timeout=120)
+    shutil.copy(V / "delayed.dll", tmp_path / "delayed.dll")
+    # hard.dll: the same import as delayed.dll's, as an ordinary one.
+    (tmp_path / "gone.def").write_text("LIBRARY flashbuild_delayed.dll\nEXPORTS\n"
+                                       "flashbuild_delayed\n")
+    run.run(["x86_64-w64-mingw32-dlltool", "-d", tmp_path / "gone.def", "-l",
+             tmp_path / "libgone.a"], timeout=120)
+    (tmp_path / "hard.c").write_text((V / "delayed.c").read_text())
+    run.run([mingw, "-shared", "-o", tmp_path / "hard.dll", tmp_path / "hard.c",
+             f"-L{tmp_path}", "-lgone"], timeout=120)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
+           "WINEPREFIX": str(tmp_path / "prefix"), "WINEDEBUG": "-all",
+           "WINEDLLOVERRIDES": "mscoree=;mshtml="}
+    try:
+        out = [run.run(["wine", tmp_path / "loader.exe", name], cwd=tmp_path, env=env,
+                       timeout=300).stdout.strip() for name in ("delayed.dll", "hard.dll")]
+    finally:
+        run.run(["wineserver", "-k"], env=env, check=False)
+    # 126 = ERROR_MOD_NOT_FOUND: hard.dll's flashbuild_delayed.dll is nowhere.
+    assert out == ["delayed.dll: loaded", "hard.dll: load failed 126"]
+    # ...which is what resolve() says of the same two files.
+    system = {"SystemRoot": str(tmp_path / "prefix" / "drive_c" / "windows")}
+    delayed = resolve(read_link_info(tmp_path / "delayed.dll"), platform=get("windows"),
+                      env=system)
+    assert [d.resolution for d in delayed if d.name == "flashbuild_delayed.dll"] == [
+        Resolution.DELAYED_MISSING]
+    hard = resolve(read_link_info(tmp_path / "hard.dll"), platform=get("windows"), env=system)
+    assert [d.resolution for d in hard if d.name == "flashbuild_delayed.dll"] == [
+        Resolution.MISSING]
