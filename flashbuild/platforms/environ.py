@@ -72,6 +72,15 @@ class CaseInsensitiveEnv(dict[str, str]):
             for key, value in items:
                 self[key] = value
 
+    def popitem(self) -> tuple[str, str]:
+        key, value = super().popitem()
+        del self._spelling[key.upper()]
+        return key, value
+
+    def clear(self) -> None:
+        super().clear()
+        self._spelling.clear()
+
     def copy(self) -> CaseInsensitiveEnv:
         return CaseInsensitiveEnv(self)
 

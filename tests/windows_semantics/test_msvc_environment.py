@@ -165,6 +165,12 @@ def test_case_insensitive_environment() -> None:
     assert env["path"] == "b" and dict(env) == {"Path": "b", "TEMP": "t"}
     assert "temp" in env and env.get("Temp") == "t" and env.pop("TeMp") == "t"
     assert len(env) == 1 and env.copy() == {"Path": "b"}
+    assert env.popitem() == ("Path", "b") and "PATH" not in env
+    env.update({"a": "1"}, A="2")
+    assert dict(env) == {"a": "2"}
+    env.clear()
+    env["A"] = "3"
+    assert dict(env) == {"A": "3"}
 
 
 def _exe(folder: Path, name: str) -> Path:
