@@ -11,18 +11,39 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ParamSpec
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from flashbuild import __version__
-from flashbuild.console import ui
+from flashbuild.console import prepare_streams, ui
 from flashbuild.errors import FlashbuildError, Interrupted
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+def _flags_take_no_value(params: list[Any]) -> list[Any]:
+    """Typer's help shows a `<bool>` placeholder after every flag (`--json <bool>`), as if it
+    took a value; an empty metavar shows nothing, which is what a flag takes."""
+    for param in params:
+        if getattr(param, "is_flag", False) and getattr(param, "metavar", None) is None:
+            param.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_take_no_value(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_take_no_value(super().get_params(ctx))
+
+
 app = typer.Typer(
+    cls=_Group,
     name="flashbuild",
     help="Detect, patch, build, install and verify CUDA kernel extensions for new GPUs.",
     no_args_is_help=True,
@@ -30,7 +51,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
-recipe_app = typer.Typer(help="List, show, check and draft recipes.", no_args_is_help=True)
+recipe_app = typer.Typer(cls=_Group, help="List, show, check and draft recipes.",
+                         no_args_is_help=True)
 app.add_typer(recipe_app, name="recipe")
 
 P = ParamSpec("P")
@@ -117,7 +139,7 @@ def _main(
     ui.configure(verbose=verbose, debug=debug)
 
 
-@app.command()
+@app.command(cls=_Command)
 @_edge
 def doctor(
     arch: ArchOpt = None,
@@ -133,7 +155,7 @@ def doctor(
     return run_doctor(arch=arch, cuda=cuda, as_json=json, use_cache=not no_cache)
 
 
-@app.command()
+@app.command(cls=_Command)
 @_edge
 def verify(
     path: Annotated[Path | None, typer.Argument(
@@ -161,7 +183,7 @@ def verify(
                       gpu=gpu)
 
 
-@app.command()
+@app.command(cls=_Command)
 @_edge
 def patch(
     *,
@@ -190,7 +212,7 @@ def patch(
                      dry_run=dry_run, diff=diff, explain=explain, revert=revert, as_json=json)
 
 
-@app.command()
+@app.command(cls=_Command)
 @_edge
 def build(
     *,
@@ -226,7 +248,7 @@ def build(
                      build_dir=build_dir, as_json=json, in_place=in_place)
 
 
-@recipe_app.command("list")
+@recipe_app.command(cls=_Command, name="list")
 @_edge
 def recipe_list(json: JsonOpt = False) -> int:
     """List the bundled recipes."""
@@ -236,7 +258,7 @@ def recipe_list(json: JsonOpt = False) -> int:
     return list_recipes(as_json=json)
 
 
-@recipe_app.command("show")
+@recipe_app.command(cls=_Command, name="show")
 @_edge
 def recipe_show(
     name: Annotated[str, typer.Argument(help="Bundled recipe name or recipe file.")],
@@ -249,7 +271,7 @@ def recipe_show(
     return show_recipe(name, as_json=json)
 
 
-@recipe_app.command("check")
+@recipe_app.command(cls=_Command, name="check")
 @_edge
 def recipe_check(
     file: Annotated[Path, typer.Argument(help="Recipe TOML file to validate.")],
@@ -266,7 +288,7 @@ ScanArchOpt = Annotated[str, typer.Option(
     "--arch", "-a", help="Target GPU(s) to judge the tree for: sm120, sm_90a, '90a;120'.")]
 
 
-@app.command()
+@app.command(cls=_Command)
 @_edge
 def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
     source: Annotated[Path, typer.Argument(help="Root of the tree to scan.")] = Path(),
@@ -290,7 +312,7 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
                     include_vendored=include_vendored, jobs=jobs)
 
 
-@recipe_app.command("init")
+@recipe_app.command(cls=_Command, name="init")
 @_edge
 def recipe_init(
     source: Annotated[Path, typer.Option("--source", "-s", help="Tree to draft a recipe for.")],
@@ -310,6 +332,8 @@ def recipe_init(
 
 def main() -> None:
     """Console-script entry point."""
+    # Before Typer prints anything (--help included): output must survive a legacy code page.
+    prepare_streams()
     try:
         app()
     except KeyboardInterrupt:  # pragma: no cover - during Typer's own parsing

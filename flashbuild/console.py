@@ -3,20 +3,119 @@
 Every stage reports through `ui`: `ui.step("patched 6 files")` is one line saying what was done;
 `ui.command(...)` shows a command only with `-v`; `ui.emit_json(obj)` writes the machine-readable
 result. In `--json` mode human output goes to stderr so stdout stays parseable.
+
+Two rules hold for every line printed here:
+
+- **Output never fails on the terminal's encoding.** On a Windows runner a step's stdout is a
+  pipe that Python encodes in the ANSI code page (cp1252; FACTS.md "Windows CI runners"), where
+  "→" or "✓" raise UnicodeEncodeError. `prepare_streams()` (called by the CLI entry point)
+  installs an error handler that writes such symbols as ASCII ("->", "ok") and anything else
+  the code page lacks as a `\\uXXXX` escape, so a build that compiled and installed never ends
+  in an internal error while printing its summary.
+- **Text flashbuild did not write is printed literally.** Paths, source lines and tool output
+  are never read as Rich markup (`[brackets]`), emoji shortcodes (`file:100:1` is not the
+  `:100:` emoji) or highlighted: the consoles have emoji and highlighting off, messages escape
+  foreign text with `lit()`, and `ui.literal()` prints it as a `rich.text.Text`.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 #: Bumped when a documented JSON key changes meaning or disappears.
 JSON_SCHEMA_VERSION = 1
+
+#: The error handler `prepare_streams()` installs on stdout and stderr.
+DEGRADE_ERRORS = "flashbuild.degrade"
+
+#: ASCII for the symbols flashbuild itself prints, used where the output encoding lacks them.
+SYMBOL_FALLBACKS: dict[str, str] = {
+    "→": "->", "←": "<-", "⇒": "=>", "✓": "ok", "✔": "ok", "✗": "x", "✘": "x",
+    "•": "*", "…": "...", "│": "|", "─": "-", "—": "-", "\u2013": "-", "≤": "<=", "≥": ">=",
+    "≠": "!=", "\u00d7": "x", "⚠": "!", "\u2019": "'", "\u2018": "'", "“": '"', "”": '"',
+    "\u00a0": " ",
+}
+
+
+def _degrade(error: UnicodeError) -> tuple[str, int]:
+    """codecs error handler: known symbols become ASCII, other characters `\\uXXXX`."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    bad = error.object[error.start:error.end]
+    out = []
+    for char in bad:
+        fallback = SYMBOL_FALLBACKS.get(char)
+        if fallback is None:
+            code = ord(char)
+            fallback = f"\\x{code:02x}" if code < 0x100 else (
+                f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        out.append(fallback)
+    return "".join(out), error.end
+
+
+codecs.register_error(DEGRADE_ERRORS, _degrade)
+
+
+def degrade(text: str, encoding: str) -> str:
+    """`text` as it will appear on a stream of `encoding` (what `prepare_streams` makes of it)."""
+    return text.encode(encoding, DEGRADE_ERRORS).decode(encoding)
+
+
+def prepare_streams(*streams: TextIO) -> None:
+    """Make writing to `streams` (default: stdout and stderr) never fail on their encoding.
+
+    Only the error handler changes: the encoding stays what Python chose (the console code
+    page on Windows, which is what the reader of a redirected file expects)."""
+    for stream in streams or (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is None:
+            continue
+        try:
+            reconfigure(errors=DEGRADE_ERRORS)
+        except (ValueError, OSError):  # a detached or closed stream: nothing to protect
+            continue
+
+
+def lit(text: object) -> str:
+    """Foreign text (a path, a source line, tool output) made safe to embed in a markup
+    message: brackets escaped. Emoji codes need nothing: the consoles never expand them."""
+    return escape(str(text))
+
+
+def clip(text: str, limit: int, *, keep: str = "start") -> str:
+    """At most about `limit` characters of `text`, cut between tokens (never inside a path or
+    an identifier), with "…" where text was left out. `keep="end"` keeps the tail (the end of
+    a tool's output is where its error is). A single token longer than `limit` is kept whole
+    rather than split."""
+    if len(text) <= limit:
+        return text
+    if keep == "end":
+        part = text[-limit:]
+        if not text[-limit - 1].isspace():
+            space = next((i for i, c in enumerate(part) if c.isspace()), -1)
+            part = part[space + 1:] if space >= 0 else text.rsplit(maxsplit=1)[-1]
+        return "…" + part.lstrip()
+    part = text[:limit]
+    if not text[limit].isspace():
+        space = max((i for i, c in enumerate(part) if c.isspace()), default=-1)
+        part = part[:space] if space > 0 else text.split(maxsplit=1)[0]
+    return part.rstrip() + "…"
+
+
+def _console(*, stderr: bool = False) -> Console:
+    # emoji=False: `file.cu:100:1` stays as written (Rich would turn `:100:` into 💯);
+    # highlight=False: no colouring that guesses at numbers and paths; soft_wrap=True: a long
+    # line is left for the terminal to wrap, so a path is never split by an inserted newline
+    # (copy/paste and grep of redirected output keep it whole).
+    return Console(stderr=stderr, emoji=False, highlight=False, soft_wrap=True)
 
 
 @dataclass
@@ -24,8 +123,8 @@ class UI:
     verbose: bool = False
     debug: bool = False
     json_mode: bool = False
-    out: Console = field(default_factory=lambda: Console(highlight=False, soft_wrap=False))
-    err: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
+    out: Console = field(default_factory=_console)
+    err: Console = field(default_factory=lambda: _console(stderr=True))
 
     def configure(self, *, verbose: bool | None = None, debug: bool | None = None,
                   json_mode: bool | None = None) -> None:
@@ -42,17 +141,29 @@ class UI:
         return self.err if self.json_mode else self.out
 
     def step(self, message: str) -> None:
+        """A line of flashbuild's own (Rich markup allowed; wrap foreign text in `lit()`)."""
         self.human.print(f"[bold green]•[/] {message}")
+
+    def say(self, message: str) -> None:
+        """A step line whose whole text is literal (it names paths or tool output): the same
+        bullet as `step`, nothing in `message` read as markup."""
+        line = Text("• ", style="bold green")
+        line.append(message)
+        self.human.print(line)
 
     def info(self, message: str) -> None:
         self.human.print(message)
+
+    def literal(self, text: str, *, style: str = "") -> None:
+        """Foreign text, exactly as it is: no markup, no emoji codes, no highlighting."""
+        self.human.print(Text(text, style=style))
 
     def warn(self, message: str) -> None:
         self.err.print(f"[yellow]warning:[/] {message}")
 
     def command(self, quoted: str) -> None:
         if self.verbose:
-            self.err.print(f"[dim]$ {escape(quoted)}[/]")
+            self.err.print(Text(f"$ {quoted}", style="dim"))
 
     def emit_json(self, payload: dict[str, Any]) -> None:
         document = {"schema_version": JSON_SCHEMA_VERSION, **payload}

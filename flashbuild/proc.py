@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import subprocess
 import threading
 import time
@@ -82,10 +81,11 @@ class ProcessRunner:
         self._echo = echo
 
     def which(self, program: str, env: Mapping[str, str] | None = None) -> str | None:
-        if os.sep in program or (os.altsep and os.altsep in program):
-            return program if Path(program).is_file() else None
-        path = (env if env is not None else os.environ).get("PATH", os.defpath)
-        return shutil.which(program, path=path)
+        # The platform's lookup: PATH found case-insensitively on Windows (`Path=`), and never
+        # the current directory (shutil.which on Windows searches it first).
+        from flashbuild import platforms
+
+        return platforms.current().which(program, os.environ if env is None else env)
 
     def _resolve(self, argv: Sequence[str | os.PathLike[str]],
                  env: Mapping[str, str] | None) -> list[str]:

@@ -26,6 +26,8 @@ class ReplayRunner:
     hangs: set[str] = field(default_factory=set)
     found: dict[str, str] = field(default_factory=dict)
     calls: list[tuple[str, ...]] = field(default_factory=list)
+    #: The environment each call was given (None = inherited), in the order of `calls`.
+    envs: list[Mapping[str, str] | None] = field(default_factory=list)
 
     def add(self, *argv: str, out: str = "", err: str = "", code: int = 0) -> None:
         self.responses[tuple(argv)] = Completed(tuple(argv), code, out, err)
@@ -51,6 +53,7 @@ class ReplayRunner:
         args = tuple(os.fspath(a) for a in argv)
         key = (self._key(args[0]), *args[1:])
         self.calls.append(args)
+        self.envs.append(env)
         if key[0] in self.hangs:
             raise ProcessTimeout(f"`{key[0]}` did not finish within {timeout:g} s")
         answer = self.responses.get(key, self.responses.get(key[:1]))

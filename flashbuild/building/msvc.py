@@ -3,8 +3,9 @@
 Given the Visual Studio installations detection found (vswhere + the toolset folders) and the
 `_MSC_VER` window the chosen nvcc accepts (read from its `crt/host_config.h`), pick the newest
 toolset inside the window, run `vcvarsall.bat x64 -vcvars_ver=14.44 && set` through the
-runner, and take the environment it prints. A shell that is already activated (VSCMD_VER /
-VCToolsVersion set) with a `cl` inside the window is respected as is. FACTS.md, "Host
+runner (the platform layer's `capture_batch_env`: `cmd /u`, telemetry off), and take the
+environment it prints. A shell that is already activated (VSCMD_VER / VCToolsVersion set) for
+x64 with a `cl` inside the window is respected as is. FACTS.md, "Host
 compilers accepted by nvcc": `vswhere -latest` may pick VS 2026 (19.50), which CUDA <= 13.1
 rejects, hence choosing by window, not by "latest".
 """
@@ -12,12 +13,15 @@ rejects, hence choosing by window, not by "latest".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import PureWindowsPath
+from pathlib import PurePath, PureWindowsPath
 from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
 from flashbuild.errors import ToolchainError
+from flashbuild.platforms import windows as _windows
+from flashbuild.platforms.environ import CaseInsensitiveEnv
+from flashbuild.platforms.windows import batch_env_argv, capture_batch_env
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -27,6 +31,10 @@ if TYPE_CHECKING:
 
 #: Variables whose presence means vcvarsall already ran in this shell.
 _ACTIVATED = ("VSCMD_VER", "VCToolsVersion")
+
+
+#: Kept here for callers of msvc.parse_set_output; the platform layer owns the parsing.
+parse_set_output = _windows.parse_set_output
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,7 @@ class MsvcEnv:
     """The build environment and where it came from."""
 
     env: dict[str, str]
+    """A `CaseInsensitiveEnv` (Windows semantics): `env["PATH"]` finds `Path=`."""
     source: str
     """`already active (…)` or `vcvarsall … -vcvars_ver=14.44`."""
     msc_ver: int | None
@@ -74,64 +83,61 @@ def pick_toolset(studios: Sequence[VisualStudio], window: HostWindow) -> MsvcCho
     return max(inside, key=lambda c: (Version(c.toolset.version), not c.studio.prerelease))
 
 
-def vcvars_argv(choice: MsvcChoice, arch: str = "x64") -> list[str]:
-    """`cmd /d /c call "<vcvarsall.bat>" x64 -vcvars_ver=14.44 && set`, one word per item.
-
-    No quotes of our own: on Windows the argv goes through `subprocess.list2cmdline`, which
-    escapes an embedded quote with a backslash, an escape cmd.exe does not know (a
-    pre-quoted `/s /c ""<bat>" x64 && set"` reaches cmd as backslash-quote garbage and
-    fails). list2cmdline quotes the path plainly because it has spaces; `call` puts a word
-    before that first quote, so cmd's /c quote stripping leaves the line as it is."""
-    return ["cmd", "/d", "/c", "call", str(choice.vcvarsall), arch,
-            f"-vcvars_ver={choice.toolset.vcvars_ver}", "&&", "set"]
+def vcvars_args(choice: MsvcChoice, arch: str = "x64") -> list[str]:
+    """vcvarsall.bat's arguments: the target and the toolset (`x64 -vcvars_ver=14.44`)."""
+    return [arch, f"-vcvars_ver={choice.toolset.vcvars_ver}"]
 
 
-def parse_set_output(text: str) -> dict[str, str]:
-    """`set`'s `NAME=value` lines → an environment. Windows variable names are
-    case-insensitive: a later `Path=` replaces an earlier `PATH=` under the first spelling."""
-    env: dict[str, str] = {}
-    spelling: dict[str, str] = {}
-    for line in text.splitlines():
-        if "=" not in line or line.startswith("="):
-            continue  # banners, and cmd's hidden `=C:=C:\\` per-drive variables
-        name, value = line.split("=", 1)
-        if not name or (" " in name.strip() and not name.startswith("ProgramFiles")):
-            continue
-        key = spelling.setdefault(name.upper(), name)
-        env[key] = value.rstrip("\r")
-    return env
+def vcvars_argv(choice: MsvcChoice, out_file: PurePath, arch: str = "x64") -> list[str]:
+    """The whole `cmd /u /d /c call "<vcvarsall.bat>" x64 -vcvars_ver=14.44 && set > <file>`
+    command (see `platforms.windows.batch_env_argv` for why it is spelled so)."""
+    return batch_env_argv(choice.vcvarsall, vcvars_args(choice, arch), out_file)
 
 
 def get_ci(env: Mapping[str, str], name: str) -> str | None:
-    """Case-insensitive lookup (Windows semantics)."""
-    upper = name.upper()
-    return next((v for k, v in env.items() if k.upper() == upper), None)
+    """Case-insensitive lookup (Windows semantics), whatever kind of mapping `env` is."""
+    return CaseInsensitiveEnv(env).get(name)
+
+
+def target_arch(env: Mapping[str, str], active: ActiveMsvc | None) -> str | None:
+    """What the shell's compiler targets: VsDevCmd's VSCMD_ARG_TGT_ARCH, else the `cl`
+    banner's last word (`for x64`, `für x64`, `pour x86`)."""
+    named = get_ci(env, "VSCMD_ARG_TGT_ARCH")
+    if named:
+        return named.strip().lower()
+    if active is not None and active.cl_target:
+        return active.cl_target.lower()
+    return None
 
 
 def already_active(env: Mapping[str, str], active: ActiveMsvc | None,
                    window: HostWindow) -> bool:
-    """True when this shell ran vcvarsall and its `cl` is inside nvcc's window."""
+    """True when this shell ran vcvarsall **for x64** and its `cl` is inside nvcc's window.
+
+    The default "Developer Command Prompt for VS" targets x86 (FACTS.md "MSVC environment
+    capture"): its 32-bit `cl` cannot build against 64-bit Python and CUDA, so a shell is
+    used as it is only when x64 is confirmed."""
     if not any(get_ci(env, v) for v in _ACTIVATED):
         return False
     if active is None or active.msc_ver is None:
+        return False
+    if target_arch(env, active) != "x64":
         return False
     return window.accepts_msc(active.msc_ver) is not False
 
 
 def activate(env: Mapping[str, str], runner: Runner, studios: Sequence[VisualStudio],
              window: HostWindow, active: ActiveMsvc | None) -> MsvcEnv:
-    """The environment to build in: this shell's when already activated inside the window,
-    else vcvarsall's for the chosen toolset."""
+    """The environment to build in: this shell's when already activated for x64 inside the
+    window, else vcvarsall's for the chosen toolset."""
     if already_active(env, active, window):
         assert active is not None
-        return MsvcEnv(dict(env), f"already active (VCToolsVersion "
+        return MsvcEnv(CaseInsensitiveEnv(env), f"already active (VCToolsVersion "
                        f"{get_ci(env, 'VCToolsVersion') or '?'}, cl {active.cl_version})",
                        active.msc_ver)
     choice = pick_toolset(studios, window)
-    argv = vcvars_argv(choice)
-    done = runner.run(argv, env=env, timeout=120, check=False)
-    got = parse_set_output(done.stdout)
-    if not done.ok or not get_ci(got, "INCLUDE") or not get_ci(got, "VCToolsVersion"):
+    done, got = capture_batch_env(runner, choice.vcvarsall, vcvars_args(choice), env=env)
+    if not done.ok or not got.get("INCLUDE") or not got.get("VCToolsVersion"):
         raise ToolchainError(
             f"vcvarsall.bat did not activate MSVC {choice.toolset.version}",
             evidence=f"exit code {done.returncode}; {done.output.strip()[-800:]}",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 from typing import TYPE_CHECKING, Literal
 
 from packaging.version import InvalidVersion, Version
@@ -195,6 +195,8 @@ class ActiveMsvc:
     cl_path: str | None
     cl_version: Version | None
     """From the `cl` banner (stderr): 19.44.35207.1."""
+    cl_target: str | None = None
+    """The banner's target: `x64`, `x86`, `ARM64` (`… for x64`, `… für x86`)."""
 
     @property
     def msc_ver(self) -> int | None:
@@ -206,7 +208,7 @@ class ActiveMsvc:
         return {"activated": self.activated, "vc_tools_version": self.vc_tools_version,
                 "cl_path": self.cl_path,
                 "cl_version": str(self.cl_version) if self.cl_version else None,
-                "msc_ver": self.msc_ver}
+                "msc_ver": self.msc_ver, "cl_target": self.cl_target}
 
 
 @dataclass(frozen=True)
@@ -238,14 +240,35 @@ class HostCompilers:
 
 # --- parsers ------------------------------------------------------------------------------
 
-_CL_BANNER = re.compile(r"Compiler Version (\d+\.\d+\.\d+(?:\.\d+)?)")
+# `cl` banners are localised: "C/C++ Optimizing Compiler Version 19.44.35207.1 for x64",
+# "C/C++-Optimierungscompiler Version 19.44.35207.1 für x64", "Compilateur d'optimisation
+# Microsoft (R) C/C++ version 19.44.35207.1 pour x64", "用于 x64 的 Microsoft (R) C/C++ 优化编译器
+# 19.44.35207.1 版" (FACTS.md "MSVC environment capture"): match the version number (19.xx.
+# build, optionally .revision) and the target name, not the words around them.
+_CL_VERSION = re.compile(r"(?<![\d.])(\d{2}\.\d{1,2}\.\d{4,5}(?:\.\d+)?)(?![\d.])")
+_CL_TARGET = re.compile(r"(?<![\w-])(x64|x86|ARM64EC|ARM64|ARM|AMD64)(?![\w-])", re.IGNORECASE)
 _GNU_VERSION = re.compile(r"(?<![\w.])(\d+\.\d+(?:\.\d+)?)")
 
 
+def _banner_line(text: str) -> str:
+    """The banner's first line that holds a compiler version (the copyright line does not)."""
+    return next((line for line in text.splitlines() if _CL_VERSION.search(line)), "")
+
+
 def parse_cl_banner(text: str) -> Version | None:
-    """`Microsoft (R) C/C++ Optimizing Compiler Version 19.44.35207.1 for x64` → 19.44.35207.1."""
-    match = _CL_BANNER.search(text)
+    """`Microsoft (R) C/C++ Optimizing Compiler Version 19.44.35207.1 for x64` → 19.44.35207.1,
+    in any language."""
+    match = _CL_VERSION.search(_banner_line(text))
     return Version(match[1]) if match else None
+
+
+def parse_cl_target(text: str) -> str | None:
+    """The target of a `cl` banner, lower-case (`x64`, `x86`, `arm64`); None when absent."""
+    match = _CL_TARGET.search(_banner_line(text))
+    if match is None:
+        return None
+    target = match[1].lower()
+    return "x64" if target == "amd64" else target
 
 
 def parse_gnu_version(text: str) -> Version | None:
@@ -266,13 +289,26 @@ def parse_vswhere(text: str) -> list[dict[str, object]]:
     return data
 
 
-def _toolsets(install: Path) -> tuple[tuple[MsvcToolset, ...], str | None]:
+#: Where a toolset keeps the 64-bit-hosted compiler for x64, relative to its folder.
+TOOLSET_CL = ("bin", "HostX64", "x64", "cl.exe")
+
+
+def _toolsets(install: Path, problems: list[str] | None = None,
+              ) -> tuple[tuple[MsvcToolset, ...], str | None]:
     msvc = install / "VC" / "Tools" / "MSVC"
     found: list[MsvcToolset] = []
     if msvc.is_dir():
         for entry in msvc.iterdir():
-            if entry.is_dir() and re.fullmatch(r"14\.\d+\.\d+", entry.name):
-                found.append(MsvcToolset(entry.name, entry))
+            if not (entry.is_dir() and re.fullmatch(r"14\.\d+\.\d+", entry.name)):
+                continue
+            # A folder left by an uninstall, or a toolset installed without its x64
+            # compiler (ARM-only components), cannot build: vcvarsall would pick it and fail.
+            if not entry.joinpath(*TOOLSET_CL).is_file():
+                if problems is not None:
+                    problems.append(f"MSVC toolset folder {entry} has no "
+                                    f"{PureWindowsPath(*TOOLSET_CL)}: not usable")
+                continue
+            found.append(MsvcToolset(entry.name, entry))
     found.sort(key=lambda t: Version(t.version))
     default_file = install / "VC" / "Auxiliary" / "Build" / "Microsoft.VCToolsVersion.default.txt"
     try:
@@ -282,13 +318,14 @@ def _toolsets(install: Path) -> tuple[tuple[MsvcToolset, ...], str | None]:
     return tuple(found), default
 
 
-def visual_studios_from(items: list[dict[str, object]]) -> tuple[VisualStudio, ...]:
+def visual_studios_from(items: list[dict[str, object]],
+                        problems: list[str] | None = None) -> tuple[VisualStudio, ...]:
     out = []
     for item in items:
         catalog = item.get("catalog")
         catalog = catalog if isinstance(catalog, dict) else {}
         path = Path(str(item.get("installationPath", "")))
-        toolsets, default = _toolsets(path)
+        toolsets, default = _toolsets(path, problems)
         out.append(VisualStudio(
             instance_id=str(item.get("instanceId", "")),
             display_name=str(item.get("displayName", "")),
@@ -329,7 +366,7 @@ def _probe_vswhere(env: Mapping[str, str], runner: Runner, platform: Platform,
 
     items = cache.fetch("vswhere", file_fingerprint(Path(program)), ask,
                         encode=lambda v: v, decode=_decode_items)
-    return visual_studios_from(items or [])
+    return visual_studios_from(items or [], problems)
 
 
 def _decode_items(value: object) -> list[dict[str, object]] | None:
@@ -340,18 +377,21 @@ def _decode_items(value: object) -> list[dict[str, object]] | None:
 
 def _probe_active_msvc(env: Mapping[str, str], runner: Runner,
                        problems: list[str]) -> ActiveMsvc:
+    # `env` has Windows' case-insensitive names here (probe_host_compilers made it so):
+    # `dict(os.environ)` spells the variable VCTOOLSVERSION.
     activated = any(env.get(k) for k in ("VSCMD_VER", "VCToolsVersion", "INCLUDE"))
     cl = runner.which("cl", env)
-    version = None
+    version = target = None
     if cl is not None:
         try:
             done = runner.run([cl], env=env, timeout=PROBE_TIMEOUT, check=False)
             version = parse_cl_banner(done.output)
+            target = parse_cl_target(done.output)
             if version is None:
                 problems.append(f"`cl` printed no version banner: {done.output.strip()[:200]!r}")
         except FlashbuildError as exc:
             problems.append(f"`cl` failed: {exc.what}")
-    return ActiveMsvc(activated, env.get("VCToolsVersion") or None, cl, version)
+    return ActiveMsvc(activated, env.get("VCToolsVersion") or None, cl, version, target)
 
 
 def _decode_version(value: object) -> Version | None:
@@ -396,6 +436,7 @@ def probe_host_compilers(env: Mapping[str, str], runner: Runner, platform: Platf
                          cache: ProbeCache = NO_CACHE) -> HostCompilers:
     """The host compilers of this platform. Never raises."""
     problems: list[str] = []
+    env = platform.environ(env)
     override = env.get("NVCC_CCBIN") or env.get("CUDAHOSTCXX") or None
     if platform.host_compiler_family == "msvc":
         studios = _probe_vswhere(env, runner, platform, cache, problems)

@@ -543,6 +543,19 @@ def _cmake(f: Findings) -> list[Verdict]:
               f"cmake {cmake.version or '(version unknown)'}", cmake.path)
 
 
+@rule("pybind11.missing")
+def _pybind11(f: Findings) -> list[Verdict]:
+    if f.pyenv is None:
+        return []
+    found = f.pyenv.tool("pybind11")
+    if found is None or found.version is None:
+        return _v("pybind11.missing", Severity.WARN, Section.TOOLS, "pybind11 was not found",
+                  "recipes whose Python module is a pybind11 extension (the bundled csrc "
+                  "one) need it at configure time", "`pip install pybind11`")
+    return _v("pybind11.missing", Severity.OK, Section.TOOLS, f"pybind11 {found.version}",
+              found.path or "")
+
+
 @rule("ram.too-little")
 def _ram(f: Findings) -> list[Verdict]:
     h = f.host

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import sys
 import sysconfig
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from flashbuild import platforms
 from flashbuild.errors import InstallError, UsageError
 from flashbuild.installing import shim
 from flashbuild.installing.wheel import build_wheel, read_member, repack_wheel
@@ -33,6 +33,8 @@ from flashbuild.proc import Runner, quote, tail
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+
+    from flashbuild.platforms.base import Platform
 
 InstallMode = Literal["wheel", "inplace", "none"]
 ArtifactKind = Literal["module", "plugin"]
@@ -151,15 +153,17 @@ def import_root(package_dir: Path, package: str) -> Path:
     return root
 
 
-def check_writable(folder: Path, files: Sequence[Path]) -> None:
+def check_writable(folder: Path, files: Sequence[Path], *,
+                   platform: Platform | None = None) -> None:
     """Raise InstallError, before anything is replaced, when the folder or a file that would
-    be replaced cannot be written."""
+    be replaced cannot be written (by the rules of `platform`, default this machine's)."""
+    plat = platform or platforms.current()
     problems = []
     if not folder.is_dir():
         problems.append(f"{folder} does not exist")
-    elif not _writable(folder):
+    elif not plat.writable(folder):
         problems.append(f"{folder} is not writable")
-    problems += [f"{f} is read-only" for f in files if f.exists() and not _writable(f)]
+    problems += [f"{f} is read-only" for f in files if f.exists() and not plat.writable(f)]
     if problems:
         raise InstallError(
             "the install target cannot be written; nothing was replaced",
@@ -168,12 +172,6 @@ def check_writable(folder: Path, files: Sequence[Path]) -> None:
             "you own), or use `--install none` and copy the files from the build folder",
             details={"problems": problems},
         )
-
-
-def _writable(path: Path) -> bool:
-    # os.access alone says yes to root for a folder marked read-only (chmod a-w); the mode
-    # bits say what the owner meant, so both must allow writing.
-    return os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
 
 
 def _copy_atomic(src: Path, dest: Path) -> None:

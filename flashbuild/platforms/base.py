@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
@@ -58,6 +58,21 @@ class Platform(Protocol):
 
     def pypi_cuda_root(self, site_packages: PurePath, major: int) -> PurePath:
         """Where PyPI's CUDA wheels unpack a toolkit (`nvidia/cu13`)."""
+        ...
+
+    # --- environments and programs (flashbuild.platforms.environ) ------------------------
+    def environ(self, env: Mapping[str, str]) -> MutableMapping[str, str]:
+        """A copy of `env` that looks names up as this OS does (case-insensitively on
+        Windows, where `Path` is `PATH`)."""
+        ...
+
+    def which(self, program: str, env: Mapping[str, str]) -> str | None:
+        """Where `program` is on the PATH of `env` (PATHEXT on Windows), never searching the
+        current directory; None when absent."""
+        ...
+
+    def writable(self, path: Path) -> bool:
+        """Whether flashbuild may write into (folder) or replace (file) `path`."""
         ...
 
     # --- detection (flashbuild.detect) -------------------------------------------------

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import platform as _pyplatform
 from pathlib import Path, PurePath, PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
+from flashbuild.platforms.environ import find_program
+
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, MutableMapping
 
     from flashbuild.platforms.base import HostCompilerFamily, RegistryReader
 
@@ -27,6 +30,18 @@ class LinuxPlatform:
 
     def exe(self, name: str) -> str:
         return name
+
+    def environ(self, env: Mapping[str, str]) -> MutableMapping[str, str]:
+        return dict(env)
+
+    def which(self, program: str, env: Mapping[str, str]) -> str | None:
+        return find_program(program, env.get("PATH", os.defpath), pathsep=self.pathsep,
+                            need_exec=True)
+
+    def writable(self, path: Path) -> bool:
+        # os.access alone says yes to root for a folder marked read-only (chmod a-w); the
+        # mode bits say what the owner meant, so both must allow writing.
+        return os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
 
     def standard_toolkit_roots(self, env: Mapping[str, str]) -> list[str]:
         return ["/usr/local/cuda", "/usr/local/cuda-*", "/opt/cuda", "/usr/lib/cuda"]

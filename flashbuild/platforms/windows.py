@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import stat
+import tempfile
+from dataclasses import replace
 from pathlib import Path, PurePath, PureWindowsPath
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from flashbuild.platforms.environ import CaseInsensitiveEnv, find_program, windows_extensions
+
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, MutableMapping, Sequence
 
     from flashbuild.platforms.base import HostCompilerFamily, RegistryReader
+    from flashbuild.proc import Completed, Runner
 
 _LONG_PATHS_KEY = r"SYSTEM\CurrentControlSet\Control\FileSystem"
 
@@ -30,6 +38,23 @@ class WindowsPlatform:
 
     def exe(self, name: str) -> str:
         return name if name.lower().endswith(".exe") else name + ".exe"
+
+    def environ(self, env: Mapping[str, str]) -> MutableMapping[str, str]:
+        return CaseInsensitiveEnv(env)
+
+    def which(self, program: str, env: Mapping[str, str]) -> str | None:
+        lookup = CaseInsensitiveEnv(env)
+        return find_program(program, lookup.get("PATH") or "", pathsep=self.pathsep,
+                            extensions=windows_extensions(program, lookup.get("PATHEXT")))
+
+    def writable(self, path: Path) -> bool:
+        # Python maps the read-only *attribute* to the mode bits. On a folder Windows ignores
+        # that attribute for creating files (Explorer sets it on every "customised" folder,
+        # e.g. one with a custom icon), so only a file's attribute means "do not write".
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            return os.access(path, os.W_OK)
+        return os.access(path, os.W_OK) and bool(mode & 0o222)
 
     def standard_toolkit_roots(self, env: Mapping[str, str]) -> list[str]:
         program_files = env.get("ProgramFiles", env.get("PROGRAMFILES", r"C:\Program Files"))
@@ -84,3 +109,67 @@ def _read_registry(root: str, key: str, name: str) -> object | None:
     except FileNotFoundError:
         return None
     return cast("object | None", value)
+
+
+# --- capturing the environment a batch file leaves (vcvarsall.bat) -------------------------
+
+#: What `cmd /u` writes the output of its internal commands (`set`) in, to a pipe or a file.
+SET_OUTPUT_ENCODING = "utf-16-le"
+
+
+def batch_env_argv(script: PurePath, args: Sequence[str], out_file: PurePath) -> list[str]:
+    """`cmd /u /d /c call "<script>" <args> && set > "<out_file>"`, one word per item.
+
+    `/u` makes cmd write `set` as UTF-16-LE; without it `set` comes out in the console code
+    page, and a profile such as `C:\\Users\\José` arrives mangled in TEMP, TMP, LIB and PATH
+    (FACTS.md "MSVC environment capture"; setuptools decodes `cmd /u` output the same way).
+    `set` writes into a file of ours rather than the pipe: the batch file's own messages stay
+    on the pipe in the console code page, where the runner reads them for an error message.
+    No quotes of our own: on Windows the argv goes through `subprocess.list2cmdline`, which
+    escapes an embedded quote with a backslash, an escape cmd.exe does not know; it quotes a
+    path with spaces plainly, and `call` before the first quote keeps cmd's /c quote
+    stripping away from it. `/d` skips AutoRun commands from the registry."""
+    return ["cmd", "/u", "/d", "/c", "call", str(script), *args, "&&", "set", ">",
+            str(out_file)]
+
+
+def parse_set_output(text: str) -> CaseInsensitiveEnv:
+    """`set`'s `NAME=value` lines -> an environment with Windows' case-insensitive names (a
+    later `Path=` replaces an earlier `PATH=` under the first spelling)."""
+    env = CaseInsensitiveEnv()
+    for line in text.lstrip("\ufeff").splitlines():
+        if "=" not in line or line.startswith("="):
+            continue  # banners, and cmd's hidden `=C:=C:\\` per-drive variables
+        name, value = line.split("=", 1)
+        if not name or (" " in name.strip() and not name.startswith("ProgramFiles")):
+            continue
+        env[name] = value.rstrip("\r")
+    return env
+
+
+def capture_batch_env(runner: Runner, script: PurePath, args: Sequence[str], *,
+                      env: Mapping[str, str], timeout: float = 120.0,
+                      ) -> tuple[Completed, CaseInsensitiveEnv]:
+    """Run a batch file such as vcvarsall.bat and return the run and the environment it
+    leaves (empty when `set` wrote nothing)."""
+    run_env = CaseInsensitiveEnv(env)
+    # VsDevCmd otherwise starts a background PowerShell for telemetry that inherits the
+    # captured pipe and can hold the capture open until the timeout (conan-io/conan#13196).
+    run_env["VSCMD_SKIP_SENDTELEMETRY"] = "1"
+    folder = Path(tempfile.mkdtemp(prefix="flashbuild-env-"))
+    out_file = folder / "set.txt"
+    try:
+        done = runner.run(batch_env_argv(script, args, out_file), env=run_env,
+                          timeout=timeout, check=False)
+        try:
+            raw = out_file.read_bytes()
+        except OSError:
+            raw = b""
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    # Under /u cmd's own `echo` lines reach the pipe as UTF-16 too; the runner read them as
+    # UTF-8, which leaves a NUL after each ASCII character. Drop those so an error message
+    # quoting the batch file's output is readable.
+    done = replace(done, stdout=done.stdout.replace("\0", ""),
+                   stderr=done.stderr.replace("\0", ""))
+    return done, parse_set_output(raw.decode(SET_OUTPUT_ENCODING, errors="replace"))

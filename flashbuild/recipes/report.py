@@ -57,7 +57,7 @@ def show_recipe(name: str, *, as_json: bool) -> int:
         return 0
     ui.step(f"recipe [bold]{escape(recipe.name)}[/] v{escape(recipe.recipe.version)}: "
             f"{escape(recipe.recipe.description)}")
-    ui.info(f"  file: {recipe.file}\n  source: {recipe.source_root()}")
+    ui.literal(f"  file: {recipe.file}\n  source: {recipe.source_root()}")
     table = Table(title="patch steps")
     for column in ("id", "kind", "what", "when"):
         table.add_column(column)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
+from flashbuild.console import clip
 from flashbuild.scanning.rules import RULES
 from flashbuild.scanning.scan import Finding, ScanResult, Severity
 
@@ -66,7 +67,7 @@ def print_report(result: ScanResult, console: Console) -> None:
             console.print(f"  [{style}]{f.severity.value:7}[/] {f.rule} "
                           f"[bold]{escape(f.path)}:{f.line}:{f.col}[/] {escape(f.message)}")
             if f.snippet:
-                console.print(f"           [dim]│ {escape(f.snippet[:120])}[/]")
+                console.print(f"           [dim]│ {escape(clip(f.snippet, 120))}[/]")
             console.print(f"           [dim]evidence:[/] {escape(f.evidence)}")
             console.print(f"           [dim]fix:[/] {escape(f.fix.describe())}")
     if result.skipped:
@@ -93,7 +94,7 @@ def run_scan(source: Path, *, platform: str | None, arch: str, as_json: bool,
     blocking findings exist (0 none, 11 some)."""
     import json
 
-    from flashbuild.console import ui
+    from flashbuild.console import lit, ui
     from flashbuild.errors import BlockingFindings, UsageError
     from flashbuild.scanning.sarif import to_sarif
     from flashbuild.scanning.scan import ScanOptions, make_target, scan_tree
@@ -113,5 +114,5 @@ def run_scan(source: Path, *, platform: str | None, arch: str, as_json: bool,
     else:
         print_report(result, ui.human)
         if sarif is not None:
-            ui.step(f"wrote SARIF 2.1.0 to {sarif}")
+            ui.step(f"wrote SARIF 2.1.0 to {lit(sarif)}")
     return BlockingFindings.exit_code if result.blocking else 0

@@ -7,9 +7,12 @@ folders. `$ORIGIN` is the binary's folder. Only direct dependencies are checked:
 binary is checked in turn.
 
 Windows (Python ≥ 3.8 loads extension modules with LOAD_LIBRARY_SEARCH_DEFAULT_DIRS |
-LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR, so PATH is ignored): the binary's own folder, the folders the
-loader shim registers with `os.add_dll_directory`, the application folder (python.exe's), then
-System32. API sets (`api-ms-win-*`, `ext-ms-*`) and KnownDLLs are resolved by the system.
+LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR, so PATH is ignored): the binary's own folder first
+(LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR), then the application folder (python.exe's), the folders
+the loader shim registers with `os.add_dll_directory` (their order among themselves is not
+defined), then System32. API sets (`api-ms-win-*`, `ext-ms-*`) and KnownDLLs are resolved by
+the system. Delay-loaded imports (MSVC `/DELAYLOAD`) are resolved at their first call, not
+when the module loads: a missing one does not stop the import, so it is reported apart.
 `nvcuda.dll` / `libcuda.so.1` come with the NVIDIA driver: absent on a machine without one,
 which is a warning (the module cannot run here), not a build defect.
 
@@ -27,6 +30,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from flashbuild.platforms.environ import CaseInsensitiveEnv
 from flashbuild.verifying.fatbin import BinaryFormat, BinaryFormatError
 
 if TYPE_CHECKING:
@@ -42,6 +46,8 @@ class Resolution(StrEnum):
     DRIVER = "driver"
     MISSING = "missing"
     DRIVER_MISSING = "driver-missing"
+    #: A delay-loaded DLL that is not found: the module imports, the first call into it fails.
+    DELAYED_MISSING = "delayed-missing"
 
 
 @dataclass(frozen=True)
@@ -53,10 +59,12 @@ class Dependency:
     path: str | None = None
     #: How it was found or where it was looked for.
     via: str = ""
+    #: A delay-load import (Windows): loaded at its first call, not with the module.
+    delayed: bool = False
 
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "resolution": str(self.resolution), "path": self.path,
-                "via": self.via}
+                "via": self.via, "delayed": self.delayed}
 
 
 @dataclass(frozen=True)
@@ -68,20 +76,28 @@ class LinkInfo:
     needed: tuple[str, ...]
     rpath: tuple[str, ...] = ()
     runpath: tuple[str, ...] = ()
+    #: Delay-load imports (PE only), apart from `needed`: the loader does not load them with
+    #: the module.
+    delay_needed: tuple[str, ...] = ()
 
 
 #: Libraries the NVIDIA driver installs; never part of a build.
 DRIVER_LIBS = frozenset({"nvcuda.dll", "libcuda.so.1", "libcuda.so", "nvml.dll",
                          "libnvidia-ml.so.1"})
-#: HKLM\\...\\Session Manager\\KnownDLLs on Windows 10/11 (loaded from System32 always).
+#: The values of HKLM\\SYSTEM\\CurrentControlSet\\Control\\Session Manager\\KnownDLLs on
+#: Windows 10/11 x64: always loaded from System32, never from a module's folder. DLLs that only
+#: live in System32 (ucrtbase, version, bcrypt, dbghelp, …) are *not* KnownDLLs: a copy beside
+#: the module wins over them, so they go through the ordinary search.
 KNOWN_DLLS = frozenset(n.lower() for n in (
     "advapi32.dll", "clbcatq.dll", "combase.dll", "comdlg32.dll", "coml2.dll", "difxapi.dll",
-    "gdi32.dll", "gdiplus.dll", "imagehlp.dll", "imm32.dll", "kernel32.dll", "kernelbase.dll",
-    "msctf.dll", "msvcrt.dll", "normaliz.dll", "nsi.dll", "ntdll.dll", "ole32.dll",
-    "oleaut32.dll", "psapi.dll", "rpcrt4.dll", "sechost.dll", "setupapi.dll", "shcore.dll",
-    "shell32.dll", "shlwapi.dll", "user32.dll", "wldap32.dll", "wow64.dll", "ws2_32.dll",
-    "ucrtbase.dll", "bcrypt.dll", "crypt32.dll", "version.dll", "winmm.dll", "dbghelp.dll",
+    "gdi32.dll", "gdiplus.dll", "imagehlp.dll", "imm32.dll", "kernel32.dll", "msctf.dll",
+    "msvcrt.dll", "normaliz.dll", "nsi.dll", "ole32.dll", "oleaut32.dll", "psapi.dll",
+    "rpcrt4.dll", "sechost.dll", "setupapi.dll", "shcore.dll", "shell32.dll", "shlwapi.dll",
+    "user32.dll", "wldap32.dll", "wow64.dll", "wow64cpu.dll", "wow64win.dll", "ws2_32.dll",
 ))
+#: In every process before any module loads (the loader itself and kernel32's base): never
+#: searched for, whatever the folders hold.
+ALWAYS_LOADED = frozenset({"ntdll.dll", "kernelbase.dll"})
 _API_SET = re.compile(r"^(api|ext)-ms-", re.IGNORECASE)
 LINUX_DEFAULT_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64")
 
@@ -142,10 +158,13 @@ def _pe_info(path: Path, blob: bytes) -> LinkInfo:
         raise BinaryFormatError(f"{path.name} is a damaged PE file", evidence=f"{path}: {exc}",
                                 fix="rebuild and reinstall the module (`flashbuild build`)"
                                 ) from exc
-    names = [entry.dll.decode("ascii", "replace")
-             for attr in ("DIRECTORY_ENTRY_IMPORT", "DIRECTORY_ENTRY_DELAY_IMPORT")
-             for entry in getattr(pe, attr, [])]
-    return LinkInfo(path, "pe", tuple(dict.fromkeys(names)))
+    def names(attr: str) -> list[str]:
+        return [entry.dll.decode("ascii", "replace") for entry in getattr(pe, attr, [])]
+
+    needed = tuple(dict.fromkeys(names("DIRECTORY_ENTRY_IMPORT")))
+    delayed = tuple(n for n in dict.fromkeys(names("DIRECTORY_ENTRY_DELAY_IMPORT"))
+                    if n.lower() not in {m.lower() for m in needed})
+    return LinkInfo(path, "pe", needed, delay_needed=delayed)
 
 
 def parse_ldconfig(text: str) -> dict[str, str]:
@@ -179,7 +198,9 @@ def ld_cache(runner: Runner, env: Mapping[str, str] | None = None) -> dict[str, 
 
 
 def _expand_origin(entry: str, origin: Path) -> str:
-    return entry.replace("${ORIGIN}", str(origin)).replace("$ORIGIN", str(origin))
+    # Through Path so the folder reads with one kind of separator wherever verify runs
+    # (`$ORIGIN/lib` on a Windows host would otherwise give `C:\…\pkg/lib`).
+    return str(Path(entry.replace("${ORIGIN}", str(origin)).replace("$ORIGIN", str(origin))))
 
 
 def _find_in(dirs: Sequence[tuple[str, str]], name: str) -> tuple[str, str] | None:
@@ -222,12 +243,15 @@ def resolve_linux(info: LinkInfo, *, env: Mapping[str, str], cache: Mapping[str,
 
 def resolve_windows(info: LinkInfo, *, env: Mapping[str, str], dll_dirs: Sequence[Path],
                     app_dir: Path | None = None) -> tuple[Dependency, ...]:
-    system_root = env.get("SystemRoot") or env.get("SYSTEMROOT") or env.get("windir")
-    system32 = Path(system_root) / "System32" if system_root else None
+    lookup_env = CaseInsensitiveEnv(env)
+    system_root = lookup_env.get("SystemRoot") or lookup_env.get("windir")
+    system32 = Path(system_root, "System32") if system_root else None
+    # LOAD_LIBRARY_SEARCH_DEFAULT_DIRS = the application folder, the AddDllDirectory folders,
+    # System32; LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR puts the module's own folder before them.
     dirs: list[tuple[Path, str]] = [(info.path.parent, "the module's folder")]
-    dirs += [(d, "a loader-shim DLL folder") for d in dll_dirs]
     if app_dir is not None:
         dirs.append((app_dir, "the application folder"))
+    dirs += [(d, "a loader-shim DLL folder") for d in dll_dirs]
     if system32 is not None:
         dirs.append((system32, "System32"))
     listing: dict[Path, dict[str, str]] = {}
@@ -242,24 +266,34 @@ def resolve_windows(info: LinkInfo, *, env: Mapping[str, str], dll_dirs: Sequenc
         return listing[folder].get(name.lower())
 
     out: list[Dependency] = []
-    for name in info.needed:
+    wanted = [(n, False) for n in info.needed] + [(n, True) for n in info.delay_needed]
+    for name, delayed in wanted:
         low = name.lower()
         if _API_SET.match(low):
-            out.append(Dependency(name, Resolution.SYSTEM, None, "API set (resolved by Windows)"))
+            out.append(Dependency(name, Resolution.SYSTEM, None, "API set (resolved by Windows)",
+                                  delayed))
             continue
-        if low in KNOWN_DLLS:
+        if low in KNOWN_DLLS or low in ALWAYS_LOADED:
             where = lookup(system32, name) if system32 is not None else None
-            out.append(Dependency(name, Resolution.SYSTEM, where, "KnownDLLs (System32)"))
+            why = "KnownDLLs (System32)" if low in KNOWN_DLLS else "loaded in every process"
+            out.append(Dependency(name, Resolution.SYSTEM, where, why, delayed))
             continue
         hit = next(((p, why) for folder, why in dirs
                     if (p := lookup(folder, name)) is not None), None)
         if hit is not None:
             kind = Resolution.DRIVER if low in DRIVER_LIBS else Resolution.FOUND
-            out.append(Dependency(name, kind, hit[0], hit[1]))
+            out.append(Dependency(name, kind, hit[0], hit[1], delayed))
+            continue
+        searched = "searched " + ", ".join(str(f) for f, _ in dirs)
+        if low in DRIVER_LIBS:
+            kind = Resolution.DRIVER_MISSING
+        elif delayed:
+            kind = Resolution.DELAYED_MISSING
+            searched = "delay-loaded: the module imports, the first call into it fails; " \
+                + searched
         else:
-            kind = Resolution.DRIVER_MISSING if low in DRIVER_LIBS else Resolution.MISSING
-            out.append(Dependency(name, kind, None, "searched " + ", ".join(
-                str(f) for f, _ in dirs)))
+            kind = Resolution.MISSING
+        out.append(Dependency(name, kind, None, searched, delayed))
     return tuple(out)
 
 

@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
+from flashbuild.arch import parse_arch
+from flashbuild.console import clip
+from flashbuild.errors import FlashbuildError
 from flashbuild.verifying.verify import Status, VerifyReport
 
 if TYPE_CHECKING:
@@ -16,9 +19,29 @@ _STYLE = {Status.OK: "[green]ok[/]", Status.WARN: "[yellow]warn[/]",
           Status.FAIL: "[bold red]FAIL[/]", Status.SKIP: "[dim]skip[/]"}
 
 
+def user_targets(cmake: str) -> str:
+    """The targets as a user types them (`sm_90a, sm_120+PTX`), not CMake's `90a-real;120`
+    that the report carries (a bare CMake arch is SASS and PTX); the CMake text itself when
+    it cannot be read back."""
+    images: dict[str, set[str]] = {}
+    try:
+        for token in filter(None, (t.strip() for t in cmake.split(";"))):
+            code, _, kind = token.partition("-")
+            sm = parse_arch(code).arch.sm
+            images.setdefault(sm, set()).update(
+                {"real": {"sass"}, "virtual": {"ptx"}}.get(kind, {"sass", "ptx"}))
+    except FlashbuildError:
+        return cmake
+    words = [sm + "+PTX" if kinds == {"sass", "ptx"} else
+             sm if kinds == {"sass"} else "compute_" + sm.removeprefix("sm_")
+             for sm, kinds in images.items()]
+    return ", ".join(words) or cmake
+
+
 def render(report: VerifyReport, console: Console) -> None:
     console.print(f"[bold]flashbuild verify[/] {escape(report.package)} "
-                  f"[dim]({escape(str(report.manifest_path))}; targets {report.targets})[/]")
+                  f"[dim]({escape(str(report.manifest_path))}; targets "
+                  f"{escape(user_targets(report.targets))})[/]")
     for subject, images in report.images.items():
         # A linked module holds one container per object: show each image name once.
         names = ", ".join(dict.fromkeys(
@@ -26,12 +49,15 @@ def render(report: VerifyReport, console: Console) -> None:
         note = " [dim](* = compressed)[/]" if any(i["compressed"] for i in images) else ""
         console.print(f"  {escape(subject)}: {escape(names) or 'no GPU code'}{note}")
     table = Table(show_header=True, header_style="bold", expand=False)
-    for column in ("", "area", "subject", "result"):
-        table.add_column(column)
+    table.add_column("", no_wrap=True)
+    table.add_column("area", no_wrap=True)
+    # A subject is a file name: never broken in the middle (overflow="fold" would).
+    table.add_column("subject", no_wrap=True, overflow="ignore")
+    table.add_column("result", overflow="fold")
     for check in report.checks:
         detail = escape(check.summary)
         if check.evidence and check.status in (Status.WARN, Status.FAIL):
-            detail += f"\n[dim]{escape(check.evidence[-600:])}[/]"
+            detail += f"\n[dim]{escape(clip(check.evidence, 600, keep='end'))}[/]"
         if check.fix and check.status in (Status.WARN, Status.FAIL):
             detail += f"\n[bold]fix:[/] {escape(check.fix)}"
         table.add_row(_STYLE[check.status], check.area, escape(check.subject), detail)

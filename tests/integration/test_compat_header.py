@@ -6,8 +6,9 @@ skipped when absent), nvcc (a guarded kernel file; skipped when absent).
 
 One probe program runs on both sides, so the Windows branch is held to what glibc's dlopen
 does: paths relative to the current directory, absolute and long paths, RTLD_NOLOAD adding a
-reference only to a module already loaded, dlopen(NULL) + dlclose, and dlerror() being per
-thread, cleared once read."""
+reference only to a module already loaded, dlopen(NULL) + dlclose, RTLD_GLOBAL joining the
+search of RTLD_DEFAULT / RTLD_NEXT / the program's handle while RTLD_LOCAL does not, and
+dlerror() being per thread, cleared once read."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ PLUGIN = r"""
 #endif
 extern "C" FB_EXPORT int fb_plugin_add(int a, int b) { return a + b + 1000; }
 """
+# Opened with RTLD_LOCAL next to a global one: its symbol must stay out of RTLD_DEFAULT.
+LOCAL_PLUGIN = PLUGIN.replace("fb_plugin_add(int a, int b) { return a + b + 1000; }",
+                              "fb_local_only(int a, int b) { return a * b; }")
 
 # Reads UTF-8 paths from paths.txt (argv is in the ANSI code page on Windows): every line but
 # the last must load; the last names a plugin not loaded yet, for the RTLD_NOLOAD checks.
@@ -48,9 +52,11 @@ PROBE = r"""
 #include <vector>
 #if defined(_WIN32)
 #define FB_MISSING "./fb_missing_plugin.dll"
+#define FB_LOCAL "./local.dll"
 #else
 #include <pthread.h>
 #define FB_MISSING "./fb_missing_plugin.so"
+#define FB_LOCAL "./local.so"
 #endif
 typedef int (*add_fn)(int, int);
 
@@ -126,6 +132,34 @@ int main() {
   std::printf("self %s %d %d\n", self ? "handle" : "null", closed,
               dlclose(dlopen(nullptr, RTLD_NOW)));
 
+  // RTLD_GLOBAL / RTLD_DEFAULT / RTLD_NEXT as glibc defines them: a global library joins the
+  // search of RTLD_DEFAULT, RTLD_NEXT (after the program) and the program's own handle; a
+  // local one does not; dlclose takes it out again. strlen comes from the C runtime the
+  // program links (libc / msvcrt.dll): there from the start.
+  const char* global_path = paths[0].c_str();
+  std::printf("default before %s\n", dlsym(RTLD_DEFAULT, "fb_plugin_add") ? "found" : "null");
+  dlerror();
+  void* global_lib = dlopen(global_path, RTLD_NOW | RTLD_GLOBAL);
+  void* local_lib = dlopen(FB_LOCAL, RTLD_NOW | RTLD_LOCAL);
+  void* me = dlopen(nullptr, RTLD_NOW);
+  add_fn by_default = reinterpret_cast<add_fn>(dlsym(RTLD_DEFAULT, "fb_plugin_add"));
+  add_fn by_next = reinterpret_cast<add_fn>(dlsym(RTLD_NEXT, "fb_plugin_add"));
+  add_fn by_self = reinterpret_cast<add_fn>(dlsym(me, "fb_plugin_add"));
+  std::printf("global default=%d next=%d self=%d\n", by_default ? by_default(2, 3) : -1,
+              by_next ? by_next(2, 3) : -1, by_self ? by_self(2, 3) : -1);
+  void* hidden = dlsym(RTLD_DEFAULT, "fb_local_only");
+  const char* hidden_error = dlerror();
+  add_fn direct = reinterpret_cast<add_fn>(dlsym(local_lib, "fb_local_only"));
+  std::printf("local default=%s error=%s direct=%d\n", hidden ? "found" : "null",
+              hidden_error ? "yes" : "no", direct ? direct(6, 7) : -1);
+  std::printf("runtime default=%s next=%s\n", dlsym(RTLD_DEFAULT, "strlen") ? "found" : "null",
+              dlsym(RTLD_NEXT, "strlen") ? "found" : "null");
+  // (Not checked after dlclose: glibc keeps a library that an RTLD_DEFAULT lookup bound
+  // loaded, so "gone from the search" is not what Linux does either.)
+  dlclose(local_lib);
+  dlclose(global_lib);
+  dlclose(me);
+
   void* missing = dlopen(FB_MISSING, RTLD_NOW);
   in_other_thread();
   const char* first_raw = dlerror();  // valid only until the next dlerror() call
@@ -147,6 +181,7 @@ int main() {
 def _sources(tmp: Path) -> None:
     (tmp / HEADER_NAME).write_text(compat_header_text(), encoding="utf-8")
     (tmp / "plugin.cpp").write_text(PLUGIN)
+    (tmp / "local.cpp").write_text(LOCAL_PLUGIN)
     (tmp / "probe.cpp").write_text(PROBE)
 
 
@@ -170,6 +205,8 @@ def _check_probe(stdout: str, loads: int) -> str:
                 for kind, value in (("load", 1005), ("close", 0))]
     expected += ["noload before=null after=same", "symbol missing error cleared",
                  "one close: loaded 1005", "last close: unloaded", "self handle 0 0",
+                 "default before null", "global default=1005 next=1005 self=1005",
+                 "local default=null error=yes direct=42", "runtime default=found next=found",
                  "missing null thread=none second=null"]
     assert lines[:len(expected)] == expected
     error = lines[len(expected)]
@@ -184,8 +221,9 @@ def test_dlopen_through_the_header_on_linux(tmp_path: Path) -> None:
     if shutil.which("g++") is None:
         pytest.skip("g++ not installed")
     _sources(tmp_path)
-    RUN.run(["g++", "-shared", "-fPIC", "-fvisibility=hidden", "-o", tmp_path / "plug.so",
-             tmp_path / "plugin.cpp"], timeout=120)
+    for name, source in (("plug.so", "plugin.cpp"), ("local.so", "local.cpp")):
+        RUN.run(["g++", "-shared", "-fPIC", "-fvisibility=hidden", "-o", tmp_path / name,
+                 tmp_path / source], timeout=120)
     RUN.run(["g++", *WARNINGS, "-o", tmp_path / "probe", tmp_path / "probe.cpp", "-ldl",
              "-lpthread"], timeout=120)
     places = _plugins(tmp_path, tmp_path / "plug.so", ".so")
@@ -208,8 +246,9 @@ def _mingw_probe(tmp: Path) -> None:
     # -static: the probe and plugin need no MinGW runtime DLLs next to them.
     RUN.run([MINGW, "-std=c++17", *WARNINGS, "-static", "-o", tmp / "probe.exe",
              tmp / "probe.cpp"], timeout=120)
-    RUN.run([MINGW, *WARNINGS, "-shared", "-static", "-o", tmp / "plug.dll",
-             tmp / "plugin.cpp"], timeout=120)
+    for name, source in (("plug.dll", "plugin.cpp"), ("local.dll", "local.cpp")):
+        RUN.run([MINGW, *WARNINGS, "-shared", "-static", "-o", tmp / name, tmp / source],
+                timeout=120)
 
 
 def test_windows_branch_compiles_with_mingw(tmp_path: Path) -> None:

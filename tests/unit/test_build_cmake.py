@@ -36,7 +36,8 @@ def test_configure_argv_has_every_input(tmp_path: Path) -> None:
         excludes=("sm90/hopper.cu", "a/b.cu"), launcher=Path("/usr/bin/sccache"),
         pools=cmake.JobPools(3, 2), extra_args=("--log-level=WARNING",),
         output_dir_var="FLASHKERN_OUTPUT_DIR", exclude_var="FLASHKERN_SOURCES_EXCLUDE"))
-    assert argv[:8] == ["/venv/cmake/bin/cmake", "-S", str(tmp_path / "src"), "-B",
+    # The program is a native path (backslashes on Windows); -D values are CMake's `/` form.
+    assert argv[:8] == [str(TOOLS.cmake), "-S", str(tmp_path / "src"), "-B",
                         str(tmp_path / "b"), "-G", "Ninja", "--no-warn-unused-cli"]
     d = _defines(argv)
     assert d["CMAKE_CUDA_COMPILER"] == "/cuda/bin/nvcc"
@@ -45,7 +46,7 @@ def test_configure_argv_has_every_input(tmp_path: Path) -> None:
     assert d["Python_EXECUTABLE"] == "/venv/bin/python"
     assert d["pybind11_DIR"] == "/pb/cmake"
     assert d["CMAKE_MAKE_PROGRAM"] == "/venv/bin/ninja"
-    assert d["FLASHKERN_OUTPUT_DIR"] == str(tmp_path / "b" / "out")
+    assert d["FLASHKERN_OUTPUT_DIR"] == (tmp_path / "b" / "out").as_posix()
     assert d["FLASHKERN_SOURCES_EXCLUDE"] == "a/b.cu;sm90/hopper.cu"
     assert d["FLASHKERN_FAST"] == "ON"
     # The recipe's CUDA flags come first, then ptxas -v for the resource report.
@@ -61,7 +62,7 @@ def test_without_project_variables_cmake_own_output_folders_are_set(tmp_path: Pa
     """A recipe that names no output/exclude variable (most upstream trees): CMake's own
     output-folder variables point at out/, and no exclusion variable is invented."""
     d = _defines(cmake.configure_argv(TOOLS, _inputs(tmp_path, excludes=("sm90/x.cu",))))
-    out = str(tmp_path / "b" / "out")
+    out = (tmp_path / "b" / "out").as_posix()
     assert d["CMAKE_LIBRARY_OUTPUT_DIRECTORY"] == out
     assert d["CMAKE_RUNTIME_OUTPUT_DIRECTORY"] == out
     assert not any(key.startswith("FLASHKERN") for key in d)
@@ -88,7 +89,7 @@ def test_windows_paths_get_forward_slashes(tmp_path: Path) -> None:
 
 def test_build_argv_is_ninja_directly() -> None:
     assert cmake.build_argv(TOOLS, Path("/b"), 4, ["_C"]) == [
-        "/venv/bin/ninja", "-C", "/b", "-j", "4", "_C"]
+        str(TOOLS.ninja), "-C", str(Path("/b")), "-j", "4", "_C"]
 
 
 def test_list_gpu_codes_and_validate() -> None:

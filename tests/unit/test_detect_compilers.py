@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -70,17 +71,23 @@ def _vs_tree(root: Path) -> str:
     for vs, toolsets, default in ((vs22, ["14.38.33130", "14.44.35207"], "14.44.35207"),
                                   (vs26, ["14.50.35717"], "14.50.35717")):
         for toolset in toolsets:
-            (vs / "VC" / "Tools" / "MSVC" / toolset).mkdir(parents=True)
+            cl = vs / "VC" / "Tools" / "MSVC" / toolset / "bin" / "HostX64" / "x64" / "cl.exe"
+            cl.parent.mkdir(parents=True)
+            cl.write_bytes(b"MZ")
         build = vs / "VC" / "Auxiliary" / "Build"
         build.mkdir(parents=True)
         (build / "Microsoft.VCToolsVersion.default.txt").write_text(default + "\n")
     text = (FIX / "vswhere-2022-2026.json").read_text()
-    # Windows paths in the recording; this test's tree uses the host's separators.
-    return text.replace("{ROOT}", str(root)).replace("\\\\", "/")
+    # Windows paths in the recording; this test's tree uses the host's separators. The root is
+    # pasted into JSON strings, so it is JSON-escaped (a Windows tmp_path has backslashes).
+    return text.replace("\\\\", "/").replace("{ROOT}", json.dumps(str(root))[1:-1])
 
 
-def test_vswhere_with_vs2022_and_vs2026(tmp_path: Path) -> None:
-    runner = ReplayRunner(responses={("vswhere",): _vs_tree(tmp_path)})
+@pytest.mark.parametrize("folder", ["plain", "back\\slash"])
+def test_vswhere_with_vs2022_and_vs2026(tmp_path: Path, folder: str) -> None:
+    # `back\slash`: a root holding a backslash, as every Windows path does, must survive
+    # being pasted into the recorded JSON.
+    runner = ReplayRunner(responses={("vswhere",): _vs_tree(tmp_path / folder)})
     found = probe_host_compilers({}, runner, WindowsPlatform())
     assert found.family == "msvc" and found.problems == ()
     vs22, vs26 = found.visual_studios

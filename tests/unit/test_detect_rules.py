@@ -312,6 +312,15 @@ def test_cmake_missing() -> None:
     assert severities(findings(pyenv=pyenv(tools=no_cmake)), "cmake.missing") == [Severity.WARN]
 
 
+def test_pybind11_shown_by_the_human_report_too() -> None:
+    # The README lists pybind11 among what doctor reports; before this rule only --json did.
+    no_pybind11 = (ToolInfo("pybind11", None, None), TOOLS[1], TOOLS[2])
+    assert severities(findings(pyenv=pyenv(tools=no_pybind11)), "pybind11.missing") == \
+        [Severity.WARN]
+    ok = [v for v in evaluate(findings()) if v.rule_id == "pybind11.missing"]
+    assert [v.title for v in ok] == ["pybind11 3.0.1"]
+
+
 @pytest.mark.parametrize(("free", "severity"), [(1.0, Severity.ERROR), (3.0, Severity.WARN),
                                                 (20.0, Severity.OK)])
 def test_ram_too_little(free: float, severity: Severity) -> None:

@@ -12,7 +12,7 @@ from flashbuild.building import msvc
 from flashbuild.detect.compilers import ActiveMsvc, HostWindow, MsvcToolset, VisualStudio
 from flashbuild.errors import ToolchainError
 from flashbuild.proc import Completed
-from tests.fakes import ReplayRunner
+from tests.fakes import ReplayRunner, Responder
 
 SET = (Path(__file__).resolve().parent.parent / "fixtures" / "build" /
        "vcvarsall_x64_14.44_set.txt").read_text(encoding="utf-8")
@@ -49,14 +49,16 @@ def test_no_toolset_in_window_names_the_window() -> None:
 
 
 def test_vcvars_command_line() -> None:
-    argv = msvc.vcvars_argv(msvc.pick_toolset([VS2022], CUDA_13_0))
+    out = PureWindowsPath("C:\\Users\\José\\AppData\\Local\\Temp\\flashbuild-env-1\\set.txt")
+    argv = msvc.vcvars_argv(msvc.pick_toolset([VS2022], CUDA_13_0), out)
     # What CreateProcess (and so cmd.exe) receives on Windows: the runner passes a list, which
     # subprocess joins with list2cmdline. cmd does not understand backslash-escaped quotes,
-    # so the line must hold the path in plain quotes and nothing escaped.
+    # so the line must hold the path in plain quotes and nothing escaped. `/u`: `set` writes
+    # UTF-16-LE, so José's TEMP survives.
     line = subprocess.list2cmdline(argv)
-    assert line == ('cmd /d /c call "C:\\Program Files\\Microsoft Visual Studio\\2022\\'
+    assert line == ('cmd /u /d /c call "C:\\Program Files\\Microsoft Visual Studio\\2022\\'
                     'Enterprise\\VC\\Auxiliary\\Build\\vcvarsall.bat" x64 -vcvars_ver=14.44 '
-                    '&& set')
+                    '&& set > C:\\Users\\José\\AppData\\Local\\Temp\\flashbuild-env-1\\set.txt')
     assert '\\"' not in line
 
 
@@ -79,9 +81,17 @@ def test_later_spelling_replaces_earlier() -> None:
     assert env == {"PATH": "b"}
 
 
+def _writes_set(text: str, code: int = 0, encoding: str = "utf-16-le") -> Responder:
+    """A replayed `cmd /u … && set > FILE`: `set`'s lines land in FILE, as cmd writes them."""
+    def answer(argv: tuple[str, ...]) -> Completed:
+        Path(argv[argv.index(">") + 1]).write_bytes(text.encode(encoding))
+        return Completed(argv, code, "", "")
+    return answer
+
+
 def test_activate_runs_vcvarsall_through_the_runner() -> None:
     runner = ReplayRunner()
-    runner.responses[("cmd",)] = Completed(("cmd",), 0, SET, "")
+    runner.responses[("cmd",)] = _writes_set(SET)
     got = msvc.activate({"PATH": "C:\\Windows"}, runner, [VS2026, VS2022], CUDA_13_0, None)
     assert got.env["VCToolsVersion"] == "14.44.35207"
     assert got.msc_ver == 1944

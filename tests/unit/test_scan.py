@@ -7,6 +7,7 @@ import os
 import shutil
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -213,18 +214,22 @@ def test_symlink_loop_skipped(tmp_path: Path) -> None:
     assert "broken symlink" in skipped["dangling.h"]
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
-                    reason="root reads unreadable folders")
-def test_unreadable_folder_skipped(tmp_path: Path) -> None:
+def test_unreadable_folder_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The folder is made unreadable by the OS call failing as it does for a folder without
+    # read permission, not by chmod(0): that neither works on Windows nor stops root.
     root = _tree(tmp_path)
     locked = root / "locked"
     locked.mkdir()
     (locked / "x.cu").write_text("#include <unistd.h>\n")
-    locked.chmod(0)
-    try:
-        found, skipped = _scan(root)
-    finally:
-        locked.chmod(0o755)
+    real_scandir = os.scandir
+
+    def scandir(path: Any) -> Any:
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    found, skipped = _scan(root)
     assert found == ["FB110 src/ok.cu:1"]
     assert "unreadable folder" in skipped["locked"]
 

@@ -13,13 +13,22 @@
 //              not searched, as for Python >= 3.8 extension modules.
 //              RTLD_NOLOAD only looks the module up (GetModuleHandleExW, which adds a reference
 //              as dlopen does); dlopen(NULL) is the program's own handle.
-//   dlsym   -> GetProcAddress, cast through FARPROC;
+//   dlsym   -> GetProcAddress, cast through FARPROC. The pseudo-handles RTLD_DEFAULT and
+//              RTLD_NEXT, and the program's own handle from dlopen(NULL), search in glibc's
+//              order: the program, the DLLs it imports (what glibc loads at startup), then the
+//              libraries opened with RTLD_GLOBAL, in the order they were opened. RTLD_NEXT
+//              starts after the module that calls dlsym (the one that includes this header).
+//              A library opened with RTLD_LOCAL (the default) stays out of that search, as
+//              on Linux; dlclose takes a global library out of it again. The RTLD_GLOBAL list
+//              belongs to the module (exe or DLL) that compiled this header: Windows has no
+//              process-wide symbol namespace to put it in, and binds a DLL's imports to named
+//              DLLs at load time, so RTLD_GLOBAL cannot change how other DLLs link.
 //   dlerror -> FormatMessageW(GetLastError()) converted to UTF-8 in a thread-local buffer,
 //              trailing CR/LF trimmed, returned once and then cleared, as POSIX specifies;
 //   dlclose -> FreeLibrary (0 on success, like dlclose); the program's own handle from
 //              dlopen(NULL) holds no reference and is never freed.
 // The other RTLD_* flags are accepted and ignored on Windows (the Win32 loader has no lazy
-// binding or global symbol namespace). A plugin DLL must export its symbols
+// binding). A plugin DLL must export its symbols
 // (__declspec(dllexport)); `extern "C"` alone exports nothing from a DLL.
 #ifndef FB_DLFCN_COMPAT_H_
 #define FB_DLFCN_COMPAT_H_
@@ -42,7 +51,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <stdint.h>
+
 #include <string>
+#include <vector>
 
 #ifndef RTLD_LAZY
 #define RTLD_LAZY 0x00001
@@ -61,6 +73,13 @@
 #endif
 #ifndef RTLD_NOLOAD
 #define RTLD_NOLOAD 0x00004
+#endif
+// glibc's values: the null handle and -1.
+#ifndef RTLD_DEFAULT
+#define RTLD_DEFAULT (static_cast<void*>(nullptr))
+#endif
+#ifndef RTLD_NEXT
+#define RTLD_NEXT (reinterpret_cast<void*>(static_cast<intptr_t>(-1)))
 #endif
 
 namespace fb_dlfcn_detail {
@@ -167,6 +186,90 @@ inline bool full_path(const std::wstring& name, std::wstring& out) {
   return true;
 }
 
+// The libraries dlopen'ed with RTLD_GLOBAL by this module, in the order they were opened (one
+// entry per such dlopen, so dlclose removes one), guarded by `global_lock`.
+inline std::vector<HMODULE>& global_libraries() {
+  static std::vector<HMODULE> libraries;
+  return libraries;
+}
+
+inline SRWLOCK& global_lock() {
+  static SRWLOCK lock = SRWLOCK_INIT;
+  return lock;
+}
+
+inline void add_global(HMODULE module) {
+  AcquireSRWLockExclusive(&global_lock());
+  global_libraries().push_back(module);
+  ReleaseSRWLockExclusive(&global_lock());
+}
+
+inline void remove_global(HMODULE module) {
+  AcquireSRWLockExclusive(&global_lock());
+  std::vector<HMODULE>& libraries = global_libraries();
+  for (size_t i = libraries.size(); i > 0; --i) {
+    if (libraries[i - 1] == module) {
+      libraries.erase(libraries.begin() + static_cast<std::ptrdiff_t>(i - 1));
+      break;
+    }
+  }
+  ReleaseSRWLockExclusive(&global_lock());
+}
+
+// glibc's global scope in Windows terms: the program, the DLLs named in its import table
+// (loaded before it ran, as DT_NEEDED libraries are), then the RTLD_GLOBAL libraries.
+inline std::vector<HMODULE> global_scope() {
+  std::vector<HMODULE> scope;
+  HMODULE program = GetModuleHandleW(nullptr);
+  scope.push_back(program);
+  const unsigned char* base = reinterpret_cast<const unsigned char*>(program);
+  const IMAGE_DOS_HEADER* dos = reinterpret_cast<const IMAGE_DOS_HEADER*>(base);
+  if (dos->e_magic == IMAGE_DOS_SIGNATURE) {
+    const IMAGE_NT_HEADERS* nt = reinterpret_cast<const IMAGE_NT_HEADERS*>(base + dos->e_lfanew);
+    const IMAGE_DATA_DIRECTORY& imports =
+        nt->OptionalHeader.DataDirectory[IMAGE_DIRECTORY_ENTRY_IMPORT];
+    if (nt->Signature == IMAGE_NT_SIGNATURE && imports.VirtualAddress != 0) {
+      for (const IMAGE_IMPORT_DESCRIPTOR* entry =
+               reinterpret_cast<const IMAGE_IMPORT_DESCRIPTOR*>(base + imports.VirtualAddress);
+           entry->Name != 0; ++entry) {
+        HMODULE module = GetModuleHandleA(reinterpret_cast<const char*>(base + entry->Name));
+        if (module != nullptr) scope.push_back(module);
+      }
+    }
+  }
+  AcquireSRWLockShared(&global_lock());
+  scope.insert(scope.end(), global_libraries().begin(), global_libraries().end());
+  ReleaseSRWLockShared(&global_lock());
+  return scope;
+}
+
+// The module this header was compiled into: the caller of dlsym, for RTLD_NEXT.
+inline HMODULE this_module() {
+  HMODULE module = nullptr;
+  GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS |
+                         GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
+                     reinterpret_cast<LPCWSTR>(&global_libraries), &module);
+  return module;
+}
+
+// The first definition of `symbol` in the global scope; with `after_caller`, only in the
+// modules after this one (all of them when this module is not in the scope).
+inline FARPROC search_scope(const char* symbol, bool after_caller) {
+  const std::vector<HMODULE> scope = global_scope();
+  size_t start = 0;
+  if (after_caller) {
+    const HMODULE self = this_module();
+    for (size_t i = 0; i < scope.size(); ++i) {
+      if (scope[i] == self) start = i + 1;
+    }
+  }
+  for (size_t i = start; i < scope.size(); ++i) {
+    if (FARPROC proc = GetProcAddress(scope[i], symbol)) return proc;
+  }
+  SetLastError(ERROR_PROC_NOT_FOUND);
+  return nullptr;
+}
+
 }  // namespace fb_dlfcn_detail
 
 inline void* dlopen(const char* path, int flags) {
@@ -202,11 +305,20 @@ inline void* dlopen(const char* path, int flags) {
     fb_dlfcn_detail::set_error(path, GetLastError());
     return nullptr;
   }
+  // RTLD_NOLOAD | RTLD_GLOBAL promotes a loaded library to the global scope, as in glibc.
+  if ((flags & RTLD_GLOBAL) != 0) fb_dlfcn_detail::add_global(module);
   return static_cast<void*>(module);
 }
 
 inline void* dlsym(void* handle, const char* symbol) {
-  FARPROC proc = GetProcAddress(static_cast<HMODULE>(handle), symbol);
+  FARPROC proc = nullptr;
+  if (handle == RTLD_DEFAULT || handle == static_cast<void*>(GetModuleHandleW(nullptr))) {
+    proc = fb_dlfcn_detail::search_scope(symbol, false);
+  } else if (handle == RTLD_NEXT) {
+    proc = fb_dlfcn_detail::search_scope(symbol, true);
+  } else {
+    proc = GetProcAddress(static_cast<HMODULE>(handle), symbol);
+  }
   if (proc == nullptr) {
     fb_dlfcn_detail::set_error(symbol, GetLastError());
     return nullptr;
@@ -225,7 +337,10 @@ inline char* dlerror() {
 inline int dlclose(void* handle) {
   // The program's own handle (dlopen(NULL)) was handed out without a reference.
   if (handle != nullptr && handle == static_cast<void*>(GetModuleHandleW(nullptr))) return 0;
-  if (FreeLibrary(static_cast<HMODULE>(handle))) return 0;
+  if (FreeLibrary(static_cast<HMODULE>(handle))) {
+    fb_dlfcn_detail::remove_global(static_cast<HMODULE>(handle));
+    return 0;
+  }
   fb_dlfcn_detail::set_error("dlclose", GetLastError());
   return -1;
 }
