@@ -333,7 +333,11 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool, run_gpu
     if spec is not None and spec.native:
         raise VerifyError("`native` cannot be verified statically",
                           fix="name the arch: `flashbuild verify --arch sm120`")
-    pkg = subject.package or subject.label
+    pkg = subject.package or Path(subject.label).name
+    if subject.kind == "binary":
+        # One named file that is no binary at all: one paragraph, not a report around it.
+        list_images(subject.binaries[0].path)
+        binaries.read_link_info(subject.binaries[0].path)
     checks: list[Check] = []
     images: dict[str, list[dict[str, object]]] = {}
     proofs: list[ArchProof] = []
@@ -385,19 +389,25 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool, run_gpu
                                   import_module=import_module, gpu_present=gpu_present,
                                   prior=checks)
     else:
-        checks.append(Check("import", pkg, Status.SKIP, "import not checked",
-                            subject.no_import))
-        if expect.exports:
-            checks.append(Check("exports", pkg, Status.SKIP,
-                                f"{len(expect.exports)} export(s) not checked (no import)"))
-        # The self-check imports the package: asked for explicitly, its absence is a warning.
-        checks.append(Check("gpu", pkg, Status.WARN if run_gpu else Status.SKIP,
-                            "no GPU self-check: nothing importable to run it on",
-                            subject.no_import))
+        checks += _not_importable(subject, pkg, expect, run_gpu=run_gpu)
     return VerifyReport(manifest_path=subject.manifest_path, package=pkg,
                         targets=spec.cmake() if spec else "none given",
                         checks=tuple(checks), images=images, subject_kind=subject.kind,
                         subject=subject.label, strict_arch=strict, binaries=tuple(proofs))
+
+
+def _not_importable(subject: Subject, pkg: str, expect: Expectations, *,
+                    run_gpu: bool | None) -> list[Check]:
+    """A binary or a wheel is not imported: say so, and what it leaves unchecked."""
+    checks = [Check("import", pkg, Status.SKIP, "import not checked", subject.no_import)]
+    if expect.exports:
+        checks.append(Check("exports", pkg, Status.SKIP,
+                            f"{len(expect.exports)} export(s) not checked (no import)"))
+    # The self-check imports the package: asked for explicitly, its absence is a warning.
+    checks.append(Check("gpu", pkg, Status.WARN if run_gpu else Status.SKIP,
+                        "no GPU self-check: nothing importable to run it on",
+                        subject.no_import))
+    return checks
 
 
 def environment_lib_dirs() -> tuple[Path, ...]:
