@@ -83,6 +83,14 @@ class Subject:
     search_path: Path | None = None
     #: Why there is no import check.
     no_import: str = ""
+    #: The package has a `selfcheck` module (flashkern's GPU self-check; most packages have
+    #: none, and then the self-check runs only when asked for).
+    has_selfcheck: bool = False
+
+
+def _has_selfcheck(*folders: Path) -> bool:
+    return any((f / "selfcheck.py").is_file() or (f / "selfcheck" / "__init__.py").is_file()
+               for f in folders)
 
 
 def is_binary_name(name: str) -> bool:
@@ -126,7 +134,8 @@ def _with_manifest(kind: SubjectKind, label: str, manifest_path: Path, root: Pat
                             required=a.kind == "module", listed=True)
                      for a in manifest.artifacts)
     return Subject(kind, label, binaries, manifest, manifest_path, package=package,
-                   search_path=search_path, no_import=no_import)
+                   search_path=search_path, no_import=no_import,
+                   has_selfcheck=package is not None and _has_selfcheck(folder))
 
 
 def _no_binaries(where: str, evidence: str) -> VerifyError:
@@ -152,6 +161,7 @@ def _folder(path: Path) -> Subject:
                            f"{MANIFEST_NAME})")
     return Subject("folder", str(path), binaries, package=package,
                    search_path=path.parent if package else None,
+                   has_selfcheck=package is not None and _has_selfcheck(path),
                    no_import="" if package else "a folder without __init__.py is not a "
                    "package; verify `--package NAME` to check the import")
 
@@ -294,7 +304,7 @@ def _package(name: str) -> Subject:
     root = folders[0].parent if folders else Path(str(spec.origin)).parent
     return Subject("package", name, tuple(
         Binary(p, _rel(p, root), "library", required=False) for p in sorted(unique)),
-        package=import_name)
+        package=import_name, has_selfcheck=_has_selfcheck(*folders))
 
 
 @contextlib.contextmanager

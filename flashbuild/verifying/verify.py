@@ -387,7 +387,7 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool, run_gpu
                                   runner=runner, python=python, env=env,
                                   search_path=subject.search_path, selfcheck=selfcheck,
                                   import_module=import_module, gpu_present=gpu_present,
-                                  prior=checks)
+                                  prior=checks, has_selfcheck=subject.has_selfcheck)
     else:
         checks += _not_importable(subject, pkg, expect, run_gpu=run_gpu)
     return VerifyReport(manifest_path=subject.manifest_path, package=pkg,
@@ -638,8 +638,10 @@ def _missing_declared_checks(expect: Expectations, spec: ArchSpec, pkg: str, *,
 def _runtime_checks(pkg: str, expect: Expectations, *, run_gpu: bool | None, bench: bool,
                     runner: Runner, python: str, env: dict[str, str],
                     search_path: Path | None, selfcheck: Sequence[str], import_module: bool,
-                    gpu_present: Callable[[], bool], prior: Sequence[Check]) -> list[Check]:
-    """Import in a fresh interpreter, exports, and the GPU self-check."""
+                    gpu_present: Callable[[], bool], prior: Sequence[Check],
+                    has_selfcheck: bool = True) -> list[Check]:
+    """Import in a fresh interpreter, exports, and the GPU self-check (by default only for a
+    package that has one: `python -m PKG.selfcheck` of any other package fails to start)."""
     checks: list[Check] = []
     wanted = list(expect.exports)
     torch_ok = False
@@ -663,6 +665,13 @@ def _runtime_checks(pkg: str, expect: Expectations, *, run_gpu: bool | None, ben
                                     f"all {len(wanted)} exports present"))
     # GPU self-check.
     want_gpu = run_gpu
+    own = has_selfcheck or tuple(selfcheck) != runtime.DEFAULT_SELFCHECK
+    if want_gpu is None and not own:
+        checks.append(Check("gpu", pkg, Status.SKIP,
+                            f"no GPU self-check: `{pkg}` has no selfcheck module",
+                            "verify runs `python -m PKG.selfcheck --json` (flashkern's "
+                            "contract); run the package's own tests on the GPU"))
+        return checks
     if want_gpu is None:
         want_gpu = gpu_present() and torch_ok
     if want_gpu:

@@ -261,3 +261,52 @@ def test_cli_verify_a_relative_binary_json(monkeypatch: pytest.MonkeyPatch) -> N
                                          "--no-strict-arch"])
     assert loose.exit_code == 0, loose.output
     assert "extra: sm_90a, sm_100f" in loose.stdout
+
+
+def _probe(imported: bool = True) -> str:
+    return "FLASHBUILD-PROBE " + json.dumps({"imported": imported, "missing": [],
+                                             "error": None, "file": "/site/x/__init__.py",
+                                             "torch": True})
+
+
+@pytest.mark.parametrize("has_selfcheck", [False, True])
+def test_gpu_self_check_runs_by_default_only_for_a_package_that_has_one(
+        tmp_path: Path, has_selfcheck: bool) -> None:
+    pkg = tmp_path / "site" / "kern"
+    pkg.mkdir(parents=True)
+    shutil.copy(V / "sass_sm90a.o", pkg / "_C.so")
+    (pkg / "__init__.py").write_text("")
+    if has_selfcheck:
+        (pkg / "selfcheck.py").write_text("")
+    runner = ReplayRunner()
+    runner.add("ldconfig", "-p", out=(V / "ldconfig-p.txt").read_text())
+    runner.add("python", out=_probe())
+    report = verify_install(path=pkg, targets=parse_arch_spec("sm_90a"), runner=runner,
+                            platform=get("linux"), env={"PATH": "/usr/bin"}, python="python",
+                            preloaded_dirs=(), gpu_present=lambda: True)
+    gpu = next(c for c in report.checks if c.area == "gpu")
+    ran = [c for c in runner.calls if "kern.selfcheck" in c]
+    if has_selfcheck:
+        assert ran and gpu.status is Status.FAIL  # the replayed child printed no report
+    else:
+        assert not ran and gpu.status is Status.SKIP and "has no selfcheck module" in gpu.summary
+
+
+def test_a_manifest_module_without_gpu_code_fails(tmp_path: Path) -> None:
+    # Issue 12: "a module with no fatbin passes verify with a warning".
+    from flashbuild.installing.manifest import Artifact, HostCompiler, Manifest, Toolkit
+
+    pkg = tmp_path / "kern"
+    pkg.mkdir()
+    shutil.copy(V / "helper.dll", pkg / "_C.pyd")
+    shutil.copy(V / "helper.dll", pkg / "plugin.dll")
+    Manifest(flashbuild="0.1.0", recipe="x", platform="windows", archs="120",
+             toolkit=Toolkit(root="C:/cuda", version="13.0"),
+             host_compiler=HostCompiler(kind="msvc", version="19.44", path="cl.exe"),
+             artifacts=(Artifact(path="_C.pyd", kind="module"),
+                        Artifact(path="plugin.dll", kind="plugin"))).write(pkg)
+    report = run(pkg, platform="windows")
+    images = [(c.subject, c.status, c.summary) for c in report.checks if c.area == "images"]
+    assert images == [("_C.pyd", Status.FAIL, "holds no GPU code"),
+                      ("plugin.dll", Status.WARN, "host-only: holds no GPU code")]
+    assert "asked for sm_120" in report.failures[0].evidence
