@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from flashbuild.arch import parse_arch_spec
 from flashbuild.console import ui
-from flashbuild.errors import VerifyError
+from flashbuild.errors import UsageError, VerifyError
 from flashbuild.proc import ProcessRunner
 from flashbuild.verifying.report import render
 from flashbuild.verifying.verify import verify_install
@@ -21,6 +21,11 @@ def run_verify(*, path: Path | None, package: str | None, arch: str | None, as_j
     """Verify, print the report, return the exit code (0, or VerifyError's 8). `recipe`
     supplies the `[verify]` expectations (exports, kernels, dynamic_smem) for a binary built
     without flashbuild; they replace the manifest's."""
+    if path is not None and package is not None:
+        raise UsageError("PATH and --package name two different things to verify",
+                         evidence=f"PATH {path}, --package {package}",
+                         fix="pass one of them: a file, folder or wheel, or an installed "
+                         "package")
     exports = kernels = dynamic_smem = None
     if recipe is not None:
         from flashbuild.recipes.load import load_recipe

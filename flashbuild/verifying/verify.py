@@ -135,18 +135,6 @@ class VerifyReport:
                 "checks": [c.to_json() for c in self.checks], "images": self.images}
 
 
-def find_manifest(path: Path | None = None, *, package: str | None = None) -> Path:
-    """The manifest of PATH or of an installed package (default flashkern); a VerifyError
-    when there is none. verify itself no longer needs one (see `inputs.open_subject`)."""
-    with open_subject(path, package=package) as subject:
-        if subject.manifest_path is None:
-            raise VerifyError(f"{subject.label} has no build manifest",
-                              evidence=f"no {MANIFEST_NAME} beside its binaries",
-                              fix="build it with `flashbuild build`; `flashbuild verify` "
-                              "checks it without one")
-        return subject.manifest_path
-
-
 def arch_proof(found: BinaryImages, targets: Sequence[Target], *, subject: str,
                kind: str = "library") -> ArchProof:
     """The arch proof of one binary: which target images it lacks and which it has for no

@@ -310,3 +310,11 @@ def test_a_manifest_module_without_gpu_code_fails(tmp_path: Path) -> None:
     assert images == [("_C.pyd", Status.FAIL, "holds no GPU code"),
                       ("plugin.dll", Status.WARN, "host-only: holds no GPU code")]
     assert "asked for sm_120" in report.failures[0].evidence
+
+
+def test_cli_path_and_package_together_is_a_usage_error() -> None:
+    from flashbuild import cli
+
+    result = CliRunner().invoke(cli.app, ["verify", "x.so", "--package", "kern"])
+    assert result.exit_code == 2, result.output
+    assert "PATH and --package name two different things" in result.output
