@@ -159,13 +159,24 @@ def doctor(
 @_edge
 def verify(
     path: Annotated[Path | None, typer.Argument(
-        help="Installed package folder or its flashbuild-manifest.json. Default: the "
-        "installed `flashkern` package.")] = None,
+        help="What to verify: a binary (.so/.pyd), a folder, a wheel (.whl, read without "
+        "installing it), or a flashbuild-manifest.json. Default: the installed `flashkern` "
+        "package.")] = None,
     *,
     package: Annotated[str | None, typer.Option(
-        "--package", "-p", help="Installed package to verify (found without importing it).")]
-    = None,
-    arch: ArchOpt = None,
+        "--package", "-p", help="Installed package (import or distribution name) to verify, "
+        "found without importing it; its binaries come from its files.")] = None,
+    arch: Annotated[str | None, typer.Option(
+        "--arch", "-a", help="Target GPU(s): sm120, sm_90a, 12.0, '90a;120+PTX'. Default: "
+        "the manifest's archs; with neither, images are listed, not judged.")] = None,
+    strict_arch: Annotated[bool, typer.Option(
+        "--strict-arch/--no-strict-arch", help="Fail a binary that holds SASS or PTX for an "
+        "arch that is not a target (PTX of a target's own compute arch is allowed). "
+        "--no-strict-arch lists them as a warning.")] = True,
+    recipe: Annotated[str | None, typer.Option(
+        "--recipe", "-r", help="Take the exports, kernels and dynamic_smem to check from this "
+        "recipe's [verify] table (name or TOML file) instead of the manifest: for a binary "
+        "built without flashbuild.")] = None,
     json: JsonOpt = False,
     bench: Annotated[bool, typer.Option("--bench", help="Also run the bandwidth benchmark.")]
     = False,
@@ -173,14 +184,16 @@ def verify(
         "--gpu/--no-gpu", help="Run the kernel self-check. Default: when a GPU and torch "
         "are present.")] = None,
 ) -> int:
-    """Prove an installed build is right for the target GPU: SASS/PTX per arch, libraries that
-    resolve, kernel resources within the arch's limits, a clean import, and on a GPU the
-    kernels' self-check. Exit 0 when every check passes, 8 otherwise."""
+    """Prove a build is right for the target GPU, built by flashbuild or not: per binary the
+    target's SASS present and no other arch's, the recipe's kernels in the cubins, libraries
+    that resolve, kernel resources within the arch's limits, a clean import of an installed
+    package, and on a GPU the kernels' self-check. Exit 0 when every check passes, 8 when one
+    fails or the input holds no binary, 2 when PATH does not exist."""
     ui.configure(json_mode=json)
     from flashbuild.verifying.command import run_verify
 
     return run_verify(path=path, package=package, arch=arch, as_json=json, bench=bench,
-                      gpu=gpu)
+                      gpu=gpu, strict_arch=strict_arch, recipe=recipe)
 
 
 @app.command(cls=_Command)

@@ -100,11 +100,16 @@ class Manifest:
     that arch's per-block limit, so a 160 KB request on sm_120 fails without a GPU."""
     ptxas_info: str | None = None
     """`-Xptxas -v` output captured at build time."""
+    kernels: tuple[str, ...] = ()
+    """The recipe's `[verify] kernels`: names verify looks for (as substrings of the mangled
+    names) in the symbol tables of every target arch's cubins."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         if self.ptxas_info is None:
             del data["ptxas_info"]
+        if not self.kernels:
+            del data["kernels"]  # manifests written before the field existed stay byte-equal
         return data
 
     def dump(self) -> str:
@@ -170,6 +175,7 @@ class Manifest:
                 DynamicSmemSymbol(kernel=d.text("kernel"), symbol=d.text("symbol"))
                 for d in r.objs("dynamic_smem_symbols", required=False)),
             ptxas_info=r.opt_str("ptxas_info"),
+            kernels=r.strs("kernels", required=False),
         )
         for artifact in manifest.artifacts:
             if artifact.path.startswith(("/", "\\")) or ".." in artifact.path.replace(
@@ -186,7 +192,7 @@ def _bad(where: Path | str, why: str) -> VerifyError:
 
 _KEYS = {"schema_version", "flashbuild", "recipe", "platform", "archs", "toolkit",
          "host_compiler", "patches", "flags", "artifacts", "dll_dirs", "exports",
-         "kernel_smem", "dynamic_smem_symbols", "ptxas_info"}
+         "kernel_smem", "dynamic_smem_symbols", "ptxas_info", "kernels"}
 
 
 class _Reader:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from flashbuild.arch import parse_arch_spec
 from flashbuild.console import ui
-from flashbuild.errors import VerifyError
+from flashbuild.errors import UsageError, VerifyError
 from flashbuild.proc import ProcessRunner
 from flashbuild.verifying.report import render
 from flashbuild.verifying.verify import verify_install
@@ -16,11 +16,26 @@ if TYPE_CHECKING:
 
 
 def run_verify(*, path: Path | None, package: str | None, arch: str | None, as_json: bool,
-               bench: bool, gpu: bool | None) -> int:
-    """Verify, print the report, return the exit code (0, or VerifyError's 8)."""
+               bench: bool, gpu: bool | None, strict_arch: bool = True,
+               recipe: str | None = None) -> int:
+    """Verify, print the report, return the exit code (0, or VerifyError's 8). `recipe`
+    supplies the `[verify]` expectations (exports, kernels, dynamic_smem) for a binary built
+    without flashbuild; they replace the manifest's."""
+    if path is not None and package is not None:
+        raise UsageError("PATH and --package name two different things to verify",
+                         evidence=f"PATH {path}, --package {package}",
+                         fix="pass one of them: a file, folder or wheel, or an installed "
+                         "package")
+    exports = kernels = dynamic_smem = None
+    if recipe is not None:
+        from flashbuild.recipes.load import load_recipe
+
+        table = load_recipe(recipe).verify
+        exports, kernels, dynamic_smem = table.exports, table.kernels, table.dynamic_smem
     report = verify_install(
-        manifest_path=path, package=package,
-        targets=parse_arch_spec(arch) if arch else None,
+        path=path, package=package,
+        targets=parse_arch_spec(arch) if arch else None, strict_arch=strict_arch,
+        exports=exports, kernels=kernels, dynamic_smem=dynamic_smem,
         run_gpu=gpu, bench=bench, runner=ProcessRunner(echo=ui.command))
     if as_json:
         ui.emit_json(report.to_json())

@@ -39,15 +39,27 @@ def user_targets(cmake: str) -> str:
 
 
 def render(report: VerifyReport, console: Console) -> None:
+    where = report.manifest_path or report.subject
     console.print(f"[bold]flashbuild verify[/] {escape(report.package)} "
-                  f"[dim]({escape(str(report.manifest_path))}; targets "
-                  f"{escape(user_targets(report.targets))})[/]")
-    for subject, images in report.images.items():
-        # A linked module holds one container per object: show each image name once.
-        names = ", ".join(dict.fromkeys(
-            str(i["arch"]) + ("*" if i["compressed"] else "") for i in images))
-        note = " [dim](* = compressed)[/]" if any(i["compressed"] for i in images) else ""
-        console.print(f"  {escape(subject)}: {escape(names) or 'no GPU code'}{note}")
+                  f"[dim]({escape(report.subject_kind)} {escape(str(where))}; targets "
+                  f"{escape(user_targets(report.targets))}"
+                  f"{'' if report.strict_arch else '; --no-strict-arch'})[/]")
+    for proof in report.binaries:
+        # A linked module holds one container per object: each image name is shown once.
+        compressed = {str(i["arch"]) for i in report.images.get(proof.subject, [])
+                      if i["compressed"]}
+        names = ", ".join(n + ("*" if n in compressed else "")
+                          for n in (*proof.sass, *proof.ptx))
+        line = f"  {escape(proof.subject)}: " + (
+            escape(names) if names else "unreadable" if not proof.readable else "no GPU code")
+        if proof.extra:
+            line += (f"  [bold {'red' if report.strict_arch else 'yellow'}]extra: "
+                     f"{escape(', '.join(proof.extra))}[/]")
+        if proof.missing and proof.readable:
+            line += f"  [bold red]missing: {escape(', '.join(proof.missing))}[/]"
+        if compressed:
+            line += " [dim](* = compressed)[/]"
+        console.print(line)
     table = Table(show_header=True, header_style="bold", expand=False)
     table.add_column("", no_wrap=True)
     table.add_column("area", no_wrap=True)

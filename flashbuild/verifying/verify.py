@@ -1,15 +1,23 @@
-"""`flashbuild verify`: prove an installed module is right for the target GPU.
+"""`flashbuild verify`: prove a binary, folder, wheel or installed package is right for the
+target GPU — built by flashbuild or not.
 
-`verify_install` reads the build manifest, then checks, each to ok / warn / fail with evidence
-and a fix: the binaries are readable; the SASS/PTX they carry against the requested archs; the
-libraries each needs resolve; per-kernel resources fit the arch's limits; the package imports in
-a fresh interpreter and exports what the recipe lists; on a GPU, the package's self-check.
+`verify_install` opens the subject (`inputs.open_subject`: the binaries, the build manifest
+when there is one, the package to import), then checks, each to ok / warn / fail with evidence
+and a fix: the binaries are readable; the arch proof per binary (the SASS/PTX it carries
+against the requested archs: every target's SASS present and, with `strict_arch`, no SASS or
+PTX for any other arch); the recipe's kernels are in the target's cubins; the libraries each
+needs resolve; per-kernel resources fit the arch's limits; the package imports in a fresh
+interpreter and exports what the recipe lists; on a GPU, the package's self-check.
+
+Targets come from `--arch`, else the manifest's archs; with neither the images are listed and
+not judged.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -18,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from flashbuild.arch import Arch, ArchSpec, Suffix, Target, parse_arch_spec
 from flashbuild.errors import VerifyError
-from flashbuild.installing.manifest import MANIFEST_NAME, Manifest
+from flashbuild.installing.manifest import MANIFEST_NAME
 from flashbuild.platforms import Platform, current
 from flashbuild.verifying import binaries, resources, runtime
 from flashbuild.verifying.fatbin import (
@@ -27,15 +35,20 @@ from flashbuild.verifying.fatbin import (
     FatbinImage,
     list_images,
 )
+from flashbuild.verifying.inputs import DEFAULT_PACKAGE, Binary, Subject, open_subject
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from flashbuild.proc import Runner
 
-DEFAULT_PACKAGE = "flashkern"
+__all__ = ["DEFAULT_PACKAGE", "ArchProof", "Check", "Status", "VerifyReport", "verify_install"]
+
 JIT_COST = ("the driver JIT-compiles PTX at the first launch of each kernel (seconds to minutes "
             "for a large module, cached per user in the CUDA ComputeCache)")
+#: Libraries of torch itself: a module that needs one is a torch extension, loaded after
+#: `import torch` has loaded them (and, through torch's RPATH, the PyPI CUDA libraries).
+_TORCH_LIB = re.compile(r"^(lib)?(c10|torch|shm)(_\w+)?\.(so|dll)$", re.IGNORECASE)
 
 
 class Status(StrEnum):
@@ -62,12 +75,44 @@ class Check:
 
 
 @dataclass(frozen=True)
+class ArchProof:
+    """What one binary carries against the targets: image names, the targets it lacks and
+    the images for archs nobody asked for."""
+
+    subject: str
+    path: str
+    kind: str
+    format: str
+    sass: tuple[str, ...] = ()
+    ptx: tuple[str, ...] = ()
+    #: Target images it lacks (`sm_120`, or `compute_120` for a PTX target).
+    missing: tuple[str, ...] = ()
+    #: SASS / PTX for archs that are not targets (PTX of a target's compute_ is not extra).
+    extra: tuple[str, ...] = ()
+    #: Whether it holds a fatbinary with at least one image.
+    gpu_code: bool = False
+    #: False when the binary could not be read.
+    readable: bool = True
+
+    def to_json(self) -> dict[str, object]:
+        return {"subject": self.subject, "path": self.path, "kind": self.kind,
+                "format": self.format, "readable": self.readable, "gpu_code": self.gpu_code,
+                "sass": list(self.sass), "ptx": list(self.ptx), "missing": list(self.missing),
+                "extra": list(self.extra)}
+
+
+@dataclass(frozen=True)
 class VerifyReport:
-    manifest_path: Path
+    manifest_path: Path | None
     package: str
     targets: str
     checks: tuple[Check, ...]
     images: dict[str, list[dict[str, object]]] = field(default_factory=dict)
+    #: What was verified: manifest, binary, folder, wheel or package, and its path or name.
+    subject_kind: str = "manifest"
+    subject: str = ""
+    strict_arch: bool = True
+    binaries: tuple[ArchProof, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -82,48 +127,38 @@ class VerifyReport:
         return tuple(c for c in self.checks if c.status is Status.WARN)
 
     def to_json(self) -> dict[str, object]:
-        return {"ok": self.ok, "manifest": str(self.manifest_path), "package": self.package,
-                "targets": self.targets, "checks": [c.to_json() for c in self.checks],
-                "images": self.images}
+        return {"ok": self.ok, "kind": self.subject_kind, "subject": self.subject,
+                "manifest": str(self.manifest_path) if self.manifest_path else None,
+                "package": self.package, "targets": self.targets,
+                "strict_arch": self.strict_arch,
+                "binaries": [b.to_json() for b in self.binaries],
+                "checks": [c.to_json() for c in self.checks], "images": self.images}
 
 
-def find_manifest(path: Path | None = None, *, package: str | None = None) -> Path:
-    """The manifest for PATH (file or folder) or for an installed package, found with
-    `importlib.util.find_spec` without importing the package."""
-    if path is not None:
-        candidate = path / MANIFEST_NAME if path.is_dir() else path
-        if not candidate.is_file():
-            raise VerifyError(f"no build manifest at {candidate}",
-                              fix="pass the installed package folder or its "
-                              f"{MANIFEST_NAME}, or run `flashbuild build` first")
-        return candidate
-    name = package or DEFAULT_PACKAGE
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError) as exc:
-        spec = None
-        why = str(exc)
-    else:
-        why = "" if spec else "not found on sys.path"
-    if spec is None or not spec.submodule_search_locations:
-        raise VerifyError(
-            f"the package `{name}` is not installed in this environment",
-            evidence=f"importlib.util.find_spec({name!r}): {why or 'not a package'} "
-            f"(Python {sys.executable})",
-            fix="run `flashbuild build` (it installs the package), or pass the installed "
-            "folder: `flashbuild verify PATH`",
-        )
-    for folder in spec.submodule_search_locations:
-        candidate = Path(folder) / MANIFEST_NAME
-        if candidate.is_file():
-            return candidate
-    raise VerifyError(
-        f"`{name}` is installed but has no build manifest",
-        evidence=f"no {MANIFEST_NAME} in {', '.join(spec.submodule_search_locations)}",
-        fix="it was not built by flashbuild; rebuild with `flashbuild build`")
+def arch_proof(found: BinaryImages, targets: Sequence[Target], *, subject: str,
+               kind: str = "library") -> ArchProof:
+    """The arch proof of one binary: which target images it lacks and which it has for no
+    target. A SASS image counts for a target of the same SM (sm_90a for sm_90: warned, not
+    missing); PTX counts for a PTX target when a GPU of that arch can JIT it."""
+    codes = {t.arch.code for t in targets}
+    missing: list[str] = []
+    for target in targets:
+        arch = target.arch
+        if target.sass and not any(i.arch.code == arch.code for i in found.sass):
+            missing.append(arch.sm)
+        if target.ptx and _ptx_for(found.ptx, arch) is None:
+            missing.append(arch.compute)
+    extra = [i.name for i in found.images if targets and i.arch.code not in codes]
+    return ArchProof(
+        subject=subject, path=str(found.path), kind=kind, format=found.format,
+        sass=tuple(dict.fromkeys(i.name for i in found.sass)),
+        ptx=tuple(dict.fromkeys(i.name for i in found.ptx)),
+        missing=tuple(dict.fromkeys(missing)), extra=tuple(dict.fromkeys(extra)),
+        gpu_code=bool(found.images))
 
 
-def _check_images(found: BinaryImages, targets: Sequence[Target], subject: str) -> list[Check]:
+def _check_images(found: BinaryImages, targets: Sequence[Target], subject: str, *,
+                  strict: bool = True) -> list[Check]:
     checks: list[Check] = []
     have = ", ".join(found.names()) or "no GPU code"
     sass = found.sass
@@ -152,8 +187,8 @@ def _check_images(found: BinaryImages, targets: Sequence[Target], subject: str) 
                     f"asked for {arch.sm}, found no {arch.sm} SASS",
                     f"holds {have}{note}",
                     f"rebuild with `flashbuild build --arch {arch.sm}`; check that the recipe "
-                    "passes the arch to CMake (CMAKE_CUDA_ARCHITECTURES) and that no "
-                    "hard-coded -gencode overrides it"))
+                    "passes the arch to the build (CMAKE_CUDA_ARCHITECTURES, "
+                    "TORCH_CUDA_ARCH_LIST) and that no hard-coded -gencode overrides it"))
         if target.ptx:
             jit = _ptx_for(ptx, arch)
             if jit is None:
@@ -171,6 +206,26 @@ def _check_images(found: BinaryImages, targets: Sequence[Target], subject: str) 
             else:
                 checks.append(Check("images", subject, Status.OK,
                                     f"{jit.name} PTX present", f"holds {have}"))
+    codes = {t.arch.code for t in targets}
+    extra = list(dict.fromkeys(i.name for i in found.images if targets and
+                               i.arch.code not in codes))
+    if extra:
+        asked = ", ".join(dict.fromkeys(t.arch.sm for t in targets))
+        checks.append(Check(
+            "images", subject, Status.FAIL if strict else Status.WARN,
+            f"extra archs (not asked for): {', '.join(extra)}",
+            f"asked for {asked}; holds {have}. Each extra arch costs compile time and binary "
+            "size, and SASS for another arch proves the build ignored the requested one "
+            "(a hard-coded -gencode list)",
+            "build only the target: `flashbuild build --arch ...` (it takes control of the "
+            "tree's arch list), or pass --no-strict-arch to accept a multi-arch binary"
+            if strict else "build only the target to drop them"))
+    ptx_ok = [i.name for i in ptx if i.arch.code in codes and not any(
+        t.ptx and t.arch.code == i.arch.code for t in targets)]
+    if ptx_ok:
+        checks.append(Check("images", subject, Status.OK,
+                            f"also holds {', '.join(dict.fromkeys(ptx_ok))} PTX (the target's "
+                            "own compute arch: allowed)", f"holds {have}"))
     return checks
 
 
@@ -188,12 +243,47 @@ def _ptx_for(ptx: Sequence[FatbinImage], arch: Arch) -> FatbinImage | None:
     return best
 
 
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """What the recipe says the binaries hold: from the manifest, or from `--recipe` /
+    arguments for a binary built without flashbuild."""
+
+    exports: tuple[str, ...] = ()
+    kernels: tuple[str, ...] = ()
+    #: kernel → `extern "C"` device constant holding its dynamic shared memory per arch.
+    dynamic_smem: Mapping[str, str] = field(default_factory=dict)
+    #: kernel → fixed dynamic shared memory bytes.
+    kernel_smem: Mapping[str, int] = field(default_factory=dict)
+    dll_dirs: tuple[Path, ...] = ()
+    ptxas_info: str | None = None
+
+
+def _expectations(subject: Subject, *, exports: Sequence[str] | None,
+                  kernels: Sequence[str] | None,
+                  dynamic_smem: Mapping[str, str] | None) -> Expectations:
+    m = subject.manifest
+    return Expectations(
+        exports=tuple(exports if exports is not None else m.exports if m else ()),
+        kernels=tuple(kernels if kernels is not None else m.kernels if m else ()),
+        dynamic_smem=dict(dynamic_smem if dynamic_smem is not None else
+                          {d.kernel: d.symbol for d in m.dynamic_smem_symbols} if m else {}),
+        kernel_smem={k.kernel: k.dynamic_smem_bytes for k in m.kernel_smem} if m else {},
+        dll_dirs=tuple(Path(d) for d in m.dll_dirs) if m else (),
+        ptxas_info=m.ptxas_info if m else None)
+
+
 def verify_install(
     *,
+    path: Path | None = None,
     manifest_path: Path | None = None,
     package: str | None = None,
     targets: ArchSpec | None = None,
     exports: Sequence[str] | None = None,
+    kernels: Sequence[str] | None = None,
+    dynamic_smem: Mapping[str, str] | None = None,
+    strict_arch: bool = True,
     run_gpu: bool | None = None,
     bench: bool = False,
     runner: Runner,
@@ -203,54 +293,146 @@ def verify_install(
     selfcheck: Sequence[str] = runtime.DEFAULT_SELFCHECK,
     import_module: bool = True,
     gpu_present: Callable[[], bool] = runtime.gpu_present,
+    preloaded_dirs: Sequence[Path] | None = None,
 ) -> VerifyReport:
-    """Verify an installed package. `targets` defaults to the manifest's archs, `exports` to
-    its exports; `run_gpu=None` runs the GPU self-check when a GPU and torch are present."""
-    plat = platform or current()
-    environ = dict(os.environ if env is None else env)
-    path = find_manifest(manifest_path, package=package)
-    manifest = Manifest.load(path)
-    folder = path.parent
-    pkg = package or folder.name
-    spec = targets or parse_arch_spec(manifest.archs)
-    if spec.native:
+    """Verify PATH (a binary, folder, wheel or manifest; `manifest_path` is its older name)
+    or an installed `package`. `targets` defaults to the manifest's archs; `exports`,
+    `kernels` and `dynamic_smem` to the manifest's (the recipe's `[verify]`); `run_gpu=None`
+    runs the GPU self-check when a GPU and torch are present. `strict_arch` fails a binary
+    holding images for archs that are not targets (else they are a warning)."""
+    with open_subject(path or manifest_path, package=package) as subject:
+        return _verify(subject, targets=targets, strict=strict_arch, run_gpu=run_gpu,
+                       bench=bench, runner=runner, platform=platform or current(),
+                       env=dict(os.environ if env is None else env), python=python,
+                       selfcheck=selfcheck, import_module=import_module,
+                       gpu_present=gpu_present,
+                       preloaded=(environment_lib_dirs() if preloaded_dirs is None
+                                  else tuple(preloaded_dirs)),
+                       expect=_expectations(subject, exports=exports, kernels=kernels,
+                                            dynamic_smem=dynamic_smem))
+
+
+def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool, run_gpu: bool | None,
+            bench: bool, runner: Runner, platform: Platform, env: dict[str, str], python: str,
+            selfcheck: Sequence[str], import_module: bool, gpu_present: Callable[[], bool],
+            preloaded: Sequence[Path], expect: Expectations) -> VerifyReport:
+    manifest = subject.manifest
+    spec = targets or (parse_arch_spec(manifest.archs) if manifest else None)
+    if spec is not None and spec.native:
         raise VerifyError("`native` cannot be verified statically",
                           fix="name the arch: `flashbuild verify --arch sm120`")
+    pkg = subject.package or Path(subject.label).name
+    if subject.kind == "binary":
+        # One named file that is no binary at all: one paragraph, not a report around it.
+        list_images(subject.binaries[0].path)
+        binaries.read_link_info(subject.binaries[0].path)
     checks: list[Check] = []
     images: dict[str, list[dict[str, object]]] = {}
+    proofs: list[ArchProof] = []
     cache: dict[str, str] | None = None
     any_device_code = False
     limits_checked = 0
     declared: set[tuple[str, int]] = set()
     sass_codes: set[int] = set()
-    for artifact in manifest.artifacts:
-        result = _artifact_checks(folder / artifact.path, artifact.path, artifact.kind,
-                                  spec=spec, manifest=manifest, platform=plat, env=environ,
-                                  runner=runner, python=python, cache=cache)
+    names_by_code: dict[int, set[str]] = {}
+    if spec is None:
+        checks.append(Check("images", pkg, Status.SKIP,
+                            "no target arch: images listed, not judged",
+                            "no --arch given and no build manifest to take the archs from",
+                            "pass the GPU you build for: `--arch sm120`"))
+    for binary in subject.binaries:
+        result = _artifact_checks(binary, spec=spec, strict=strict, expect=expect,
+                                  platform=platform, env=env, runner=runner, python=python,
+                                  cache=cache, preloaded=preloaded)
         cache = result.cache
         checks += result.checks
+        if result.proof is not None:
+            proofs.append(result.proof)
         if result.images is not None:
-            images[artifact.path] = result.images
+            images[binary.subject] = result.images
             any_device_code = any_device_code or bool(result.images)
         limits_checked += result.kernels
         declared |= result.declared
         sass_codes |= result.sass_codes
-    checks += _missing_declared_checks(manifest, spec, pkg, found=declared,
-                                       sass_codes=sass_codes)
-    if manifest.artifacts and not any_device_code and not any(
+        for code, names in result.names_by_code.items():
+            names_by_code.setdefault(code, set()).update(names)
+    if spec is not None:
+        checks += _missing_declared_checks(expect, spec, pkg, found=declared,
+                                           sass_codes=sass_codes)
+    checks += _kernel_checks(expect.kernels, spec, pkg, names_by_code)
+    if subject.binaries and not any_device_code and not any(
             c.status is Status.FAIL for c in checks):
-        checks.append(Check("images", pkg, Status.FAIL, "no installed binary holds GPU code",
-                            fix="check that the build compiled the CUDA sources"))
-    if limits_checked:
+        checks.append(Check("images", pkg, Status.FAIL, "no binary holds GPU code",
+                            f"none of {', '.join(b.subject for b in subject.binaries)} has a "
+                            ".nv_fatbin / .nv_fatb section",
+                            "check that the build compiled the CUDA sources"))
+    if limits_checked and spec is not None:
         checks.append(Check("resources", pkg, Status.OK,
                             f"{limits_checked} kernel image(s) checked against the limits of "
                             f"{', '.join(a.sm for a in spec.archs)}"))
-    checks += _runtime_checks(pkg, manifest, exports=exports, run_gpu=run_gpu, bench=bench,
-                              runner=runner, python=python, env=environ, folder=folder,
-                              selfcheck=selfcheck, import_module=import_module,
-                              gpu_present=gpu_present, prior=checks)
-    return VerifyReport(manifest_path=path, package=pkg, targets=spec.cmake(),
-                        checks=tuple(checks), images=images)
+    if subject.package is not None:
+        checks += _runtime_checks(subject.package, expect, run_gpu=run_gpu, bench=bench,
+                                  runner=runner, python=python, env=env,
+                                  search_path=subject.search_path, selfcheck=selfcheck,
+                                  import_module=import_module, gpu_present=gpu_present,
+                                  prior=checks, has_selfcheck=subject.has_selfcheck)
+    else:
+        checks += _not_importable(subject, pkg, expect, run_gpu=run_gpu)
+    return VerifyReport(manifest_path=subject.manifest_path, package=pkg,
+                        targets=spec.cmake() if spec else "none given",
+                        checks=tuple(checks), images=images, subject_kind=subject.kind,
+                        subject=subject.label, strict_arch=strict, binaries=tuple(proofs))
+
+
+def _not_importable(subject: Subject, pkg: str, expect: Expectations, *,
+                    run_gpu: bool | None) -> list[Check]:
+    """A binary or a wheel is not imported: say so, and what it leaves unchecked."""
+    checks = [Check("import", pkg, Status.SKIP, "import not checked", subject.no_import)]
+    if expect.exports:
+        checks.append(Check("exports", pkg, Status.SKIP,
+                            f"{len(expect.exports)} export(s) not checked (no import)"))
+    # The self-check imports the package: asked for explicitly, its absence is a warning.
+    checks.append(Check("gpu", pkg, Status.WARN if run_gpu else Status.SKIP,
+                        "no GPU self-check: nothing importable to run it on",
+                        subject.no_import))
+    return checks
+
+
+def environment_lib_dirs() -> tuple[Path, ...]:
+    """Library folders of this environment that `import torch` loads from before a torch
+    extension: torch's `lib` and the PyPI `nvidia/*` wheels' `lib` / `bin` folders. Found
+    through find_spec, without importing anything."""
+    dirs: list[Path] = []
+    torch = importlib.util.find_spec("torch")
+    if torch is not None and torch.submodule_search_locations:
+        dirs += [Path(f) / "lib" for f in torch.submodule_search_locations]
+    nvidia = importlib.util.find_spec("nvidia")
+    for folder in (nvidia.submodule_search_locations or []) if nvidia else []:
+        for sub in sorted(Path(folder).glob("*")):
+            dirs += [sub / "lib", sub / "bin", sub / "bin" / "x86_64"]
+    return tuple(d for d in dirs if d.is_dir())
+
+
+def _with_preloaded(deps: Sequence[binaries.Dependency],
+                    preloaded: Sequence[Path]) -> tuple[binaries.Dependency, ...]:
+    """A torch extension needs libc10 / libtorch*, which are not on any search path of its
+    own: `import torch` (which its package runs first) loads them, and the CUDA libraries
+    through torch's RPATH, so the loader matches them by name. Resolve such a missing library
+    from those folders, saying so; for a module that is not a torch extension nothing
+    changes."""
+    if not any(_TORCH_LIB.match(d.name) for d in deps):
+        return tuple(deps)
+    out: list[binaries.Dependency] = []
+    for dep in deps:
+        if dep.resolution is binaries.Resolution.MISSING:
+            hit = next((folder / dep.name for folder in preloaded
+                        if (folder / dep.name).is_file()), None)
+            if hit is not None:
+                out.append(binaries.Dependency(dep.name, binaries.Resolution.FOUND, str(hit),
+                                               "loaded by `import torch` before the module"))
+                continue
+        out.append(dep)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -263,74 +445,130 @@ class _ArtifactResult:
     declared: frozenset[tuple[str, int]] = frozenset()
     #: Arch codes of the SASS images the binary holds.
     sass_codes: frozenset[int] = frozenset()
+    proof: ArchProof | None = None
+    #: Kernel (mangled) names per SASS arch code, from the cubins' symbol tables.
+    names_by_code: Mapping[int, frozenset[str]] = field(default_factory=dict)
 
 
-def _artifact_checks(binary: Path, subject: str, kind: str, *, spec: ArchSpec,
-                     manifest: Manifest, platform: Platform, env: dict[str, str],
-                     runner: Runner, python: str,
-                     cache: dict[str, str] | None) -> _ArtifactResult:
-    """Images, dependencies and resources of one installed binary."""
+def _artifact_checks(binary: Binary, *, spec: ArchSpec | None, strict: bool,
+                     expect: Expectations, platform: Platform, env: dict[str, str],
+                     runner: Runner, python: str, cache: dict[str, str] | None,
+                     preloaded: Sequence[Path]) -> _ArtifactResult:
+    """Images, dependencies and resources of one binary."""
     checks: list[Check] = []
-    if not binary.is_file():
+    subject = binary.subject
+    if not binary.path.is_file():
         checks.append(Check("binary", subject, Status.FAIL, "the installed file is missing",
-                            f"{binary} does not exist (listed in {MANIFEST_NAME})",
+                            f"{binary.path} does not exist (listed in {MANIFEST_NAME})",
                             "reinstall with `flashbuild build`"))
         return _ArtifactResult(checks, None, 0, cache)
     try:
-        found = list_images(binary)
-        info = binaries.read_link_info(binary)
+        found = list_images(binary.path)
+        info = binaries.read_link_info(binary.path)
     except BinaryFormatError as exc:
         checks.append(Check("binary", subject, Status.FAIL,
-                            f"{kind} is corrupted: {exc.what}", exc.evidence,
+                            f"{binary.kind} is corrupted: {exc.what}", exc.evidence,
                             exc.fix or "rebuild and reinstall"))
-        return _ArtifactResult(checks, None, 0, cache)
+        return _ArtifactResult(checks, None, 0, cache, proof=ArchProof(
+            subject, str(binary.path), binary.kind, "unknown", readable=False))
+    targets = spec.targets if spec is not None else ()
+    proof = arch_proof(found, targets, subject=subject, kind=binary.kind)
     if not found.images:
-        checks.append(Check("images", subject, Status.WARN, "holds no GPU code",
-                            f"no .nv_fatbin/.nv_fatb section in {binary.name}",
-                            "expected for a host-only library; otherwise check the build"))
+        if binary.required:
+            checks.append(Check(
+                "images", subject, Status.FAIL, "holds no GPU code",
+                f"no .nv_fatbin/.nv_fatb section in {binary.path.name}"
+                + (f"; asked for {', '.join(proof.missing)}" if proof.missing else ""),
+                "check that the build compiled the CUDA sources for the target (a module "
+                "built without nvcc, or its .cu files left out)"))
+        else:
+            checks.append(Check("images", subject, Status.WARN, "host-only: holds no GPU code",
+                                f"no .nv_fatbin/.nv_fatb section in {binary.path.name}",
+                                "expected for a helper library; otherwise check the build"))
     else:
-        checks += _check_images(found, spec.targets, subject)
+        checks += _check_images(found, targets, subject, strict=strict)
     if platform.name != "windows" and cache is None:
         cache = binaries.ld_cache(runner, env)
     deps = binaries.resolve(info, platform=platform, env=env, runner=runner,
-                            dll_dirs=[Path(d) for d in manifest.dll_dirs],
-                            cache=cache or {},
+                            dll_dirs=list(expect.dll_dirs), cache=cache or {},
                             app_dir=binaries.application_dir(python))
-    checks += _dep_checks(deps, subject)
+    checks += _dep_checks(_with_preloaded(deps, preloaded), subject)
     kernels: list[resources.KernelResources] = []
+    names_by_code: dict[int, set[str]] = {}
     for image in found.sass:
         try:
-            kernels += resources.image_resources(image)
+            mine = resources.image_resources(image)
         except BinaryFormatError as exc:
             checks.append(Check("resources", f"{subject} {image.name}", Status.WARN,
                                 "compressed: resources unknown", exc.paragraph(),
                                 "build with nvcc `--no-compress`"))
-    if manifest.ptxas_info:
-        kernels += resources.parse_ptxas_info(manifest.ptxas_info)
-    declared, declared_checks = _declared_smem_checks(found, kernels, spec=spec,
-                                                      manifest=manifest, subject=subject)
+            continue
+        kernels += mine
+        names_by_code.setdefault(image.arch.code, set()).update(k.name for k in mine)
+    if expect.ptxas_info:
+        kernels += resources.parse_ptxas_info(expect.ptxas_info)
+    declared, declared_checks = ((frozenset(), []) if spec is None else _declared_smem_checks(
+        found, kernels, spec=spec, symbols=expect.dynamic_smem, subject=subject))
     checks += declared_checks
-    dynamic = {k.kernel: k.dynamic_smem_bytes for k in manifest.kernel_smem}
     counted = 0
-    for target in spec.targets:
-        mine = [k for k in kernels
+    for target in targets:
+        ours = [k for k in kernels
                 if k.arch.removeprefix("sm_").rstrip("af") == str(target.arch.code)]
-        counted += len(mine)
-        for problem in resources.check_limits(mine, target.arch, dynamic_smem=dynamic):
+        counted += len(ours)
+        for problem in resources.check_limits(ours, target.arch,
+                                              dynamic_smem=expect.kernel_smem):
             checks.append(Check("resources", f"{subject} {problem.kernel} ({problem.arch})",
                                 Status(problem.severity), problem.what, fix=problem.fix))
     return _ArtifactResult(checks, [i.to_json() for i in found.images], counted, cache,
                            declared=declared,
-                           sass_codes=frozenset(i.arch.code for i in found.sass))
+                           sass_codes=frozenset(i.arch.code for i in found.sass),
+                           proof=proof,
+                           names_by_code={c: frozenset(n) for c, n in names_by_code.items()})
+
+
+def _kernel_checks(wanted: Sequence[str], spec: ArchSpec | None, pkg: str,
+                   names_by_code: Mapping[int, set[str]]) -> list[Check]:
+    """The recipe's `[verify] kernels`, each a substring of a mangled kernel name, looked for
+    in the cubins of every target arch that has SASS (all SASS archs without targets). A
+    target without SASS already failed the arch proof; an unreadable cubin warned."""
+    if not wanted:
+        return []
+    codes = sorted({t.arch.code for t in spec.targets} if spec else set(names_by_code))
+    codes = [c for c in codes if c in names_by_code]
+    if not codes:
+        return [Check("kernels", pkg, Status.WARN,
+                      f"{len(wanted)} kernel name(s) not checked: no readable cubin"
+                      + (" of a target arch" if spec else ""),
+                      "the kernels are read from the symbol tables of the SASS images",
+                      "build SASS for the target (not PTX only); with nvcc "
+                      "`--no-compress` if the images use a codec flashbuild cannot read")]
+    checks: list[Check] = []
+    for code in codes:
+        names = names_by_code[code]
+        missing = [w for w in wanted if not any(w in n for n in names)]
+        where = f"sm_{code}"
+        if missing:
+            shown = ", ".join(sorted(names)[:12]) + (" …" if len(names) > 12 else "")
+            checks.append(Check(
+                "kernels", f"{pkg} ({where})", Status.FAIL,
+                f"kernels missing from the {where} cubins: {', '.join(missing)}",
+                f"{len(names)} kernel(s) found: {shown or 'none'}",
+                "check that the sources defining them are compiled for this arch (not "
+                "excluded by a patch or an #if on __CUDA_ARCH__), or fix the names in the "
+                "recipe's [verify] kernels (substrings of the mangled names)"))
+        else:
+            checks.append(Check("kernels", f"{pkg} ({where})", Status.OK,
+                                f"all {len(wanted)} listed kernels present in the {where} "
+                                "cubins"))
+    return checks
 
 
 def _declared_smem_checks(found: BinaryImages, kernels: Sequence[resources.KernelResources],
-                          *, spec: ArchSpec, manifest: Manifest,
+                          *, spec: ArchSpec, symbols: Mapping[str, str],
                           subject: str) -> tuple[frozenset[tuple[str, int]], list[Check]]:
     """Read the recipe's dynamic-smem symbols from each SASS image and check them against the
     limits of the target archs that image serves. Returns the (kernel, arch code) pairs found,
     so the caller can warn about a symbol no binary holds."""
-    symbols = {d.kernel: d.symbol for d in manifest.dynamic_smem_symbols}
     if not symbols:
         return frozenset(), []
     checks: list[Check] = []
@@ -366,40 +604,38 @@ def _declared_smem_checks(found: BinaryImages, kernels: Sequence[resources.Kerne
     return frozenset(seen), checks
 
 
-def _missing_declared_checks(manifest: Manifest, spec: ArchSpec, pkg: str, *,
+def _missing_declared_checks(expect: Expectations, spec: ArchSpec, pkg: str, *,
                              found: set[tuple[str, int]], sass_codes: set[int]) -> list[Check]:
     """A warning for each declared kernel that no cubin of a target arch defines: its
     dynamic shared memory is then unchecked there."""
     checks: list[Check] = []
-    for entry in manifest.dynamic_smem_symbols:
+    for kernel, symbol in sorted(expect.dynamic_smem.items()):
         for arch in dict.fromkeys(t.arch for t in spec.targets if t.arch.code in sass_codes):
-            if (entry.kernel, arch.code) not in found:
+            if (kernel, arch.code) not in found:
                 checks.append(Check(
-                    "resources", f"{pkg} {entry.kernel} ({arch.sm})", Status.WARN,
-                    f"no {arch.sm} cubin defines `{entry.symbol}`: the dynamic shared memory "
-                    f"of {entry.kernel} is unchecked on {arch.sm}",
-                    f"the recipe's [verify] dynamic_smem names `{entry.symbol}` for "
-                    f"{entry.kernel}",
+                    "resources", f"{pkg} {kernel} ({arch.sm})", Status.WARN,
+                    f"no {arch.sm} cubin defines `{symbol}`: the dynamic shared memory "
+                    f"of {kernel} is unchecked on {arch.sm}",
+                    f"the recipe's [verify] dynamic_smem names `{symbol}` for {kernel}",
                     f"define it in the kernel's .cu file: `extern \"C\" __device__ const "
-                    f"unsigned int {entry.symbol} = <traits>::kSmemBytes;`, or fix the name "
+                    f"unsigned int {symbol} = <traits>::kSmemBytes;`, or fix the name "
                     "in the recipe"))
     return checks
 
 
-def _runtime_checks(pkg: str, manifest: Manifest, *, exports: Sequence[str] | None,
-                    run_gpu: bool | None, bench: bool, runner: Runner, python: str,
-                    env: dict[str, str], folder: Path, selfcheck: Sequence[str],
-                    import_module: bool, gpu_present: Callable[[], bool],
-                    prior: Sequence[Check]) -> list[Check]:
-    """Import in a fresh interpreter, exports, and the GPU self-check."""
+def _runtime_checks(pkg: str, expect: Expectations, *, run_gpu: bool | None, bench: bool,
+                    runner: Runner, python: str, env: dict[str, str],
+                    search_path: Path | None, selfcheck: Sequence[str], import_module: bool,
+                    gpu_present: Callable[[], bool], prior: Sequence[Check],
+                    has_selfcheck: bool = True) -> list[Check]:
+    """Import in a fresh interpreter, exports, and the GPU self-check (by default only for a
+    package that has one: `python -m PKG.selfcheck` of any other package fails to start)."""
     checks: list[Check] = []
-    environ = env
-    # Import and exports.
-    wanted = list(manifest.exports if exports is None else exports)
+    wanted = list(expect.exports)
     torch_ok = False
     if import_module:
-        result = runtime.import_check(pkg, wanted, runner=runner, python=python, env=environ,
-                                      search_path=folder.parent)
+        result = runtime.import_check(pkg, wanted, runner=runner, python=python, env=env,
+                                      search_path=search_path)
         torch_ok = result.torch
         if not result.imported:
             checks.append(Check("import", pkg, Status.FAIL,
@@ -417,11 +653,18 @@ def _runtime_checks(pkg: str, manifest: Manifest, *, exports: Sequence[str] | No
                                     f"all {len(wanted)} exports present"))
     # GPU self-check.
     want_gpu = run_gpu
+    own = has_selfcheck or tuple(selfcheck) != runtime.DEFAULT_SELFCHECK
+    if want_gpu is None and not own:
+        checks.append(Check("gpu", pkg, Status.SKIP,
+                            f"no GPU self-check: `{pkg}` has no selfcheck module",
+                            "verify runs `python -m PKG.selfcheck --json` (flashkern's "
+                            "contract); run the package's own tests on the GPU"))
+        return checks
     if want_gpu is None:
         want_gpu = gpu_present() and torch_ok
     if want_gpu:
         outcome = runtime.run_selfcheck(pkg, runner=runner, bench=bench, command=selfcheck,
-                                        python=python, env=environ, search_path=folder.parent)
+                                        python=python, env=env, search_path=search_path)
         checks += [Check(f.area, f.subject, Status(f.status), f.summary, f.evidence, f.fix)
                    for f in runtime.selfcheck_findings(outcome, pkg, required=run_gpu is True)]
     else:

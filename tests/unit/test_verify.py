@@ -33,12 +33,14 @@ def install(tmp_path: Path, binary: str, archs: str, platform: str = "linux") ->
     return pkg
 
 
-def run(pkg: Path, arch: str | None = None, platform: str = "linux") -> VerifyReport:
+def run(pkg: Path, arch: str | None = None, platform: str = "linux", *,
+        strict: bool = True) -> VerifyReport:
     runner = ReplayRunner()
     runner.add("ldconfig", "-p", out=(V / "ldconfig-p.txt").read_text())
     return verify_install(manifest_path=pkg, targets=parse_arch_spec(arch) if arch else None,
                           runner=runner, platform=get(platform), env={"PATH": "/usr/bin"},
-                          import_module=False, run_gpu=False)
+                          import_module=False, run_gpu=False, strict_arch=strict,
+                          preloaded_dirs=())
 
 
 def by_status(report: VerifyReport, status: Status) -> list[str]:
@@ -54,9 +56,14 @@ def test_sass_for_the_target_passes(tmp_path: Path) -> None:
 def test_asked_sm120_found_only_compute90_ptx_fails(tmp_path: Path) -> None:
     report = run(install(tmp_path, "ptx_compute90.o", "90-virtual"), arch="sm_120")
     assert not report.ok
-    (fail,) = [c for c in report.failures if c.area == "images"]
+    fail, extra = [c for c in report.failures if c.area == "images"]
     assert fail.summary == "asked for sm_120, found no sm_120 SASS"
     assert "compute_90 PTX" in fail.evidence and "JIT" in fail.evidence
+    # Strict by default: PTX of another compute arch is not the target's.
+    assert extra.summary == "extra archs (not asked for): compute_90"
+    (proof,) = report.binaries
+    assert (proof.sass, proof.ptx, proof.missing, proof.extra) == (
+        (), ("compute_90",), ("sm_120",), ("compute_90",))
 
 
 def test_ptx_only_target_is_a_warning_naming_jit_cost(tmp_path: Path) -> None:
@@ -67,10 +74,21 @@ def test_ptx_only_target_is_a_warning_naming_jit_cost(tmp_path: Path) -> None:
 
 
 def test_missing_sass_in_multi_arch_build(tmp_path: Path) -> None:
-    report = run(install(tmp_path, "multi.o", "90a-real;120a"), arch="90a;100a;121")
+    pkg = install(tmp_path, "multi.o", "90a-real;120a")
+    report = run(pkg, arch="90a;100a;121", strict=False)
     assert [c.summary for c in report.failures] == ["asked for sm_121, found no sm_121 SASS"]
     assert "asked for sm_100a, found sm_100f SASS" in by_status(report, Status.WARN)
+    assert "extra archs (not asked for): sm_120a, compute_120a" in by_status(report,
+                                                                            Status.WARN)
     assert "sm_90a SASS present" in by_status(report, Status.OK)
+    strict = run(pkg, arch="90a;100a;121")
+    assert [c.summary for c in strict.failures] == [
+        "asked for sm_121, found no sm_121 SASS",
+        "extra archs (not asked for): sm_120a, compute_120a"]
+    assert strict.to_json()["binaries"] == [{
+        "subject": "multi.o", "path": str(pkg / "multi.o"), "kind": "module", "format": "elf",
+        "readable": True, "gpu_code": True, "sass": ["sm_90a", "sm_100f", "sm_120a"],
+        "ptx": ["compute_120a"], "missing": ["sm_121"], "extra": ["sm_120a", "compute_120a"]}]
 
 
 def test_corrupted_module_is_a_failure_not_a_traceback(tmp_path: Path) -> None:
@@ -122,9 +140,11 @@ def test_windows_venv_python_dll_resolves_beside_the_base_interpreter(
     assert binaries.application_dir(base / "python.exe") == base  # no venv: its own folder
 
 
-def test_no_manifest_is_a_verify_error(tmp_path: Path) -> None:
-    with pytest.raises(VerifyError, match="no build manifest"):
+def test_folder_without_binaries_is_a_verify_error(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("no binaries here\n")
+    with pytest.raises(VerifyError, match="holds no compiled extension module") as err:
         run(tmp_path)
+    assert "no .so, .so.N, .pyd or .dll" in err.value.evidence and err.value.fix
 
 
 def test_cli_json_and_exit_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,320 @@
+"""verify without a manifest: one binary, a folder, a wheel, an installed package (found from
+its distribution's files), the arch proof, the recipe's kernels, torch extensions' libraries.
+All on the committed fixture binaries (tests/fixtures/verify, see make_fixtures.sh)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flashbuild.arch import parse_arch_spec
+from flashbuild.errors import UsageError, VerifyError
+from flashbuild.platforms import get
+from flashbuild.verifying import binaries
+from flashbuild.verifying.inputs import open_subject
+from flashbuild.verifying.verify import Status, VerifyReport, verify_install
+from tests.fakes import ReplayRunner
+
+V = Path(__file__).resolve().parent.parent / "fixtures" / "verify"
+EXT = ".cpython-311-x86_64-linux-gnu.so"
+
+
+def run(path: Path | None = None, arch: str | None = None, *, package: str | None = None,
+        strict: bool = True, kernels: tuple[str, ...] | None = None,
+        platform: str = "linux", preloaded: tuple[Path, ...] = ()) -> VerifyReport:
+    runner = ReplayRunner()
+    runner.add("ldconfig", "-p", out=(V / "ldconfig-p.txt").read_text())
+    return verify_install(path=path, package=package,
+                          targets=parse_arch_spec(arch) if arch else None, strict_arch=strict,
+                          kernels=kernels, runner=runner, platform=get(platform),
+                          env={"PATH": "/usr/bin"}, import_module=False, run_gpu=False,
+                          preloaded_dirs=preloaded)
+
+
+def summaries(report: VerifyReport, status: Status) -> list[str]:
+    return [c.summary for c in report.checks if c.status is status]
+
+
+def make_wheel(path: Path, members: dict[str, bytes], *, dist_info: bool = True) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+        if dist_info:
+            zf.writestr("kern-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: "
+                        "false\nTag: cp311-cp311-linux_x86_64\n")
+            zf.writestr("kern-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: kern\n"
+                        "Version: 1.0\n")
+    return path
+
+
+def test_a_relative_path_to_one_binary_works_without_a_manifest(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(V.parent)
+    report = run(Path("verify/sass_sm90a.o"), "sm_90a")
+    assert report.ok, report.failures
+    assert report.subject_kind == "binary" and report.subject == str(V / "sass_sm90a.o")
+    assert report.manifest_path is None
+    assert "sm_90a SASS present" in summaries(report, Status.OK)
+    assert "import not checked" in summaries(report, Status.SKIP)
+    (proof,) = report.binaries
+    assert proof.to_json()["sass"] == ["sm_90a"] and proof.missing == proof.extra == ()
+
+
+def test_one_binary_for_another_arch_fails_missing_and_extra() -> None:
+    report = run(V / "sass_sm90a.o", "sm_80")
+    assert summaries(report, Status.FAIL) == ["asked for sm_80, found no sm_80 SASS",
+                                              "extra archs (not asked for): sm_90a"]
+    assert report.to_json()["binaries"][0]["missing"] == ["sm_80"]  # type: ignore[index]
+
+
+def test_no_arch_and_no_manifest_lists_images_without_judging() -> None:
+    report = run(V / "multi.o")
+    assert report.ok and report.targets == "none given"
+    assert "no target arch: images listed, not judged" in summaries(report, Status.SKIP)
+    (proof,) = report.binaries
+    assert proof.sass == ("sm_90a", "sm_100f", "sm_120a") and proof.ptx == ("compute_120a",)
+    assert proof.extra == () and proof.missing == ()
+
+
+def test_non_strict_lists_extra_archs_as_a_warning() -> None:
+    report = run(V / "multi.o", "sm_120a", strict=False)
+    assert report.ok, report.failures
+    assert "extra archs (not asked for): sm_90a, sm_100f" in summaries(report, Status.WARN)
+    # PTX for the target's own compute arch is allowed, and said.
+    assert any("compute_120a PTX (the target's own compute arch: allowed)" in s
+               for s in summaries(report, Status.OK))
+    assert report.binaries[0].extra == ("sm_90a", "sm_100f")
+
+
+def test_a_named_binary_without_gpu_code_fails(tmp_path: Path) -> None:
+    report = run(V / "helper.dll", "sm_120", platform="windows")
+    assert "holds no GPU code" in summaries(report, Status.FAIL)
+
+
+def test_a_folder_judges_each_binary_and_a_host_only_helper_is_a_warning(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "dist" / "pkg"
+    (folder / "sub").mkdir(parents=True)
+    shutil.copy(V / "kern.dll", folder / "kern.pyd")
+    shutil.copy(V / "helper.dll", folder / "sub" / "helper.dll")
+    (folder / "README.txt").write_text("not a binary")
+    report = run(folder, "sm_120", platform="windows")
+    assert report.subject_kind == "folder"
+    assert [b.subject for b in report.binaries] == ["kern.pyd", "sub/helper.dll"]
+    assert "host-only: holds no GPU code" in summaries(report, Status.WARN)
+    assert "sm_120 SASS present" in summaries(report, Status.OK)
+    # kern.pyd imports flashbuild_gone.dll, which is nowhere: named, as with a manifest.
+    assert "needs flashbuild_gone.dll: not found" in summaries(report, Status.FAIL)
+    assert "a folder without __init__.py" in next(
+        c.evidence for c in report.checks if c.area == "import")
+
+
+def test_a_folder_whose_binaries_hold_no_gpu_code_fails(tmp_path: Path) -> None:
+    shutil.copy(V / "helper.dll", tmp_path / "helper.dll")
+    report = run(tmp_path, "sm_120", platform="windows")
+    assert "no binary holds GPU code" in summaries(report, Status.FAIL)
+
+
+def test_a_wheel_is_read_without_installing(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "kern-1.0-cp311-cp311-linux_x86_64.whl", {
+        "kern/__init__.py": b"raise SystemExit('never imported')\n",
+        f"kern/_C{EXT}": (V / "sass_ptx_sm120.o").read_bytes()})
+    report = run(wheel, "sm_120", kernels=("scale2", "stage"))
+    assert report.ok, report.failures
+    assert report.subject_kind == "wheel" and report.subject == str(wheel)
+    doc = report.to_json()
+    assert doc["binaries"] == [{
+        "subject": f"kern/_C{EXT}", "path": doc["binaries"][0]["path"],  # type: ignore[index]
+        "kind": "library", "format": "elf", "readable": True, "gpu_code": True,
+        "sass": ["sm_120"], "ptx": ["compute_120"], "missing": [], "extra": []}]
+    assert "all 2 listed kernels present in the sm_120 cubins" in summaries(report, Status.OK)
+    assert "install it and run `flashbuild verify --package NAME`" in next(
+        c.evidence for c in report.checks if c.area == "import")
+    # The temp folder is gone once verify returns.
+    assert not Path(str(doc["binaries"][0]["path"])).exists()  # type: ignore[index]
+
+
+def test_a_listed_kernel_missing_from_the_target_cubins_fails() -> None:
+    report = run(V / "multi.o", "90a;120a", kernels=("stage", "rms_norm_kernel"))
+    fails = [c for c in report.failures if c.area == "kernels"]
+    assert [c.summary for c in fails] == [
+        "kernels missing from the sm_90 cubins: rms_norm_kernel",
+        "kernels missing from the sm_120 cubins: rms_norm_kernel"]
+    assert "_Z5stagePfi" in fails[0].evidence and "[verify] kernels" in fails[0].fix
+
+
+def test_kernels_from_the_manifest(tmp_path: Path) -> None:
+    from flashbuild.installing.manifest import Artifact, HostCompiler, Manifest, Toolkit
+
+    pkg = tmp_path / "flashkern"
+    pkg.mkdir()
+    shutil.copy(V / "sass_sm90a.o", pkg / "m.o")
+    Manifest(flashbuild="0.1.0", recipe="csrc", platform="linux", archs="90a-real",
+             toolkit=Toolkit(root="/cuda", version="13.0"),
+             host_compiler=HostCompiler(kind="gcc", version="12", path="/usr/bin/g++"),
+             artifacts=(Artifact(path="m.o", kind="module"),),
+             kernels=("scale2", "softmax_tiled_kernel")).write(pkg)
+    assert Manifest.load(pkg).kernels == ("scale2", "softmax_tiled_kernel")
+    report = run(pkg)
+    assert [c.summary for c in report.failures] == [
+        "kernels missing from the sm_90 cubins: softmax_tiled_kernel"]
+
+
+def test_compressed_cubins_are_read_for_kernel_names() -> None:
+    report = run(V / "compressed_sm90.o", "sm_90", kernels=("scale2",))
+    assert "all 1 listed kernels present in the sm_90 cubins" in summaries(report, Status.OK)
+
+
+def test_torch_libraries_resolve_from_the_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lib = tmp_path / "site" / "torch" / "lib"
+    lib.mkdir(parents=True)
+    for name in ("libc10.so", "libtorch_cuda.so"):
+        (lib / name).write_bytes(b"")
+    monkeypatch.setattr(binaries, "read_link_info", lambda path: binaries.LinkInfo(
+        path, "elf", ("libc10.so", "libtorch_cuda.so", "libnowhere.so")))
+    report = run(V / "sass_sm90a.o", "sm_90a", preloaded=(lib,))
+    # libc10 and libtorch_cuda come from torch's folder; the third is still missing.
+    assert summaries(report, Status.FAIL) == ["needs libnowhere.so: not found"]
+    # Without a torch library among its needs, nothing comes from torch's folder.
+    monkeypatch.setattr(binaries, "read_link_info", lambda path: binaries.LinkInfo(
+        path, "elf", ("libcudart.so.13",)))
+    (lib / "libcudart.so.13").write_bytes(b"")
+    report = run(V / "sass_sm90a.o", "sm_90a", preloaded=(lib,))
+    assert summaries(report, Status.FAIL) == ["needs libcudart.so.13: not found"]
+
+
+def test_torch_extension_resolves_fully(tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    lib = tmp_path / "torch" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libc10.so").write_bytes(b"")
+    monkeypatch.setattr(binaries, "read_link_info", lambda path: binaries.LinkInfo(
+        path, "elf", ("libc10.so",)))
+    report = run(V / "sass_sm90a.o", "sm_90a", preloaded=(lib,))
+    assert report.ok, report.failures
+    ok = next(c for c in report.checks if c.area == "dependencies")
+    assert ok.summary == "1 of 1 libraries resolve" and str(lib / "libc10.so") in ok.evidence
+
+
+def make_installed(tmp_path: Path) -> Path:
+    """A site folder with the distribution `fake-kern`: package `fakekern` and, beside it, a
+    top-level extension `fakekern_cuda` (causal-conv1d's layout)."""
+    site = tmp_path / "site"
+    (site / "fakekern").mkdir(parents=True)
+    (site / "fakekern" / "__init__.py").write_text("import fakekern_cuda\n")
+    shutil.copy(V / "sass_ptx_sm120.o", site / f"fakekern_cuda{EXT}")
+    info = site / "fake_kern-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-kern\nVersion: 0.1\n")
+    (info / "top_level.txt").write_text("fakekern\nfakekern_cuda\n")
+    (info / "RECORD").write_text(f"fakekern/__init__.py,,\nfakekern_cuda{EXT},,\n"
+                                 "fake_kern-0.1.dist-info/METADATA,,\n")
+    return site
+
+
+@pytest.mark.parametrize("name", ["fakekern", "fake-kern"])
+def test_an_installed_package_is_found_from_its_distribution(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    import sys
+
+    site = make_installed(tmp_path)
+    monkeypatch.syspath_prepend(str(site))
+    report = run(package=name, arch="sm_120")
+    assert report.ok, report.failures
+    assert report.subject_kind == "package"
+    assert [b.subject for b in report.binaries] == [f"fakekern_cuda{EXT}"]
+    assert "fakekern" not in sys.modules  # found, not imported
+    with open_subject(package=name) as subject:
+        assert subject.package == "fakekern"
+
+
+def test_an_unknown_package_is_a_clear_error() -> None:
+    with pytest.raises(VerifyError, match="`no_such_pkg_x` is not installed") as err:
+        run(package="no_such_pkg_x")
+    assert "find_spec" in err.value.evidence and "flashbuild verify PATH" in err.value.fix
+
+
+def test_a_missing_path_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="does not exist"):
+        run(tmp_path / "nope.so")
+
+
+def test_cli_verify_a_relative_binary_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashbuild import cli
+
+    monkeypatch.setattr("flashbuild.verifying.verify.environment_lib_dirs", tuple)
+    monkeypatch.setattr("flashbuild.verifying.binaries.ld_cache",
+                        lambda runner, env=None: {})
+    monkeypatch.chdir(V)
+    result = CliRunner().invoke(cli.app, ["verify", "multi.o", "--arch", "sm_120a", "--json"])
+    assert result.exit_code == 8, result.output
+    doc = json.loads(result.stdout)
+    assert doc["kind"] == "binary" and doc["strict_arch"] is True
+    assert doc["binaries"][0]["extra"] == ["sm_90a", "sm_100f"]
+    loose = CliRunner().invoke(cli.app, ["verify", "multi.o", "--arch", "sm_120a",
+                                         "--no-strict-arch"])
+    assert loose.exit_code == 0, loose.output
+    assert "extra: sm_90a, sm_100f" in loose.stdout
+
+
+def _probe(imported: bool = True) -> str:
+    return "FLASHBUILD-PROBE " + json.dumps({"imported": imported, "missing": [],
+                                             "error": None, "file": "/site/x/__init__.py",
+                                             "torch": True})
+
+
+@pytest.mark.parametrize("has_selfcheck", [False, True])
+def test_gpu_self_check_runs_by_default_only_for_a_package_that_has_one(
+        tmp_path: Path, has_selfcheck: bool) -> None:
+    pkg = tmp_path / "site" / "kern"
+    pkg.mkdir(parents=True)
+    shutil.copy(V / "sass_sm90a.o", pkg / "_C.so")
+    (pkg / "__init__.py").write_text("")
+    if has_selfcheck:
+        (pkg / "selfcheck.py").write_text("")
+    runner = ReplayRunner()
+    runner.add("ldconfig", "-p", out=(V / "ldconfig-p.txt").read_text())
+    runner.add("python", out=_probe())
+    report = verify_install(path=pkg, targets=parse_arch_spec("sm_90a"), runner=runner,
+                            platform=get("linux"), env={"PATH": "/usr/bin"}, python="python",
+                            preloaded_dirs=(), gpu_present=lambda: True)
+    gpu = next(c for c in report.checks if c.area == "gpu")
+    ran = [c for c in runner.calls if "kern.selfcheck" in c]
+    if has_selfcheck:
+        assert ran and gpu.status is Status.FAIL  # the replayed child printed no report
+    else:
+        assert not ran and gpu.status is Status.SKIP and "has no selfcheck module" in gpu.summary
+
+
+def test_a_manifest_module_without_gpu_code_fails(tmp_path: Path) -> None:
+    # Issue 12: "a module with no fatbin passes verify with a warning".
+    from flashbuild.installing.manifest import Artifact, HostCompiler, Manifest, Toolkit
+
+    pkg = tmp_path / "kern"
+    pkg.mkdir()
+    shutil.copy(V / "helper.dll", pkg / "_C.pyd")
+    shutil.copy(V / "helper.dll", pkg / "plugin.dll")
+    Manifest(flashbuild="0.1.0", recipe="x", platform="windows", archs="120",
+             toolkit=Toolkit(root="C:/cuda", version="13.0"),
+             host_compiler=HostCompiler(kind="msvc", version="19.44", path="cl.exe"),
+             artifacts=(Artifact(path="_C.pyd", kind="module"),
+                        Artifact(path="plugin.dll", kind="plugin"))).write(pkg)
+    report = run(pkg, platform="windows")
+    images = [(c.subject, c.status, c.summary) for c in report.checks if c.area == "images"]
+    assert images == [("_C.pyd", Status.FAIL, "holds no GPU code"),
+                      ("plugin.dll", Status.WARN, "host-only: holds no GPU code")]
+    assert "asked for sm_120" in report.failures[0].evidence
+
+
+def test_cli_path_and_package_together_is_a_usage_error() -> None:
+    from flashbuild import cli
+
+    result = CliRunner().invoke(cli.app, ["verify", "x.so", "--package", "kern"])
+    assert result.exit_code == 2, result.output
+    assert "PATH and --package name two different things" in result.output
