@@ -65,7 +65,7 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
     toolkit = _choose_toolkit(env, runner, plat, cuda=cuda, cache_dir=cache_dir,
                               site_packages=[Path(p) for p in site.getsitepackages()])
     host, build_env, cuda_flags, cxx_flags = _host_environment(
-        env, runner, plat, toolkit=toolkit, cache_dir=cache_dir, say=ui.step)
+        env, runner, plat, toolkit=toolkit, cache_dir=cache_dir, say=ui.say)
     from flashbuild.building.toolkit import cmake_toolkit_root
 
     cmake_root = cmake_toolkit_root(toolkit, cache_dir / "toolkits", plat)
@@ -92,13 +92,13 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
         return doctor_blockers(env, runner, plat, spec=spec, cuda=cuda, cache_dir=cache_dir)
 
     report = build(request, runner=runner, checks=checks, patch=patch, console=ui.err,
-                   show_progress=not as_json and ui.err.is_terminal, on_step=ui.step)
+                   show_progress=not as_json and ui.err.is_terminal, on_step=ui.say)
     if as_json:
         ui.emit_json(report.to_json())
     else:
-        ui.step(f"build folder {report.build_dir} (log: {report.log}); "
-                f"{report.jobs.reason}; launcher: {report.launcher}; "
-                f"{report.seconds:.2f} s")
+        ui.say(f"build folder {report.build_dir} (log: {report.log}); "
+               f"{report.jobs.reason}; launcher: {report.launcher}; "
+               f"{report.seconds:.2f} s")
     return 0
 
 

@@ -306,6 +306,7 @@ def build_manifest(request: BuildRequest, outcome: PatchOutcome, built: BackendR
                         for a in built.artifacts),
         dll_dirs=tuple(dll_dirs),
         exports=tuple(request.recipe.verify.exports),
+        kernels=tuple(request.recipe.verify.kernels),
         dynamic_smem_symbols=tuple(
             DynamicSmemSymbol(kernel=kernel, symbol=symbol)
             for kernel, symbol in sorted(request.recipe.verify.dynamic_smem.items())),

@@ -120,10 +120,11 @@ class SetuptoolsBackend:
             raw = record.get("removed")
             removed = [str(r) for r in raw] if isinstance(raw, list) else []
             if removed:
-                ctx.notes.append(
-                    f"{record.get('extension')}: replaced the setup.py's own arch flags "
-                    f"({' '.join(str(r) for r in removed[:6])}{' …' if len(removed) > 6 else ''}) "
-                    f"with --arch {request.arch}")
+                note = (f"{record.get('extension')}: replaced the setup.py's own arch flags "
+                        f"({' '.join(removed[:6])}{' …' if len(removed) > 6 else ''}) with "
+                        f"--arch {request.arch}")
+                ctx.notes.append(note)
+                ctx.say(note)
         return BackendResult(
             source_dir=ctx.tree, configured=False, no_work=False, edges=monitor.edges, log=log,
             artifacts=_artifacts(request, modules, ctx.tree if inplace else None), plan=plan,

@@ -155,6 +155,7 @@ def _chain() -> None:
     spec.loader.exec_module(module)
 
 
-if os.environ.get("FLASHBUILD_GENCODE"):
-    sys.meta_path.insert(0, _Finder())
-_chain()
+if __name__ == "sitecustomize":  # imported by Python at start-up, not by a test
+    if os.environ.get("FLASHBUILD_GENCODE"):
+        sys.meta_path.insert(0, _Finder())
+    _chain()

@@ -1,0 +1,263 @@
+"""Build backends: choosing one for a tree, the setuptools environment, the build hook's
+arch-flag rewriting, the arch check read from generated Ninja files, wheel re-packing."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import zipfile
+from base64 import urlsafe_b64encode
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+
+import pytest
+from packaging.version import Version
+
+from flashbuild import platforms
+from flashbuild.arch import parse_arch_spec
+from flashbuild.building import archcheck
+from flashbuild.building.backends import backend_for, detect_backend, setuptools
+from flashbuild.building.command import recipe_settings
+from flashbuild.errors import BuildError, RecipeError, ToolchainError, UsageError
+from flashbuild.installing.wheel import repack_wheel
+from flashbuild.recipes.load import parse_recipe
+from flashbuild.recipes.when import WhenContext
+
+SETUP_PY = """from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+setup(name="t", ext_modules=[CUDAExtension("t._C", ["a.cu"])],
+      cmdclass={"build_ext": BuildExtension})
+"""
+
+
+def _hook() -> ModuleType:
+    path = setuptools.HOOK_DIR / "sitecustomize.py"
+    spec = importlib.util.spec_from_file_location("fb_hook_under_test", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _recipe(tmp_path: Path, body: str) -> object:
+    return parse_recipe(f'[recipe]\nname = "t"\n{body}', tmp_path / "r.toml")
+
+
+# --- which backend ------------------------------------------------------------------------
+
+def test_detect_backend_reads_the_tree(tmp_path: Path) -> None:
+    assert detect_backend(tmp_path) is None
+    (tmp_path / "CMakeLists.txt").write_text("project(x)\n")
+    assert detect_backend(tmp_path) == "cmake"
+    (tmp_path / "setup.py").write_text(SETUP_PY)
+    # A tree with both is built by the setup.py that compiles the CUDA extension.
+    assert detect_backend(tmp_path) == "setuptools"
+
+
+def test_a_cmake_recipe_on_a_setup_py_tree_says_what_the_tree_is(tmp_path: Path) -> None:
+    (tmp_path / "setup.py").write_text(SETUP_PY)
+    recipe = _recipe(tmp_path, "")
+    with pytest.raises(UsageError) as err:
+        backend_for(recipe, tmp_path)  # type: ignore[arg-type]
+    text = str(err.value) + err.value.evidence + err.value.fix
+    assert "CMakeLists.txt" in text
+    assert 'backend = "setuptools"' in err.value.fix
+    assert "torch.utils.cpp_extension" in err.value.evidence
+
+
+def test_a_tree_with_neither_is_a_clear_error(tmp_path: Path) -> None:
+    recipe = _recipe(tmp_path, '[build]\nbackend = "setuptools"\n')
+    with pytest.raises(UsageError) as err:
+        backend_for(recipe, tmp_path)  # type: ignore[arg-type]
+    assert "neither a CMakeLists.txt nor a setup.py" in err.value.evidence
+    assert err.value.exit_code == 2
+
+
+def test_cmake_backend_needs_a_target_per_artifact(tmp_path: Path) -> None:
+    (tmp_path / "CMakeLists.txt").write_text("project(x)\n")
+    recipe = _recipe(tmp_path, '[[artifact]]\nname = "_C"\nkind = "module"\n')
+    with pytest.raises(UsageError, match="no CMake target"):
+        backend_for(recipe, tmp_path)  # type: ignore[arg-type]
+
+
+# --- recipe settings: placeholders ------------------------------------------------------
+
+def test_placeholders_render_the_arch_in_each_form(tmp_path: Path) -> None:
+    recipe = _recipe(tmp_path, """
+[[build.options]]
+define = { GPU_ARCH = "{arch_numbers}", ARCHS = "{cmake_archs}" }
+[[build.env]]
+set = { FLASH_ATTN_CUDA_ARCHS = "{arch_codes}", LIST = "{torch_arch_list}" }
+[[build.env]]
+when = { platform = "windows" }
+set = { ONLY_WINDOWS = "1" }
+""")
+    spec = parse_arch_spec("90a;120")
+    ctx = WhenContext(platform="linux", arch=spec, cuda=Version("13.0"))
+    defines, _args, env = recipe_settings(recipe, ctx, spec)  # type: ignore[arg-type]
+    assert defines == {"GPU_ARCH": "90;120", "ARCHS": "90a-real;120-real"}
+    assert env == {"FLASH_ATTN_CUDA_ARCHS": "90a;120", "LIST": "9.0a;12.0"}
+
+
+def test_an_unknown_placeholder_is_a_recipe_error_with_its_line(tmp_path: Path) -> None:
+    with pytest.raises(RecipeError) as err:
+        _recipe(tmp_path, '[[build.env]]\nset = { X = "{arch_nums}" }\n')
+    assert "arch_nums" in str(err.value)
+    assert "r.toml:" in str(err.value) + err.value.evidence
+
+
+def test_family_targets_stay_family_in_gencode_and_base_in_torch_list() -> None:
+    spec = parse_arch_spec("120f")
+    assert spec.torch_informational() == "12.0"
+    assert spec.gencode() == ["-gencode", "arch=compute_120f,code=sm_120f"]
+
+
+# --- the setuptools environment ---------------------------------------------------------
+
+def _request(tmp_path: Path, *, platform: str = "linux", arch: str = "sm_90a",
+             cuda: str = "13.0") -> SimpleNamespace:
+    recipe = _recipe(tmp_path, '[build]\nbackend = "setuptools"\n')
+    return SimpleNamespace(
+        env={"PATH": "/usr/bin", "HOME": "/root"}, recipe=recipe,
+        cmake_toolkit_root=tmp_path / "cuda", toolkit=SimpleNamespace(
+            root=tmp_path / "cuda", release=Version(cuda)),
+        arch=parse_arch_spec(arch), platform=platforms.get(platform),
+        cuda_flags=("-Xcompiler=/Zc:preprocessor",) if platform == "windows" else (),
+        cxx_flags=("/Zc:preprocessor",) if platform == "windows" else (),
+        build_env={"CAUSAL_CONV1D_FORCE_BUILD": "TRUE"}, python="python")
+
+
+def test_environment_points_torch_at_the_chosen_toolkit_and_arch(tmp_path: Path) -> None:
+    (tmp_path / "setup.py").write_text(SETUP_PY)
+    request = _request(tmp_path)
+    env = setuptools.build_environment(request, tmp_path, jobs=3,  # type: ignore[arg-type]
+                                       hook_report=tmp_path / "r", build_temp=None)
+    root = str(tmp_path / "cuda")
+    assert env["CUDA_HOME"] == env["CUDA_PATH"] == root
+    assert env["PATH"].split(":")[0] == f"{root}/bin"
+    assert env["TORCH_CUDA_ARCH_LIST"] == "9.0a"
+    assert env["MAX_JOBS"] == "3"
+    assert json.loads(env["FLASHBUILD_GENCODE"]) == ["-gencode=arch=compute_90a,code=sm_90a"]
+    assert env["PYTHONPATH"].split(":")[0] == str(setuptools.HOOK_DIR)
+    assert env["CAUSAL_CONV1D_FORCE_BUILD"] == "TRUE"
+    assert "NVCC_THREADS" not in env  # this setup.py does not read it
+    assert "DISTUTILS_USE_SDK" not in env
+
+
+def test_windows_environment_uses_flashbuilds_msvc_and_its_flags(tmp_path: Path) -> None:
+    (tmp_path / "setup.py").write_text(SETUP_PY + "\nos.getenv('NVCC_THREADS')\n")
+    request = _request(tmp_path, platform="windows", arch="sm120")
+    env = setuptools.build_environment(request, tmp_path, jobs=1,  # type: ignore[arg-type]
+                                       hook_report=tmp_path / "r", build_temp=tmp_path / "t")
+    assert env["DISTUTILS_USE_SDK"] == "1"
+    nvcc = json.loads(env["FLASHBUILD_NVCC_FLAGS"])
+    assert "-DUSE_CUDA" in nvcc and "-Xcompiler=/Zc:preprocessor" in nvcc
+    assert json.loads(env["FLASHBUILD_CXX_FLAGS"]) == ["/Zc:preprocessor"]
+    assert env["FLASHBUILD_BUILD_TEMP"] == str(tmp_path / "t")
+    assert env["NVCC_THREADS"]
+
+
+def test_cpu_torch_and_cuda_major_mismatch_are_refused(tmp_path: Path) -> None:
+    request = _request(tmp_path, cuda="13.0")
+    with pytest.raises(ToolchainError, match="CPU-only"):
+        setuptools.check_torch_cuda({"version": "2.13.0+cpu", "cuda": ""},
+                                    request)  # type: ignore[arg-type]
+    with pytest.raises(ToolchainError) as err:
+        setuptools.check_torch_cuda({"version": "2.7.0+cu126", "cuda": "12.6"},
+                                    request)  # type: ignore[arg-type]
+    assert "CUDA 12.6" in str(err.value) and "cu130" in err.value.fix
+    setuptools.check_torch_cuda({"version": "2.11.0+cu130", "cuda": "13.0"},
+                                request)  # type: ignore[arg-type]
+
+
+# --- the build hook ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(("flags", "kept"), [
+    (["-O3", "-gencode", "arch=compute_80,code=sm_80", "--threads", "4"],
+     ["-O3", "--threads", "4"]),
+    (["-gencode=arch=compute_86,code=sm_86", "-lineinfo"], ["-lineinfo"]),
+    (["--generate-code", "arch=compute_90,code=[compute_90,sm_90]"], []),
+    (["-arch=sm_89", "-code", "sm_89"], []),
+    (["-gencode arch=compute_80,code=sm_80", "-DX"], ["-DX"]),
+    (["--gpu-architecture", "sm_75", "-DARCHIVE"], ["-DARCHIVE"]),
+])
+def test_hook_strips_every_spelling_of_arch_flags(flags: list[str], kept: list[str]) -> None:
+    hook = _hook()
+    out, removed = hook.strip_arch_flags(flags)
+    assert out == kept
+    assert len(removed) + len(out) == len(flags)
+
+
+def test_hook_rewrites_cuda_extensions_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    hook = _hook()
+    monkeypatch.setenv("FLASHBUILD_GENCODE", json.dumps(["-gencode=arch=compute_90a,code=sm_90a"]))
+    monkeypatch.setenv("FLASHBUILD_NVCC_FLAGS", json.dumps(["-DUSE_CUDA"]))
+    monkeypatch.setenv("FLASHBUILD_CXX_FLAGS", json.dumps(["/utf-8"]))
+    cuda = SimpleNamespace(name="m._C", sources=["k.cu", "b.cpp"], extra_compile_args={
+        "cxx": ["-O3"], "nvcc": ["-O3", "-gencode", "arch=compute_80,code=sm_80"]})
+    listed = SimpleNamespace(name="m._D", sources=["k.cu"], extra_compile_args=["-O2"])
+    record = hook._rewrite(cuda)
+    assert cuda.extra_compile_args == {
+        "cxx": ["-O3", "/utf-8"],
+        "nvcc": ["-O3", "-gencode=arch=compute_90a,code=sm_90a", "-DUSE_CUDA"]}
+    assert record["removed"] == ["-gencode", "arch=compute_80,code=sm_80"]
+    hook._rewrite(listed)
+    assert listed.extra_compile_args["nvcc"][-2:] == ["-gencode=arch=compute_90a,code=sm_90a",
+                                                      "-DUSE_CUDA"]
+    assert hook._has_cuda_sources(SimpleNamespace(sources=["a.cpp"])) is False
+
+
+# --- arch check -------------------------------------------------------------------------
+
+def test_arch_flags_from_cmake_and_torch_ninja_lines() -> None:
+    cmake_line = ("  FLAGS = -O3 --generate-code=arch=compute_89,code=[compute_89,sm_89] "
+                  "-Xcompiler=-fPIC")
+    torch_line = "cuda_post_cflags = -O3 -gencode=arch=compute_90a,code=sm_90a --threads 4"
+    flags = archcheck.read_arch_flags([cmake_line, torch_line, "cflags = -O2"])
+    assert flags.sass == {"sm_89", "sm_90a"}
+    assert flags.ptx == {"compute_89"}
+    assert len(flags.lines) == 2
+    assert archcheck.read_arch_flags(["-arch=native"]).wide == {"native"}
+
+
+def test_a_project_that_chose_its_own_arch_is_an_error(tmp_path: Path) -> None:
+    flags = archcheck.read_arch_flags(
+        ["FLAGS = --generate-code=arch=compute_89,code=[compute_89,sm_89]"])
+    with pytest.raises(BuildError) as err:
+        archcheck.check(flags, parse_arch_spec("sm120"), where=tmp_path / "build.ninja",
+                        fix="hand the arch over")
+    assert "lacks sm_120" in str(err.value) and "also builds sm_89" in str(err.value)
+    assert err.value.exit_code == 6
+    ok = archcheck.read_arch_flags(["FLAGS = --generate-code=arch=compute_120,code=[sm_120]"])
+    archcheck.check(ok, parse_arch_spec("sm120"), where=tmp_path, fix="")
+
+
+# --- wheels -----------------------------------------------------------------------------
+
+def test_repacked_wheel_has_a_record_that_matches_every_file(tmp_path: Path) -> None:
+    from wheel.wheelfile import WheelFile
+
+    src = tmp_path / "src" / "pkg-1.0-cp311-cp311-linux_x86_64.whl"
+    src.parent.mkdir()
+    with WheelFile(src, "w") as wf:
+        wf.writestr("pkg/__init__.py", b"x = 1\n")
+        wf.writestr("pkg_cuda.so", b"\x7fELF")
+        wf.writestr("pkg-1.0.dist-info/METADATA", b"Name: pkg\nVersion: 1.0\n")
+        wf.writestr("pkg-1.0.dist-info/WHEEL", b"Wheel-Version: 1.0\n")
+    out = repack_wheel(src, package="pkg", extra={"__init__.py": b"# shim\nx = 1\n",
+                                                  "_flashbuild_shim.py": b"pass\n"},
+                       out_dir=tmp_path / "out")
+    with zipfile.ZipFile(out) as zf:
+        names = zf.namelist()
+        record = zf.read("pkg-1.0.dist-info/RECORD").decode().splitlines()
+        assert zf.read("pkg/__init__.py") == b"# shim\nx = 1\n"
+        assert names.count("pkg/__init__.py") == 1
+        for row in record:
+            name, digest, _size = row.rsplit(",", 2)
+            if not digest:
+                continue
+            algo, value = digest.split("=", 1)
+            got = urlsafe_b64encode(hashlib.new(algo, zf.read(name)).digest()).rstrip(b"=")
+            assert got.decode() == value, name
+    assert {r.split(",")[0] for r in record} == set(names)
