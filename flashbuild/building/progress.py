@@ -46,7 +46,8 @@ _ERRORS: tuple[re.Pattern[str], ...] = (
     # ptxas / nvlink / cudafe++
     re.compile(r"^(?:ptxas|nvlink|cudafe\+\+|fatbinary)\b.*(?:error|fatal|died).*", re.I),
     # GNU ld / collect2
-    re.compile(r"^.*(?:undefined reference to|collect2: error:|ld(?:\.\w+)?: error:).*"),
+    re.compile(r"^.*(?:undefined reference to|collect2: error:|"
+               r"ld(?:\.\w+)?: (?:error:|cannot find)).*"),
     re.compile(r"^CMake Error.*"),
     # a setup.py that raised (`OSError: CUDA_HOME environment variable is not set`)
     re.compile(r"^\s*[A-Za-z_][\w.]*(?:Error|Exception): .+"),

@@ -83,8 +83,11 @@ class SetuptoolsBackend:
                                 build_temp=_build_temp(request, folder))
         inplace = request.install == "inplace"
         argv = (_inplace_argv(request) if inplace else
+                # --use-pep517: pip's legacy path runs `setup.py clean` after a failure, which
+                # deletes every object file; the PEP 517 path keeps them for the next run.
                 [request.python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
-                 "--no-input", "--disable-pip-version-check", "-v", "-w", str(dist), "."])
+                 "--use-pep517", "--no-input", "--disable-pip-version-check", "-v", "-w",
+                 str(dist), "."])
         digest = _digest(argv, env, ctx.tree, torch)
         previous = _read_stamp(folder)
         wheel: Path | None = None
