@@ -103,6 +103,11 @@ class SetuptoolsBackend:
                     artifacts=_artifacts(request, kept, ctx.tree if inplace else None),
                     plan=plan, argv=tuple(argv), flags=_flags(env, request), wheel=wheel)
         report.unlink(missing_ok=True)
+        # What flashbuild set, to reproduce the build by hand (`env $(...) pip wheel ...`).
+        (logs / "build-env.json").write_text(json.dumps(
+            {"argv": argv, "cwd": str(ctx.tree),
+             "env": {k: v for k, v in sorted(env.items()) if request.env.get(k) != v}},
+            indent=1), encoding="utf-8")
         if dist.is_dir():
             shutil.rmtree(dist)
         code, monitor = progress.run_tool(argv, runner=ctx.runner, env=env, log_path=log,
