@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # causal-conv1d through the setuptools backend on the GPU machine, in one or two calls:
 #   bash bench/gpu_causal_conv1d.sh start OUTDIR   # install, unpack, start the cold build
-#   bash bench/gpu_causal_conv1d.sh finish OUTDIR  # wait for it; no-op rebuild, pip's re-run,
-#                                                  # verify, the tree's own tests
+#   bash bench/gpu_causal_conv1d.sh finish OUTDIR  # wait for it; no-op rebuild, verify
+#   bash bench/gpu_causal_conv1d.sh more OUTDIR    # pip's re-run of the same build, the
+#                                                  # tree's own tests
 # Expects the pristine tarball in .devcarry/causal-conv1d.tar.gz and flashbuild's pure-Python
 # dependencies as wheels in .whl/ (the machine has no internet). Results land in OUTDIR.
 set -u
@@ -24,6 +25,7 @@ if [ "$mode" = start ]; then
   rm -rf /tmp/cc && mkdir -p /tmp/cc && tar xzf .devcarry/causal-conv1d.tar.gz -C /tmp/cc
   nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$out/gpu.txt"
   nproc | tee "$out/nproc.txt"
+  python3 -m flashbuild --version || exit 1
   setsid bash -c "t0=\$(date +%s.%N); python3 -m flashbuild build --recipe causal-conv1d \
     --source $tree --arch sm_90a --json > /tmp/cc/build.json 2> /tmp/cc/build.err; \
     echo \$? > /tmp/cc/build.rc; t1=\$(date +%s.%N); \
@@ -31,6 +33,7 @@ if [ "$mode" = start ]; then
   echo "started"
   exit 0
 fi
+if [ "$mode" = more ]; then :; else
 # finish: wait for the cold build (bounded), then everything else
 for _ in $(seq 1 110); do [ -f /tmp/cc/build.seconds ] && break; sleep 5; done
 cp /tmp/cc/build.json /tmp/cc/build.err /tmp/cc/build.rc /tmp/cc/build.seconds "$out/" 2>/dev/null
@@ -41,8 +44,11 @@ t0=$(secs); fb build --recipe causal-conv1d --source $tree --arch sm_90a --json 
 t1=$(secs); echo "no-op rebuild: $(python3 -c "print(round($t1 - $t0, 3))") s" | tee "$out/noop.txt"
 fb verify --package causal_conv1d --arch sm_90a --json > "$out/verify.json"; echo "verify rc=$?"
 fb verify --package causal_conv1d --arch sm_90a 2>&1 | head -30
-# pip's own unchanged re-run of the same build (same tree, same environment, objects present)
-bdir=$(python3 -c "import json; print(json.load(open('$out/build.json'))['build_dir'])")
+fi
+[ "$mode" = finish ] && exit 0
+# mode `more`: pip's own unchanged re-run of the same build (same tree, same environment,
+# objects present), then the tree's own tests
+bdir=$(python3 -c "import json; print(json.load(open('/tmp/cc/build.json'))['build_dir'])")
 python3 - "$bdir" > /tmp/cc/pip_rerun.sh <<'PY'
 import json, shlex, sys
 d = json.load(open(sys.argv[1] + "/logs/build-env.json"))
