@@ -36,27 +36,37 @@ __global__ void __launch_bounds__(kRowThreads) fused_add_rms_norm_kernel(
   __shared__ float scratch[32];
   const int64_t nvec = hidden / N;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * hidden;
-  float f[VPT][N];
+  // h stays packed in T (it is rounded to T anyway): half the registers of fp32 copies, so
+  // plan_row_packed's deep rows fit.
+  Vec<T> hv[VPT];
+  Vec<T> w[VPT];
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    if (i < nvec) {
+      hv[j] = Vec<T>::load_stream(x + row + i * N);
+      if (residual != nullptr) {
+        const Vec<T> vr = Vec<T>::load_stream(residual + row + i * N);
+#pragma unroll
+        for (int e = 0; e < N; ++e) hv[j].v[e] = from_float<T>(to_float(hv[j].v[e]) + to_float(vr.v[e]));
+      }
+    }
+  }
+  // The weight is loaded before the reduction, not after it: its (L2) latency then overlaps
+  // the barrier instead of sitting between the barrier and the stores of every row.
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
+    if (i < nvec) w[j] = Vec<T>::load(weight + i * N);
+  }
   float ss = 0.0f;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
     if (i < nvec) {
-      const Vec<T> vx = Vec<T>::load_stream(x + row + i * N);
-      Vec<T> h;
-      if (residual != nullptr) {
-        const Vec<T> vr = Vec<T>::load_stream(residual + row + i * N);
+      if (residual != nullptr) hv[j].store_stream(residual_out + row + i * N);
 #pragma unroll
-        for (int e = 0; e < N; ++e) h.v[e] = from_float<T>(to_float(vx.v[e]) + to_float(vr.v[e]));
-        h.store_stream(residual_out + row + i * N);
-      } else {
-        h = vx;
-      }
-#pragma unroll
-      for (int e = 0; e < N; ++e) {
-        f[j][e] = to_float(h.v[e]);
-        ss += f[j][e] * f[j][e];
-      }
+      for (int e = 0; e < N; ++e) ss += to_float(hv[j].v[e]) * to_float(hv[j].v[e]);
     }
   }
   const float rstd = rsqrtf(block_sum(ss, scratch) / static_cast<float>(hidden) + eps);
@@ -65,10 +75,9 @@ __global__ void __launch_bounds__(kRowThreads) fused_add_rms_norm_kernel(
   for (int j = 0; j < VPT; ++j) {
     const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
     if (i < nvec) {
-      const Vec<T> w = Vec<T>::load(weight + i * N);
       Pack<OutT, N> o;
 #pragma unroll
-      for (int e = 0; e < N; ++e) o.v[e] = fused_out<T, OutT>(f[j][e] * rstd * to_float(w.v[e]), inv_scale);
+      for (int e = 0; e < N; ++e) o.v[e] = fused_out<T, OutT>(to_float(hv[j].v[e]) * rstd * to_float(w[j].v[e]), inv_scale);
       o.store(out + row + i * N);
     }
   }
@@ -120,7 +129,8 @@ void fused_typed(void* out, void* residual_out, const void* x, const void* resid
   const bool out_aligned = reinterpret_cast<uintptr_t>(o) % (N * sizeof(OutT)) == 0;
   const bool aligned = out_aligned && aligned16(px) && aligned16(pw) &&
                        (pr == nullptr || (aligned16(pr) && aligned16(ro)));
-  const RowPlan p = plan_row<T>(hidden, aligned);
+  // Deep rows on few threads, as the norms: more rows resident per SM, more loads in flight.
+  const RowPlan p = plan_row_packed<T>(hidden, aligned);
   const dim3 grid(static_cast<unsigned>(rows));
   switch (p.vectorised ? p.vpt : 0) {
     case 1: fused_add_rms_norm_kernel<T, OutT, 1><<<grid, p.threads, 0, s>>>(o, ro, px, pr, pw, hidden, eps, scale, scale_ptr); break;
