@@ -1,15 +1,16 @@
 // The attention plugin: a separate shared library (libflashkern_attn.so) that the dispatcher
 // loads at run time. Scaled-dot-product attention forward in the FlashAttention-2 shape:
 //   * fp16 / bf16, head_dim 64 or 128, 16-byte aligned buffers: a tensor-core kernel. A block
-//     owns kBlockM = 128 query rows (8 warps x 16 rows); each warp keeps its Q rows in registers
-//     as mma fragments for the whole key loop. K and V tiles of kBlockN = 64 keys are staged
-//     through shared memory with cp.async (V's copy overlaps Q.K^T, the next K's overlaps P.V),
-//     read with ldmatrix (V transposed by ldmatrix.trans) and multiplied with
-//     mma.sync.m16n8k16 (fp32 accumulators). mma.sync rather than Hopper's wgmma because it runs
-//     on sm_80 through sm_120 (RTX 50xx has no wgmma): one plugin for every target.
+//     owns kBlockM = 16 query rows per warp (8 warps for head_dim 64, 4 for 128: FaConfig);
+//     each warp keeps its Q rows in registers as mma fragments for the whole key loop. K and V
+//     tiles of kBlockN = 64 keys are staged through shared memory with cp.async (V's copy
+//     overlaps Q.K^T, the next K's overlaps P.V), read with ldmatrix (V transposed by
+//     ldmatrix.trans) and multiplied with mma.sync.m16n8k16 (fp32 accumulators). mma.sync
+//     rather than Hopper's wgmma because it runs on sm_80 through sm_120 (RTX 50xx has no
+//     wgmma): one plugin for every target.
 //     Online softmax in fp32 (exp2 with the scale folded in); no [seq_q, seq_k] matrix exists.
-//     Shared memory: Q + K + V tiles = 3 x 128/64 rows x head_dim x 2 B <= 64 KB per block, under
-//     sm_120's 99 KB limit.
+//     Shared memory: Q + K + V tiles = (kBlockM + 2 x 64) rows x head_dim x 2 B: 32 KB per block
+//     (head_dim 64) or 48 KB (128), under sm_120's 99 KB limit.
 //   * anything else (fp32, other head_dim <= 128, unaligned pointers): the reference kernel
 //     below, one warp per query row (correct, slow).
 // Exports plain extern "C" symbols; on Windows a DLL also needs __declspec(dllexport), which
@@ -94,16 +95,29 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) sdpa_forward_kernel(
 
 // ---- the tensor-core (FlashAttention-2-style) path --------------------------------------------
 
-constexpr int kFaWarps = 8;
-constexpr int kFaThreads = kFaWarps * 32;
-constexpr int kBlockM = kFaWarps * 16;  // query rows per block: 16 per warp (one mma M tile)
-constexpr int kBlockN = 64;             // keys per shared-memory tile
+// Warps per block (16 query rows each) for each head_dim, as measured fastest on an H200
+// (csrc/README.md). head_dim 128 needs ~240 registers a thread: 8 warps would leave one block
+// per SM, every barrier stalling the whole SM; 4 warps give two independent blocks (bf16
+// (2, 16, 2048, 128) causal: 159 us against 187 us). head_dim 64 (~130 registers) does better
+// with 8 warps: a K/V tile then serves 128 query rows (1, 16, 4096, 64): 234 us against 282 us.
+// -DFK_ATTN_WARPS_HD64=N / -DFK_ATTN_WARPS_HD128=N (4 or 8) override them.
+#ifndef FK_ATTN_WARPS_HD64
+#define FK_ATTN_WARPS_HD64 8
+#endif
+#ifndef FK_ATTN_WARPS_HD128
+#define FK_ATTN_WARPS_HD128 4
+#endif
+constexpr int kBlockN = 64;  // keys per shared-memory tile
 
 template <int HD>
-constexpr int fa_smem_bytes() {
-  return (kBlockM + 2 * kBlockN) * HD * 2;  // Q tile, K tile, V tile (16-bit elements)
-}
-static_assert(fa_smem_bytes<128>() <= 101376, "sm_120 allows 101376 B of shared memory per block");
+struct FaConfig {
+  static constexpr int kWarps = HD == 64 ? FK_ATTN_WARPS_HD64 : FK_ATTN_WARPS_HD128;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kBlockM = kWarps * 16;  // query rows per block: one mma M tile per warp
+  static constexpr int kSmemBytes = (kBlockM + 2 * kBlockN) * HD * 2;  // Q, K, V tiles (16-bit)
+  static_assert(kWarps == 4 || kWarps == 8, "4 or 8 warps per block");
+  static_assert(kSmemBytes <= 101376, "sm_120 allows 101376 B of shared memory per block");
+};
 
 // Tiles are stored row-major with 16-byte chunks XOR-swizzled by (row & 7): the 8 row addresses
 // an ldmatrix phase reads (same chunk, 8 consecutive rows) then fall in 8 different bank groups.
@@ -131,12 +145,13 @@ __device__ __forceinline__ void cp_async_wait() {
 // rows [row0, row0 + ROWS) of a [seq, HD] matrix into a swizzled tile; rows >= seq zero-filled.
 template <typename T, int HD, int ROWS>
 __device__ __forceinline__ void load_tile(T* tile, const T* g, int row0, int seq, int tid) {
+  constexpr int kThreads = FaConfig<HD>::kThreads;
   constexpr int kChunks = HD / 8;
-  constexpr int kIters = ROWS * kChunks / kFaThreads;
-  static_assert(ROWS * kChunks % kFaThreads == 0, "tile chunks must split evenly");
+  constexpr int kIters = ROWS * kChunks / kThreads;
+  static_assert(ROWS * kChunks % kThreads == 0, "tile chunks must split evenly");
 #pragma unroll
   for (int i = 0; i < kIters; ++i) {
-    const int idx = tid + i * kFaThreads;
+    const int idx = tid + i * kThreads;
     const int r = idx / kChunks, c = idx % kChunks;
     const bool valid = row0 + r < seq;
     const T* src = g + static_cast<int64_t>(valid ? row0 + r : 0) * HD + c * 8;
@@ -201,7 +216,7 @@ __device__ __forceinline__ float fast_exp2(float x) {  // ex2.approx: exp2(-inf)
 // Fragment ownership (PTX ISA, mma.m16n8k16): lane = 4 * g + t. A C/D tile of 16 x 8 gives a
 // lane rows g and g + 8, columns 2t and 2t + 1: d[0], d[1] (row g), d[2], d[3] (row g + 8).
 template <typename T, int HD, bool kCausal>
-__global__ void __launch_bounds__(kFaThreads) fa_forward_kernel(
+__global__ void __launch_bounds__(FaConfig<HD>::kThreads) fa_forward_kernel(
     const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
     T* __restrict__ out, int seq_q, int seq_k, float scale_log2) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -210,6 +225,7 @@ __global__ void __launch_bounds__(kFaThreads) fa_forward_kernel(
   constexpr int kKSteps = HD / 16;      // mma K steps over head_dim (Q.K^T)
   constexpr int kDTiles = HD / 8;       // 8-wide output column tiles (P.V)
   constexpr int kNTiles = kBlockN / 8;  // 8-wide score column tiles
+  constexpr int kBlockM = FaConfig<HD>::kBlockM;
   extern __shared__ __align__(16) unsigned char fa_smem[];
   T* s_q = reinterpret_cast<T*>(fa_smem);
   T* s_k = s_q + kBlockM * HD;
@@ -381,12 +397,13 @@ __global__ void __launch_bounds__(kFaThreads) fa_forward_kernel(
 template <typename T, int HD, bool kCausal>
 int launch_fa(const void* q, const void* k, const void* v, void* out, int bh, int seq_q,
               int seq_k, float scale, cudaStream_t stream) {
-  constexpr int smem = fa_smem_bytes<HD>();
+  constexpr int smem = FaConfig<HD>::kSmemBytes;
+  constexpr int kBlockM = FaConfig<HD>::kBlockM;
   auto kernel = fa_forward_kernel<T, HD, kCausal>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return static_cast<int>(err);
   const dim3 grid(static_cast<unsigned>((seq_q + kBlockM - 1) / kBlockM), static_cast<unsigned>(bh));
-  kernel<<<grid, kFaThreads, smem, stream>>>(
+  kernel<<<grid, FaConfig<HD>::kThreads, smem, stream>>>(
       static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
       static_cast<T*>(out), seq_q, seq_k, scale * 1.4426950408889634f);
   return static_cast<int>(cudaGetLastError());

@@ -26,11 +26,6 @@ __global__ void __launch_bounds__(kRowThreads) rms_norm_kernel(
 #pragma unroll
   for (int j = 0; j < VPT; ++j)
     if (tid + j * nthr < nvec) v[j] = Vec<T>::load_stream(xr + (tid + j * nthr) * N);
-  // The weight before the reduction: its latency overlaps the barrier (see fusion.cu).
-  Vec<T> w[VPT];
-#pragma unroll
-  for (int j = 0; j < VPT; ++j)
-    if (tid + j * nthr < nvec) w[j] = Vec<T>::load(weight + (tid + j * nthr) * N);
   float ss = 0.0f;
 #pragma unroll
   for (int j = 0; j < VPT; ++j)
@@ -43,9 +38,10 @@ __global__ void __launch_bounds__(kRowThreads) rms_norm_kernel(
   for (int j = 0; j < VPT; ++j) {
     const int i = tid + j * nthr;
     if (i < nvec) {
+      const Vec<T> w = Vec<T>::load(weight + i * N);
       Vec<T> o;
 #pragma unroll
-      for (int e = 0; e < N; ++e) o.v[e] = from_float<T>(vec_float(v[j], e) * rstd * vec_float(w[j], e));
+      for (int e = 0; e < N; ++e) o.v[e] = from_float<T>(vec_float(v[j], e) * rstd * vec_float(w, e));
       o.store_stream(yr + i * N);
     }
   }
