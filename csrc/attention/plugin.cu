@@ -1,25 +1,9 @@
-// The attention plugin: a separate shared library (libflashkern_attn.so) that the dispatcher
-// loads at run time. Scaled-dot-product attention forward in the FlashAttention-2 shape:
-//   * fp16 / bf16, head_dim 64 or 128, 16-byte aligned buffers: a tensor-core kernel. A block
-//     owns kBlockM = 16 query rows per warp (8 warps for head_dim 64, 4 for 128: FaConfig);
-//     each warp keeps its Q rows in registers as mma fragments for the whole key loop. K and V
-//     tiles of kBlockN = 64 keys are staged through shared memory with cp.async (V's copy
-//     overlaps Q.K^T, the next K's overlaps P.V), read with ldmatrix (V transposed by
-//     ldmatrix.trans) and multiplied with mma.sync.m16n8k16 (fp32 accumulators). mma.sync
-//     rather than Hopper's wgmma because it runs on sm_80 through sm_120 (RTX 50xx has no
-//     wgmma): one plugin for every target.
-//     Online softmax in fp32 (exp2 with the scale folded in); no [seq_q, seq_k] matrix exists.
-//     Shared memory: Q + K + V tiles = (kBlockM + 2 x 64) rows x head_dim x 2 B: 32 KB per block
-//     (head_dim 64) or 48 KB (128), under sm_120's 99 KB limit.
-//   * anything else (fp32, other head_dim <= 128, unaligned pointers): the reference kernel
-//     below, one warp per query row (correct, slow).
-// Exports plain extern "C" symbols; on Windows a DLL also needs __declspec(dllexport), which
-// flashbuild's dynamic-loading transform adds.
+// The attention plugin (libflashkern_attn.so), dlopen'ed by the dispatcher: SDPA forward, a
+// FlashAttention-2-style tensor-core kernel (after the exports) for fp16/bf16 at head_dim 64 /
+// 128, else a reference kernel. extern "C" exports; flashbuild adds dllexport for Windows DLLs.
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
-
-#include <cmath>
 #include <cstdint>
 
 #include "plugin_abi.h"
@@ -92,8 +76,78 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) sdpa_forward_kernel(
   }
 }
 
+template <typename T>
+int launch(const void* q, const void* k, const void* v, void* out, int bh, int seq_q, int seq_k,
+           int head_dim, int causal, float scale, cudaStream_t stream) {
+  const long long rows = static_cast<long long>(bh) * seq_q;
+  const unsigned grid = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  sdpa_forward_kernel<T><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
+      static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
+      static_cast<T*>(out), bh, seq_q, seq_k, head_dim, causal, scale);
+  return static_cast<int>(cudaGetLastError());
+}
+
+template <typename T> int dispatch_fa(const void*, const void*, const void*, void*, int, int, int,
+                                      int, int, float, cudaStream_t);  // tensor cores: below
+
+}  // namespace
+
+extern "C" int fk_attn_abi_version(void) { return FK_ATTN_ABI_VERSION; }
+
+extern "C" const char* fk_attn_name(void) { return "flashkern SDPA (FlashAttention-2-style)"; }
+
+extern "C" const char* fk_attn_error_string(int code) {
+  switch (code) {
+    case 0: return "success";
+    case FK_ATTN_ERR_BAD_ARGS: return "bad arguments (sizes must be > 0, pointers non-null)";
+    case FK_ATTN_ERR_HEAD_DIM: return "head_dim must be <= 128";
+    case FK_ATTN_ERR_DTYPE: return "dtype must be 0 (fp32), 1 (fp16) or 2 (bf16)";
+    default: return code > 0 ? cudaGetErrorString(static_cast<cudaError_t>(code)) : "unknown error";
+  }
+}
+
+extern "C" int fk_attn_forward(const void* q, const void* k, const void* v, void* out, int batch,
+                               int heads, int seq_q, int seq_k, int head_dim, int dtype,
+                               int causal, float scale, void* stream) {
+  if (q == nullptr || k == nullptr || v == nullptr || out == nullptr || batch <= 0 ||
+      heads <= 0 || seq_q <= 0 || seq_k <= 0 || head_dim <= 0) {
+    return FK_ATTN_ERR_BAD_ARGS;
+  }
+  if (head_dim > kMaxHeadDim) return FK_ATTN_ERR_HEAD_DIM;
+  const float s = scale > 0.0f ? scale : 1.0f / sqrtf(static_cast<float>(head_dim));
+  const int bh = batch * heads;
+  auto* st = static_cast<cudaStream_t>(stream);
+  // The tensor-core kernel moves 16-byte chunks: it needs 16-byte aligned tensors (each row of
+  // 64 or 128 16-bit elements then is too). Everything else takes the reference kernel.
+  auto aligned16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
+  const bool tensor_core_path = (head_dim == 64 || head_dim == 128) && aligned16(q) &&
+                                aligned16(k) && aligned16(v) && aligned16(out);
+  switch (dtype) {
+    case 0: return launch<float>(q, k, v, out, bh, seq_q, seq_k, head_dim, causal, s, st);
+    case 1:
+      if (tensor_core_path)
+        return dispatch_fa<__half>(q, k, v, out, bh, seq_q, seq_k, head_dim, causal, s, st);
+      return launch<__half>(q, k, v, out, bh, seq_q, seq_k, head_dim, causal, s, st);
+    case 2:
+      if (tensor_core_path)
+        return dispatch_fa<__nv_bfloat16>(q, k, v, out, bh, seq_q, seq_k, head_dim, causal, s, st);
+      return launch<__nv_bfloat16>(q, k, v, out, bh, seq_q, seq_k, head_dim, causal, s, st);
+    default: return FK_ATTN_ERR_DTYPE;
+  }
+}
 
 // ---- the tensor-core (FlashAttention-2-style) path --------------------------------------------
+// fp16 / bf16, head_dim 64 or 128, 16-byte aligned buffers. A block owns 16 query rows per warp
+// (8 warps for head_dim 64, 4 for 128: FaConfig); each warp keeps its Q rows in registers as
+// mma fragments for the whole key loop. K and V tiles of kBlockN = 64 keys are staged through
+// shared memory with cp.async (V's copy overlaps Q.K^T, the next K's overlaps P.V), read with
+// ldmatrix (V transposed by ldmatrix.trans) and multiplied with mma.sync.m16n8k16 (fp32
+// accumulators). mma.sync rather than Hopper's wgmma because it runs on sm_80 through sm_120
+// (RTX 50xx has no wgmma): one plugin for every target. Online softmax in fp32 (exp2 with the
+// scale folded in); no [seq_q, seq_k] matrix exists. Shared memory: Q + K + V tiles =
+// (rows + 2 x 64) x head_dim x 2 B: 32 KB (head_dim 64) or 48 KB (128), under sm_120's 99 KB.
+
+namespace {
 
 // Warps per block (16 query rows each) for each head_dim, as measured fastest on an H200
 // (csrc/README.md). head_dim 128 needs ~240 registers a thread: 8 warps would leave one block
@@ -400,9 +454,11 @@ int launch_fa(const void* q, const void* k, const void* v, void* out, int bh, in
   constexpr int smem = FaConfig<HD>::kSmemBytes;
   constexpr int kBlockM = FaConfig<HD>::kBlockM;
   auto kernel = fa_forward_kernel<T, HD, kCausal>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  const cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return static_cast<int>(err);
-  const dim3 grid(static_cast<unsigned>((seq_q + kBlockM - 1) / kBlockM), static_cast<unsigned>(bh));
+  const dim3 grid(static_cast<unsigned>((seq_q + kBlockM - 1) / kBlockM),
+                  static_cast<unsigned>(bh));
   kernel<<<grid, FaConfig<HD>::kThreads, smem, stream>>>(
       static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
       static_cast<T*>(out), seq_q, seq_k, scale * 1.4426950408889634f);
@@ -420,60 +476,4 @@ int dispatch_fa(const void* q, const void* k, const void* v, void* out, int bh, 
                 : launch_fa<T, 128, false>(q, k, v, out, bh, seq_q, seq_k, scale, stream);
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-template <typename T>
-int launch(const void* q, const void* k, const void* v, void* out, int bh, int seq_q, int seq_k,
-           int head_dim, int causal, float scale, cudaStream_t stream) {
-  const long long rows = static_cast<long long>(bh) * seq_q;
-  const unsigned grid = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  sdpa_forward_kernel<T><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
-      static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
-      static_cast<T*>(out), bh, seq_q, seq_k, head_dim, causal, scale);
-  return static_cast<int>(cudaGetLastError());
-}
-
 }  // namespace
-
-extern "C" int fk_attn_abi_version(void) { return FK_ATTN_ABI_VERSION; }
-
-extern "C" const char* fk_attn_name(void) {
-  return "flashkern SDPA (FlashAttention-2-style mma.sync for fp16/bf16 head_dim 64/128)";
-}
-
-extern "C" const char* fk_attn_error_string(int code) {
-  switch (code) {
-    case 0: return "success";
-    case FK_ATTN_ERR_BAD_ARGS: return "bad arguments (sizes must be > 0, pointers non-null)";
-    case FK_ATTN_ERR_HEAD_DIM: return "head_dim must be <= 128";
-    case FK_ATTN_ERR_DTYPE: return "dtype must be 0 (fp32), 1 (fp16) or 2 (bf16)";
-    default: return code > 0 ? cudaGetErrorString(static_cast<cudaError_t>(code)) : "unknown error";
-  }
-}
-
-extern "C" int fk_attn_forward(const void* q, const void* k, const void* v, void* out, int batch,
-                               int heads, int seq_q, int seq_k, int head_dim, int dtype,
-                               int causal, float scale, void* stream) {
-  if (q == nullptr || k == nullptr || v == nullptr || out == nullptr || batch <= 0 ||
-      heads <= 0 || seq_q <= 0 || seq_k <= 0 || head_dim <= 0) {
-    return FK_ATTN_ERR_BAD_ARGS;
-  }
-  if (head_dim > kMaxHeadDim) return FK_ATTN_ERR_HEAD_DIM;
-  const float s = scale > 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
-  const int bh = batch * heads;
-  auto* st = static_cast<cudaStream_t>(stream);
-  // The tensor-core kernel moves 16-byte chunks: it needs 16-byte aligned tensors (each row of
-  // 64 or 128 16-bit elements then is too). Everything else takes the reference kernel.
-  const bool tensor_core_path = (head_dim == 64 || head_dim == 128) && aligned16(q) &&
-                                aligned16(k) && aligned16(v) && aligned16(out);
-  switch (dtype) {
-    case 0: return launch<float>(q, k, v, out, bh, seq_q, seq_k, head_dim, causal, s, st);
-    case 1:
-      if (tensor_core_path) return dispatch_fa<__half>(q, k, v, out, bh, seq_q, seq_k, head_dim, causal, s, st);
-      return launch<__half>(q, k, v, out, bh, seq_q, seq_k, head_dim, causal, s, st);
-    case 2:
-      if (tensor_core_path) return dispatch_fa<__nv_bfloat16>(q, k, v, out, bh, seq_q, seq_k, head_dim, causal, s, st);
-      return launch<__nv_bfloat16>(q, k, v, out, bh, seq_q, seq_k, head_dim, causal, s, st);
-    default: return FK_ATTN_ERR_DTYPE;
-  }
-}
