@@ -27,8 +27,14 @@ __device__ __forceinline__ OutT fused_out(float y, float inv_scale) {
 }
 
 // residual and residual_out may alias (in-place residual update), so they are not restrict.
+// residual and residual_out may alias (in-place residual update), so they are not restrict.
+// Shape measured on an H200 (bench/tune_fused.cu, csrc/README.md): h is stored as soon as it
+// is computed, the weight is loaded after the reduction (loading it before costs registers and
+// was 1-6 % slower), and a row is split into many threads of 2 vectors (see fused_plan).
+// 8 vectors a thread only on <= kRowThreads threads (fused_plan): at kLoopThreads the
+// register cap (128) made the bf16 variant spill on sm_120.
 template <typename T, typename OutT, int VPT>
-__global__ void __launch_bounds__(kRowThreads) fused_add_rms_norm_kernel(
+__global__ void __launch_bounds__(VPT >= 8 ? kRowThreads : kLoopThreads) fused_add_rms_norm_kernel(
     OutT* __restrict__ out, T* residual_out, const T* __restrict__ x, const T* residual,
     const T* __restrict__ weight, int64_t hidden, float eps, float scale,
     const float* __restrict__ scale_ptr) {
@@ -36,27 +42,22 @@ __global__ void __launch_bounds__(kRowThreads) fused_add_rms_norm_kernel(
   __shared__ float scratch[32];
   const int64_t nvec = hidden / N;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * hidden;
-  float f[VPT][N];
+  // h stays packed in T (it is rounded to T anyway): half the registers of fp32 copies.
+  Vec<T> hv[VPT];
   float ss = 0.0f;
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
     const int64_t i = threadIdx.x + static_cast<int64_t>(j) * blockDim.x;
     if (i < nvec) {
-      const Vec<T> vx = Vec<T>::load_stream(x + row + i * N);
-      Vec<T> h;
+      hv[j] = Vec<T>::load_stream(x + row + i * N);
       if (residual != nullptr) {
         const Vec<T> vr = Vec<T>::load_stream(residual + row + i * N);
 #pragma unroll
-        for (int e = 0; e < N; ++e) h.v[e] = from_float<T>(to_float(vx.v[e]) + to_float(vr.v[e]));
-        h.store_stream(residual_out + row + i * N);
-      } else {
-        h = vx;
+        for (int e = 0; e < N; ++e) hv[j].v[e] = from_float<T>(to_float(hv[j].v[e]) + to_float(vr.v[e]));
+        hv[j].store_stream(residual_out + row + i * N);
       }
 #pragma unroll
-      for (int e = 0; e < N; ++e) {
-        f[j][e] = to_float(h.v[e]);
-        ss += f[j][e] * f[j][e];
-      }
+      for (int e = 0; e < N; ++e) ss += to_float(hv[j].v[e]) * to_float(hv[j].v[e]);
     }
   }
   const float rstd = rsqrtf(block_sum(ss, scratch) / static_cast<float>(hidden) + eps);
@@ -68,7 +69,7 @@ __global__ void __launch_bounds__(kRowThreads) fused_add_rms_norm_kernel(
       const Vec<T> w = Vec<T>::load(weight + i * N);
       Pack<OutT, N> o;
 #pragma unroll
-      for (int e = 0; e < N; ++e) o.v[e] = fused_out<T, OutT>(f[j][e] * rstd * to_float(w.v[e]), inv_scale);
+      for (int e = 0; e < N; ++e) o.v[e] = fused_out<T, OutT>(to_float(hv[j].v[e]) * rstd * to_float(w.v[e]), inv_scale);
       o.store(out + row + i * N);
     }
   }
@@ -107,6 +108,29 @@ __global__ void fused_add_rms_norm_loop_kernel(OutT* __restrict__ out, T* residu
 
 namespace {
 
+// Two 16-byte vectors per thread on as many threads as that takes (at most kLoopThreads), more
+// per thread only for longer rows. On an H200, bf16 16384 x 4096 (256 threads x 2) ran at 96 %
+// of copy bandwidth, against 94 % for 128 x 4 and 71 % for 64 x 8; 8192 (512 x 2) at 91-92 %.
+// Unaligned or odd rows plan as plan_row (the looped kernel).
+template <typename T>
+RowPlan fused_plan(int64_t hidden, bool pointers_aligned) {
+  constexpr int N = VecWidth<T>::value;
+  RowPlan p = plan_row<T>(hidden, pointers_aligned);
+  if (!p.vectorised) return p;
+  const int64_t units = hidden / N;
+  int64_t threads = ((units + 1) / 2 + 31) / 32 * 32;
+  if (threads > kLoopThreads) threads = kLoopThreads;
+  int64_t per = (units + threads - 1) / threads;
+  if (per > 4) {  // very long rows: 8 vectors a thread on kRowThreads (the kernel's bound)
+    threads = kRowThreads;
+    per = (units + threads - 1) / threads;
+  }
+  p.threads = static_cast<int>(threads);
+  p.vpt = per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : per <= kMaxVpt ? 8 : 0;
+  if (p.vpt == 0) p.threads = kLoopThreads;
+  return p;
+}
+
 template <typename T, typename OutT>
 void fused_typed(void* out, void* residual_out, const void* x, const void* residual,
                  const void* weight, int64_t rows, int64_t hidden, float eps, float scale,
@@ -120,7 +144,7 @@ void fused_typed(void* out, void* residual_out, const void* x, const void* resid
   const bool out_aligned = reinterpret_cast<uintptr_t>(o) % (N * sizeof(OutT)) == 0;
   const bool aligned = out_aligned && aligned16(px) && aligned16(pw) &&
                        (pr == nullptr || (aligned16(pr) && aligned16(ro)));
-  const RowPlan p = plan_row<T>(hidden, aligned);
+  const RowPlan p = fused_plan<T>(hidden, aligned);
   const dim3 grid(static_cast<unsigned>(rows));
   switch (p.vectorised ? p.vpt : 0) {
     case 1: fused_add_rms_norm_kernel<T, OutT, 1><<<grid, p.threads, 0, s>>>(o, ro, px, pr, pw, hidden, eps, scale, scale_ptr); break;

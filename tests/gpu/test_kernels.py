@@ -385,6 +385,61 @@ def test_attention_forward_matches_sdpa(fk: ModuleType, torch: ModuleType, dtype
     close(torch, out, want, dtype, factor=4.0)
 
 
+# The tensor-core path (fp16 / bf16, head_dim 64 / 128, aligned): sequences that are not
+# multiples of the 128-row query block or the 64-key tile, seq_q != seq_k both ways, and the
+# shapes the benchmark times. Error bound, against fp32 SDPA on the same (rounded) inputs:
+# relative Frobenius error ||out - ref|| / ||ref|| <= 1e-2 (bf16) / 2e-3 (fp16) -- P is rounded
+# to the input dtype before P.V, as in FlashAttention-2 -- and every element within the
+# dtype's one-rounding tolerance x 4. The output is poisoned with NaN first: every element
+# must be written.
+ATTN_REL_ERR = {"bfloat16": 1e-2, "float16": 2e-3}
+TC_SHAPES = [(1, 1, 1, 1, 64), (2, 3, 130, 130, 64), (1, 2, 64, 300, 128),
+             (1, 2, 300, 64, 128), (2, 2, 257, 193, 64), (1, 4, 1000, 1000, 128),
+             (2, 16, 2048, 2048, 128), (1, 16, 4096, 4096, 64), (1, 8, 512, 512, 64)]
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("batch", "heads", "seq_q", "seq_k", "head_dim"), TC_SHAPES)
+def test_attention_tensor_core_path(fk: ModuleType, torch: ModuleType, dtype: str,
+                                    causal: bool, batch: int, heads: int, seq_q: int,
+                                    seq_k: int, head_dim: int) -> None:
+    if not fk.has_attention_plugin():
+        fk.load_attention_plugin()
+    q = rand(torch, (batch, heads, seq_q, head_dim), dtype)
+    k = rand(torch, (batch, heads, seq_k, head_dim), dtype)
+    v = rand(torch, (batch, heads, seq_k, head_dim), dtype)
+    out = torch.full_like(q, float("nan"))
+    fk.attention_forward(out.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(), batch, heads,
+                         seq_q, seq_k, head_dim, dtype, causal=causal, stream=stream(torch))
+    torch.cuda.synchronize()
+    want = torch.nn.functional.scaled_dot_product_attention(
+        q.float(), k.float(), v.float(), is_causal=causal)
+    assert torch.isfinite(out.float()).all()
+    rel = float((out.float() - want).norm() / want.norm())
+    assert rel <= ATTN_REL_ERR[dtype], rel
+    close(torch, out, want, dtype, factor=4.0)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_attention_unaligned_takes_fallback(fk: ModuleType, torch: ModuleType,
+                                            dtype: str) -> None:
+    """A tensor 2 elements into its buffer is not 16-byte aligned: still right (reference
+    kernel), with the explicit scale argument honoured."""
+    if not fk.has_attention_plugin():
+        fk.load_attention_plugin()
+    shape = (1, 2, 70, 64)
+    q = rand(torch, shape, dtype, offset=2)
+    k = rand(torch, shape, dtype)
+    v = rand(torch, shape, dtype)
+    out = empty_like_at(torch, q, offset=2)
+    fk.attention_forward(out.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(), 1, 2, 70, 70,
+                         64, dtype, causal=True, scale=0.3, stream=stream(torch))
+    want = torch.nn.functional.scaled_dot_product_attention(
+        q.float(), k.float(), v.float(), is_causal=True, scale=0.3)
+    close(torch, out, want, dtype, factor=4.0)
+
+
 def test_attention_rejects_large_head_dim(fk: ModuleType, torch: ModuleType) -> None:
     if not fk.has_attention_plugin():
         fk.load_attention_plugin()
