@@ -178,11 +178,22 @@ class Manifest:
             kernels=r.strs("kernels", required=False),
         )
         for artifact in manifest.artifacts:
-            if artifact.path.startswith(("/", "\\")) or ".." in artifact.path.replace(
-                    "\\", "/").split("/"):
+            if not _inside(artifact.path):
                 raise _bad(where, f"artifact path {artifact.path!r} leaves the package folder")
         r.no_extra()
         return manifest
+
+
+def _inside(path: str) -> bool:
+    """An artifact path the manifest may name: inside the package folder, or one file beside
+    it (`../causal_conv1d_cuda.so`: a setup.py's top-level extension module next to the
+    package it belongs to, in the same site-packages)."""
+    parts = path.replace("\\", "/").split("/")
+    if path.startswith(("/", "\\")) or (len(parts[0]) == 2 and parts[0][1] == ":"):
+        return False
+    if parts[0] == ".." and len(parts) == 2:
+        parts = parts[1:]
+    return all(p not in ("", ".", "..") for p in parts)
 
 
 def _bad(where: Path | str, why: str) -> VerifyError:

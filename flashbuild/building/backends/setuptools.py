@@ -142,27 +142,31 @@ class SetuptoolsBackend:
 # --- torch ----------------------------------------------------------------------------------
 
 def probe_torch(request: BuildRequest, runner: StreamRunner) -> dict[str, str]:
-    """torch's version and CUDA version, read by the interpreter that builds (a subprocess: a
-    broken torch must not take flashbuild down with it)."""
-    code = ("import json, torch; print(json.dumps({'version': torch.__version__, "
-            "'cuda': torch.version.cuda or ''}))")
-    done = runner.run([request.python, "-c", code], env=request.env, timeout=180, check=False)
-    if not done.ok:
+    """torch's version and CUDA version as the interpreter that builds sees them: its
+    `torch/version.py`, found without importing torch (a no-op rebuild must stay fast, and a
+    broken torch must not take flashbuild down with it; detect/pyenv.py reads it the same way)."""
+    from flashbuild.detect.pyenv import parse_torch_version_file
+
+    code = ("import importlib.util; s = importlib.util.find_spec('torch'); "
+            "print(s.origin if s and s.origin else '')")
+    done = runner.run([request.python, "-c", code], env=request.env, timeout=120, check=False)
+    origin = done.stdout.strip().splitlines()[-1] if done.ok and done.stdout.strip() else ""
+    version_py = Path(origin).parent / "version.py" if origin else None
+    try:
+        fields = (parse_torch_version_file(version_py.read_text(encoding="utf-8"))
+                  if version_py is not None else {})
+    except OSError:
+        fields = {}
+    if not fields.get("__version__"):
         raise ToolchainError(
-            "torch is not importable by the Python that builds this setup.py project",
-            evidence=f"{request.python} -c 'import torch' failed:\n"
-            + "\n".join(done.output.strip().splitlines()[-6:]),
+            "torch is not installed for the Python that builds this setup.py project",
+            evidence=f"{request.python} finds no torch package"
+            + (f" (no readable {version_py})" if version_py else ""),
             fix="install the torch the extension is for into this environment first, e.g. "
             "`pip install torch --index-url https://download.pytorch.org/whl/cu130`; "
             "flashbuild builds without build isolation so that exactly that torch is used",
         )
-    try:
-        data = json.loads(done.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError) as exc:
-        raise ToolchainError("torch's version could not be read",
-                             evidence=done.output[-2000:],
-                             fix="check that `python -c 'import torch'` works") from exc
-    return {"version": str(data.get("version", "")), "cuda": str(data.get("cuda") or "")}
+    return {"version": str(fields["__version__"]), "cuda": str(fields.get("cuda") or "")}
 
 
 def check_torch_cuda(torch: Mapping[str, str], request: BuildRequest) -> None:
