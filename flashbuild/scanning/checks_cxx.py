@@ -418,7 +418,23 @@ def _arch_gates(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch
                 Fix(transform="macro-edit", params={
                     "files": [ctx.file.path], "find": m.group(0).strip(),
                     "replace": f"({m.group(0).strip()} || __CUDA_ARCH__ == {target_value})"}),
-                arch=arch.code, directives=[_DIRECTIVE[parent.type]])
+                arch=arch.code, directives=[_DIRECTIVE[parent.type]],
+                ladder=_defines_in_branch(ctx, parent))
+
+
+def _defines_in_branch(ctx: _Ctx, node: Node) -> list[str]:
+    """The macros an `#if`/`#elif` branch defines: an arch-detection ladder (CUTLASS's
+    `#if __CUDA_ARCH__ == 1000 … #define CUTLASS_ARCH_MMA_SM100_ENABLED`). Widening its test
+    turns on features the target does not have, so recipe init never drafts that edit."""
+    if node.type not in ("preproc_if", "preproc_elif"):
+        return []
+    out = []
+    for child in node.named_children:
+        if child.type in ("preproc_def", "preproc_function_def"):
+            name = child.child_by_field_name("name")
+            if name is not None:
+                out.append(ctx.src.node_text(name))
+    return out
 
 
 _DIRECTIVE = {"preproc_def": "define", "preproc_function_def": "define-function",

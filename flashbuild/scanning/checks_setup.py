@@ -161,7 +161,8 @@ def _gencode(setup: SetupPy, built: list[Extension], target: ScanTarget, add: _A
                 "arch"))
         return
     switches = [name for name, _l in setup.env_switches
-                if "ARCH" in name.upper() and name != "TORCH_CUDA_ARCH_LIST"]
+                if "ARCH" in name.upper() and name != "TORCH_CUDA_ARCH_LIST"
+                and not re.search(r"HIP|ROCM", name.upper())]
     chosen = f" (the tree picks from it with {', '.join(switches)})" if switches else ""
     add("FB220", Category.ARCH_SELECTION, Severity.WARNING, line,
         f"the gencode list is hard-coded ({listed}){chosen}: TORCH_CUDA_ARCH_LIST cannot "

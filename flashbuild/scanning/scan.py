@@ -161,6 +161,11 @@ class ScanResult:
     skipped: tuple[Skipped, ...]
     files_scanned: int
     seconds: float
+    setup: Any = None
+    """`setuppy.SetupPy` when setup.py decides what is compiled (recipe init drafts the
+    setuptools build from it); None for CMake trees."""
+    vendored: tuple[str, ...] = ()
+    """Vendored folders left out (tree-relative): recipe init never edits inside them."""
 
     @property
     def blocking(self) -> tuple[Finding, ...]:
@@ -403,7 +408,8 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
         root=root, target=target, findings=tuple(sorted(findings, key=Finding.sort_key)),
         skipped=tuple(sorted(skipped, key=lambda s: s.path)),
         files_scanned=sum(1 for r in reports if not r.skipped),
-        seconds=time.perf_counter() - start)
+        seconds=time.perf_counter() - start,
+        setup=reach.setup if reach is not None else None, vendored=tuple(walk.vendored))
 
 
 def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> Any:

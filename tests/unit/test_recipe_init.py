@@ -44,7 +44,12 @@ def test_othertree_draft(tmp_path: Path) -> None:
     by_transform = {s.transform: s for s in recipe.patch}
     inst = by_transform["explicit-instantiations"]
     assert inst.params.files == ("src/kernels/gemv.cu",) and inst.expect.sites == 2
-    assert by_transform["exclude-sources"].params.globs == ("src/kernels/mma_sm120.cu",)
+    # kind::f8f6f4 exists on sm_120a/sm_120f: removing the sm_120 source would drop what
+    # the bindings of that arch need; the draft says to build for sm_120a instead.
+    assert "exclude-sources" not in by_transform
+    assert "# Not drafted (the edit would harm):" in text
+    assert "#   FB160 src/kernels/mma_sm120.cu:4: kind::f8f6f4 exists on sm_120a: build for " \
+        "--arch sm_120a" in text
     for rule in ("FB110", "FB111", "FB112", "FB120", "FB121", "FB130", "FB152", "FB153",
                  "FB180", "FB182", "FB190", "FB191", "FB192"):
         assert f"# TODO: {rule}" in text, rule
@@ -103,8 +108,9 @@ def test_othertree_draft_build_side(tmp_path: Path) -> None:
     assert "# TODO: [build] the CMakeLists sets its own output folders" in text
     assert "#   evidence: fastops_plugin -> ${CMAKE_SOURCE_DIR}/src/pkg/fastops " \
         "(CMakeLists.txt:13)" in text
-    # An exclude-sources step, and no variable to feed it through.
-    assert "# TODO: [build] exclude-sources steps, and no cache variable" in text
+    # No exclude-sources step (sm_120a has what mma_sm120.cu uses), so no TODO about a
+    # variable to feed one through.
+    assert "# TODO: [build] exclude-sources steps" not in text
     res = CliRunner().invoke(app, ["recipe", "check", str(out)])
     assert res.exit_code == 0, res.output
 
