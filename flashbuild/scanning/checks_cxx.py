@@ -18,10 +18,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from flashbuild.arch import Arch, Suffix
 from flashbuild.patching import cxx
 from flashbuild.patching.transforms import instantiations as inst
 from flashbuild.scanning.pp import NOT_DEFINED, Evaluator, Pass, device_pass, host_pass
+from flashbuild.scanning.ptx_table import INSTRUCTIONS
 from flashbuild.scanning.scan import (
     Category,
     FileReport,
@@ -38,24 +38,11 @@ if TYPE_CHECKING:
 
     from tree_sitter import Node
 
+    from flashbuild.arch import Arch
+
 POSIX_HEADERS = frozenset({"unistd.h", "sys/time.h", "sys/mman.h", "sys/resource.h",
                            "sys/wait.h", "sys/utsname.h", "sys/ioctl.h", "sys/socket.h",
                            "dirent.h", "pthread.h", "sched.h", "libgen.h", "strings.h"})
-#: PTX instructions and the targets that have them. FACTS.md "GPU architectures": wgmma is
-#: sm_90a only; sm_120 has no wgmma and no tcgen05; `a` targets run only on their own SM.
-#: PTX ISA: tcgen05 on sm_100a/101a(110a)/103a; block-scale `kind::f8f6f4` MMA needs an
-#: arch-specific (`a`) or family (`f`) Blackwell target; setmaxnreg sm_90a and the sm_100a
-#: family; TMA tensor copies (cp.async.bulk.tensor) sm_90 and later.
-INSTRUCTIONS: dict[str, tuple[str, Any]] = {
-    "wgmma": ("sm_90a", lambda a: a.code == 90 and a.suffix is Suffix.ARCH),
-    "tcgen05": ("sm_100a/sm_103a/sm_110a", lambda a: a.code in (100, 101, 103, 110)
-                and a.suffix is not Suffix.NONE),
-    "kind::f8f6f4": ("an `a`/`f` Blackwell target", lambda a: a.code >= 100
-                     and a.suffix is not Suffix.NONE),
-    "setmaxnreg": ("sm_90a and the sm_100a family", lambda a: a.code in (90, 100, 101, 103, 110)
-                   and a.suffix is not Suffix.NONE),
-    "cp.async.bulk.tensor": ("sm_90 and later", lambda a: a.code >= 90),
-}
 _ALTERNATIVES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"(?P<inc>#[ \t]*include[ \t]*[<\"](?P<hdr>[\w/.]+)[>\"])", ()),
     (r"(?P<ssize>\bssize_t\b)", ()), (r"(?P<i128>\b__int128(?:_t)?\b)", ()),
@@ -65,8 +52,9 @@ _ALTERNATIVES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"(?P<err>#[ \t]*error\b)", ()),
     (r"(?P<major>(?:\b[\w.>-]*?\b)?\b(?:major|cc_major|sm_major|ccMajor)\s*==\s*\d+\b)",
      ("major", "Major")),
-    (r"(?P<instr>\bwgmma\b|\btcgen05\b|kind::f8f6f4|\bsetmaxnreg\b|cp\.async\.bulk\.tensor)",
-     ("wgmma", "tcgen05", "kind::f8f6f4", "setmaxnreg", "cp.async.bulk.tensor")),
+    (r"(?P<instr>\bwgmma\b|\btcgen05\b|kind::(?:f8f6f4|mxf4nvf4|mxf8f6f4|mxf4)\b|"
+     r"\bsetmaxnreg\b|cp\.async\.bulk\.tensor)",
+     ("wgmma", "tcgen05", "kind::", "setmaxnreg", "cp.async.bulk.tensor")),
     (r"(?P<smem>\b\w*(?:[Ss]mem|SMEM|[Ss]hared_?[Mm]em|SHARED_MEM|[Ss]hmem)\w*\s*=\s*[^;=])",
      ("smem", "Smem", "SMEM", "hared", "HARED", "hmem")),
     (r"(?P<externc>\bextern\s+\"C\")", ()),
@@ -459,9 +447,12 @@ def _instructions(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Ar
                   dev: Pass) -> None:
     for m, start, node in _sites(ctx, groups.get("instr", []), code=False):
         name = m.group(0)
-        needs, has = INSTRUCTIONS[name]
+        row = INSTRUCTIONS[name]
+        needs, has = row.needs, row.accepts
         if has(arch) or node.type == "comment":
             continue
+        if name.startswith("kind::") and "tcgen05" in _line_text(ctx, start):
+            continue  # a tcgen05.mma kind: the tcgen05 row decides that line
         n: Node | None = node
         in_asm = False
         while n is not None:
@@ -489,6 +480,11 @@ def _instructions(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Ar
                 f"inline PTX `{name}` in code the {arch.sm} device pass compiles",
                 Fix(transform="exclude-sources", params={"globs": [ctx.file.path]}),
                 needs="compiled-for-target", instruction=name, arch=arch.code)
+
+
+def _line_text(ctx: _Ctx, byte: int) -> str:
+    line = ctx.pos(byte)[0]
+    return _snippet(ctx.file, line)
 
 
 _ARCH_NAME = re.compile(r"[Ss][Mm]_?(\d{2,3})")

@@ -160,14 +160,14 @@ _COMPILED = (".cu", ".cpp", ".cc", ".cxx", ".c")
 
 def _exclude_steps(d: Draft, by_rule: dict[str, list[Finding]]) -> None:
     from flashbuild.arch import Arch, Suffix
-    from flashbuild.scanning.checks_cxx import INSTRUCTIONS
+    from flashbuild.scanning.ptx_table import INSTRUCTIONS
 
     by_arch: dict[int, set[str]] = defaultdict(set)
     for f in by_rule["FB160"]:
         code = f.data["arch"]
         base = Arch(code // 10, code % 10)
         variants = [Arch(base.major, base.minor, sfx) for sfx in (Suffix.ARCH, Suffix.FAMILY)]
-        has = INSTRUCTIONS[f.data["instruction"]][1]
+        has = INSTRUCTIONS[f.data["instruction"]].accepts
         better = next((a for a in variants if has(a)), None)
         if f.severity.value == "note":
             continue  # undecidable: a note, never a drafted exclusion
