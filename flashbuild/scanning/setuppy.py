@@ -413,12 +413,12 @@ class _Interp:
             return "Windows" if self.platform == "windows" else "Linux"
         if name in ("find_packages", "setuptools.find_packages", "find_namespace_packages"):
             return self.find_packages(node, env)
+        bound = env.get(last) if isinstance(func, ast.Name) else UNKNOWN
+        if isinstance(bound, str) and bound.endswith("Extension"):
+            # `ext = CUDAExtension; ext(...)` (xformers) names the class through a variable.
+            return self.extension(node, bound, env)
         if last.lower().endswith("extension") and not last.lower().startswith("build"):
-            # `extension = CUDAExtension; extension(...)` (xformers) names the class through a
-            # variable: the kind is the class it was last bound to, when known.
-            bound = env.get(last) if isinstance(func, ast.Name) else UNKNOWN
-            kind = bound if isinstance(bound, str) and bound.endswith("Extension") else last
-            return self.extension(node, kind, env)
+            return self.extension(node, last, env)
         if name in ("setup", "setuptools.setup"):
             for kw in node.keywords:
                 if kw.arg:
@@ -535,6 +535,10 @@ class _Interp:
             v = self.truth(node.operand, env)
             return None if v is None else not v
         if _names_rocm(node):
+            for n in ast.walk(node):  # still record the switches the test reads
+                if isinstance(n, ast.Call) and _dotted(n.func) in ("os.getenv",
+                                                                   "os.environ.get"):
+                    self._env_read(n)
             return False  # a ROCm/HIP branch: flashbuild builds CUDA
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             left = self.expr(node.left, env)
@@ -772,6 +776,10 @@ def _merge_into(env: _Env, a: _Env, b: _Env) -> None:
                 env.names[name] = merged
         elif isinstance(va, dict) and isinstance(vb, dict):
             env.names[name] = {**vb, **va} if va == vb else _merge_dicts(va, vb)
+        elif isinstance(va, str) and isinstance(vb, str) and va.endswith("Extension") and \
+                vb.endswith("Extension"):
+            # `ext = CppExtension` / `if cuda: ext = CUDAExtension`: it may build CUDA.
+            env.names[name] = "CUDAExtension" if "CUDAExtension" in (va, vb) else va
         else:
             env.names[name] = va if _same(va, vb) else UNKNOWN
 
@@ -875,8 +883,9 @@ def analyze_setup(text: str, path: str, *, platform: str, archs: Sequence[Arch],
             include_dirs=tuple(rel(s) for s in _strings(e.args.get("include_dirs", UNKNOWN))),
             nvcc_flags=nvcc, cxx_flags=cxx,
             define_macros=tuple(d for d in defines if isinstance(d, str)),
-            built=e.built, condition=" and ".join(f"({c})" if " or " in c else c
-                                                  for c in e.condition),
+            built=e.built, condition=" and ".join(
+                f"({c})" if " or " in c and len(e.condition) > 1 else c
+                for c in e.condition),
             nvcc_line=nvcc_line))
     packages = _strings(interp.setup_kwargs.get("packages", UNKNOWN))
     pdir = interp.setup_kwargs.get("package_dir", UNKNOWN)
