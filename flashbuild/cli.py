@@ -276,7 +276,8 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
     sarif: Annotated[Path | None, typer.Option(
         "--sarif", help="Also write the findings as SARIF 2.1.0 to this file.")] = None,
     include_vendored: Annotated[bool, typer.Option(
-        "--include-vendored", help="Also scan third_party/, vendor/, external/ folders.")]
+        "--include-vendored", help="Also scan vendored code: git submodules, third_party/-style "
+        "folders, copies of CUTLASS/CCCL.")]
     = False,
     jobs: Annotated[int | None, typer.Option(
         "--jobs", "-j", help="Worker processes (default: all cores).")] = None,
