@@ -260,3 +260,16 @@ def test_report_groups_repeats_and_collapses_notes(tmp_path: Path) -> None:
     assert "also FB160 in this file at lines 2, 3, 4, 5" in out
     assert out.count("error FB160") == 1
     assert "FB160 x2 in 1 file(s)" in out
+
+
+def test_cmake_gate_naming_both_spellings_accepts_the_a_target(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"CMakeLists.txt": (
+        "project(x LANGUAGES CXX CUDA)\n"
+        "if(GPU_ARCH STREQUAL \"120\" OR GPU_ARCH STREQUAL \"120a\")\n"
+        "  add_library(x SHARED k.cu)\nendif()\n"), "k.cu": "__global__ void g() {}\n"})
+    lines = {f.line for f in scan_tree(root, make_target("linux", "sm_120a")).findings
+             if f.rule == "FB152"}
+    # Only the exact-string caveat of the "120a" comparison, not "120a is not 120".
+    found = [f.message for f in scan_tree(root, make_target("linux", "sm_120a")).findings
+             if f.rule == "FB152"]
+    assert lines <= {2} and not [m for m in found if "is false for" in m], found
