@@ -220,6 +220,8 @@ def check_cxx(file: FileText, target: ScanTarget) -> FileReport:
         report.facts["instantiations"] = inst.file_facts(file.path, text, src)
     if src is None:
         return report
+    if "EXPORT" in text or "_API" in text or "dllexport" in text:
+        report.facts["exported"] = sorted({m[1] for m in EXPORTED_DECL.finditer(text)})
     defines: dict[str, list[cxx.MacroDef]] = {}
     for macro in cxx.macro_definitions(src):
         defines.setdefault(macro.name, []).append(macro)
@@ -338,8 +340,8 @@ def _plugin_exports(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], host: 
         if "dllexport" in head or re.search(r"\b\w*(EXPORT|_API)\w*\b", head):
             continue
         node = ctx.node_at(decl.start, decl.start + 1)
-        if ctx.active(node, host) == 0:
-            continue
+        if ctx.active(node, host) == 0 or _in_anonymous_namespace(node):
+            continue  # internal linkage: not an entry point anyone can dlsym
         ctx.report.findings.append(Finding(
             rule="FB102", category=Category.DYNAMIC_LOADING, path=ctx.file.path,
             line=decl.line, col=1, severity=Severity.ERROR,
@@ -351,6 +353,21 @@ def _plugin_exports(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], host: 
             fix=Fix(transform="dynamic-loading",
                     params={"mode": "portable", "plugin_files": [ctx.file.path]}),
             data={"needs": "plugin-source", "symbol": decl.name}))
+
+
+def _in_anonymous_namespace(node: Node) -> bool:
+    n: Node | None = node
+    while n is not None:
+        if n.type == "namespace_definition" and n.child_by_field_name("name") is None:
+            return True
+        n = n.parent
+    return False
+
+
+#: A function declared with an export macro (`FOO_API int f(`, `__declspec(dllexport) void
+#: g(`): a definition elsewhere of the same name is exported through that declaration.
+EXPORTED_DECL = re.compile(r"(?:\b\w*(?:EXPORT|_API)\w*|__declspec\s*\(\s*dllexport\s*\))"
+                           r"[^;{}()]*?\b(\w+)\s*\(")
 
 
 def _arch_gates(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch,

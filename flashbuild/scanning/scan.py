@@ -27,7 +27,7 @@ from flashbuild.arch import Arch, parse_arch_spec
 from flashbuild.errors import UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
 PlatformName = Literal["linux", "windows"]
 
@@ -468,7 +468,8 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
     tree = TreeFacts(
         gates=build_gates(reports), defines=tree_defines(reports),
         paths=frozenset(r.path for r in reports),
-        dlsym=any(r.facts.get("dlsym") for r in reports), reach=reach)
+        dlsym=any(r.facts.get("dlsym") for r in reports), reach=reach,
+        exported={name: r.path for r in reports for name in r.facts.get("exported", ())})
     out: list[Finding] = []
     for report in reports:
         for finding in report.findings:
@@ -491,6 +492,8 @@ class TreeFacts:
     dlsym: bool
     reach: Any = None
     """`reach.Reach` for a setup.py tree, else None."""
+    exported: Mapping[str, str] = field(default_factory=dict)
+    """Function names some file declares with an export macro → that file."""
 
 
 def _apply_tree_facts(  # noqa: PLR0911 - one return per kind of tree fact
@@ -514,6 +517,9 @@ def _apply_tree_facts(  # noqa: PLR0911 - one return per kind of tree fact
         shared = tree.gates.shared_library(finding.path)
         if not tree.dlsym or shared is None:
             return None
+        declared = tree.exported.get(finding.data.get("symbol", ""))
+        if declared is not None:
+            return None  # declared with an export macro (a header's): exported already
         return replace(finding, evidence=f"{finding.evidence} ({shared})")
     if needs == "no-sibling-module":
         package = finding.path.rpartition("/")[0]

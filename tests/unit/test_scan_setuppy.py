@@ -273,3 +273,20 @@ def test_cmake_gate_naming_both_spellings_accepts_the_a_target(tmp_path: Path) -
     found = [f.message for f in scan_tree(root, make_target("linux", "sm_120a")).findings
              if f.rule == "FB152"]
     assert lines <= {2} and not [m for m in found if "is false for" in m], found
+
+
+def test_plugin_exports_through_a_macro_or_internal_are_not_fb102(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        "CMakeLists.txt": "project(x LANGUAGES CXX)\nadd_library(plug SHARED plug.cpp)\n"
+                          "add_library(host SHARED host.cpp)\n",
+        "host.cpp": "#include <dlfcn.h>\nvoid* load(void* h) { return dlsym(h, \"run\"); }\n",
+        "plug_api.h": "#define PLUG_API __declspec(dllexport)\n"
+                      "extern \"C\" PLUG_API int run(int);\n",
+        "plug.cpp": "#include \"plug_api.h\"\n"
+                    "extern \"C\" int run(int x) { return x; }\n"
+                    "namespace {\nextern \"C\" int helper(int x) { return x; }\n}\n"
+                    "extern \"C\" int plain(int x) { return x; }\n",
+    })
+    found = [(f.path, f.line) for f in scan_tree(root, make_target("windows", "sm120")).findings
+             if f.rule == "FB102"]
+    assert found == [("plug.cpp", 6)]
