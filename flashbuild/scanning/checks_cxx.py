@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flashbuild.patching import cxx
@@ -98,6 +98,9 @@ class _Ctx:
     target: ScanTarget
     report: FileReport
     defines: dict[str, list[cxx.MacroDef]]
+    inherited: Mapping[str, list[tuple[str, tuple[tuple[str, bool], ...], str]]] = \
+        field(default_factory=dict)
+    """Macros the included headers define: name → [(body, conditions, where)]."""
 
     def __post_init__(self) -> None:
         self._memo: dict[tuple[str, int], int | None] = {}
@@ -161,7 +164,7 @@ class _Ctx:
     def _macro(self, name: str, pass_: Pass) -> str | None:
         defs = self.defines.get(name)
         if not defs:
-            return None
+            return self._inherited_macro(name, pass_)
         key = (name, id(pass_))
         if key in self._memo:
             return self._memo[key]  # type: ignore[return-value]
@@ -177,6 +180,43 @@ class _Ctx:
                 unknown = True
         result: str | None
         if len(bodies) == 1 and not unknown:
+            result = bodies[0]
+        elif not bodies and not unknown:
+            result = NOT_DEFINED
+        else:
+            result = None
+        self._memo[key] = result  # type: ignore[assignment]
+        return result
+
+    def _inherited_macro(self, name: str, pass_: Pass) -> str | None:
+        """A macro an included header defines, resolved for this pass: its body when exactly
+        one definition is active, NOT_DEFINED when none can be, None when undecidable."""
+        defs = self.inherited.get(name)
+        if not defs:
+            return None
+        key = (name, id(pass_))
+        if key in self._memo:
+            return self._memo[key]  # type: ignore[return-value]
+        self._memo[key] = None  # recursion guard
+        ev = Evaluator(pass_, lambda n: self._macro(n, pass_))
+        bodies: list[str] = []
+        unknown = False
+        for body, conds, _where in defs:
+            state: int | None = 1
+            for text, negated in conds:
+                v = ev.eval(text)
+                v = None if v is None else int(bool(v) != negated)
+                if v == 0:
+                    state = 0
+                    break
+                if v is None:
+                    state = None
+            if state == 1:
+                bodies.append(body)
+            elif state is None:
+                unknown = True
+        result: str | None
+        if len(set(bodies)) == 1 and not unknown:
             result = bodies[0]
         elif not bodies and not unknown:
             result = NOT_DEFINED
@@ -209,7 +249,7 @@ class _Ctx:
             snippet=_snippet(self.file, line), fix=fix, data=data))
 
 
-def check_cxx(file: FileText, target: ScanTarget) -> FileReport:
+def check_cxx(file: FileText, target: ScanTarget, inherited: Any = None) -> FileReport:
     report = FileReport(file.path)
     text = file.text
     matches = list(_candidates_for(text).finditer(text))
@@ -225,7 +265,7 @@ def check_cxx(file: FileText, target: ScanTarget) -> FileReport:
     defines: dict[str, list[cxx.MacroDef]] = {}
     for macro in cxx.macro_definitions(src):
         defines.setdefault(macro.name, []).append(macro)
-    ctx = _Ctx(file, src, target, report, defines)
+    ctx = _Ctx(file, src, target, report, defines, inherited or {})
     report.facts["dlsym"] = any(m.group(0) == "dlsym" for m, _s, _n in
                                 _sites(ctx, [m for m in matches if m.lastgroup == "dl"]))
     windows = target.platform == "windows"

@@ -244,20 +244,21 @@ def read_source(root: Path, rel: str, max_bytes: int) -> str | Skipped:
     return text.removeprefix("\ufeff")
 
 
-def _check_file(args: tuple[str, str, FileKind, ScanTarget, int]) -> FileReport:
-    root, rel, kind, target, max_bytes = args
+def _check_file(args: tuple[str, str, FileKind, ScanTarget, int, Any]) -> FileReport:
+    root, rel, kind, target, max_bytes, inherited = args
     text = read_source(Path(root), rel, max_bytes)
     if isinstance(text, Skipped):
         return FileReport(rel, skipped=[text])
-    return check_text(FileText(rel, kind, text), target)
+    return check_text(FileText(rel, kind, text), target, inherited)
 
 
-def check_text(file: FileText, target: ScanTarget) -> FileReport:
-    """Run the checks for one file's kind. Pure: no filesystem access."""
+def check_text(file: FileText, target: ScanTarget, inherited: Any = None) -> FileReport:
+    """Run the checks for one file's kind. Pure: no filesystem access. `inherited`: the
+    macros the headers it includes define (`ppgraph.as_wire`), for C++ files."""
     if file.kind == "cxx":
         from flashbuild.scanning.checks_cxx import check_cxx
 
-        return check_cxx(file, target)
+        return check_cxx(file, target, inherited)
     if file.kind == "cmake":
         from flashbuild.scanning.checks_cmake import check_cmake
 
@@ -393,7 +394,9 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
     if reach is not None:
         files, not_built = _reachable_files(walk.files, reach)
     jobs = opts.jobs or os.cpu_count() or 1
-    work = [(str(root), rel, kind, target, opts.max_file_bytes) for rel, kind in files]
+    inherited = _inherited_macros(root, files, reach, opts.max_file_bytes)
+    work = [(str(root), rel, kind, target, opts.max_file_bytes, inherited.get(rel))
+            for rel, kind in files]
     reports: list[FileReport]
     if jobs <= 1 or len(work) < SERIAL_BELOW:
         reports = [_check_file(w) for w in work]
@@ -433,6 +436,31 @@ def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> A
     if setup is None:
         return None
     return compute_reach(setup, paths, read)
+
+
+def _inherited_macros(root: Path, files: Sequence[tuple[str, FileKind]], reach: Any,
+                      max_bytes: int) -> dict[str, Any]:
+    """Per C++ file, the object-like macros its included headers define, with their
+    conditions (`ppgraph`): the preprocessor state along the include graph."""
+    from flashbuild.scanning.ppgraph import as_wire, build_graph
+
+    cxx_files = [rel for rel, kind in files if kind == "cxx"]
+
+    def read(rel: str) -> str | None:
+        text = read_source(root, rel, max_bytes)
+        return text if isinstance(text, str) and "#" in text else None
+
+    dirs: list[str] = []
+    if reach is not None:
+        for ext in reach.setup.built_for_target():
+            dirs.extend(d for d in ext.include_dirs if d not in dirs)
+    graph = build_graph(cxx_files, read, dirs)
+    out: dict[str, Any] = {}
+    for rel in cxx_files:
+        defs = graph.inherited(rel)
+        if defs:
+            out[rel] = as_wire(defs)
+    return out
 
 
 def _reachable_files(files: Sequence[tuple[str, FileKind]], reach: Any

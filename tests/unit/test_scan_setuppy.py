@@ -290,3 +290,25 @@ def test_plugin_exports_through_a_macro_or_internal_are_not_fb102(tmp_path: Path
     found = [(f.path, f.line) for f in scan_tree(root, make_target("windows", "sm120")).findings
              if f.rule == "FB102"]
     assert found == [("plug.cpp", 6)]
+
+
+def test_macros_resolved_across_headers(tmp_path: Path) -> None:
+    use = ("#include \"config/arch.h\"\n#ifdef LIB_HAS_WGMMA\n"
+           "__device__ void f() { asm volatile(\"wgmma.fence.sync.aligned;\"); }\n#endif\n")
+    exact = ("#pragma once\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && "
+             "defined(__CUDA_ARCH_FEAT_SM90_ALL)\n#define LIB_HAS_WGMMA 1\n#endif\n")
+    ladder = exact.replace("__CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)",
+                           "__CUDA_ARCH__ >= 900")
+
+    def fb160(header: str | None) -> list[str]:
+        root = tmp_path / str(len(list(tmp_path.iterdir())))
+        files = {"src/k.cu": use}
+        if header is not None:
+            files["src/config/arch.h"] = header
+        _tree(root, files)
+        return [f.severity.value for f in scan_tree(root, make_target("linux", "sm120")).findings
+                if f.rule == "FB160"]
+
+    assert fb160(exact) == []  # the header defines it for sm_90a only
+    assert fb160(ladder) == ["error"]  # ... or for every arch from 9.0 on, sm_120 included
+    assert fb160(None) == ["note"]  # defined nowhere the scan sees: undecidable
