@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from flashbuild.arch import Arch
 from flashbuild.patching import cxx
 from flashbuild.patching.transforms import instantiations as inst
 from flashbuild.scanning.pp import NOT_DEFINED, Evaluator, Pass, device_pass, host_pass
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
     from tree_sitter import Node
 
-    from flashbuild.arch import Arch
 
 POSIX_HEADERS = frozenset({"unistd.h", "sys/time.h", "sys/mman.h", "sys/resource.h",
                            "sys/wait.h", "sys/utsname.h", "sys/ioctl.h", "sys/socket.h",
@@ -49,6 +49,7 @@ _ALTERNATIVES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"(?P<attr>\b__attribute__\b)", ()), (r"(?P<builtin>\b__builtin_\w+)", ()),
     (r"(?P<small>\bsmall\b)", ()), (r"(?P<minmax>\b(?:min|max)\b(?=\s*\())", ()),
     (r"(?P<eq>\b__CUDA_ARCH__\s*==\s*\d+|\b\d+\s*==\s*__CUDA_ARCH__\b)", ("__CUDA_ARCH__",)),
+    (r"(?P<lt>\b__CUDA_ARCH__\s*<=?\s*\d+)", ("__CUDA_ARCH__",)),
     (r"(?P<err>#[ \t]*error\b)", ()),
     (r"(?P<major>(?:\b[\w.>-]*?\b)?\b(?:major|cc_major|sm_major|ccMajor)\s*==\s*\d+\b)",
      ("major", "Major")),
@@ -281,6 +282,7 @@ def check_cxx(file: FileText, target: ScanTarget, inherited: Any = None) -> File
     for arch in target.archs:
         dev = device_pass(target.platform, arch)
         _arch_gates(ctx, groups, arch, dev)
+        _arch_ranges(ctx, groups, arch, dev)
         _instructions(ctx, groups, arch, dev)
         _smem(ctx, groups, arch, dev)
     _runtime_major(ctx, groups)
@@ -463,6 +465,42 @@ def _arch_gates(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch
                 Fix(transform="macro-edit", params={
                     "files": [ctx.file.path], "find": m.group(0).strip(),
                     "replace": f"({m.group(0).strip()} || __CUDA_ARCH__ == {target_value})"}),
+                arch=arch.code, directives=[_DIRECTIVE[parent.type]],
+                ladder=_defines_in_branch(ctx, parent))
+
+
+def _arch_ranges(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch,
+                 dev: Pass) -> None:
+    """`__CUDA_ARCH__ >= 1000 && __CUDA_ARCH__ < 1200`: a Blackwell range whose upper bound
+    leaves the target out, while a sibling (sm_100) takes the branch."""
+    target_value = arch.code * 10
+    if arch.code < 100:
+        return
+    sibling = device_pass(ctx.target.platform, Arch(10, 0, arch.suffix))
+    seen: set[int] = set()
+    for m, start, node in _sites(ctx, groups.get("lt", []), code=False):
+        bound = int(re.findall(r"\d+", m.group(0))[0])
+        inclusive = "<=" in m.group(0)
+        if bound < 1000 or (target_value <= bound if inclusive else target_value < bound):
+            continue
+        parent = node
+        while parent.parent is not None and parent.type not in ("preproc_if", "preproc_elif"):
+            parent = parent.parent
+        cond_node = parent.child_by_field_name("condition")
+        if cond_node is None or cond_node.start_byte in seen or _ends_in_error(parent):
+            continue
+        seen.add(cond_node.start_byte)
+        cond = ctx.src.node_text(cond_node)
+        at_target = Evaluator(dev, lambda n: ctx._macro(n, dev)).eval(cond)
+        at_sibling = Evaluator(sibling, lambda n: ctx._macro(n, sibling)).eval(cond)
+        if at_target != 0 or at_sibling != 1:
+            continue
+        ctx.add(start, "FB151", Category.ARCH_GATING, Severity.WARNING,
+                f"`{m.group(0).strip()}` ends the range before {arch.sm}: sm_100 takes this "
+                f"branch, the {arch.sm} pass takes another path",
+                f"`{cond.strip()}` is 1 for __CUDA_ARCH__ == 1000 and 0 for {target_value}",
+                Fix(manual=f"if the code is right for {arch.sm}, move the bound past "
+                    f"{target_value}; if it needs sm_100-only features, leave it"),
                 arch=arch.code, directives=[_DIRECTIVE[parent.type]],
                 ladder=_defines_in_branch(ctx, parent))
 

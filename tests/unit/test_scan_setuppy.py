@@ -312,3 +312,16 @@ def test_macros_resolved_across_headers(tmp_path: Path) -> None:
     assert fb160(exact) == []  # the header defines it for sm_90a only
     assert fb160(ladder) == ["error"]  # ... or for every arch from 9.0 on, sm_120 included
     assert fb160(None) == ["note"]  # defined nowhere the scan sees: undecidable
+
+
+def test_blackwell_range_that_ends_before_the_target(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"k.cu": (
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000 && __CUDA_ARCH__ < 1200\n"
+        "__device__ int tile() { return 128; }\n#else\n__device__ int tile() { return 64; }\n"
+        "#endif\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && __CUDA_ARCH__ < 900\n"
+        "__device__ int old() { return 1; }\n#endif\n")})
+    found = [(f.rule, f.line, f.severity.value) for f in
+             scan_tree(root, make_target("linux", "sm120")).findings]
+    # The Ampere-only range is not about the target's generation: not reported.
+    assert found == [("FB151", 1, "warning")]
+    assert scan_tree(root, make_target("linux", "sm_100a")).findings == ()
