@@ -55,6 +55,10 @@ class DraftStep:
     when: dict[str, Any]
     comment: str = ""
     expect: dict[str, int] = field(default_factory=dict)
+    changes: dict[str, str] = field(default_factory=dict)
+    """What planning the step writes (tree-relative path → text), for the compile check."""
+    checked: str = ""
+    """The compile check's verdict for this step (`--compile-check`), rendered above it."""
 
 
 @dataclass
@@ -69,6 +73,8 @@ class Draft:
     """The build side, read from the tree (`draft_build`); None renders no build tables."""
     refused: list[tuple[Finding, str]] = field(default_factory=list)
     """Findings a transform could edit but a draft must not (it would harm): why not."""
+    check_summary: str = ""
+    """Which code steps were compile-checked (or why none was)."""
 
 
 def _arch_when(codes: Sequence[int]) -> dict[str, Any]:
@@ -795,6 +801,7 @@ def fill_expect(d: Draft, root: Path) -> None:
             tree.plan(rel, new.encode("utf-8"))
         counted = [s for s in result.sites if s.action in ("edit", "already")]
         drafted.expect = {"sites": len(counted)}
+        drafted.changes = dict(result.changes)
 
 
 # --- rendering ----------------------------------------------------------------------------
@@ -832,9 +839,13 @@ def render(d: Draft) -> str:
         f"path = {_toml(d.source_path)}",
         "",
     ]
+    if d.check_summary:
+        out += [f"# {line}" for line in d.check_summary.splitlines()] + [""]
     for s in d.steps:
         if s.comment:
             out += [f"# {line}" for line in s.comment.splitlines()]
+        if s.checked:
+            out.append(f"# {s.checked}")
         out += ["[[patch]]", f"id = {_toml(s.id)}", f"description = {_toml(s.description)}",
                 f"transform = {_toml(s.transform)}", f"when = {_toml(s.when)}"]
         if s.expect:
@@ -905,8 +916,63 @@ def _render_build(b: BuildDraft) -> list[str]:
     return out
 
 
+_CODE_STEPS = ("macro-edit", "insert-block")
+
+
+def compile_check(d: Draft, root: Path, result: ScanResult) -> None:
+    """Compile-check the drafted code steps with the toolkit doctor would choose (see
+    `compilecheck`); each step's verdict, and a summary, go into the draft."""
+    import sysconfig
+
+    from flashbuild import platforms
+    from flashbuild.detect.cuda import find_toolkits
+    from flashbuild.proc import ProcessRunner
+    from flashbuild.scanning.compilecheck import StepEdit, check_steps
+    from flashbuild.scanning.ppgraph import build_graph
+
+    code = [s for s in d.steps if s.transform in _CODE_STEPS]
+    if not code:
+        d.check_summary = "compile check: no code step to check"
+        return
+    runner = ProcessRunner()
+    site = [Path(p) for p in {sysconfig.get_paths()["purelib"],
+                              sysconfig.get_paths()["platlib"]}]
+    search = find_toolkits(os.environ, runner, platforms.current(), site_packages=site)
+    toolkit = search.chosen
+    if toolkit is None or toolkit.nvcc is None:
+        d.check_summary = "compile check: not run (no CUDA toolkit with nvcc found)"
+        for s in code:
+            s.checked = "not compile-checked: no nvcc"
+        return
+    walk = walk_tree(root)
+    cxx_files = [rel for rel, kind in walk.files if kind == "cxx"]
+    graph = build_graph(cxx_files, lambda rel: _read(root, rel))
+    includers: dict[str, list[str]] = defaultdict(list)
+    for src, incs in graph.includes.items():
+        for inc in incs:
+            includers[inc].append(src)
+    dirs: list[str] = []
+    if result.setup is not None:
+        for ext in result.setup.built_for_target():
+            dirs.extend(x for x in ext.include_dirs if x not in dirs)
+    arch = d.target.archs[0]
+    verdicts = check_steps(
+        root, [StepEdit(s.id, s.transform, s.changes) for s in d.steps],
+        nvcc=toolkit.nvcc, arch=arch, runner=runner, includers=includers, include_dirs=dirs)
+    label = f"nvcc {toolkit.version or '?'}"
+    by_id = {v.step_id: v for v in verdicts}
+    for s in code:
+        v = by_id.get(s.id)
+        s.checked = v.comment(label, arch.sm) if v else "not compile-checked"
+    done = [v.step_id for v in verdicts if v.status in ("ok", "fixed")]
+    other = [f"{v.step_id} ({v.status})" for v in verdicts if v.status not in ("ok", "fixed")]
+    d.check_summary = (f"compile check ({label}, {arch.sm}, host compiler of this machine): "
+                       f"checked {', '.join(done) or 'none'}"
+                       + (f"; not passed or not checked: {', '.join(other)}" if other else ""))
+
+
 def run_init(source: Path, *, platform: str | None, arch: str, output: Path | None,
-             as_json: bool) -> int:
+             as_json: bool, check: bool = False) -> int:
     """The `recipe init` stage: scan, draft, plan for expect counts, validate, write."""
     from flashbuild.console import ui
     from flashbuild.scanning.report import resolve_platform
@@ -921,14 +987,19 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
                      source_path=rel)
     d.build = draft_build(root, d, result.setup, result.findings)
     fill_expect(d, root)
+    if check:
+        compile_check(d, root, result)
+    elif any(s.transform in _CODE_STEPS for s in d.steps):
+        d.check_summary = ("the code steps were not compile-checked "
+                           "(`recipe init --compile-check` builds each touched unit with nvcc)")
     text = render(d)
     validate_draft(text, output)  # the draft must load: a RecipeError here is a flashbuild bug
     if output is not None:
         output.write_text(text, encoding="utf-8")
     if as_json:
         ui.emit_json({"ok": True, "output": str(output) if output else None,
-                      "steps": [{"id": s.id, "transform": s.transform, "expect": s.expect}
-                                for s in d.steps],
+                      "steps": [{"id": s.id, "transform": s.transform, "expect": s.expect,
+                                 "checked": s.checked} for s in d.steps],
                       "todos": len(d.todos) + len(d.build.todos),
                       "build": _build_json(d.build), "recipe": text})
     elif output is None:
