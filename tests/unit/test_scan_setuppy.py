@@ -325,3 +325,46 @@ def test_blackwell_range_that_ends_before_the_target(tmp_path: Path) -> None:
     # The Ampere-only range is not about the target's generation: not reported.
     assert found == [("FB151", 1, "warning")]
     assert scan_tree(root, make_target("linux", "sm_100a")).findings == ()
+
+
+def test_compile_check_verdicts_with_a_replayed_nvcc(tmp_path: Path) -> None:
+    from flashbuild.proc import Completed
+    from flashbuild.scanning.compilecheck import StepEdit, check_steps
+    from tests.fakes import ReplayRunner
+
+    root = _tree(tmp_path / "t", {
+        "gate.h": "#if __CUDA_ARCH__ == 900\n#define OK 1\n#else\n#error no\n#endif\n",
+        "k.cu": "#include \"gate.h\"\n",
+        "other.cu": "#include <torch/extension.h>\nint x;\n",
+    })
+
+    def nvcc(argv: tuple[str, ...]) -> Completed:
+        # A stand-in compiler: reads the unit and the header it includes from the mirror.
+        unit = Path(argv[-1])
+        text = unit.read_text(encoding="utf-8")
+        if "torch/extension.h" in text:
+            return Completed(argv, 1, "", "fatal error: torch/extension.h: No such file or "
+                             "directory")
+        gate = (unit.parent / "gate.h").read_text(encoding="utf-8")
+        ok = "1200" in gate or "BROKEN" not in gate and "== 900\n" not in gate
+        return Completed(argv, 0 if ok else 1, "", "" if ok else "gate.h:4: error: #error no")
+
+    runner = ReplayRunner(responses={("nvcc",): nvcc})
+    gate = (root / "gate.h").read_text(encoding="utf-8")
+    edits = [
+        StepEdit("widen", "macro-edit", {"gate.h": gate.replace(
+            "== 900", "== 900 || __CUDA_ARCH__ == 1200")}),
+        StepEdit("torch", "macro-edit", {"other.cu": "#include <torch/extension.h>\nint y;\n"}),
+        StepEdit("guard", "explicit-instantiations", {"k.cu": "// guarded\n"}),
+    ]
+    arch = parse_arch_spec("sm120").archs[0]
+    includers = {"gate.h": ["k.cu"]}
+    verdicts = {v.step_id: (v.status, v.unit) for v in check_steps(
+        root, edits, nvcc=Path("/x/nvcc"), arch=arch, runner=runner, includers=includers)}
+    # The header step is checked through the unit that includes it; a unit whose includes
+    # are missing here is not checked; non-code transforms are not compile-checked.
+    assert verdicts == {"widen": ("fixed", "k.cu"), "torch": ("unchecked", "other.cu")}
+    broken = [StepEdit("break", "insert-block", {"gate.h": gate + "BROKEN\n"})]
+    (v,) = check_steps(root, broken, nvcc=Path("/x/nvcc"), arch=arch, runner=runner,
+                       includers=includers)
+    assert v.status == "fails" and "REVIEW" in v.comment("nvcc 13.0", "sm_120")
