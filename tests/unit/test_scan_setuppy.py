@@ -346,7 +346,7 @@ def test_compile_check_verdicts_with_a_replayed_nvcc(tmp_path: Path) -> None:
             return Completed(argv, 1, "", "fatal error: torch/extension.h: No such file or "
                              "directory")
         gate = (unit.parent / "gate.h").read_text(encoding="utf-8")
-        ok = "1200" in gate or "BROKEN" not in gate and "== 900\n" not in gate
+        ok = "1200" in gate or ("BROKEN" not in gate and "== 900\n" not in gate)
         return Completed(argv, 0 if ok else 1, "", "" if ok else "gate.h:4: error: #error no")
 
     runner = ReplayRunner(responses={("nvcc",): nvcc})
