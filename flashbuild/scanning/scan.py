@@ -1,11 +1,14 @@
 """`flashbuild scan`: read a kernel tree and list what will break for a target platform/arch.
 
-The pipeline is: walk the tree (`os.scandir`, skipping VCS/build/vendored folders, never
-following a symlink loop) → read each file once (binary, non-UTF-8 and oversized files are
-skipped with a note) → run the checks for its kind (C++/CUDA, CMake, Python) in worker
-processes → combine what needs the whole tree (build-system gating of arch-specific sources,
-explicit-instantiation sites as the `explicit-instantiations` transform sees them, NOMINMAX
-defined by the build) → one `ScanResult`.
+The pipeline is: walk the tree (`os.scandir`, skipping VCS/build folders and vendored code —
+submodules, third_party/-style folders, CUTLASS/CCCL copies recognised by content — never
+following a symlink loop) → for a setup.py tree, what its extensions compile for the target
+and what those sources include (`reach`, `setuppy`); the rest is left out with one note per
+folder → the macros each C++ file's headers define (`ppgraph`) → run the checks for each
+file's kind (C++/CUDA, CMake, Python) in worker processes (binary, non-UTF-8 and oversized
+files are skipped with a note) → combine what needs the whole tree (build-system gating of
+arch-specific sources, explicit-instantiation sites as the `explicit-instantiations`
+transform sees them, NOMINMAX defined by the build, the setup.py rules) → one `ScanResult`.
 
 Every `Finding` names its rule, category, place (file:line:col), a snippet, a severity for the
 target, the evidence that triggered it, and the fix: a transform with a params sketch, or a
