@@ -17,10 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
-_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif|define|include)\b"
-                        r"[ \t]*(.*)$")
 _INCLUDE = re.compile(r'[<"]([^>"]+)[>"]')
 _DEFINE = re.compile(r"([A-Za-z_]\w*)(\()?")
 
@@ -44,43 +42,40 @@ class HeaderDefine:
     line: int
 
 
-def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
-    buf = ""
-    start = 0
-    for i, raw in enumerate(text.splitlines(), 1):
-        if not buf:
-            start = i
-        if raw.endswith("\\"):
-            buf += raw[:-1] + " "
-            continue
-        yield start, buf + raw
-        buf = ""
-    if buf:
-        yield start, buf
+_DIRECTIVE_LINE = re.compile(
+    r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif|define|include)\b"
+    r"((?:[^\n\\]|\\[^\n]|\\\n)*)",
+    re.MULTILINE)
 
 
-def scan_header(path: str, text: str  # noqa: PLR0912 - one branch per directive
-                ) -> tuple[list[HeaderDefine], list[str]]:
+def _directives(text: str) -> list[tuple[int, str, str]]:
+    """(line, directive, rest with comments and continuations removed): only the directive
+    lines are visited (one regex pass in C), not every line of the file."""
+    out = []
+    line = 1
+    pos = 0
+    for m in _DIRECTIVE_LINE.finditer(text):
+        line += text.count("\n", pos, m.start())
+        pos = m.start()
+        rest = re.sub(r"/\*.*?\*/|//[^\n]*", "", m[2].replace("\\\n", " "), flags=re.S)
+        out.append((line, m[1], rest.strip()))
+    return out
+
+
+def scan_header(path: str, text: str) -> tuple[list[HeaderDefine], list[str]]:
     """The defines of one file with their conditions, and its includes as spelled."""
-    directives = [(n, m[1], re.sub(r"/\*.*?\*/|//.*$", "", m[2]).strip())
-                  for n, line in _logical_lines(text) if "#" in line
-                  and (m := _DIRECTIVE.match(line)) is not None and m[1] != "include"]
+    found = _directives(text)
+    conds_only = [(n, k, r) for n, k, r in found if k != "include"]
     guard = ""
-    if len(directives) >= 2 and directives[0][1] == "ifndef" and \
-            directives[1][1] == "define" and directives[1][2].split()[:1] == [directives[0][2]]:
-        guard = directives[0][2]
+    if len(conds_only) >= 2 and conds_only[0][1] == "ifndef" and \
+            conds_only[1][1] == "define" and conds_only[1][2].split()[:1] == [conds_only[0][2]]:
+        guard = conds_only[0][2]
     defines: list[HeaderDefine] = []
     includes: list[str] = []
     # Each level: the conditions of the branch now open (earlier branches negated).
     stack: list[list[Cond]] = []
     seen_first = False
-    for line_no, line in _logical_lines(text):
-        if "#" not in line:
-            continue
-        m = _DIRECTIVE.match(line)
-        if m is None:
-            continue
-        kind, rest = m[1], re.sub(r"/\*.*?\*/|//.*$", "", m[2]).strip()
+    for line_no, kind, rest in found:
         if kind == "include":
             inc = _INCLUDE.search(rest)
             if inc:
@@ -141,18 +136,26 @@ class MacroGraph:
 
 def build_graph(files: Sequence[str], read: Callable[[str], str | None],
                 include_dirs: Sequence[str] = ()) -> MacroGraph:
-    known = frozenset(files)
+    """Read and scan `files`, then resolve their includes (see `graph_from`)."""
+    facts = []
+    for path in files:
+        text = read(path)
+        facts.append((path, scan_header(path, text) if text is not None else ([], [])))
+    return graph_from(facts, include_dirs)
+
+
+def graph_from(facts: Sequence[tuple[str, tuple[list[HeaderDefine], list[str]]]],
+               include_dirs: Sequence[str] = ()) -> MacroGraph:
+    """The graph from each file's `scan_header` result: includes resolved next to the
+    including file, then through `include_dirs`, then by a unique path suffix."""
+    known = frozenset(path for path, _f in facts)
     by_suffix: dict[str, list[str]] = {}
-    for f in files:
+    for f in known:
         parts = f.split("/")
         for i in range(len(parts)):
             by_suffix.setdefault("/".join(parts[i:]), []).append(f)
     graph = MacroGraph({}, {})
-    for path in files:
-        text = read(path)
-        if text is None:
-            continue
-        defs, spelled = scan_header(path, text)
+    for path, (defs, spelled) in facts:
         graph.defines[path] = defs
         resolved = []
         folder = posixpath.dirname(path)

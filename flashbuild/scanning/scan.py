@@ -397,17 +397,22 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
     if reach is not None:
         files, not_built = _reachable_files(walk.files, reach)
     jobs = opts.jobs or os.cpu_count() or 1
-    inherited = _inherited_macros(root, files, reach, opts.max_file_bytes)
-    work = [(str(root), rel, kind, target, opts.max_file_bytes, inherited.get(rel))
-            for rel, kind in files]
+    cxx = [(str(root), rel, opts.max_file_bytes) for rel, kind in files if kind == "cxx"]
     reports: list[FileReport]
-    if jobs <= 1 or len(work) < SERIAL_BELOW:
+    if jobs <= 1 or len(files) < SERIAL_BELOW:
+        headers = [_header_facts(c) for c in cxx]
+        work = _work(root, files, target, opts, reach, headers)
         reports = [_check_file(w) for w in work]
     else:
-        chunk = max(8, len(work) // (jobs * 8))
         pool_type = ProcessPoolExecutor if opts.executor == "process" else ThreadPoolExecutor
         with pool_type(max_workers=jobs) as pool:
-            reports = list(pool.map(_check_file, work, chunksize=chunk))
+            # Two passes on one pool: what each file defines and includes (for the macros
+            # along the include graph), then the checks with those macros.
+            headers = list(pool.map(_header_facts, cxx,
+                                    chunksize=max(8, len(cxx) // (jobs * 8))))
+            work = _work(root, files, target, opts, reach, headers)
+            reports = list(pool.map(_check_file, work,
+                                    chunksize=max(8, len(work) // (jobs * 8))))
     findings = combine(root, reports, target, reach)
     skipped = [*walk.skipped, *not_built, *(s for r in reports for s in r.skipped)]
     return ScanResult(
@@ -441,28 +446,34 @@ def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> A
     return compute_reach(setup, paths, read)
 
 
-def _inherited_macros(root: Path, files: Sequence[tuple[str, FileKind]], reach: Any,
-                      max_bytes: int) -> dict[str, Any]:
-    """Per C++ file, the object-like macros its included headers define, with their
-    conditions (`ppgraph`): the preprocessor state along the include graph."""
-    from flashbuild.scanning.ppgraph import as_wire, build_graph
+def _header_facts(args: tuple[str, str, int]) -> tuple[str, Any]:
+    """What one C++ file defines (with conditions) and includes (`ppgraph.scan_header`)."""
+    from flashbuild.scanning.ppgraph import scan_header
 
-    cxx_files = [rel for rel, kind in files if kind == "cxx"]
+    root, rel, max_bytes = args
+    text = read_source(Path(root), rel, max_bytes)
+    if not isinstance(text, str) or "#" not in text:
+        return rel, ([], [])
+    return rel, scan_header(rel, text)
 
-    def read(rel: str) -> str | None:
-        text = read_source(root, rel, max_bytes)
-        return text if isinstance(text, str) and "#" in text else None
+
+def _work(root: Path, files: Sequence[tuple[str, FileKind]], target: ScanTarget,  # noqa: PLR0917
+          opts: ScanOptions, reach: Any, headers: Sequence[tuple[str, Any]]
+          ) -> list[tuple[str, str, FileKind, ScanTarget, int, Any]]:
+    """The check jobs, each C++ file with the object-like macros its included headers define
+    (`ppgraph`): the preprocessor state along the include graph."""
+    from flashbuild.scanning.ppgraph import as_wire, graph_from
 
     dirs: list[str] = []
     if reach is not None:
         for ext in reach.setup.built_for_target():
             dirs.extend(d for d in ext.include_dirs if d not in dirs)
-    graph = build_graph(cxx_files, read, dirs)
-    out: dict[str, Any] = {}
-    for rel in cxx_files:
-        defs = graph.inherited(rel)
-        if defs:
-            out[rel] = as_wire(defs)
+    graph = graph_from(headers, dirs)
+    out = []
+    for rel, kind in files:
+        defs = graph.inherited(rel) if kind == "cxx" else None
+        out.append((str(root), rel, kind, target, opts.max_file_bytes,
+                    as_wire(defs) if defs else None))
     return out
 
 
