@@ -94,7 +94,8 @@ class SetupPy:
     gencode: tuple[tuple[int, str], ...]
     """Hard-coded gencode/arch flags (line, literal): torch then ignores TORCH_CUDA_ARCH_LIST."""
     env_switches: tuple[tuple[str, int], ...]
-    """Environment variables read through os.environ / os.getenv (name, first line)."""
+    """Environment variables read through os.environ / os.getenv (name, first line), in code
+    the target's build may run (not in a ROCm-only branch)."""
     packages: tuple[str, ...]
     """Python packages `setup()` ships (find_packages evaluated on the tree), dotted."""
     package_dir: tuple[tuple[str, str], ...]
@@ -612,6 +613,8 @@ class _Interp:
         return cached
 
     def _env_read(self, node: ast.expr) -> None:
+        if self.dead:
+            return  # read only in a branch the target never takes (a ROCm build's switches)
         if isinstance(node, ast.Call) and node.args and \
                 isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
             self.env_reads.setdefault(node.args[0].value, node.lineno)
