@@ -154,6 +154,8 @@ class _Interp:
     archs: Sequence[Arch]
     files: Sequence[str]
     dirs: frozenset[str]
+    known: frozenset[str] = frozenset()
+    """`files` as a set (find_packages asks whether folders hold an __init__.py)."""
     funcs: dict[str, ast.FunctionDef] = field(default_factory=dict)
     exts: list[_Ext] = field(default_factory=list)
     conds: list[tuple[str, bool | None]] = field(default_factory=list)
@@ -161,8 +163,6 @@ class _Interp:
     setup_kwargs: dict[str, Any] = field(default_factory=dict)
     depth: int = 0
     dead: bool = False
-    assigned_line: dict[int, int] = field(default_factory=dict)
-    """id(list value) → line of the assignment that created it (evidence for flag lists)."""
     windows_flags: list[tuple[int, str, str]] = field(default_factory=list)
     returns: list[list[Any]] = field(default_factory=list)
     """Per local call being run: values returned under undecidable tests."""
@@ -177,8 +177,6 @@ class _Interp:
             self.funcs[node.name] = node  # type: ignore[assignment]
         elif isinstance(node, ast.Assign):
             value = self.expr(node.value, env)
-            if isinstance(value, list):
-                self.assigned_line.setdefault(id(value), node.lineno)
             for target in node.targets:
                 self.assign(target, value, env)
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
@@ -594,7 +592,7 @@ class _Interp:
             dotted = f[len(prefix):-len("/__init__.py")].replace("/", ".")
             parts = dotted.split(".")
             # find_packages only descends into folders that are packages themselves.
-            if any(f"{prefix}{'/'.join(parts[:i])}/__init__.py" not in self.fileset
+            if any(f"{prefix}{'/'.join(parts[:i])}/__init__.py" not in self.known
                    for i in range(1, len(parts))):
                 continue
             if any(fnmatch.fnmatchcase(dotted, p) for p in exclude):
@@ -603,14 +601,6 @@ class _Interp:
                 continue
             out.append(dotted)
         return sorted(out)
-
-    @property
-    def fileset(self) -> frozenset[str]:
-        cached: frozenset[str] | None = getattr(self, "_fileset", None)
-        if cached is None:
-            cached = frozenset(self.files)
-            object.__setattr__(self, "_fileset", cached)
-        return cached
 
     def _env_read(self, node: ast.expr) -> None:
         if self.dead:
@@ -845,7 +835,8 @@ def analyze_setup(text: str, path: str, *, platform: str, archs: Sequence[Arch],
     local_files = [f[len(base) + 1:] for f in files if f.startswith(f"{base}/")] if base \
         else list(files)
     dirs = frozenset(f"{d}/" for f in local_files for d in _parents(f))
-    interp = _Interp(platform=platform, archs=archs, files=local_files, dirs=dirs)
+    interp = _Interp(platform=platform, archs=archs, files=local_files, dirs=dirs,
+                     known=frozenset(local_files))
     env = _Env({"__name__": "__main__"})
     try:
         interp.run(tree.body, env)
