@@ -2,10 +2,13 @@
 include/cutlass/** headers full of templates, examples with kernels) plus a kernel library
 (csrc/ copied N times with its CMake, Python and planted problems).
 
-    python bench/bench_scan.py [--files 5000] [--repeat 2]
+    python bench/bench_scan.py [--files 5000] [--repeat 2] [--corpus DIR] [--tree NAME]
 
 Prints a Markdown table: files, seconds and files/second for 1 worker, and for all cores as
-processes and as threads (the best of `--repeat` runs each).
+processes and as threads (the best of `--repeat` runs each). Then, when the real-tree corpus
+is there (default ../shared/corpus beside the repository), the same for one of its trees
+(default flash-attention, with its CUTLASS submodule): `flashbuild scan` and
+`flashbuild recipe init` as a user runs them (all cores, a fresh process each), wall time.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
+import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -78,11 +84,58 @@ def generate(root: Path, files: int) -> int:
     return count
 
 
+def bench_corpus(corpus: Path, tree: str, repeat: int) -> None:
+    tarball = corpus / f"{tree}.tar.gz"
+    if not tarball.is_file():
+        print(f"\n(no corpus tree {tarball}: skipped)")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(tarball) as tar:
+            tar.extractall(tmp, filter="data")
+        src = Path(tmp) / tree
+        files = sum(1 for p in src.rglob("*") if p.is_file())
+        print(f"\nCorpus tree {tree} ({files} files), fresh `flashbuild` process per run:\n")
+        print("| command | target | seconds (best of runs) | result |")
+        print("|---|---|---|---|")
+        for platform in ("windows", "linux"):
+            commands = {
+                "scan": ["scan", str(src), "--platform", platform, "--arch", "sm120",
+                         "--json"],
+                "recipe init": ["recipe", "init", "--source", str(src), "--platform",
+                                platform, "--arch", "sm120", "-o",
+                                str(Path(tmp) / f"{platform}.toml")],
+            }
+            for name, argv in commands.items():
+                best = float("inf")
+                out = ""
+                for _ in range(repeat):
+                    start = time.perf_counter()
+                    res = subprocess.run([sys.executable, "-m", "flashbuild", *argv],
+                                         capture_output=True, text=True, check=False)
+                    best = min(best, time.perf_counter() - start)
+                    out = res.stdout
+                summary = f"exit {res.returncode}"
+                if name == "scan" and res.stdout:
+                    import json
+
+                    doc = json.loads(out)
+                    summary += (f", {doc['files_scanned']} files scanned, "
+                                f"{doc['counts']['error']} error(s)")
+                print(f"| {name} | {platform} sm_120 | {best:.2f} | {summary} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--files", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=2, help="runs per row; the best counts")
+    parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus")
+    parser.add_argument("--tree", default="flash-attention")
+    parser.add_argument("--corpus-only", action="store_true",
+                        help="skip the synthetic tree")
     args = parser.parse_args()
+    if args.corpus_only:
+        bench_corpus(args.corpus, args.tree, args.repeat)
+        return
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -106,6 +159,7 @@ def main() -> None:
                 print(f"| {platform} {arch} | {label} | {result.files_scanned} | "
                       f"{len(result.findings)} | {best:.2f} | "
                       f"{result.files_scanned / best:,.0f} |")
+    bench_corpus(args.corpus, args.tree, args.repeat)
 
 
 if __name__ == "__main__":

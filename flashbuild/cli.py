@@ -311,7 +311,8 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
     sarif: Annotated[Path | None, typer.Option(
         "--sarif", help="Also write the findings as SARIF 2.1.0 to this file.")] = None,
     include_vendored: Annotated[bool, typer.Option(
-        "--include-vendored", help="Also scan third_party/, vendor/, external/ folders.")]
+        "--include-vendored", help="Also scan vendored code: git submodules, third_party/-style "
+        "folders, copies of CUTLASS/CCCL.")]
     = False,
     jobs: Annotated[int | None, typer.Option(
         "--jobs", "-j", help="Worker processes (default: all cores).")] = None,
@@ -327,20 +328,24 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
 
 @recipe_app.command(cls=_Command, name="init")
 @_edge
-def recipe_init(
+def recipe_init(  # noqa: PLR0917 - Typer maps each option to a parameter
     source: Annotated[Path, typer.Option("--source", "-s", help="Tree to draft a recipe for.")],
     arch: ScanArchOpt = "sm120",
     platform: PlatformOpt = None,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Write the recipe here (default: print it).")] = None,
     json: JsonOpt = False,
+    compile_check: Annotated[bool, typer.Option(
+        "--compile-check", help="Compile each translation unit a drafted code step touches "
+        "with nvcc for the target, before and after the step, and say so in the draft.")] = False,
 ) -> int:
     """Draft a recipe from a scan: a [[patch]] step for every finding a transform fixes, and a
     commented TODO with the evidence for every finding that needs a person."""
     ui.configure(json_mode=json)
     from flashbuild.scanning.draft import run_init
 
-    return run_init(source, platform=platform, arch=arch, output=output, as_json=json)
+    return run_init(source, platform=platform, arch=arch, output=output, as_json=json,
+                    check=compile_check)
 
 
 def main() -> None:

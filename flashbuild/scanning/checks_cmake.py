@@ -261,6 +261,9 @@ def _strequal_gates(file: FileText, commands: Sequence[Command],
     named = {lit[0] for c in conds for a in c.args if (lit := arch_literal(a))}
     for cmd in conds:
         args = cmd.args
+        # `STREQUAL "120" OR … STREQUAL "120a"`: a gate that also names the target's exact
+        # spelling accepts it; its other comparisons do not turn it off.
+        spelled = {lit for a in args if (lit := arch_literal(a))}
         for i, word in enumerate(args):
             if word != "STREQUAL" or i == 0 or i + 1 >= len(args):
                 continue
@@ -272,6 +275,9 @@ def _strequal_gates(file: FileText, commands: Sequence[Command],
             code, suffix = lit
             for arch in target.archs:
                 why = ""
+                if code == arch.code and suffix != arch.suffix.value and \
+                        (arch.code, arch.suffix.value) in spelled:
+                    continue
                 if code == arch.code:
                     why = (f"`{arch.code}{arch.suffix}` is not the string `{code}{suffix}`"
                            if suffix != arch.suffix.value else
@@ -285,7 +291,10 @@ def _strequal_gates(file: FileText, commands: Sequence[Command],
                     out.append(Finding(
                         rule="FB152", category=Category.ARCH_GATING, path=file.path,
                         line=line, col=col, severity=Severity.WARNING,
-                        message=f"arch gate `{left} STREQUAL {right}` is false for {arch.sm}",
+                        message=f"arch gate `{left} STREQUAL {right}` is false for {arch.sm}"
+                        if (code, suffix) != (arch.code, arch.suffix.value) else
+                        f"arch gate `{left} STREQUAL {right}` holds for {arch.sm} only while "
+                        f"{var} names nothing else",
                         evidence=why, snippet=_snippet(file, line),
                         fix=Fix(manual=f"test membership instead, e.g. `if(\"{arch.code}"
                                 f"{arch.suffix}\" IN_LIST CMAKE_CUDA_ARCHITECTURES)` or a "

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from flashbuild.arch import Arch, Suffix
+from flashbuild.arch import Arch
 from flashbuild.patching import cxx
 from flashbuild.patching.transforms import instantiations as inst
 from flashbuild.scanning.pp import NOT_DEFINED, Evaluator, Pass, device_pass, host_pass
+from flashbuild.scanning.ptx_table import INSTRUCTIONS
 from flashbuild.scanning.scan import (
     Category,
     FileReport,
@@ -38,35 +39,23 @@ if TYPE_CHECKING:
 
     from tree_sitter import Node
 
+
 POSIX_HEADERS = frozenset({"unistd.h", "sys/time.h", "sys/mman.h", "sys/resource.h",
                            "sys/wait.h", "sys/utsname.h", "sys/ioctl.h", "sys/socket.h",
                            "dirent.h", "pthread.h", "sched.h", "libgen.h", "strings.h"})
-#: PTX instructions and the targets that have them. FACTS.md "GPU architectures": wgmma is
-#: sm_90a only; sm_120 has no wgmma and no tcgen05; `a` targets run only on their own SM.
-#: PTX ISA: tcgen05 on sm_100a/101a(110a)/103a; block-scale `kind::f8f6f4` MMA needs an
-#: arch-specific (`a`) or family (`f`) Blackwell target; setmaxnreg sm_90a and the sm_100a
-#: family; TMA tensor copies (cp.async.bulk.tensor) sm_90 and later.
-INSTRUCTIONS: dict[str, tuple[str, Any]] = {
-    "wgmma": ("sm_90a", lambda a: a.code == 90 and a.suffix is Suffix.ARCH),
-    "tcgen05": ("sm_100a/sm_103a/sm_110a", lambda a: a.code in (100, 101, 103, 110)
-                and a.suffix is not Suffix.NONE),
-    "kind::f8f6f4": ("an `a`/`f` Blackwell target", lambda a: a.code >= 100
-                     and a.suffix is not Suffix.NONE),
-    "setmaxnreg": ("sm_90a and the sm_100a family", lambda a: a.code in (90, 100, 101, 103, 110)
-                   and a.suffix is not Suffix.NONE),
-    "cp.async.bulk.tensor": ("sm_90 and later", lambda a: a.code >= 90),
-}
 _ALTERNATIVES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"(?P<inc>#[ \t]*include[ \t]*[<\"](?P<hdr>[\w/.]+)[>\"])", ()),
     (r"(?P<ssize>\bssize_t\b)", ()), (r"(?P<i128>\b__int128(?:_t)?\b)", ()),
     (r"(?P<attr>\b__attribute__\b)", ()), (r"(?P<builtin>\b__builtin_\w+)", ()),
     (r"(?P<small>\bsmall\b)", ()), (r"(?P<minmax>\b(?:min|max)\b(?=\s*\())", ()),
     (r"(?P<eq>\b__CUDA_ARCH__\s*==\s*\d+|\b\d+\s*==\s*__CUDA_ARCH__\b)", ("__CUDA_ARCH__",)),
+    (r"(?P<lt>\b__CUDA_ARCH__\s*<=?\s*\d+)", ("__CUDA_ARCH__",)),
     (r"(?P<err>#[ \t]*error\b)", ()),
     (r"(?P<major>(?:\b[\w.>-]*?\b)?\b(?:major|cc_major|sm_major|ccMajor)\s*==\s*\d+\b)",
      ("major", "Major")),
-    (r"(?P<instr>\bwgmma\b|\btcgen05\b|kind::f8f6f4|\bsetmaxnreg\b|cp\.async\.bulk\.tensor)",
-     ("wgmma", "tcgen05", "kind::f8f6f4", "setmaxnreg", "cp.async.bulk.tensor")),
+    (r"(?P<instr>\bwgmma\b|\btcgen05\b|kind::(?:f8f6f4|mxf4nvf4|mxf8f6f4|mxf4)\b|"
+     r"\bsetmaxnreg\b|cp\.async\.bulk\.tensor)",
+     ("wgmma", "tcgen05", "kind::", "setmaxnreg", "cp.async.bulk.tensor")),
     (r"(?P<smem>\b\w*(?:[Ss]mem|SMEM|[Ss]hared_?[Mm]em|SHARED_MEM|[Ss]hmem)\w*\s*=\s*[^;=])",
      ("smem", "Smem", "SMEM", "hared", "HARED", "hmem")),
     (r"(?P<externc>\bextern\s+\"C\")", ()),
@@ -110,6 +99,9 @@ class _Ctx:
     target: ScanTarget
     report: FileReport
     defines: dict[str, list[cxx.MacroDef]]
+    inherited: Mapping[str, list[tuple[str, tuple[tuple[str, bool], ...], str]]] = \
+        field(default_factory=dict)
+    """Macros the included headers define: name → [(body, conditions, where)]."""
 
     def __post_init__(self) -> None:
         self._memo: dict[tuple[str, int], int | None] = {}
@@ -155,10 +147,25 @@ class _Ctx:
                 value = None
         return value
 
+    def undecided(self, node: Node, pass_: Pass) -> list[str]:
+        """The macros of the conditions around `node` that evaluate to unknown."""
+        ev = Evaluator(pass_, lambda name: self._macro(name, pass_))
+        out: list[str] = []
+        for cond in cxx.enclosing_conditionals(self.src, node):
+            if cond.directive in ("#ifdef", "#elifdef", "#ifndef", "#elifndef"):
+                v = ev.defined(cond.condition)
+            else:
+                v = ev.eval(cond.condition)
+            if v is None:
+                names = re.findall(r"[A-Za-z_]\w*", cond.condition)
+                out.extend(n for n in names if n != "defined" and n not in out and
+                           n not in pass_.defined and n not in pass_.undefined)
+        return out
+
     def _macro(self, name: str, pass_: Pass) -> str | None:
         defs = self.defines.get(name)
         if not defs:
-            return None
+            return self._inherited_macro(name, pass_)
         key = (name, id(pass_))
         if key in self._memo:
             return self._memo[key]  # type: ignore[return-value]
@@ -174,6 +181,43 @@ class _Ctx:
                 unknown = True
         result: str | None
         if len(bodies) == 1 and not unknown:
+            result = bodies[0]
+        elif not bodies and not unknown:
+            result = NOT_DEFINED
+        else:
+            result = None
+        self._memo[key] = result  # type: ignore[assignment]
+        return result
+
+    def _inherited_macro(self, name: str, pass_: Pass) -> str | None:
+        """A macro an included header defines, resolved for this pass: its body when exactly
+        one definition is active, NOT_DEFINED when none can be, None when undecidable."""
+        defs = self.inherited.get(name)
+        if not defs:
+            return None
+        key = (name, id(pass_))
+        if key in self._memo:
+            return self._memo[key]  # type: ignore[return-value]
+        self._memo[key] = None  # recursion guard
+        ev = Evaluator(pass_, lambda n: self._macro(n, pass_))
+        bodies: list[str] = []
+        unknown = False
+        for body, conds, _where in defs:
+            state: int | None = 1
+            for text, negated in conds:
+                v = ev.eval(text)
+                v = None if v is None else int(bool(v) != negated)
+                if v == 0:
+                    state = 0
+                    break
+                if v is None:
+                    state = None
+            if state == 1:
+                bodies.append(body)
+            elif state is None:
+                unknown = True
+        result: str | None
+        if len(set(bodies)) == 1 and not unknown:
             result = bodies[0]
         elif not bodies and not unknown:
             result = NOT_DEFINED
@@ -206,7 +250,7 @@ class _Ctx:
             snippet=_snippet(self.file, line), fix=fix, data=data))
 
 
-def check_cxx(file: FileText, target: ScanTarget) -> FileReport:
+def check_cxx(file: FileText, target: ScanTarget, inherited: Any = None) -> FileReport:
     report = FileReport(file.path)
     text = file.text
     matches = list(_candidates_for(text).finditer(text))
@@ -217,10 +261,12 @@ def check_cxx(file: FileText, target: ScanTarget) -> FileReport:
         report.facts["instantiations"] = inst.file_facts(file.path, text, src)
     if src is None:
         return report
+    if "EXPORT" in text or "_API" in text or "dllexport" in text:
+        report.facts["exported"] = sorted({m[1] for m in EXPORTED_DECL.finditer(text)})
     defines: dict[str, list[cxx.MacroDef]] = {}
     for macro in cxx.macro_definitions(src):
         defines.setdefault(macro.name, []).append(macro)
-    ctx = _Ctx(file, src, target, report, defines)
+    ctx = _Ctx(file, src, target, report, defines, inherited or {})
     report.facts["dlsym"] = any(m.group(0) == "dlsym" for m, _s, _n in
                                 _sites(ctx, [m for m in matches if m.lastgroup == "dl"]))
     windows = target.platform == "windows"
@@ -236,6 +282,7 @@ def check_cxx(file: FileText, target: ScanTarget) -> FileReport:
     for arch in target.archs:
         dev = device_pass(target.platform, arch)
         _arch_gates(ctx, groups, arch, dev)
+        _arch_ranges(ctx, groups, arch, dev)
         _instructions(ctx, groups, arch, dev)
         _smem(ctx, groups, arch, dev)
     _runtime_major(ctx, groups)
@@ -335,8 +382,8 @@ def _plugin_exports(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], host: 
         if "dllexport" in head or re.search(r"\b\w*(EXPORT|_API)\w*\b", head):
             continue
         node = ctx.node_at(decl.start, decl.start + 1)
-        if ctx.active(node, host) == 0:
-            continue
+        if ctx.active(node, host) == 0 or _in_anonymous_namespace(node):
+            continue  # internal linkage: not an entry point anyone can dlsym
         ctx.report.findings.append(Finding(
             rule="FB102", category=Category.DYNAMIC_LOADING, path=ctx.file.path,
             line=decl.line, col=1, severity=Severity.ERROR,
@@ -348,6 +395,21 @@ def _plugin_exports(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], host: 
             fix=Fix(transform="dynamic-loading",
                     params={"mode": "portable", "plugin_files": [ctx.file.path]}),
             data={"needs": "plugin-source", "symbol": decl.name}))
+
+
+def _in_anonymous_namespace(node: Node) -> bool:
+    n: Node | None = node
+    while n is not None:
+        if n.type == "namespace_definition" and n.child_by_field_name("name") is None:
+            return True
+        n = n.parent
+    return False
+
+
+#: A function declared with an export macro (`FOO_API int f(`, `__declspec(dllexport) void
+#: g(`): a definition elsewhere of the same name is exported through that declaration.
+EXPORTED_DECL = re.compile(r"(?:\b\w*(?:EXPORT|_API)\w*|__declspec\s*\(\s*dllexport\s*\))"
+                           r"[^;{}()]*?\b(\w+)\s*\(")
 
 
 def _arch_gates(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch,
@@ -403,7 +465,59 @@ def _arch_gates(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch
                 Fix(transform="macro-edit", params={
                     "files": [ctx.file.path], "find": m.group(0).strip(),
                     "replace": f"({m.group(0).strip()} || __CUDA_ARCH__ == {target_value})"}),
-                arch=arch.code, directives=[_DIRECTIVE[parent.type]])
+                arch=arch.code, directives=[_DIRECTIVE[parent.type]],
+                ladder=_defines_in_branch(ctx, parent))
+
+
+def _arch_ranges(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch,
+                 dev: Pass) -> None:
+    """`__CUDA_ARCH__ >= 1000 && __CUDA_ARCH__ < 1200`: a Blackwell range whose upper bound
+    leaves the target out, while a sibling (sm_100) takes the branch."""
+    target_value = arch.code * 10
+    if arch.code < 100:
+        return
+    sibling = device_pass(ctx.target.platform, Arch(10, 0, arch.suffix))
+    seen: set[int] = set()
+    for m, start, node in _sites(ctx, groups.get("lt", []), code=False):
+        bound = int(re.findall(r"\d+", m.group(0))[0])
+        inclusive = "<=" in m.group(0)
+        if bound < 1000 or (target_value <= bound if inclusive else target_value < bound):
+            continue
+        parent = node
+        while parent.parent is not None and parent.type not in ("preproc_if", "preproc_elif"):
+            parent = parent.parent
+        cond_node = parent.child_by_field_name("condition")
+        if cond_node is None or cond_node.start_byte in seen or _ends_in_error(parent):
+            continue
+        seen.add(cond_node.start_byte)
+        cond = ctx.src.node_text(cond_node)
+        at_target = Evaluator(dev, lambda n: ctx._macro(n, dev)).eval(cond)
+        at_sibling = Evaluator(sibling, lambda n: ctx._macro(n, sibling)).eval(cond)
+        if at_target != 0 or at_sibling != 1:
+            continue
+        ctx.add(start, "FB151", Category.ARCH_GATING, Severity.WARNING,
+                f"`{m.group(0).strip()}` ends the range before {arch.sm}: sm_100 takes this "
+                f"branch, the {arch.sm} pass takes another path",
+                f"`{cond.strip()}` is 1 for __CUDA_ARCH__ == 1000 and 0 for {target_value}",
+                Fix(manual=f"if the code is right for {arch.sm}, move the bound past "
+                    f"{target_value}; if it needs sm_100-only features, leave it"),
+                arch=arch.code, directives=[_DIRECTIVE[parent.type]],
+                ladder=_defines_in_branch(ctx, parent))
+
+
+def _defines_in_branch(ctx: _Ctx, node: Node) -> list[str]:
+    """The macros an `#if`/`#elif` branch defines: an arch-detection ladder (CUTLASS's
+    `#if __CUDA_ARCH__ == 1000 … #define CUTLASS_ARCH_MMA_SM100_ENABLED`). Widening its test
+    turns on features the target does not have, so recipe init never drafts that edit."""
+    if node.type not in ("preproc_if", "preproc_elif"):
+        return []
+    out = []
+    for child in node.named_children:
+        if child.type in ("preproc_def", "preproc_function_def"):
+            name = child.child_by_field_name("name")
+            if name is not None:
+                out.append(ctx.src.node_text(name))
+    return out
 
 
 _DIRECTIVE = {"preproc_def": "define", "preproc_function_def": "define-function",
@@ -428,9 +542,12 @@ def _instructions(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Ar
                   dev: Pass) -> None:
     for m, start, node in _sites(ctx, groups.get("instr", []), code=False):
         name = m.group(0)
-        needs, has = INSTRUCTIONS[name]
+        row = INSTRUCTIONS[name]
+        needs, has = row.needs, row.accepts
         if has(arch) or node.type == "comment":
             continue
+        if name.startswith("kind::") and "tcgen05" in _line_text(ctx, start):
+            continue  # a tcgen05.mma kind: the tcgen05 row decides that line
         n: Node | None = node
         in_asm = False
         while n is not None:
@@ -438,13 +555,31 @@ def _instructions(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Ar
                 in_asm = True
                 break
             n = n.parent
-        if not in_asm or ctx.active(node, dev) == 0:
+        state = ctx.active(node, dev) if in_asm else 0
+        if state == 0:
+            continue
+        if state is None:
+            # Undecidable here (a macro defined elsewhere, a project option): a note naming
+            # the macros, never an error.
+            macros = ctx.undecided(node, dev)
+            ctx.add(start, "FB160", Category.ARCH_INSTRUCTIONS, Severity.NOTE,
+                    f"`{name}` may be compiled for {arch.sm} (needs {needs}): it depends on "
+                    f"{', '.join(macros) or 'a condition'} the scan cannot decide",
+                    f"inline PTX `{name}` under `{' / '.join(macros) or '?'}`",
+                    Fix(manual=f"none if {', '.join(macros) or 'the condition'} is off for "
+                        f"{arch.sm}; else exclude or gate the source"),
+                    needs="compiled-for-target", instruction=name, arch=arch.code)
             continue
         ctx.add(start, "FB160", Category.ARCH_INSTRUCTIONS, Severity.ERROR,
                 f"`{name}` is compiled for {arch.sm}, which lacks it (needs {needs})",
                 f"inline PTX `{name}` in code the {arch.sm} device pass compiles",
                 Fix(transform="exclude-sources", params={"globs": [ctx.file.path]}),
                 needs="compiled-for-target", instruction=name, arch=arch.code)
+
+
+def _line_text(ctx: _Ctx, byte: int) -> str:
+    line = ctx.pos(byte)[0]
+    return _snippet(ctx.file, line)
 
 
 _ARCH_NAME = re.compile(r"[Ss][Mm]_?(\d{2,3})")
@@ -572,11 +707,17 @@ def _runtime_major(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]]) -> None
             (m[1] == ">=" and arch.major >= int(m[2])) or (m[1] == ">" and arch.major > int(m[2]))]
         if accepts:
             continue
+        host = host_pass(ctx.target.platform)
+        named = _ARCH_NAME.search(ctx.file.path.rpartition("/")[2])
         for m, start, node in found:
             if node.parent is not None and node.parent.type.startswith("preproc"):
                 continue
             value = int(re.findall(r"==\s*(\d+)", m.group(0))[0])
-            if value == arch.major:
+            if value == arch.major or ctx.active(node, host) == 0:
+                continue
+            if named is not None and int(named[1]) // 10 == value:
+                # A source named for one SM (`gemm_sm90.cu`) that refuses other majors guards
+                # kernels built for that SM only (wgmma for sm_90): the check is right.
                 continue
             ctx.add(start, "FB153", Category.ARCH_GATING, Severity.WARNING,
                     f"`{m.group(0).strip()}`: a {arch.major}.x GPU ({arch.sm}) never takes "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from flashbuild.scanning.gates import Gate, Mention, gate_from_words
 from flashbuild.scanning.scan import (
@@ -23,11 +24,20 @@ from flashbuild.scanning.scan import (
     Severity,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
 POSIX_LIB = re.compile(r"^(?:.*/)?lib[\w+.-]*\.so(?:\.\d+)*$")
 UNVERSIONED = re.compile(r"\.so$")
 SO_SUFFIX = re.compile(r"\.so$")
 SOURCE = re.compile(r"\.(cu|cpp|cc|cxx|c)$")
 CDLL_NAMES = frozenset({"CDLL", "PyDLL", "LoadLibrary", "cdll", "dlopen"})
+_WIN_NAME = re.compile(r"(?:^|_)(?:IS_)?WIN(?:DOWS|32|64)?(?:$|_)", re.IGNORECASE)
+#: A file none of whose text matches this holds nothing the visitor reports or records
+#: (no library load, no `.so`, no source name, no NOMINMAX): its parse is skipped. Most of
+#: a Python package is such files, and the ast walk is the scan's costliest per-file step.
+_NEEDS_AST = re.compile(r"CDLL|PyDLL|LoadLibrary|cdll|dlopen|\.so\b|NOMINMAX|"
+                        r"\.(?:cu|cpp|cc|cxx|c)[\"']")
 
 
 def _snippet(file: FileText, line: int) -> str:
@@ -55,19 +65,30 @@ class _Visitor(ast.NodeVisitor):
         self.cdll_args: set[int] = set()
 
     def visit_If(self, node: ast.If) -> None:
-        words = [n.value for n in ast.walk(node.test) if isinstance(n, ast.Constant)
+        self._gated(node.test, node.body, node.orelse)
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        # `".dll" if IS_WINDOWS else ".so"`: the `.so` branch is the POSIX one.
+        self._gated(node.test, [node.body], [node.orelse])
+
+    def _gated(self, test: ast.expr, body: Sequence[ast.AST], orelse: Sequence[ast.AST]
+               ) -> None:
+        words = [n.value for n in ast.walk(test) if isinstance(n, ast.Constant)
                  and isinstance(n.value, str)]
-        if any(isinstance(n, ast.Not | ast.NotEq) for n in ast.walk(node.test)):
+        # A flag named for the platform (IS_WINDOWS, _IS_WIN32) tests it like sys.platform.
+        words += ["win32" for n in ast.walk(test) if isinstance(n, ast.Name | ast.Attribute)
+                  and _WIN_NAME.search(n.id if isinstance(n, ast.Name) else n.attr)]
+        if any(isinstance(n, ast.Not | ast.NotEq) for n in ast.walk(test)):
             words.append("not")
-        text = ast.unparse(node.test)
-        self.visit(node.test)
+        text = ast.unparse(test)
+        self.visit(test)
         self.gates.append(gate_from_words(text, words, negated=False))
-        for stmt in node.body:
+        for stmt in body:
             self.visit(stmt)
         g = self.gates.pop()
         self.gates.append(Gate(text=f"not ({g.text})", archs=g.archs, platform=g.platform,
                                negated=not g.negated))
-        for stmt in node.orelse:
+        for stmt in orelse:
             self.visit(stmt)
         self.gates.pop()
 
@@ -137,6 +158,9 @@ class _Visitor(ast.NodeVisitor):
 
 def check_python(file: FileText, target: ScanTarget) -> FileReport:
     report = FileReport(file.path)
+    init = target.platform == "windows" and file.path.rpartition("/")[2] == "__init__.py"
+    if not init and not _NEEDS_AST.search(file.text):
+        return report
     try:
         tree = ast.parse(file.text, filename=file.path)
     except SyntaxError as exc:

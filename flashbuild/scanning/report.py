@@ -11,17 +11,18 @@ JSON document (`schema_version` 1, added by `ui.emit_json`), documented keys:
 
 from __future__ import annotations
 
-from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.markup import escape
+from rich.text import Text
 
 from flashbuild.console import clip
 from flashbuild.scanning.rules import RULES
 from flashbuild.scanning.scan import Finding, ScanResult, Severity
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from rich.console import Console
 
 #: The JSON schema of `scan --json` (a test validates real output against it).
@@ -53,31 +54,66 @@ def finding_json(f: Finding) -> dict[str, Any]:
     }
 
 
+def group_findings(findings: Sequence[Finding]) -> list[list[Finding]]:
+    """Findings of one rule in one file, together, in file order (the first one stands for
+    the group); groups ordered by severity, then path."""
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for f in sorted(findings, key=Finding.sort_key):
+        groups.setdefault((f.path, f.rule), []).append(f)
+    rank = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.NOTE: 2}
+    return sorted(groups.values(), key=lambda g: (rank[g[0].severity], g[0].sort_key()))
+
+
+def _line(console: Console, *parts: tuple[str, str]) -> None:
+    """One line of literal text (no markup, no highlighting) that never wraps: a path stays
+    whole for terminals and editors that jump to `file:line:col`."""
+    console.print(Text.assemble(*parts), soft_wrap=True, highlight=False)
+
+
 def print_report(result: ScanResult, console: Console) -> None:
     counts = result.counts()
-    console.print(f"[bold]flashbuild scan[/] {escape(str(result.root))} for "
-                  f"{escape(result.target.label)}: {result.files_scanned} files in "
-                  f"{result.seconds:.2f} s")
-    findings = sorted(result.findings, key=lambda f: (f.category.value, f.sort_key()))
-    for category, items in groupby(findings, key=lambda f: f.category):
-        group = list(items)
-        console.print(f"\n[bold underline]{category.value}[/] ({len(group)})")
-        for f in group:
-            style = _STYLE[f.severity]
-            console.print(f"  [{style}]{f.severity.value:7}[/] {f.rule} "
-                          f"[bold]{escape(f.path)}:{f.line}:{f.col}[/] {escape(f.message)}")
-            if f.snippet:
-                console.print(f"           [dim]│ {escape(clip(f.snippet, 120))}[/]")
-            console.print(f"           [dim]evidence:[/] {escape(f.evidence)}")
-            console.print(f"           [dim]fix:[/] {escape(f.fix.describe())}")
+    _line(console, ("flashbuild scan ", "bold"),
+          (f"{result.root} for {result.target.label}: {result.files_scanned} files in "
+           f"{result.seconds:.2f} s", ""))
+    groups = group_findings(result.findings)
+    shown = [g for g in groups if g[0].severity is not Severity.NOTE]
+    for group in shown:
+        f = group[0]
+        _line(console, ("", ""))
+        _line(console, (f"{f.path}:{f.line}:{f.col}", "bold"), (": ", ""),
+              (f.severity.value, _STYLE[f.severity]), (f" {f.rule} [{f.category.value}] ", ""),
+              (f.message, ""))
+        if f.snippet:
+            _line(console, ("    | ", "dim"), (clip(f.snippet, 160), "dim"))
+        _line(console, ("    evidence: ", "dim"), (f.evidence, ""))
+        _line(console, ("    fix: ", "dim"), (f.fix.describe(), ""))
+        if len(group) > 1:
+            lines = ", ".join(str(g.line) for g in group[1:12])
+            more = f" and {len(group) - 12} more" if len(group) > 12 else ""
+            _line(console, (f"    also {f.rule} in this file at lines {lines}{more}", "dim"))
+    notes = [g for g in groups if g[0].severity is Severity.NOTE]
+    if notes:
+        by_rule: dict[str, list[Finding]] = {}
+        for g in notes:
+            by_rule.setdefault(g[0].rule, []).extend(g)
+        _line(console, ("", ""))
+        _line(console, (f"notes ({counts['note']}, collapsed; --json lists each)", "bold"))
+        for rule, items in sorted(by_rule.items()):
+            first = items[0]
+            files = len({i.path for i in items})
+            _line(console, (f"  {rule} x{len(items)} in {files} file(s): ", "cyan"),
+                  (RULES[rule].short, ""), (f" (first: {first.path}:{first.line}:{first.col})",
+                                            "dim"))
     if result.skipped:
-        console.print(f"\n[bold underline]skipped[/] ({len(result.skipped)})")
-        for s in result.skipped:
-            console.print(f"  [dim]note[/]    {escape(s.path)}: {escape(s.reason)}")
-    console.print(f"\n{counts['error']} error(s), {counts['warning']} warning(s), "
-                  f"{counts['note']} note(s)" + (
-                      " — errors block the build (exit code 11); `flashbuild recipe init` "
-                      "drafts the fixes" if counts["error"] else ""))
+        _line(console, ("", ""))
+        _line(console, (f"not scanned ({len(result.skipped)})", "bold"))
+        for sk in result.skipped:
+            _line(console, ("  ", ""), (sk.path, ""), (f": {sk.reason}", "dim"))
+    _line(console, ("", ""))
+    _line(console, (f"{counts['error']} error(s), {counts['warning']} warning(s), "
+                    f"{counts['note']} note(s)" + (
+                        " — errors block the build (exit code 11); `flashbuild recipe init` "
+                        "drafts the fixes" if counts["error"] else ""), ""))
 
 
 def resolve_platform(platform: str | None) -> str:

@@ -110,4 +110,44 @@ _RULES = [
          help="There is no libdl on Windows; link ${CMAKE_DL_LIBS} (empty there)."),
 ]
 
+_RULES += [
+    Rule(id="FB200", name="setup-no-zc-preprocessor", category=Category.SETUP_FLAGS,
+         short="nvcc never gets -Xcompiler /Zc:preprocessor on Windows",
+         help="The CCCL of CUDA 13.2 and later stops with #error C1189 under MSVC's "
+         "traditional preprocessor; cl needs /Zc:preprocessor, passed through nvcc (FACTS: "
+         "Host compilers; flash-attention #2395, pytorch #197574). CUDA 12.8-13.0 pass."),
+    Rule(id="FB201", name="setup-msvc-flags-need-sdk", category=Category.SETUP_FLAGS,
+         short="MSVC flags added only when DISTUTILS_USE_SDK=1",
+         help="setup.py adds its MSVC flags only when DISTUTILS_USE_SDK=1, which a plain "
+         "`pip install` from a developer prompt does not set: the flags silently go missing."),
+    Rule(id="FB202", name="setup-gcc-only-cxx-flags", category=Category.SETUP_FLAGS,
+         short="GCC-only cxx flags reach cl.exe",
+         help="cl.exe ignores options it does not know with warning D9002 (-O3, -fopenmp, "
+         "-std=c++17); torch appends /std:c++17 itself. A warning, not a break (FACTS: Host "
+         "compilers)."),
+    Rule(id="FB210", name="torch-extension-h-without-use-cuda", category=Category.TORCH_HEADERS,
+         short=".cu includes torch/extension.h and nvcc gets no -DUSE_CUDA",
+         help="With torch >= 2.7 on Windows, nvcc + cl stop in torch/csrc/dynamo/"
+         "compiled_autograd.h with C2872 \"'std': ambiguous symbol\": torch's workaround is "
+         "guarded by defined(USE_CUDA) (SageAttention #101/#228/#281, pytorch #148317)."),
+    Rule(id="FB220", name="setup-hardcoded-gencode", category=Category.ARCH_SELECTION,
+         short="hard-coded -gencode list: TORCH_CUDA_ARCH_LIST is ignored",
+         help="torch's cpp_extension adds no arch flags when any nvcc flag names an arch, so "
+         "TORCH_CUDA_ARCH_LIST cannot choose the target (FACTS: torch cpp_extension); a list "
+         "without the target gives 'no kernel image is available' on that GPU."),
+    Rule(id="FB230", name="setup-downloads", category=Category.SETUP_BUILD,
+         short="setup.py downloads or clones during the build",
+         help="A download during the build fails offline and on locked-down CI runners, and "
+         "makes the build depend on what the server holds that day."),
+    Rule(id="FB231", name="setup-build-isolation-torch", category=Category.SETUP_BUILD,
+         short="an isolated build environment gets the wrong torch",
+         help="pip's isolated build installs torch from PyPI, which is CPU-only on Windows, or "
+         "no torch at all when the build requires omit it; a torch extension must build "
+         "with --no-build-isolation against the CUDA torch already installed."),
+    Rule(id="FB232", name="setup-long-object-path", category=Category.SETUP_BUILD,
+         short="object file path will pass 260 characters on Windows",
+         help="setuptools writes objects under build/temp.<plat>-<py>/Release/<source path>; "
+         "past MAX_PATH (260) cl/link fail unless LongPathsEnabled is set."),
+]
+
 RULES: dict[str, Rule] = {r.id: r for r in _RULES}

@@ -1,11 +1,14 @@
 """`flashbuild scan`: read a kernel tree and list what will break for a target platform/arch.
 
-The pipeline is: walk the tree (`os.scandir`, skipping VCS/build/vendored folders, never
-following a symlink loop) → read each file once (binary, non-UTF-8 and oversized files are
-skipped with a note) → run the checks for its kind (C++/CUDA, CMake, Python) in worker
-processes → combine what needs the whole tree (build-system gating of arch-specific sources,
-explicit-instantiation sites as the `explicit-instantiations` transform sees them, NOMINMAX
-defined by the build) → one `ScanResult`.
+The pipeline is: walk the tree (`os.scandir`, skipping VCS/build folders and vendored code —
+submodules, third_party/-style folders, CUTLASS/CCCL copies recognised by content — never
+following a symlink loop) → for a setup.py tree, what its extensions compile for the target
+and what those sources include (`reach`, `setuppy`); the rest is left out with one note per
+folder → the macros each C++ file's headers define (`ppgraph`) → run the checks for each
+file's kind (C++/CUDA, CMake, Python) in worker processes (binary, non-UTF-8 and oversized
+files are skipped with a note) → combine what needs the whole tree (build-system gating of
+arch-specific sources, explicit-instantiation sites as the `explicit-instantiations`
+transform sees them, NOMINMAX defined by the build, the setup.py rules) → one `ScanResult`.
 
 Every `Finding` names its rule, category, place (file:line:col), a snippet, a severity for the
 target, the evidence that triggered it, and the fix: a transform with a params sketch, or a
@@ -27,7 +30,7 @@ from flashbuild.arch import Arch, parse_arch_spec
 from flashbuild.errors import UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
 PlatformName = Literal["linux", "windows"]
 
@@ -51,6 +54,14 @@ class Category(StrEnum):
     SHARED_MEMORY = "shared-memory"
     PYTHON_PACKAGING = "python-packaging"
     CMAKE = "cmake"
+    SETUP_FLAGS = "setup-flags"
+    """Missing or wrong compiler flags in setup.py."""
+    TORCH_HEADERS = "torch-headers"
+    """A `.cu` file pulls in torch/extension.h in a way that breaks a torch/MSVC pair."""
+    ARCH_SELECTION = "arch-selection"
+    """The target arch is hard-coded, missing, or TORCH_CUDA_ARCH_LIST is ignored."""
+    SETUP_BUILD = "setup-build"
+    """How the setup.py build runs: downloads, build isolation, path lengths."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,6 +164,11 @@ class ScanResult:
     skipped: tuple[Skipped, ...]
     files_scanned: int
     seconds: float
+    setup: Any = None
+    """`setuppy.SetupPy` when setup.py decides what is compiled (recipe init drafts the
+    setuptools build from it); None for CMake trees."""
+    vendored: tuple[str, ...] = ()
+    """Vendored folders left out (tree-relative): recipe init never edits inside them."""
 
     @property
     def blocking(self) -> tuple[Finding, ...]:
@@ -231,20 +247,21 @@ def read_source(root: Path, rel: str, max_bytes: int) -> str | Skipped:
     return text.removeprefix("\ufeff")
 
 
-def _check_file(args: tuple[str, str, FileKind, ScanTarget, int]) -> FileReport:
-    root, rel, kind, target, max_bytes = args
+def _check_file(args: tuple[str, str, FileKind, ScanTarget, int, Any]) -> FileReport:
+    root, rel, kind, target, max_bytes, inherited = args
     text = read_source(Path(root), rel, max_bytes)
     if isinstance(text, Skipped):
         return FileReport(rel, skipped=[text])
-    return check_text(FileText(rel, kind, text), target)
+    return check_text(FileText(rel, kind, text), target, inherited)
 
 
-def check_text(file: FileText, target: ScanTarget) -> FileReport:
-    """Run the checks for one file's kind. Pure: no filesystem access."""
+def check_text(file: FileText, target: ScanTarget, inherited: Any = None) -> FileReport:
+    """Run the checks for one file's kind. Pure: no filesystem access. `inherited`: the
+    macros the headers it includes define (`ppgraph.as_wire`), for C++ files."""
     if file.kind == "cxx":
         from flashbuild.scanning.checks_cxx import check_cxx
 
-        return check_cxx(file, target)
+        return check_cxx(file, target, inherited)
     if file.kind == "cmake":
         from flashbuild.scanning.checks_cmake import check_cmake
 
@@ -260,6 +277,20 @@ def check_text(file: FileText, target: ScanTarget) -> FileReport:
 class Walk:
     files: list[tuple[str, FileKind]] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    vendored: list[str] = field(default_factory=list)
+    """Vendored folders left out (tree-relative)."""
+
+
+def _vendored_why(folder: Path, rel: str, name: str, submodules: frozenset[str],
+                  library: Any) -> str:
+    """Why a folder is vendored code ("" when it is the project's own): a git submodule, a
+    conventional vendor folder name, or a known library recognised by its content."""
+    if rel in submodules:
+        return "git submodule in .gitmodules"
+    if name.lower() in VENDORED_DIRS:
+        return f"a `{name}/` folder"
+    lib: str | None = library(folder)
+    return f"a copy of {lib}" if lib else ""
 
 
 def walk_tree(root: Path, *, include_vendored: bool = False  # noqa: PLR0912, PLR0915
@@ -279,6 +310,9 @@ def walk_tree(root: Path, *, include_vendored: bool = False  # noqa: PLR0912, PL
                          fix="pass the root folder of the source tree")
     seen: set[tuple[int, int]] = {(st.st_dev, st.st_ino)}
     stack: list[str] = [""]
+    from flashbuild.scanning.reach import count_files, gitmodule_paths, vendored_library
+
+    submodules = gitmodule_paths(root)
     while stack:
         rel_dir = stack.pop()
         folder = root / rel_dir if rel_dir else root
@@ -303,10 +337,16 @@ def walk_tree(root: Path, *, include_vendored: bool = False  # noqa: PLR0912, PL
                 if name in SKIP_DIRS or name.startswith(SKIP_DIR_PREFIXES) or \
                         name.endswith(".egg-info"):
                     continue
-                if name.lower() in VENDORED_DIRS and not include_vendored:
-                    out.skipped.append(Skipped(rel, "vendored folder, not scanned (fixes "
-                                               "belong upstream; --include-vendored scans it)"))
-                    continue
+                if not include_vendored:
+                    why = _vendored_why(root / rel, rel, name, submodules,
+                                        vendored_library)
+                    if why:
+                        n = count_files(root / rel)
+                        out.skipped.append(Skipped(rel, f"vendored ({why}): {n} files, not "
+                                                   "scanned (fixes belong upstream; "
+                                                   "--include-vendored scans it)"))
+                        out.vendored.append(rel)
+                        continue
                 try:
                     dst = entry.stat(follow_symlinks=True)
                 except OSError as exc:
@@ -351,26 +391,117 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
     start = time.perf_counter()
     root = root.resolve()
     walk = walk_tree(root, include_vendored=opts.include_vendored)
+    reach = build_reach(root, walk, target, opts.max_file_bytes)
+    files = walk.files
+    not_built: list[Skipped] = []
+    if reach is not None:
+        files, not_built = _reachable_files(walk.files, reach)
     jobs = opts.jobs or os.cpu_count() or 1
-    work = [(str(root), rel, kind, target, opts.max_file_bytes) for rel, kind in walk.files]
+    cxx = [(str(root), rel, opts.max_file_bytes) for rel, kind in files if kind == "cxx"]
     reports: list[FileReport]
-    if jobs <= 1 or len(work) < SERIAL_BELOW:
+    if jobs <= 1 or len(files) < SERIAL_BELOW:
+        headers = [_header_facts(c) for c in cxx]
+        work = _work(root, files, target, opts, reach, headers)
         reports = [_check_file(w) for w in work]
     else:
-        chunk = max(8, len(work) // (jobs * 8))
         pool_type = ProcessPoolExecutor if opts.executor == "process" else ThreadPoolExecutor
         with pool_type(max_workers=jobs) as pool:
-            reports = list(pool.map(_check_file, work, chunksize=chunk))
-    findings = combine(root, reports, target)
-    skipped = [*walk.skipped, *(s for r in reports for s in r.skipped)]
+            # Two passes on one pool: what each file defines and includes (for the macros
+            # along the include graph), then the checks with those macros.
+            headers = list(pool.map(_header_facts, cxx,
+                                    chunksize=max(8, len(cxx) // (jobs * 8))))
+            work = _work(root, files, target, opts, reach, headers)
+            reports = list(pool.map(_check_file, work,
+                                    chunksize=max(8, len(work) // (jobs * 8))))
+    findings = combine(root, reports, target, reach)
+    skipped = [*walk.skipped, *not_built, *(s for r in reports for s in r.skipped)]
     return ScanResult(
         root=root, target=target, findings=tuple(sorted(findings, key=Finding.sort_key)),
         skipped=tuple(sorted(skipped, key=lambda s: s.path)),
         files_scanned=sum(1 for r in reports if not r.skipped),
-        seconds=time.perf_counter() - start)
+        seconds=time.perf_counter() - start,
+        setup=reach.setup if reach is not None else None, vendored=tuple(walk.vendored))
 
 
-def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget) -> list[Finding]:
+def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> Any:
+    """What the tree's top-level setup.py compiles for the target (a `reach.Reach`), or None
+    for a tree without one or with a top-level CMakeLists.txt (CMake trees keep the
+    build-gate reading of their lists)."""
+    from flashbuild.scanning.reach import compute_reach
+    from flashbuild.scanning.setuppy import setup_for
+
+    paths = [rel for rel, _kind in walk.files]
+
+    def read(rel: str) -> str | None:
+        text = read_source(root, rel, max_bytes)
+        return text if isinstance(text, str) else None
+
+    if "CMakeLists.txt" in paths:
+        # A CMake project (perhaps with a setup.py as a second way in): its lists and their
+        # gates decide what is compiled, as before.
+        return None
+    setup = setup_for(paths, read, platform=target.platform, archs=target.archs)
+    if setup is None:
+        return None
+    return compute_reach(setup, paths, read)
+
+
+def _header_facts(args: tuple[str, str, int]) -> tuple[str, Any]:
+    """What one C++ file defines (with conditions) and includes (`ppgraph.scan_header`)."""
+    from flashbuild.scanning.ppgraph import scan_header
+
+    root, rel, max_bytes = args
+    text = read_source(Path(root), rel, max_bytes)
+    if not isinstance(text, str) or "#" not in text:
+        return rel, ([], [])
+    return rel, scan_header(rel, text)
+
+
+def _work(root: Path, files: Sequence[tuple[str, FileKind]], target: ScanTarget,  # noqa: PLR0917
+          opts: ScanOptions, reach: Any, headers: Sequence[tuple[str, Any]]
+          ) -> list[tuple[str, str, FileKind, ScanTarget, int, Any]]:
+    """The check jobs, each C++ file with the object-like macros its included headers define
+    (`ppgraph`): the preprocessor state along the include graph."""
+    from flashbuild.scanning.ppgraph import as_wire, graph_from
+
+    dirs: list[str] = []
+    if reach is not None:
+        for ext in reach.setup.built_for_target():
+            dirs.extend(d for d in ext.include_dirs if d not in dirs)
+    graph = graph_from(headers, dirs)
+    out = []
+    for rel, kind in files:
+        defs = graph.inherited(rel) if kind == "cxx" else None
+        out.append((str(root), rel, kind, target, opts.max_file_bytes,
+                    as_wire(defs) if defs else None))
+    return out
+
+
+def _reachable_files(files: Sequence[tuple[str, FileKind]], reach: Any
+                     ) -> tuple[list[tuple[str, FileKind]], list[Skipped]]:
+    """The files the build compiles, includes or ships; the rest as one note per folder.
+    Code no build compiles for the target can hold nothing that breaks that build."""
+    kept: list[tuple[str, FileKind]] = []
+    left: dict[tuple[str, str], int] = {}
+    for rel, kind in files:
+        if kind == "cxx" and reach.complete and not reach.covers(rel):
+            why = "C/C++ not compiled for the target by setup.py, nor included by what is"
+        elif kind == "python" and not reach.shipped(rel):
+            why = "Python outside the packages setup.py installs"
+        elif kind == "cmake":
+            why = "CMake file of a tree that setup.py builds"
+        else:
+            kept.append((rel, kind))
+            continue
+        top = rel.split("/")[0] if "/" in rel else "."
+        left[(top, why)] = left.get((top, why), 0) + 1
+    notes = [Skipped(top, f"{n} file(s): {why}; not checked")
+             for (top, why), n in sorted(left.items())]
+    return kept, notes
+
+
+def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
+            reach: Any = None) -> list[Finding]:
     """The tree-wide pass: per-file findings, filtered and completed with what only the whole
     tree shows."""
     from flashbuild.scanning.checks_cmake import build_gates, tree_defines
@@ -379,7 +510,8 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget) -> li
     tree = TreeFacts(
         gates=build_gates(reports), defines=tree_defines(reports),
         paths=frozenset(r.path for r in reports),
-        dlsym=any(r.facts.get("dlsym") for r in reports))
+        dlsym=any(r.facts.get("dlsym") for r in reports), reach=reach,
+        exported={name: r.path for r in reports for name in r.facts.get("exported", ())})
     out: list[Finding] = []
     for report in reports:
         for finding in report.findings:
@@ -387,6 +519,10 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget) -> li
             if kept is not None:
                 out.append(kept)
     out.extend(instantiation_findings(root, reports, target))
+    if reach is not None:
+        from flashbuild.scanning.checks_setup import setup_findings
+
+        out.extend(setup_findings(root, reach, target))
     return out
 
 
@@ -396,12 +532,21 @@ class TreeFacts:
     defines: frozenset[str]
     paths: frozenset[str]
     dlsym: bool
+    reach: Any = None
+    """`reach.Reach` for a setup.py tree, else None."""
+    exported: Mapping[str, str] = field(default_factory=dict)
+    """Function names some file declares with an export macro → that file."""
 
 
 def _apply_tree_facts(  # noqa: PLR0911 - one return per kind of tree fact
         finding: Finding, tree: TreeFacts, target: ScanTarget) -> Finding | None:
     """Drop or complete findings with what the rest of the tree says."""
     needs = finding.data.get("needs")
+    if needs == "compiled-for-target" and tree.reach is not None:
+        why = tree.reach.reachable.get(finding.path)
+        if why is None and tree.reach.complete:
+            return None
+        return replace(finding, evidence=f"{finding.evidence}; {why or 'setup.py lists it'}")
     if needs == "compiled-for-target":
         verdict = tree.gates.compiled_for(finding.path, target)
         if verdict is not None and not verdict.compiled:
@@ -414,6 +559,9 @@ def _apply_tree_facts(  # noqa: PLR0911 - one return per kind of tree fact
         shared = tree.gates.shared_library(finding.path)
         if not tree.dlsym or shared is None:
             return None
+        declared = tree.exported.get(finding.data.get("symbol", ""))
+        if declared is not None:
+            return None  # declared with an export macro (a header's): exported already
         return replace(finding, evidence=f"{finding.evidence} ({shared})")
     if needs == "no-sibling-module":
         package = finding.path.rpartition("/")[0]

@@ -1,0 +1,220 @@
+"""setup.py rules: what users of setup.py trees hit, at the severity the tool would give it.
+
+Read from `setuppy.SetupPy` (what the build does for the target) and `reach.Reach` (what the
+compiled sources include). Each finding cites its evidence and the fix; often the fix is what
+`flashbuild build` does anyway (no build isolation, the arch passed through the tree's own
+switch), which a recipe can also say with `[[build.env]]`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from flashbuild.scanning.reach import includes_header
+from flashbuild.scanning.scan import Category, Finding, Fix, ScanTarget, Severity, read_source
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from flashbuild.scanning.reach import Reach
+    from flashbuild.scanning.setuppy import Extension, SetupPy
+
+#: cl.exe options that mean "GCC syntax": D9002 "ignoring unknown option".
+_GCC_ONLY = re.compile(r"^-(?:O3|Ofast|f[\w-]+|g\d?|std=[\w+]+|Wno-[\w-]+|Wextra|Wpedantic|"
+                       r"l\w+|march=\S+|pthread)$")
+"""cl accepts `-O2`, `-W4` and the like with a dash too; these it does not know."""
+_TORCH_EXTENSION = "torch/extension.h"
+#: setuptools' object folder below the tree on Windows
+#: (build/temp.win-amd64-cpython-312/Release/) + a typical checkout prefix.
+_OBJ_PREFIX = len("build/temp.win-amd64-cpython-312/Release/") + len("C:/Users/username/src/x/")
+_MAX_PATH = 260
+
+
+def setup_findings(root: Path, reach: Reach, target: ScanTarget) -> list[Finding]:
+    setup = reach.setup
+    text = read_source(root, setup.path, 1 << 24)
+    lines = text.splitlines() if isinstance(text, str) else []
+
+    def snippet(line: int) -> str:
+        return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+    def add(rule: str, category: Category, severity: Severity,  # noqa: PLR0917
+            line: int, message: str,
+            evidence: str, fix: Fix, path: str | None = None, snip: str | None = None) -> None:
+        out.append(Finding(rule=rule, category=category, path=path or setup.path, line=line,
+                           col=1, severity=severity, message=message, evidence=evidence,
+                           snippet=snippet(line) if snip is None else snip, fix=fix))
+
+    out: list[Finding] = []
+    built = [e for e in setup.built_for_target() if e.cuda]
+    if target.platform == "windows" and built:
+        _zc_preprocessor(setup, built, add)
+        _torch_headers(reach, built, add)
+        _gcc_cxx_flags(setup, built, add)
+        _long_paths(reach, add)
+    _gencode(setup, built, target, add)
+    for line, what in setup.downloads:
+        add("FB230", Category.SETUP_BUILD, Severity.WARNING, line,
+            f"setup.py fetches during the build ({what}): an offline build fails here",
+            f"`{snippet(line)[:100]}`",
+            Fix(manual="set the tree's force-build switch (e.g. *_FORCE_BUILD=TRUE) with a "
+                "recipe [[build.env]] table, and fetch submodules before building"))
+    _isolation(root, setup, target, add)
+    return out
+
+
+def _flag_present(flags: tuple[str, ...], flag: str) -> bool:
+    return any(flag in f for f in flags)
+
+
+def _zc_preprocessor(setup: SetupPy, built: list[Extension], add: _Add) -> None:
+    lacking = [e for e in built if not _flag_present(e.nvcc_flags, "/Zc:preprocessor")]
+    gated = [(line, flag, cond) for line, flag, cond in setup.windows_flags
+             if "DISTUTILS_USE_SDK" in cond]
+    sdk_only = [e for e in built if e not in lacking and gated and
+                any("/Zc:preprocessor" in flag for _l, flag, _c in gated)]
+    win_lines = sorted({line for line, _f, _c in setup.windows_flags})
+    if lacking:
+        first = lacking[0]
+        line = win_lines[0] if win_lines else first.nvcc_line
+        names = ", ".join(f"`{e.name}`" for e in lacking[:4]) + (
+            f" and {len(lacking) - 4} more" if len(lacking) > 4 else "")
+        where = (f"the Windows branch at line {line} adds no /Zc:preprocessor"
+                 if win_lines else "setup.py has no Windows branch for the nvcc flags")
+        add("FB200", Category.SETUP_FLAGS, Severity.ERROR, line,
+            "nvcc never passes /Zc:preprocessor to cl.exe: with CUDA >= 13.2 the CCCL "
+            "headers stop with #error C1189 under MSVC's traditional preprocessor",
+            f"{where}; nvcc flags of {names} (flags at line {first.nvcc_line})",
+            Fix(manual="add `-Xcompiler /Zc:preprocessor` to the nvcc flags on Windows; "
+                "without editing setup.py a recipe sets it for nvcc: [[build.env]] when = "
+                "{ platform = \"windows\" }, set = { NVCC_APPEND_FLAGS = "
+                "\"-Xcompiler /Zc:preprocessor\" }"))
+    if gated:
+        line = gated[0][0]
+        add("FB201", Category.SETUP_FLAGS, Severity.WARNING, line,
+            "the MSVC flags are added only when DISTUTILS_USE_SDK=1: a build without it "
+            "gets none of them",
+            f"`{gated[0][2]}` gates {', '.join(sorted({f for _l, f, _c in gated}))}"
+            + (f" (needed by {len(sdk_only)} extension(s))" if sdk_only else ""),
+            Fix(manual="set DISTUTILS_USE_SDK=1 for the build (a recipe [[build.env]] "
+                "table on Windows), or pass the flags unconditionally on Windows"))
+
+
+def _torch_headers(reach: Reach, built: list[Extension], add: _Add) -> None:
+    sites: list[tuple[str, int, Extension]] = []
+    for ext in built:
+        if _flag_present(ext.nvcc_flags, "-DUSE_CUDA") or "USE_CUDA" in ext.define_macros:
+            continue
+        for src in ext.sources:
+            if not src.endswith(".cu"):
+                continue
+            inc = includes_header(reach, src, _TORCH_EXTENSION)
+            if inc is not None:
+                sites.append((src, inc.line, ext))
+    if not sites:
+        return
+    path, line, ext = sites[0]
+    others = sorted({p for p, _l, _e in sites[1:]})
+    also = f"; also {len(others)} more .cu file(s): {', '.join(others[:4])}" + (
+        " …" if len(others) > 4 else "") if others else ""
+    add("FB210", Category.TORCH_HEADERS, Severity.ERROR, line,
+        "this .cu file pulls in <torch/extension.h> and nvcc gets no -DUSE_CUDA: with torch "
+        ">= 2.7 on Windows cl stops with C2872 \"'std': ambiguous symbol\"",
+        f"`{ext.name}` nvcc flags have no -DUSE_CUDA{also}",
+        Fix(manual="add -DUSE_CUDA to the nvcc flags; without editing setup.py a recipe sets "
+            "[[build.env]] when = { platform = \"windows\" }, set = { NVCC_APPEND_FLAGS = "
+            "\"-DUSE_CUDA\" }"),
+        path=path, snip=f"#include <{_TORCH_EXTENSION}> (directly or through this include)")
+
+
+def _gcc_cxx_flags(setup: SetupPy, built: list[Extension], add: _Add) -> None:
+    for ext in built:
+        gcc = [f for f in ext.cxx_flags if _GCC_ONLY.match(f)]
+        if not gcc:
+            continue
+        add("FB202", Category.SETUP_FLAGS, Severity.WARNING, ext.line,
+            f"GCC-only cxx flags reach cl.exe ({' '.join(gcc[:6])}): cl warns D9002 and "
+            "ignores them",
+            f"`{ext.name}` extra_compile_args cxx = {list(ext.cxx_flags)[:8]}",
+            Fix(manual="none needed to build; pass MSVC equivalents (/O2, /openmp) under "
+                "`if sys.platform == 'win32'` to get the intended optimisation"))
+        return  # one finding per setup.py: every extension shares the flag list here
+
+
+def _gencode(setup: SetupPy, built: list[Extension], target: ScanTarget, add: _Add) -> None:
+    in_flags = [(line, lit) for line, lit in setup.gencode
+                if any(lit in e.nvcc_flags for e in built)]
+    if not in_flags:
+        return
+    codes = sorted({int(c) for _l, lit in in_flags for c in re.findall(r"sm_(\d+)", lit)})
+    listed = ", ".join(f"sm_{c}" for c in codes)
+    line = in_flags[0][0]
+    missing = [a for a in target.archs if a.code not in codes]
+    if missing:
+        add("FB220", Category.ARCH_SELECTION, Severity.ERROR, line,
+            f"the hard-coded gencode list ({listed}) lacks {missing[0].sm}: the module loads "
+            "but every kernel fails with 'no kernel image is available' on that GPU",
+            f"{len(in_flags)} arch literal(s) in nvcc flags, first at line {line}; torch "
+            "ignores TORCH_CUDA_ARCH_LIST when a flag names an arch",
+            Fix(manual="edit the gencode list (a recipe macro-edit on setup.py) to the target "
+                "arch"))
+        return
+    switches = [name for name, _l in setup.env_switches
+                if "ARCH" in name.upper() and name != "TORCH_CUDA_ARCH_LIST"
+                and not re.search(r"HIP|ROCM", name.upper())]
+    chosen = f" (the tree picks from it with {', '.join(switches)})" if switches else ""
+    add("FB220", Category.ARCH_SELECTION, Severity.WARNING, line,
+        f"the gencode list is hard-coded ({listed}){chosen}: TORCH_CUDA_ARCH_LIST cannot "
+        f"narrow it, so a {target.archs[0].sm} build may compile {len(codes)} targets",
+        f"{len(in_flags)} arch literal(s) in nvcc flags, first at line {line}; torch adds no "
+        "arch flags when one names an arch",
+        Fix(manual="to build only the target, narrow the list in setup.py (a recipe step); "
+            "the tree's own arch switch, if any, through [[build.env]]"))
+
+
+def _isolation(root: Path, setup: SetupPy, target: ScanTarget, add: _Add) -> None:
+    if not setup.uses_cpp_extension:
+        return
+    text = read_source(root, "pyproject.toml", 1 << 20)
+    if not isinstance(text, str):
+        return
+    m = re.search(r"^\[build-system\][^\[]*?requires\s*=\s*\[(.*?)\]", text, re.S | re.M)
+    if m is None:
+        return
+    line = text[:m.start()].count("\n") + 1
+    requires = re.findall(r"[\"']([^\"']+)[\"']", m[1])
+    has_torch = any(re.match(r"torch\b", r) for r in requires)
+    if has_torch and target.platform != "windows":
+        return
+    why = ("its [build-system] requires torch: an isolated build installs PyPI's torch, "
+           "which is CPU-only on Windows" if has_torch else
+           "setup.py imports torch but [build-system] requires does not list it: an "
+           "isolated build fails at `import torch`")
+    add("FB231", Category.SETUP_BUILD, Severity.WARNING, line,
+        "`pip install .` with build isolation builds against the wrong torch", why,
+        Fix(manual="build with --no-build-isolation against the installed CUDA torch "
+            "(flashbuild's setuptools build does)"),
+        path="pyproject.toml", snip=f"requires = {requires}")
+
+
+def _long_paths(reach: Reach, add: _Add) -> None:
+    longest = max(reach.compiled, key=len, default="")
+    if longest and _OBJ_PREFIX + len(longest) + len(".obj") > _MAX_PATH:
+        add("FB232", Category.SETUP_BUILD, Severity.WARNING, 1,
+            f"the object file of {longest} will pass 260 characters under a typical Windows "
+            "checkout",
+            f"{_OBJ_PREFIX} characters of build/temp folder and checkout prefix + "
+            f"{len(longest)} of source path",
+            Fix(manual="enable LongPathsEnabled (doctor checks it), or build from a short "
+                "folder"), path=longest, snip="")
+
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class _Add(Protocol):
+        def __call__(self, rule: str, category: Category,  # noqa: PLR0917
+                     severity: Severity, line: int,
+                     message: str, evidence: str, fix: Fix, path: str | None = None,
+                     snip: str | None = None) -> None: ...

@@ -1,0 +1,72 @@
+"""Scan and recipe init on the real trees of ../shared/corpus (beside the repository): every
+tree and target of its answer key scores 0 with the corpus's own score.py, and the drafts
+never harm (nothing inside vendored code, setuptools trees drafted as such). Skips cleanly
+when the corpus is not there. Each tree is unpacked once into a temporary folder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flashbuild.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT.parent / "shared" / "corpus"
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not (CORPUS / "expected.json").is_file(),
+                       reason=f"no scan corpus at {CORPUS}"),
+]
+
+
+def _cases() -> list[tuple[str, str]]:
+    if not (CORPUS / "expected.json").is_file():
+        return []
+    expected = json.loads((CORPUS / "expected.json").read_text(encoding="utf-8"))
+    return [(tree, target) for tree, entry in sorted(expected.items())
+            for target in sorted(entry["targets"])]
+
+
+@pytest.fixture(scope="session")
+def corpus_trees(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("corpus")
+    for tarball in sorted(CORPUS.glob("*.tar.gz")):
+        with tarfile.open(tarball) as tar:
+            tar.extractall(out, filter="data")
+    return out
+
+
+@pytest.mark.parametrize(("tree", "target"), _cases())
+def test_scan_scores(tree: str, target: str, corpus_trees: Path, tmp_path: Path) -> None:
+    platform, arch = target.split("/")
+    res = CliRunner().invoke(app, ["scan", str(corpus_trees / tree), "--platform", platform,
+                                   "--arch", arch, "--json"])
+    assert res.exit_code in (0, 11), res.output
+    report = tmp_path / "scan.json"
+    report.write_text(res.stdout, encoding="utf-8")
+    score = subprocess.run([sys.executable, str(CORPUS / "score.py"),
+                            str(CORPUS / "expected.json"), tree, target, str(report), "-v"],
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert score.returncode == 0, score.stdout + score.stderr
+
+
+@pytest.mark.parametrize("tree", sorted({t for t, _target in _cases()}))
+def test_recipe_init_drafts_no_harm(tree: str, corpus_trees: Path, tmp_path: Path) -> None:
+    out = tmp_path / "recipe.toml"
+    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(corpus_trees / tree),
+                                   "--platform", "windows", "--arch", "sm120", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    text = out.read_text(encoding="utf-8")
+    # Every corpus tree is built by its setup.py.
+    assert '[build]\nbackend = "setuptools"' in text
+    assert "cmake_source" not in text
+    assert "[install]\npackage = " in text
+    # No step touches vendored code (flash-attention's csrc/cutlass submodule).
+    assert "cutlass/" not in "\n".join(line for line in text.splitlines()
+                                       if not line.startswith("#"))
