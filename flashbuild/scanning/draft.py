@@ -1005,29 +1005,16 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
     elif output is None:
         ui.out.print(text, markup=False, highlight=False, soft_wrap=True)
     else:
-        ui.step(f"drafted {len(d.steps)} patch step(s), {len(d.build.artifacts)} "
-                f"artifact(s) and {len(d.todos) + len(d.build.todos)} TODO(s) into {output}")
+        ui.say(f"drafted {len(d.steps)} patch step(s), {len(d.build.artifacts)} "
+               f"artifact(s) and {len(d.todos) + len(d.build.todos)} TODO(s) into {output}")
     return 0
 
 
-_NEW_BUILD_KEYS = re.compile(r"^backend = .*\n|^(?:# [^\n]*\n)?\[\[build\.env\]\]\n(?:[^\n]+\n)*",
-                             re.M)
-
-
 def validate_draft(text: str, output: Path | None) -> Recipe:
-    """Load the draft with the recipe loader. `[build] backend` and `[[build.env]]` are
-    written for the setuptools backend; a loader that does not know them yet validates the
-    rest (the keys come with the recipe model's setuptools support)."""
-    from flashbuild.errors import RecipeError
+    """Load the draft with the recipe loader (a draft that does not load is a bug here)."""
     from flashbuild.recipes.load import parse_recipe
 
-    try:
-        return parse_recipe(text, output)
-    except RecipeError:
-        stripped = _NEW_BUILD_KEYS.sub("", text)
-        if stripped == text:
-            raise
-        return parse_recipe(stripped, output)
+    return parse_recipe(text, output)
 
 
 def _build_json(b: BuildDraft) -> dict[str, Any]:
