@@ -204,6 +204,12 @@ class ArchSpec:
                 (t.arch.base.dotted if t.arch.suffix is Suffix.FAMILY else t.arch.dotted)
                 + ("+PTX" if t.ptx and t.sass else "") for t in self.targets))
 
+    @property
+    def label(self) -> str:
+        """The targets as a user writes them: `sm_90a, sm_120+PTX`."""
+        return ", ".join(t.arch.sm + ("+PTX" if t.ptx and t.sass else "") if t.sass
+                         else t.arch.compute for t in self.targets) or "native"
+
     def placeholders(self) -> dict[str, str]:
         """The arch in the forms projects read it (recipe `{placeholders}`, see
         recipes.model.ARCH_PLACEHOLDERS): `90a;120`, `90;120`, `9.0;12.0`, `9.0a;12.0`,

@@ -102,7 +102,7 @@ def check(flags: ArchFlags, spec: ArchSpec, *, where: Path, fix: str,
         parts.append(f"lets nvcc choose (-arch={', '.join(sorted(flags.wide))})")
     sample = "\n".join(_shorten(line) for line in flags.lines[:3])
     raise BuildError(
-        f"the build does not compile for --arch {spec}: it {'; '.join(parts)}",
+        f"the build does not compile for --arch {spec.label}: it {'; '.join(parts)}",
         evidence=f"{where} asks nvcc for SASS {', '.join(sorted(flags.sass)) or 'none'}"
         + (f" and PTX {', '.join(sorted(flags.ptx))}" if flags.ptx else "")
         + f":\n{sample}" + (f"\n{extra_evidence}" if extra_evidence else ""),

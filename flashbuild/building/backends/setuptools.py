@@ -130,7 +130,7 @@ class SetuptoolsBackend:
             if removed:
                 note = (f"{record.get('extension')}: replaced the setup.py's own arch flags "
                         f"({' '.join(removed[:6])}{' …' if len(removed) > 6 else ''}) with "
-                        f"--arch {request.arch}")
+                        f"--arch {request.arch.label}")
                 ctx.notes.append(note)
                 ctx.say(note)
         return BackendResult(
