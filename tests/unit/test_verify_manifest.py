@@ -49,7 +49,10 @@ def test_round_trip(tmp_path: Path) -> None:
     (lambda d: d.pop("archs"), "archs is missing"),
     (lambda d: d.update(schema_version=2), "schema_version is 2"),
     (lambda d: d.update(platform="macos"), "platform"),
-    (lambda d: d.update(artifacts=[{"path": "../evil.so", "kind": "module"}]), "leaves"),
+    (lambda d: d.update(artifacts=[{"path": "../../evil.so", "kind": "module"}]), "leaves"),
+    (lambda d: d.update(artifacts=[{"path": "../lib/evil.so", "kind": "module"}]), "leaves"),
+    (lambda d: d.update(artifacts=[{"path": "/abs/evil.so", "kind": "module"}]), "leaves"),
+    (lambda d: d.update(artifacts=[{"path": "C:/evil.pyd", "kind": "module"}]), "leaves"),
     (lambda d: d.update(artifacts=[{"path": "x.so", "kind": "exe"}]), "kind"),
     (lambda d: d.update(archz="90"), "did you mean archs"),
     (lambda d: d["toolkit"].pop("version"), "toolkit.version"),
@@ -68,3 +71,11 @@ def test_garbage_and_missing(tmp_path: Path) -> None:
         Manifest.load(tmp_path)
     with pytest.raises(VerifyError, match="no build manifest"):
         Manifest.load(tmp_path / "nowhere")
+
+
+def test_a_module_beside_its_package_may_be_named(tmp_path: Path) -> None:
+    """A setup.py's top-level extension (`causal_conv1d_cuda.so` next to `causal_conv1d/`)
+    is one file up from the manifest in the package folder: allowed, and nothing further."""
+    m = sample(artifacts=(Artifact(path="../causal_conv1d_cuda.so", kind="module"),))
+    m.write(tmp_path)
+    assert Manifest.load(tmp_path).artifacts[0].path == "../causal_conv1d_cuda.so"
