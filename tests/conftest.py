@@ -3,8 +3,10 @@ integration tests run real tools, GPU tests skip cleanly without a GPU."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,3 +63,30 @@ def _no_real_processes(request: pytest.FixtureRequest,
 @pytest.fixture
 def fixtures() -> Path:
     return FIXTURES
+
+
+# --- the reliability suite's ledger (tests/reliability/helpers.py) ------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One ledger folder per run, made by the main process (xdist workers inherit it)."""
+    from tests.reliability.helpers import LEDGER_ENV
+
+    if not hasattr(config, "workerinput"):
+        os.environ[LEDGER_ENV] = tempfile.mkdtemp(prefix="flashbuild-reliability-")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from tests.reliability.helpers import LEDGER_ENV, totals
+
+    folder = os.environ.get(LEDGER_ENV)
+    if not folder or not Path(folder).is_dir():
+        return
+    counts = totals(Path(folder))
+    shutil.rmtree(folder, ignore_errors=True)
+    if counts["cases"]:
+        terminalreporter.write_sep("=", "reliability suite")
+        terminalreporter.write_line(
+            f"cases {counts['cases']}, clear errors {counts['clear errors']} of "
+            f"{counts['error cases']} error cases, data lost {counts['data lost']}, tree "
+            f"changed {counts['tree changed']}, hangs {counts['hangs']}")

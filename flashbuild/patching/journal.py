@@ -31,8 +31,11 @@ listed file back to its original bytes (a file still holding them needs no saved
 is what a kill before the originals were all saved leaves). Clearing the state removes the
 originals before the journal, so no run can leave originals without a journal.
 
-Test hook: `FLASHBUILD_TEST_KILL_AFTER_WRITES=N` makes the process `os._exit(137)` right after
-its N-th tree file write, to test that repair (tests/integration/test_patch_kill.py).
+Test hooks: `FLASHBUILD_TEST_KILL_AFTER_WRITES=N` makes the process `os._exit(137)` right after
+its N-th tree file write, to test that repair (tests/integration/test_patch_kill.py);
+`FLASHBUILD_TEST_KILL_AT_WRITE=N` kills it at the N-th write point of any kind (a temp file
+written but not yet renamed, a rename done, a file deleted: journal, originals and tree alike;
+tests/reliability/test_kills.py walks every point).
 """
 
 from __future__ import annotations
@@ -61,6 +64,17 @@ if TYPE_CHECKING:
 
 JOURNAL_VERSION = 2
 KILL_HOOK = "FLASHBUILD_TEST_KILL_AFTER_WRITES"
+KILL_AT_HOOK = "FLASHBUILD_TEST_KILL_AT_WRITE"
+_write_points = [0]
+
+
+def _write_point() -> None:
+    """Test hook: count write points and die at the one KILL_AT_HOOK names."""
+    hook = os.environ.get(KILL_AT_HOOK, "")
+    if hook.isdigit():
+        _write_points[0] += 1
+        if _write_points[0] >= int(hook):
+            os._exit(137)
 #: The `written` mark of a file that flashbuild left absent (deleted, or not yet created).
 ABSENT = "-"
 TMP_SUFFIX = ".flashbuild-tmp"
@@ -193,7 +207,9 @@ def atomic_write(target: Path, data: bytes, *, mode_from: Path | None = None,
         source = mode_from if mode_from is not None else target
         if source.exists():
             shutil.copymode(source, tmp)
+        _write_point()
         tmp.replace(target)
+        _write_point()
     except OSError:
         with contextlib.suppress(OSError):
             tmp.unlink()  # a disk-full write leaves no partial temp file behind
@@ -593,6 +609,7 @@ class Writer:
         if data is None:
             with contextlib.suppress(FileNotFoundError):
                 target.unlink()
+            _write_point()
         else:
             # Tree files need atomicity, not durability: the fsynced journal and originals
             # are what a repair after a crash relies on.
