@@ -337,6 +337,8 @@ def _place(text: _Text, h: _Hunk, pos: int, floor: int,
         lead, trail = min(level, h.lead), min(level, h.trail)
         src = h.src[lead:len(h.src) - trail]
         dst = h.dst[lead:len(h.dst) - trail]
+        if h.src and not src:
+            break  # no line left to anchor on: the hunk would "apply" anywhere
         at = _search(text, src, pos + lead, floor)
         if at is not None:
             return "applied", at, level, src, dst

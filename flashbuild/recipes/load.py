@@ -307,7 +307,8 @@ def load_recipe(name_or_path: str | Path) -> Recipe:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise RecipeError(f"cannot read the recipe {path}", evidence=str(exc)) from exc
+        raise RecipeError(f"cannot read the recipe {path}", evidence=str(exc),
+                          fix="name a recipe file saved as UTF-8 TOML") from exc
     return parse_recipe(text, path)
 
 
