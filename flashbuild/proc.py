@@ -242,6 +242,9 @@ def _sigint_seen() -> Iterator[_Seen]:
         yield seen
         return
     previous = signal.getsignal(signal.SIGINT)
+    if previous in (signal.SIG_IGN, None):
+        yield seen  # SIGINT is ignored here (and in the child, which inherits that)
+        return
 
     def note(signum: int, frame: Any) -> None:
         seen.hit = True
