@@ -170,7 +170,12 @@ def plan(recipe: Recipe, tree: Tree, ctx: WhenContext) -> _Plan:
     from flashbuild.recipes.load import transform_registry
 
     result = _Plan(tree)
-    sources = sorted({p for g in recipe.source.sources for p in tree.glob(g)})
+    from flashbuild.patching.transforms._common import is_text_source
+
+    # Binary files and symlinks out of the tree that the globs match are left out here too:
+    # they hold nothing to edit and must not stop a plan (see select_files).
+    sources = sorted({p for g in recipe.source.sources for p in tree.glob(g)
+                      if is_text_source(tree, p)})
     tctx = TransformContext(platform=ctx.platform, archs=tuple(a.sm for a in ctx.arch.archs),
                             sources=tuple(sources))
     for step in recipe.patch:

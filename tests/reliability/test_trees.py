@@ -226,3 +226,31 @@ def test_moved_tree_is_refused_with_the_way_back(box: Sandbox, tmp_path: Path) -
     out = box.cli(*box.patch_args("--revert"))
     judge("tree: a patched tree moved elsewhere", box, out, code=10, tree=before,
           say="was not written for this tree")
+
+
+@pytest.mark.parametrize("kind", ["binary", "symlink-out", "not-utf8"])
+def test_a_source_no_step_edits_does_not_block_the_bundled_recipe(box: Sandbox, kind: str
+                                                                  ) -> None:
+    import shutil
+    from pathlib import Path
+
+    csrc = Path(__file__).resolve().parents[2] / "csrc"
+    if not (csrc / "CMakeLists.txt").is_file():
+        pytest.skip("csrc/ is not in this checkout")
+    tree = box.base / "csrc"
+    shutil.copytree(csrc, tree, ignore=shutil.ignore_patterns(
+        "build*", "__pycache__", "*.so", ".flashbuild"))
+    odd = tree / "kernels" / "odd.cu"  # matched by the instantiations step's `kernels/*.cu`
+    if kind == "binary":
+        odd.write_bytes(b"\x00\x01\x02 not text")
+    elif kind == "not-utf8":
+        odd.write_bytes(b"// caf\xe9\n")
+    else:
+        odd.symlink_to(box.sentinel / "victim" / "x")
+    box.tree = tree
+    before = snapshot(tree)
+    out = box.cli("patch", "--source", str(tree), *WIN120)
+    judge(f"tree: csrc with a {kind} source no step edits (patch)", box, out, code=0)
+    out = box.cli("patch", "--source", str(tree), "--revert")
+    judge(f"tree: csrc with a {kind} source no step edits (revert)", box, out, code=0,
+          tree=before)
