@@ -163,7 +163,7 @@ def test_an_edit_after_patching_stops_the_run(box: Sandbox, then: str) -> None:
     math.write_bytes(math.read_bytes() + b"int my_own_work();\n")
     before = snapshot(box.tree)
     args = {"revert": ("--revert",), "other-plan": ("--platform", "linux", "--arch", "sm_90a"),
-            "same-plan": ("--platform", "linux", "--arch", "sm120")}[then]
+            "same-plan": WIN120}[then]
     out = box.cli(*box.patch_args(*args))
     judge(f"tree: edit after patching, then {then}", box, out, code=10, tree=before,
           say="src/math.cpp", lost=b"my_own_work" not in math.read_bytes())
