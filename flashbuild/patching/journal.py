@@ -546,7 +546,9 @@ def edits_error(root: Path, files: list[str], action: str) -> TreeError:
         evidence=f"in {root}, each holds bytes that are neither its original nor what "
         "flashbuild wrote (flashbuild's journal keeps the hash of both); nothing was changed",
         fix="to keep the edits, copy those files elsewhere first (or make the change a step of "
-        "the recipe); to discard them, run the same command with --discard-edits",
+        "the recipe); to discard them, add --discard-edits to the same `flashbuild patch` "
+        "command (after `flashbuild build --in-place`: `flashbuild patch --revert "
+        "--discard-edits`, then build again)",
         details={"files": files})
 
 
