@@ -57,7 +57,12 @@ def test_stream_passes_lines_and_logs(tmp_path: Path) -> None:
 
 # --- Ctrl-C: a child stopped by SIGINT is an interruption, never a failed build -------------
 
-OUTER = """
+# A pytest-xdist worker may hold SIGINT blocked, and children inherit the signal mask: each
+# script below unblocks it and starts from Python's own handler, as a program in a terminal.
+UNBLOCK = ("import signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+           "signal.signal(signal.SIGINT, signal.default_int_handler); ")
+
+OUTER = UNBLOCK + """
 import signal, sys
 from flashbuild.errors import Interrupted
 from flashbuild.proc import ProcessRunner
@@ -97,12 +102,17 @@ def test_sigint_to_the_group_during_ninja_is_an_interruption(tmp_path: Path,
     outer = subprocess.Popen([PY, "-c", OUTER, handler, _ninja(), "-C", str(tmp_path)],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              start_new_session=True)
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "started").exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert (tmp_path / "started").exists(), "ninja never started its step"
-    os.killpg(outer.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
-    out, _ = outer.communicate(timeout=60)
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (tmp_path / "started").exists(), "ninja never started its step"
+        os.killpg(outer.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        out, _ = outer.communicate(timeout=120)
+    finally:
+        if outer.poll() is None:
+            os.killpg(outer.pid, signal.SIGKILL)
+            outer.communicate()
     assert outer.returncode == 130, out
     assert "RETURNED" not in out
     if handler == "late":
@@ -110,9 +120,9 @@ def test_sigint_to_the_group_during_ninja_is_an_interruption(tmp_path: Path,
 
 
 @pytest.mark.parametrize("script", [
-    "import os, signal; os.kill(os.getpid(), signal.SIGINT)",  # dies of SIGINT: -2
+    UNBLOCK + "import os; os.kill(os.getpid(), signal.SIGINT)",  # dies of SIGINT: -2
     "import sys; sys.exit(130)",  # ninja's ExitInterrupted
-])
+], ids=["killed-by-sigint", "exit-130"])
 def test_a_child_stopped_by_ctrl_c_raises_interrupted(script: str) -> None:
     from flashbuild.errors import Interrupted
 
