@@ -69,16 +69,30 @@ def fixtures() -> Path:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """One ledger folder per run, made by the main process (xdist workers inherit it)."""
+    """One ledger folder per run, made by the main process; each xdist worker is told where
+    it is through its `workerinput` (see pytest_configure_node)."""
     from tests.reliability.helpers import LEDGER_ENV
 
-    if not hasattr(config, "workerinput"):
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "reliability_ledger" in workerinput:
+        os.environ[LEDGER_ENV] = workerinput["reliability_ledger"]
+    elif workerinput is None:
         os.environ[LEDGER_ENV] = tempfile.mkdtemp(prefix="flashbuild-reliability-")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: object) -> None:
+    """pytest-xdist: hand the main process's ledger folder to each worker."""
+    from tests.reliability.helpers import LEDGER_ENV
+
+    node.workerinput["reliability_ledger"] = os.environ[LEDGER_ENV]  # type: ignore[attr-defined]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     from tests.reliability.helpers import LEDGER_ENV, totals
 
+    if hasattr(terminalreporter.config, "workerinput"):
+        return  # an xdist worker: only the main process reads (and removes) the ledger
     folder = os.environ.get(LEDGER_ENV)
     if not folder or not Path(folder).is_dir():
         return
