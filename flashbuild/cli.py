@@ -212,17 +212,23 @@ def patch(
     explain: Annotated[bool, typer.Option(
         "--explain", help="Show every step, whether it applies, and why.")] = False,
     revert: Annotated[bool, typer.Option(
-        "--revert", help="Restore the original tree byte for byte.")] = False,
+        "--revert", help="Restore the original tree byte for byte (with --dry-run: show what "
+        "would be restored).")] = False,
+    discard_edits: Annotated[bool, typer.Option(
+        "--discard-edits", help="Overwrite or revert files changed since flashbuild patched "
+        "them (without it such files stop the run, exit 10).")] = False,
     json: JsonOpt = False,
 ) -> int:
     """Apply a recipe's patches to its source tree, transactionally (re-applying rewrites
     nothing; an interrupted run is repaired by the next one). Exit 5 when a patch does not
-    apply (the tree is left unchanged), 9 when another run holds the tree."""
+    apply (the tree is left unchanged), 9 when another run holds the tree, 10 when a file was
+    changed since flashbuild patched it or the tree's flashbuild state cannot be trusted."""
     ui.configure(json_mode=json)
     from flashbuild.patching.report import run_patch
 
     return run_patch(recipe=recipe, source=source, platform=platform, arch=arch,
-                     dry_run=dry_run, diff=diff, explain=explain, revert=revert, as_json=json)
+                     dry_run=dry_run, diff=diff, explain=explain, revert=revert, as_json=json,
+                     discard_edits=discard_edits)
 
 
 @app.command(cls=_Command)

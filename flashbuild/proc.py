@@ -9,20 +9,27 @@ replay recorded output instead (see tests/fakes.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
-from flashbuild.errors import ProcessError, ProcessTimeout, ToolchainError
+from flashbuild.errors import Interrupted, ProcessError, ProcessTimeout, ToolchainError
 
 #: Lines of output an error keeps.
 TAIL_LINES = 30
+
+#: Exit statuses of a child that Ctrl-C stopped: killed by SIGINT (POSIX: -2), the shell /
+#: ninja convention 128 + SIGINT (ninja's ExitInterrupted is 130), and Windows'
+#: STATUS_CONTROL_C_EXIT 0xC000013A (unsigned, and as the signed value Python may report).
+INTERRUPTED_CODES = frozenset({-2, 130, 0xC000013A, 0xC000013A - (1 << 32)})
 
 
 @dataclass(frozen=True)
@@ -162,8 +169,29 @@ class ProcessRunner:
     ) -> int:
         """Run a long command, passing each output line (stdout and stderr merged) to
         `on_line` and to `log`. Returns the exit code; the caller decides what failure means.
-        On KeyboardInterrupt the child is terminated before the interrupt propagates."""
+        On KeyboardInterrupt the child is terminated before the interrupt propagates.
+
+        Ctrl-C in a terminal sends SIGINT to the whole process group: the child (ninja) often
+        exits first, and its non-zero code would reach the caller as a failed build before
+        Python raises KeyboardInterrupt. So a child that died of SIGINT (INTERRUPTED_CODES),
+        or a SIGINT that arrived while it ran, raises `Interrupted` (exit 130) here instead
+        of returning a code."""
         args = self._resolve(argv, env)
+        with _sigint_seen() as seen:
+            code = self._stream(args, on_line=on_line, log=log, env=env, cwd=cwd,
+                                timeout=timeout)
+        if seen or code in INTERRUPTED_CODES:
+            raise Interrupted(
+                f"interrupted: `{Path(args[0]).name}` was stopped by Ctrl-C",
+                evidence=f"it exited with code {code}"
+                + (" after a SIGINT reached flashbuild" if seen else ""),
+                fix="run the same command again: the build resumes where it stopped",
+                details={"argv": args, "returncode": code})
+        return code
+
+    def _stream(self, args: list[str], *, on_line: Callable[[str], None],
+                log: IO[str] | None, env: Mapping[str, str] | None, cwd: Path | None,
+                timeout: float | None) -> int:
         proc = subprocess.Popen(
             args, env=dict(env) if env is not None else None, cwd=cwd,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -192,6 +220,46 @@ class ProcessRunner:
                 timer.cancel()
             if proc.stdout is not None:
                 proc.stdout.close()
+
+
+class _Seen:
+    """Whether a SIGINT arrived (truthy once one did)."""
+
+    def __init__(self) -> None:
+        self.hit = False
+
+    def __bool__(self) -> bool:
+        return self.hit
+
+
+@contextlib.contextmanager
+def _sigint_seen() -> Iterator[_Seen]:
+    """Note every SIGINT while the block runs, then hand it to the handler that was there
+    (Python's own raises KeyboardInterrupt). Signal handlers can only be set from the main
+    thread; elsewhere the child's exit code is the only evidence."""
+    seen = _Seen()
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous in (signal.SIG_IGN, None):
+        yield seen  # SIGINT is ignored here (and in the child, which inherits that)
+        return
+
+    def note(signum: int, frame: Any) -> None:
+        seen.hit = True
+        if callable(previous):
+            previous(signum, frame)
+
+    try:
+        signal.signal(signal.SIGINT, note)
+    except (ValueError, OSError):  # an embedded interpreter without signal support
+        yield seen
+        return
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def failed(done: Completed) -> ProcessError:

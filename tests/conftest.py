@@ -3,8 +3,10 @@ integration tests run real tools, GPU tests skip cleanly without a GPU."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,3 +63,44 @@ def _no_real_processes(request: pytest.FixtureRequest,
 @pytest.fixture
 def fixtures() -> Path:
     return FIXTURES
+
+
+# --- the reliability suite's ledger (tests/reliability/helpers.py) ------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One ledger folder per run, made by the main process; each xdist worker is told where
+    it is through its `workerinput` (see pytest_configure_node)."""
+    from tests.reliability.helpers import LEDGER_ENV
+
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "reliability_ledger" in workerinput:
+        os.environ[LEDGER_ENV] = workerinput["reliability_ledger"]
+    elif workerinput is None:
+        os.environ[LEDGER_ENV] = tempfile.mkdtemp(prefix="flashbuild-reliability-")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: object) -> None:
+    """pytest-xdist: hand the main process's ledger folder to each worker."""
+    from tests.reliability.helpers import LEDGER_ENV
+
+    node.workerinput["reliability_ledger"] = os.environ[LEDGER_ENV]  # type: ignore[attr-defined]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from tests.reliability.helpers import LEDGER_ENV, totals
+
+    if hasattr(terminalreporter.config, "workerinput"):
+        return  # an xdist worker: only the main process reads (and removes) the ledger
+    folder = os.environ.get(LEDGER_ENV)
+    if not folder or not Path(folder).is_dir():
+        return
+    counts = totals(Path(folder))
+    shutil.rmtree(folder, ignore_errors=True)
+    if counts["cases"]:
+        terminalreporter.write_sep("=", "reliability suite")
+        terminalreporter.write_line(
+            f"cases {counts['cases']}, clear errors {counts['clear errors']} of "
+            f"{counts['error cases']} error cases, data lost {counts['data lost']}, tree "
+            f"changed {counts['tree changed']}, hangs {counts['hangs']}")

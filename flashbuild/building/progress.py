@@ -205,6 +205,8 @@ def run_tool(argv: Sequence[str], *, runner: ToolRunner, env: Mapping[str, str],
     from flashbuild.errors import Interrupted
 
     monitor = NinjaMonitor()
+    # proc.stream raises Interrupted itself when the tool died of the Ctrl-C (the tool can
+    # exit before Python sees the KeyboardInterrupt); either way the message says where.
     try:
         with open_log(log_path) as log:
             log.write(f"# {' '.join(argv)}\n")
@@ -212,7 +214,7 @@ def run_tool(argv: Sequence[str], *, runner: ToolRunner, env: Mapping[str, str],
             with live_progress(monitor, console, enabled=bool(console and show_progress),
                                label=what) if console is not None else _nothing(monitor):
                 code = runner.stream(argv, on_line=monitor.feed, log=log, env=env, cwd=cwd)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         raise Interrupted(
             f"the build was interrupted ({what})",
             evidence=f"stopped at step {monitor.done}/{monitor.total}; log: {log_path}",

@@ -181,7 +181,9 @@ def _revert_if_stale(root: Path, mirror: Path
                 floor[entry.path] = st.st_mtime_ns
                 before[entry.path] = _Before(jr.sha256(target.read_bytes()), st.st_atime_ns,
                                              st.st_mtime_ns)
-    revert_tree(mirror)
+    # The mirror is flashbuild's own copy: bytes in it that no run wrote are not a user's
+    # work to keep (patching/journal.py stops on them in a user's tree).
+    revert_tree(mirror, discard_edits=True)
     return floor, before, changed or [e.path for e in journal.entries]
 
 

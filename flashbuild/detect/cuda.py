@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal
 from packaging.version import InvalidVersion, Version
 
 from flashbuild.detect.cache import NO_CACHE, ProbeCache, file_fingerprint
-from flashbuild.errors import FlashbuildError
+from flashbuild.errors import FlashbuildError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -324,15 +324,26 @@ class _Candidates:
 
 
 def _from_explicit(c: _Candidates, explicit: Path, runner: Runner,
-                   env: Mapping[str, str]) -> None:
+                   env: Mapping[str, str], platform: Platform | None = None) -> None:
+    """`--cuda`: a toolkit root or its nvcc. Anything else is an error, never a silent fall
+    back to another toolkit (build and doctor would then use one the user did not name)."""
     # Absolute from here on: the root ends up in the manifest and in the loader shim, which
     # drops relative folders (they would mean the importing process's current directory).
     explicit = explicit.absolute()
     root = root_of_nvcc(explicit, runner, env) if explicit.is_file() else explicit
-    if root is None or not root.exists():
-        c.problems.append(f"--cuda {explicit}: not a toolkit folder or nvcc")
-    else:
-        c.add(root, "--cuda")
+    names = (platform.exe("nvcc"),) if platform is not None else ("nvcc", "nvcc.exe")
+    if root is None or not root.is_dir() or not (
+            any((root / "bin" / n).is_file() for n in names)
+            or (root / "include" / "cuda.h").is_file()):
+        what = ("does not exist" if not explicit.exists() else
+                "is a file that is not nvcc" if explicit.is_file() else
+                "is a folder without bin/nvcc or include/cuda.h")
+        raise UsageError(
+            f"--cuda {explicit} is not a CUDA toolkit",
+            evidence=f"it {what}",
+            fix="pass the toolkit's root folder (the one holding bin/nvcc) or its nvcc, or "
+            "leave --cuda out to use the toolkit `flashbuild doctor` chooses")
+    c.add(root, "--cuda")
 
 
 def _from_env(c: _Candidates, env: Mapping[str, str]) -> None:
@@ -408,7 +419,7 @@ def find_toolkits(env: Mapping[str, str], runner: Runner, platform: Platform, *,
     standard install > PyPI; a candidate without nvcc is only chosen when named by --cuda."""
     c = _Candidates()
     if explicit is not None:
-        _from_explicit(c, explicit, runner, env)
+        _from_explicit(c, explicit, runner, env, platform)
     _from_env(c, env)
     _from_path(c, runner, env, platform, cache)
     _from_standard(c, env, platform)

@@ -64,7 +64,7 @@ def collect(env: Mapping[str, str], runner: Runner, platform: Platform, *,
             budget: float = PROBE_BUDGET,
             only: frozenset[str] | None = None) -> Findings:
     """Run every probe (or those named in `only`) in parallel and gather what they found.
-    Never raises."""
+    Never raises, but for a UsageError about the user's own input (`--cuda`)."""
     cache = cache or ProbeCache(None, enabled=False)
     py = python or current_python()
     tool_env = dict(env)
@@ -96,6 +96,8 @@ def collect(env: Mapping[str, str], runner: Runner, platform: Platform, *,
                 results[name] = future.result(timeout=max(0.0, deadline - time.monotonic()))
             except FutureTimeout:
                 failures.append((name, f"did not finish within {budget:g} s"))
+            except UsageError:
+                raise  # the user's own input (`--cuda` that is not a toolkit): not a probe's
             except FlashbuildError as exc:
                 failures.append((name, exc.what))
             except Exception as exc:

@@ -11,6 +11,7 @@ block only imports it, so the add_dll_directory handles live in that module (FAC
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
@@ -96,12 +97,26 @@ def import_block(newline: str = "\n") -> str:
     return newline.join(lines) + newline
 
 
+_BOM = "\ufeff"
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def _lines(text: str) -> list[str]:
+    """Lines as Python's parser counts them (ends kept): only CR LF, CR and LF end a line.
+    `str.splitlines` also splits at U+2028, form feeds and other separators that can sit
+    inside a docstring, which would put the block inside the string."""
+    return _LINE.findall(text)
+
+
 def insert(init_text: str) -> str:
     """`__init__.py` text with the shim block at its top (after the docstring and
-    `from __future__` imports, which must stay first). Running it twice changes nothing."""
+    `from __future__` imports, which must stay first). Running it twice changes nothing.
+    A UTF-8 byte order mark stays the first character of the file."""
+    bom = _BOM if init_text.startswith(_BOM) else ""
+    init_text = init_text.removeprefix(_BOM)
     newline = "\r\n" if "\r\n" in init_text else "\n"
     text = remove(init_text)
-    lines = text.splitlines(keepends=True)
+    lines = _lines(text)
     at = _insertion_line(text)
     block = import_block(newline)
     head = "".join(lines[:at])
@@ -110,12 +125,13 @@ def insert(init_text: str) -> str:
         # newline: without one here BEGIN would share that line, and neither remove() nor a
         # re-run would find the block again. (remove() then leaves this newline in place.)
         head += newline
-    return head + block + "".join(lines[at:])
+    return bom + head + block + "".join(lines[at:])
 
 
 def remove(init_text: str) -> str:
     """`__init__.py` text without the shim block (byte for byte what it was before)."""
-    lines = init_text.splitlines(keepends=True)
+    bom = _BOM if init_text.startswith(_BOM) else ""
+    lines = _lines(init_text.removeprefix(_BOM))
     starts = [i for i, line in enumerate(lines) if line.rstrip("\r\n") == BEGIN]
     if not starts:
         return init_text
@@ -127,11 +143,11 @@ def remove(init_text: str) -> str:
             evidence=f"found `{BEGIN}` but not `{END}` after it",
             fix=f"restore the line `{END}` or delete the block by hand",
         )
-    return "".join(lines[:start] + lines[ends[0] + 1:])
+    return bom + "".join(lines[:start] + lines[ends[0] + 1:])
 
 
 def has_block(init_text: str) -> bool:
-    return any(line.rstrip("\r\n") == BEGIN for line in init_text.splitlines())
+    return any(line.rstrip("\r\n") == BEGIN for line in _lines(init_text.removeprefix(_BOM)))
 
 
 def _insertion_line(text: str) -> int:

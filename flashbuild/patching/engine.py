@@ -107,11 +107,15 @@ class RevertReport:
     """Whether the tree had flashbuild state to revert."""
     was_complete: bool = True
     notes: tuple[str, ...] = ()
+    dry_run: bool = False
+    """Nothing was written: `files_restored` lists what a real revert would restore."""
+    pending: tuple[FileDiff, ...] = ()
+    """current → original text of every file restored (or that would be)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"tree": str(self.tree), "files_restored": list(self.files_restored),
                 "had_state": self.had_state, "was_complete": self.was_complete,
-                "notes": list(self.notes)}
+                "dry_run": self.dry_run, "notes": list(self.notes)}
 
 
 @dataclass(frozen=True)
@@ -166,7 +170,12 @@ def plan(recipe: Recipe, tree: Tree, ctx: WhenContext) -> _Plan:
     from flashbuild.recipes.load import transform_registry
 
     result = _Plan(tree)
-    sources = sorted({p for g in recipe.source.sources for p in tree.glob(g)})
+    from flashbuild.patching.transforms._common import is_text_source
+
+    # Binary files and symlinks out of the tree that the globs match are left out here too:
+    # they hold nothing to edit and must not stop a plan (see select_files).
+    sources = sorted({p for g in recipe.source.sources for p in tree.glob(g)
+                      if is_text_source(tree, p)})
     tctx = TransformContext(platform=ctx.platform, archs=tuple(a.sm for a in ctx.arch.archs),
                             sources=tuple(sources))
     for step in recipe.patch:
@@ -265,40 +274,67 @@ def _meta(recipe: Recipe, ctx: WhenContext, planned: _Plan) -> dict[str, Any]:
 
 
 def patch_tree(recipe: Recipe, tree: Path, ctx: WhenContext, *,
-               dry_run: bool = False) -> PatchReport:
+               dry_run: bool = False, discard_edits: bool = False) -> PatchReport:
     """Plan and apply `recipe` to `tree` for `ctx`. Nothing is written when a step fails, or
-    with `dry_run`."""
+    with `dry_run`. A file changed by someone else since flashbuild patched it stops the run
+    (TreeError naming it) unless `discard_edits`."""
     root = _root(tree)
     if dry_run:
-        return _run(recipe, root, ctx, dry_run=True, notes=[])
+        _journal_or_orphans(root)
+        return _run(recipe, root, ctx, dry_run=True, notes=[], discard_edits=discard_edits)
     with jr.locked(root) as lock:
         notes = list(lock.notes)
-        repaired = _repair(root, notes)
-        report = _run(recipe, root, ctx, dry_run=False, notes=notes)
+        repaired = _repair(root, notes, discard_edits=discard_edits)
+        report = _run(recipe, root, ctx, dry_run=False, notes=notes,
+                      discard_edits=discard_edits)
         return dataclasses.replace(report, repaired=repaired)
 
 
-def _repair(root: Path, notes: list[str]) -> bool:
-    """Restore the originals of an interrupted run; drop stray state. True when repaired."""
+def _journal_or_orphans(root: Path) -> jr.Journal | None:
+    """The tree's journal; TreeError (keeping them) for originals that have none."""
     journal = jr.read_journal(root)
+    originals = jr.state_dir(root) / "originals"
+    if journal is None and originals.is_dir() and any(originals.iterdir()):
+        raise TreeError(
+            "this tree holds saved originals but no flashbuild journal",
+            evidence=f"{originals} has {sum(1 for _ in originals.iterdir())} file(s) and "
+            f"{jr.state_dir(root) / 'journal.json'} is missing, so flashbuild cannot tell "
+            "which files they belong to; nothing was changed and they are kept",
+            fix="restore the tree from version control (or from those originals by hand), "
+            f"then delete {jr.state_dir(root)}")
+    return journal
+
+
+def _repair(root: Path, notes: list[str], *, discard_edits: bool) -> bool:
+    """Restore the originals of an interrupted run. True when repaired."""
+    journal = _journal_or_orphans(root)
     if journal is None:
-        if (jr.state_dir(root) / "originals").exists():
-            jr.clear_state(root)  # killed before its journal existed: no file was changed
+        if jr.state_dir(root).is_dir():
+            jr.clear_state(root)  # empty originals/ or a temp journal: nothing of value
         return False
     if journal.state == "complete":
         return False
-    restored = jr.restore(root, journal, jr.Writer(root))
+    edited = jr.edited_files(root, journal)
+    if edited and not discard_edits:
+        raise jr.edits_error(root, edited, "repairing the interrupted run")
+    restored = jr.restore(root, journal, jr.Writer(root), discard_edits=discard_edits)
     jr.clear_state(root)
     notes.append(f"repaired an interrupted run: restored {len(restored)} file(s) to their "
                  "originals")
+    if edited:
+        notes.append("discarded the edits (--discard-edits) of " + ", ".join(edited))
     return True
 
 
 def _run(recipe: Recipe, root: Path, ctx: WhenContext, *, dry_run: bool,
-         notes: list[str]) -> PatchReport:
+         notes: list[str], discard_edits: bool = False) -> PatchReport:
     journal = jr.read_journal(root)
     if dry_run and journal is not None and journal.state != "complete":
         notes.append("this tree has an interrupted run; `flashbuild patch` repairs it")
+    edited = jr.edited_files(root, journal) if journal is not None else []
+    if edited and dry_run:
+        notes.append("changed since flashbuild patched them (a real run stops on them "
+                     "unless --discard-edits): " + ", ".join(edited))
     overlay = jr.pristine_overlay(root, journal) if journal else {}
     tree = Tree(root, base=overlay)
     planned = plan(recipe, tree, ctx)
@@ -325,6 +361,12 @@ def _run(recipe: Recipe, root: Path, ctx: WhenContext, *, dry_run: bool,
                       for p, d in writes.items()))
     if dry_run:
         return report
+    stepped_on = [p for p in edited if p in writes]
+    if stepped_on and not discard_edits:
+        raise jr.edits_error(root, stepped_on, "this patch run")
+    if stepped_on:
+        report = dataclasses.replace(report, notes=(
+            *report.notes, "discarded the edits (--discard-edits) of " + ", ".join(stepped_on)))
     _commit(root, tree, journal, desired=desired, writes=writes, current=current, meta=meta)
     return report
 
@@ -334,13 +376,18 @@ def _commit(root: Path, tree: Tree, journal: jr.Journal | None, *,  # noqa: PLR0
             current: dict[str, bytes | None], meta: dict[str, Any]) -> None:
     old = {e.path: e for e in journal.entries} if journal else {}
 
-    def entry(rel: str) -> jr.Entry:
-        if rel in old:
-            return old[rel]
-        data = tree.pristine_bytes(rel)
-        return jr.Entry(rel, data is not None, jr.sha256(data) if data is not None else None)
+    def mark(data: bytes | None) -> str:
+        return jr.ABSENT if data is None else jr.sha256(data)
 
-    final = tuple(entry(rel) for rel in sorted(desired))
+    def entry(rel: str, *states: bytes | None) -> jr.Entry:
+        written = tuple(dict.fromkeys(mark(d) for d in states))
+        if rel in old:
+            return dataclasses.replace(old[rel], written=written)
+        data = tree.pristine_bytes(rel)
+        return jr.Entry(rel, data is not None, jr.sha256(data) if data is not None else None,
+                        written)
+
+    final = tuple(entry(rel, desired[rel]) for rel in sorted(desired))
     if not writes:
         if not final and not meta["build_excludes"]:
             if journal is not None:
@@ -350,10 +397,14 @@ def _commit(root: Path, tree: Tree, journal: jr.Journal | None, *,  # noqa: PLR0
                 and journal.entries == final:
             return  # the same plan again: touch nothing at all
         jr.write_journal(root, jr.Journal("complete", final, meta,
-                                          journal.created_dirs if journal else ()))
+                                          journal.created_dirs if journal else (),
+                                          tree=str(root)))
         return
     jr.check_writable(root, list(writes))
-    union = tuple(entry(rel) for rel in sorted(set(old) | set(desired)))
+    # Every state a file may be in until the run is complete: before it and after it.
+    union = tuple(entry(rel, current[rel] if rel in writes else tree.disk_bytes(rel),
+                        writes.get(rel, desired.get(rel, tree.disk_bytes(rel))))
+                  for rel in sorted(set(old) | set(desired)))
     created = list(journal.created_dirs) if journal else []
     for rel, data in writes.items():
         parent = Path(rel).parent
@@ -367,8 +418,12 @@ def _commit(root: Path, tree: Tree, journal: jr.Journal | None, *,  # noqa: PLR0
     previous = jr.read_journal_bytes(root) if journal is not None else None
     rel = ".flashbuild"
     try:
+        # The journal first: a kill while the originals are saved leaves a `writing` journal
+        # whose files all still hold their original bytes (restore needs no saved copy),
+        # never originals without a journal.
+        jr.write_journal(root, jr.Journal("writing", union, meta, tuple(created),
+                                          tree=str(root)))
         jr.save_originals(root, added)
-        jr.write_journal(root, jr.Journal("writing", union, meta, tuple(created)))
         writer = jr.Writer(root)
         for rel, data in writes.items():
             if data is not None:
@@ -388,7 +443,7 @@ def _commit(root: Path, tree: Tree, journal: jr.Journal | None, *,  # noqa: PLR0
     if not final and not meta["build_excludes"]:
         jr.clear_state(root)
         return
-    jr.write_journal(root, jr.Journal("complete", final, meta, tuple(created)))
+    jr.write_journal(root, jr.Journal("complete", final, meta, tuple(created), tree=str(root)))
     keep = {jr.original_key(e.path) for e in final if e.original}
     for file in (jr.state_dir(root) / "originals").glob("*"):
         if file.name not in keep:
@@ -430,23 +485,69 @@ def _roll_back(root: Path, rel: str, exc: OSError, *, current: dict[str, bytes |
         + ", then run the command again", details={"file": rel})
 
 
-def revert_tree(tree: Path) -> RevertReport:
-    """Restore every file a patch run changed, byte for byte, and remove `.flashbuild/`."""
+def revert_tree(tree: Path, *, dry_run: bool = False,
+                discard_edits: bool = False) -> RevertReport:
+    """Restore every file a patch run changed, byte for byte, and remove `.flashbuild/`.
+    With `dry_run`, say what would be restored and write nothing (no lock either). A file
+    changed by someone else since flashbuild patched it stops the revert (TreeError naming
+    it) unless `discard_edits`."""
     root = _root(tree)
+    if dry_run:
+        return _revert(root, dry_run=True, discard_edits=discard_edits, notes=[])
     with jr.locked(root) as lock:
-        journal = jr.read_journal(root)
-        if journal is None:
+        return _revert(root, dry_run=False, discard_edits=discard_edits,
+                       notes=list(lock.notes))
+
+
+def _revert(root: Path, *, dry_run: bool, discard_edits: bool,
+            notes: list[str]) -> RevertReport:
+    journal = _journal_or_orphans(root)
+    if journal is None:
+        if not dry_run and jr.state_dir(root).is_dir():
             jr.clear_state(root)
-            return RevertReport(root, (), had_state=False, notes=tuple(lock.notes))
-        restored = jr.restore(root, journal, jr.Writer(root))
-        jr.clear_state(root)
-        return RevertReport(root, tuple(restored), had_state=True,
-                            was_complete=journal.state == "complete", notes=tuple(lock.notes))
+        return RevertReport(root, (), had_state=False, notes=tuple(notes), dry_run=dry_run)
+    edited = jr.edited_files(root, journal)
+    if edited and not (discard_edits or dry_run):
+        raise jr.edits_error(root, edited, "reverting")
+    if edited:
+        notes.append(("changed since flashbuild patched them (a real revert stops on them "
+                      "unless --discard-edits): " if not discard_edits else
+                      "discarded the edits (--discard-edits) of ") + ", ".join(edited))
+    wanted = jr.restore_plan(root, journal)
+    pending = tuple(FileDiff(p, _text_or_none(p, _disk_or_none(root, p)), _text_or_none(p, d))
+                    for p, d in wanted.items() if _disk_or_none(root, p) != d)
+    if dry_run:
+        return RevertReport(root, tuple(d.path for d in pending), had_state=True,
+                            was_complete=journal.state == "complete", notes=tuple(notes),
+                            dry_run=True, pending=pending)
+    restored = jr.restore(root, journal, jr.Writer(root), discard_edits=discard_edits)
+    jr.clear_state(root)
+    return RevertReport(root, tuple(restored), had_state=True,
+                        was_complete=journal.state == "complete", notes=tuple(notes),
+                        pending=pending)
+
+
+def _disk_or_none(root: Path, path: str) -> bytes | None:
+    target = root / path
+    return target.read_bytes() if target.is_file() and not target.is_symlink() else None
+
+
+def _text_or_none(path: str, data: bytes | None) -> str | None:
+    """Text for a diff display; a file that is not text shows as a one-line placeholder."""
+    if data is None:
+        return None
+    try:
+        return decode_text(path, data)
+    except PatchError:
+        return f"(binary or non-UTF-8 content, {len(data)} bytes)\n"
 
 
 def applied_state(tree: Path) -> AppliedState | None:
     """What the last complete `patch` applied to `tree`, or None (nothing / interrupted)."""
-    journal = jr.read_journal(tree.resolve())
+    try:
+        journal = jr.read_journal(tree.resolve())
+    except TreeError:
+        return None  # a journal this tree cannot trust applies nothing (patch says why)
     if journal is None or journal.state != "complete":
         return None
     meta = journal.meta

@@ -6,14 +6,36 @@ Layout inside the patched tree:
     .flashbuild/journal.json         what was (or is being) changed, and the plan's metadata
     .flashbuild/originals/<key>      pristine bytes of every file the journal lists
 
-Order of a run (so that a kill at any point is repairable): the originals and then the journal
-(state `writing`) are written and fsynced BEFORE any file of the tree changes; each file is then
-replaced atomically (temp file in the same folder + `os.replace`); finally the journal is marked
-`complete`. A journal still `writing` means a run died in the middle: `repair()` puts every
-listed file back to its original bytes.
+Nothing in a tree can turn the journal against its user (a `.flashbuild/` may come with a clone
+or an unpacked archive, written by someone else):
 
-Test hook: `FLASHBUILD_TEST_KILL_AFTER_WRITES=N` makes the process `os._exit(137)` right after
-its N-th tree file write, to test that repair (tests/integration/test_patch_kill.py).
+- a journal is trusted only in the tree it was written for: it records that tree's absolute
+  path, and one found anywhere else (copied, cloned, unpacked, moved) is refused with a
+  TreeError that keeps every file, so a shipped journal can neither restore nor delete;
+- every entry is validated like a diff path (relative, inside the tree, no `..`, no symlinked
+  folder on the way, never inside `.flashbuild/`), and `.flashbuild` itself, its `originals/`
+  and its journal must be a real folder and real files, never symlinks;
+- a saved original is restored only when its bytes match the hash the journal recorded;
+- each entry keeps the hash of every state flashbuild left the file in (`written`), so a file
+  the user changed since is found: revert, repair and a new plan stop with an error naming
+  those files unless the user says `--discard-edits`;
+- originals without a journal, or a journal in a state or version this flashbuild does not
+  know, are an error that keeps the originals (never "nothing to revert").
+
+Order of a run (so that a kill at any point is repairable): the journal (state `writing`, with
+the hash of what every file holds before the run and will hold after it) and then the
+originals are written and fsynced BEFORE any file of the tree changes; each file is then
+replaced atomically (temp file in the same folder + `os.replace`); finally the journal is marked
+`complete`. A journal still `writing` means a run died in the middle: `restore()` puts every
+listed file back to its original bytes (a file still holding them needs no saved copy, which
+is what a kill before the originals were all saved leaves). Clearing the state removes the
+originals before the journal, so no run can leave originals without a journal.
+
+Test hooks: `FLASHBUILD_TEST_KILL_AFTER_WRITES=N` makes the process `os._exit(137)` right after
+its N-th tree file write, to test that repair (tests/integration/test_patch_kill.py);
+`FLASHBUILD_TEST_KILL_AT_WRITE=N` kills it at the N-th write point of any kind (a temp file
+written but not yet renamed, a rename done, a file deleted: journal, originals and tree alike;
+tests/reliability/test_kills.py walks every point).
 """
 
 from __future__ import annotations
@@ -22,6 +44,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import stat
@@ -33,16 +56,32 @@ from typing import TYPE_CHECKING, Any, Literal
 import psutil
 
 from flashbuild.errors import BusyError, PatchError, TreeError
-from flashbuild.patching.tree import STATE_DIR
+from flashbuild.patching.tree import STATE_DIR, check_inside, check_rel
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
     from pathlib import Path
 
-JOURNAL_VERSION = 1
+JOURNAL_VERSION = 2
 KILL_HOOK = "FLASHBUILD_TEST_KILL_AFTER_WRITES"
+KILL_AT_HOOK = "FLASHBUILD_TEST_KILL_AT_WRITE"
+_write_points = [0]
+
+
+def _write_point() -> None:
+    """Test hook: count write points and die at the one KILL_AT_HOOK names."""
+    hook = os.environ.get(KILL_AT_HOOK, "")
+    if hook.isdigit():
+        _write_points[0] += 1
+        if _write_points[0] >= int(hook):
+            os._exit(137)
+#: The `written` mark of a file that flashbuild left absent (deleted, or not yet created).
+ABSENT = "-"
+TMP_SUFFIX = ".flashbuild-tmp"
 
 JournalState = Literal["writing", "complete"]
+_STATES = ("writing", "complete")
+_HASH = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -53,6 +92,10 @@ class Entry:
     original: bool
     """Whether the file existed before patching (its bytes are in originals/)."""
     original_sha256: str | None = None
+    written: tuple[str, ...] = ()
+    """sha256 of every state flashbuild may have left the file in (ABSENT: no file): the
+    patched bytes of a complete run; before and after for a run still `writing`. A file in
+    none of these states (nor the original) was changed by someone else since."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +106,8 @@ class Journal:
     """The plan's metadata (recipe, context, steps, build_excludes), for `applied_state`."""
     created_dirs: tuple[str, ...] = ()
     """Folders the run created for new files (removed again on revert when empty)."""
+    tree: str = ""
+    """Absolute path of the tree the journal was written for (see the module docstring)."""
     version: int = JOURNAL_VERSION
 
     def to_json(self) -> str:
@@ -70,14 +115,59 @@ class Journal:
 
     @classmethod
     def from_json(cls, text: str) -> Journal:
+        """Parse and validate; raises ValueError (or KeyError / TypeError) on any doubt."""
         data = json.loads(text)
-        return cls(state=data["state"], entries=tuple(Entry(**e) for e in data["entries"]),
-                   meta=data.get("meta", {}), created_dirs=tuple(data.get("created_dirs", ())),
-                   version=data.get("version", JOURNAL_VERSION))
+        if not isinstance(data, dict):
+            raise TypeError("the journal is not a JSON object")
+        entries = []
+        for raw in data["entries"]:
+            path = raw["path"]
+            if not isinstance(path, str) or check_rel(path) != path:
+                raise ValueError(f"entry path {path!r} is not a plain relative path")
+            digest = raw.get("original_sha256")
+            written = raw.get("written", [])
+            if not isinstance(raw["original"], bool) or (raw["original"] and not (
+                    isinstance(digest, str) and _HASH.fullmatch(digest))):
+                raise ValueError(f"entry {path!r} has no valid original hash")
+            if not isinstance(written, list) or not all(
+                    isinstance(w, str) and (w == ABSENT or _HASH.fullmatch(w))
+                    for w in written):
+                raise ValueError(f"entry {path!r} has an invalid `written` list")
+            entries.append(Entry(path, raw["original"], digest, tuple(written)))
+        dirs = data.get("created_dirs", [])
+        if not isinstance(dirs, list) or any(
+                not isinstance(d, str) or check_rel(d) != d for d in dirs):
+            raise ValueError(f"created_dirs {dirs!r} holds a path that is not plain relative")
+        meta = data.get("meta", {})
+        if not isinstance(meta, dict):
+            raise TypeError("`meta` is not an object")
+        return cls(state=data["state"], entries=tuple(entries), meta=meta,
+                   created_dirs=tuple(dirs), tree=str(data.get("tree", "")),
+                   version=data.get("version", 1))
 
 
 def state_dir(root: Path) -> Path:
-    return root / STATE_DIR
+    """`.flashbuild/` of the tree, refused when it is not a real folder: a symlink would carry
+    the journal and the originals outside the tree, and a file is not flashbuild's state."""
+    folder = root / STATE_DIR
+    for here, kind in ((folder, "folder"), (folder / "originals", "folder"),
+                       (folder / "journal.json", "file"), (folder / "lock", "file")):
+        if here.is_symlink():
+            raise TreeError(
+                f"`{here.relative_to(root)}` is a symlink",
+                evidence=f"{here} -> {here.readlink()}; flashbuild keeps its journal and "
+                "the original bytes of patched files there, and never writes outside the tree",
+                fix=f"remove the link (rm {here}) and run the command again")
+        if here.exists() and (here.is_dir() != (kind == "folder")):
+            raise TreeError(
+                f"`{here.relative_to(root)}` is a {'file' if kind == 'folder' else 'folder'}, "
+                f"not flashbuild's state {kind}",
+                evidence=f"{here} exists and flashbuild did not make it",
+                fix=f"move {here} out of the tree (it is not flashbuild's), then run the "
+                "command again")
+        if here == folder and not here.exists():
+            break
+    return folder
 
 
 def original_key(path: str) -> str:
@@ -98,11 +188,16 @@ def _fsync_dir(folder: Path) -> None:
             os.close(fd)
 
 
+def tmp_of(target: Path) -> Path:
+    """The temp file `atomic_write` uses for `target` (a kill may leave it behind)."""
+    return target.with_name(f".{target.name}{TMP_SUFFIX}")
+
+
 def atomic_write(target: Path, data: bytes, *, mode_from: Path | None = None,
                  fsync: bool = True) -> None:
     """Write `data` to `target` through a temp file in the same folder and `os.replace`
     (atomic against a killed process; `fsync` also makes it durable against power loss)."""
-    tmp = target.with_name(f".{target.name}.flashbuild-tmp")
+    tmp = tmp_of(target)
     try:
         with tmp.open("wb") as fh:
             fh.write(data)
@@ -112,7 +207,9 @@ def atomic_write(target: Path, data: bytes, *, mode_from: Path | None = None,
         source = mode_from if mode_from is not None else target
         if source.exists():
             shutil.copymode(source, tmp)
+        _write_point()
         tmp.replace(target)
+        _write_point()
     except OSError:
         with contextlib.suppress(OSError):
             tmp.unlink()  # a disk-full write leaves no partial temp file behind
@@ -166,9 +263,15 @@ class _LockSeen:
 
 
 def _started(pid: int) -> float | None:
-    """Start time of `pid` (None: no such process); raises psutil.AccessDenied."""
+    """Start time of `pid` (None: no such process, or a zombie); raises psutil.AccessDenied.
+    A killed run whose parent has not reaped it yet is a zombie: psutil still reads its start
+    time, yet it holds nothing and will never release the lock."""
     try:
-        return float(psutil.Process(pid).create_time())
+        proc = psutil.Process(pid)
+        started = float(proc.create_time())
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return started
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return None
 
@@ -369,32 +472,129 @@ def locked(root: Path) -> Iterator[Lock]:
 
 
 def read_journal(root: Path) -> Journal | None:
-    path = state_dir(root) / "journal.json"
+    """The tree's journal, validated (see the module docstring), or None when there is none.
+    Raises TreeError, touching nothing, when it cannot be trusted."""
+    folder = state_dir(root)
+    path = folder / "journal.json"
+    keep = ("flashbuild changed nothing; the originals in "
+            f"{folder / 'originals'} are kept")
     if not path.exists():
         return None
     try:
-        return Journal.from_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        journal = Journal.from_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError, TypeError, TreeError) as exc:
         raise TreeError("flashbuild's journal in this tree is unreadable",
-                        evidence=f"{path}: {exc}",
-                        fix=f"restore the tree from version control and delete {path.parent}"
-                        ) from exc
+                        evidence=f"{path}: {getattr(exc, 'what', exc)}; {keep}",
+                        fix="restore the tree from version control, then delete "
+                        f"{folder}") from exc
+    if journal.version != JOURNAL_VERSION:
+        raise TreeError(
+            f"flashbuild's journal in this tree has version {journal.version}, and this "
+            f"flashbuild reads version {JOURNAL_VERSION}",
+            evidence=f"{path}; {keep}",
+            fix="revert the tree with the flashbuild that patched it (`flashbuild patch "
+            f"--revert`), or restore the tree from version control and delete {folder}")
+    if journal.state not in _STATES:
+        raise TreeError(
+            f"flashbuild's journal in this tree is in the unknown state {journal.state!r}",
+            evidence=f"{path}; {keep}",
+            fix=f"restore the tree from version control, then delete {folder}")
+    if journal.tree != str(root):
+        raise TreeError(
+            "this tree's `.flashbuild/` journal was not written for this tree",
+            evidence=f"it records the tree {journal.tree or '(none)'}, this tree is {root}: "
+            "it came with a copy, a clone or an archive (or the tree was moved), so flashbuild "
+            "will not restore or delete anything it lists; " + keep,
+            fix=f"if it came with the tree, delete {folder} (its originals are not yours); if "
+            f"you moved a tree you patched, move it back to {journal.tree or 'its old place'}"
+            " and run `flashbuild patch --revert` there")
+    return journal
 
 
-def read_original(root: Path, path: str) -> bytes:
-    file = state_dir(root) / "originals" / original_key(path)
+def disk_state(root: Path, path: str) -> str:
+    """What `path` holds now, as a `written` mark: its sha256, or ABSENT. A symlink is never
+    followed (it could lead anywhere): it gets a mark no journal holds."""
+    target = check_inside(root, path)
+    if target.is_symlink():
+        return f"symlink:{target.readlink()}"
+    if not target.exists():
+        return ABSENT
+    if not target.is_file():
+        return "not-a-file"
+    return sha256(target.read_bytes())
+
+
+def edited_files(root: Path, journal: Journal) -> list[str]:
+    """Files changed by someone else since flashbuild wrote them: neither the original nor
+    a state flashbuild left them in."""
+    out = []
+    for e in journal.entries:
+        state = disk_state(root, e.path)
+        original = e.original_sha256 if e.original else ABSENT
+        if state != original and state not in e.written:
+            out.append(e.path)
+    return out
+
+
+def edits_error(root: Path, files: list[str], action: str) -> TreeError:
+    """The error for files edited since patching: name them and the two choices."""
+    shown = ", ".join(f"`{f}`" for f in files[:10]) + (
+        f" and {len(files) - 10} more" if len(files) > 10 else "")
+    return TreeError(
+        f"{action} would discard changes made after flashbuild patched "
+        f"{'this file' if len(files) == 1 else 'these files'}: {shown}",
+        evidence=f"in {root}, each holds bytes that are neither its original nor what "
+        "flashbuild wrote (flashbuild's journal keeps the hash of both); nothing was changed",
+        fix="to keep the edits, copy those files elsewhere first (or make the change a step of "
+        "the recipe); to discard them, add --discard-edits to the same `flashbuild patch` "
+        "command (after `flashbuild build --in-place`: `flashbuild patch --revert "
+        "--discard-edits`, then build again)",
+        details={"files": files})
+
+
+def read_original(root: Path, entry: Entry | str) -> bytes:
+    """The saved original of `entry` (or of the journal's entry for that path), checked
+    against the hash the journal recorded."""
+    if isinstance(entry, str):
+        journal = read_journal(root)
+        found = [e for e in journal.entries if e.path == entry] if journal else []
+        if not found or not found[0].original:
+            raise TreeError(f"the journal of {root} saved no original of `{entry}`")
+        entry = found[0]
+    file = state_dir(root) / "originals" / original_key(entry.path)
+    keep = (f"nothing was changed; fix: restore `{entry.path}` from version control, then "
+            f"delete {state_dir(root)}")
     try:
-        return file.read_bytes()
+        if file.is_symlink():
+            raise OSError(f"{file} is a symlink")
+        data = file.read_bytes()
     except OSError as exc:
-        raise TreeError(f"the saved original of `{path}` is missing", evidence=str(exc),
-                        fix="restore the tree from version control and delete "
-                        f"{state_dir(root)}") from exc
+        raise TreeError(f"the saved original of `{entry.path}` is missing", evidence=str(exc),
+                        fix=keep) from exc
+    if sha256(data) != entry.original_sha256:
+        raise TreeError(
+            f"the saved original of `{entry.path}` is damaged",
+            evidence=f"{file} holds {len(data)} bytes whose sha256 is not the "
+            f"{entry.original_sha256} the journal recorded", fix=keep)
+    return data
+
+
+def pristine(root: Path, entry: Entry) -> bytes | None:
+    """Original bytes of `entry` (None: it did not exist): the file itself while it still
+    holds them, else the checked saved copy."""
+    if not entry.original:
+        return None
+    target = check_inside(root, entry.path)
+    if not target.is_symlink() and target.is_file():
+        data = target.read_bytes()
+        if sha256(data) == entry.original_sha256:
+            return data
+    return read_original(root, entry)
 
 
 def pristine_overlay(root: Path, journal: Journal) -> dict[str, bytes | None]:
     """Pristine bytes of every file the journal covers (None = did not exist)."""
-    return {e.path: read_original(root, e.path) if e.original else None
-            for e in journal.entries}
+    return {e.path: pristine(root, e) for e in journal.entries}
 
 
 class Writer:
@@ -407,10 +607,11 @@ class Writer:
         self.kill_after = int(hook) if hook.isdigit() else None
 
     def put(self, path: str, data: bytes | None) -> None:
-        target = self.root / path
+        target = check_inside(self.root, path)  # no symlinked folder on the way out
         if data is None:
             with contextlib.suppress(FileNotFoundError):
                 target.unlink()
+            _write_point()
         else:
             # Tree files need atomicity, not durability: the fsynced journal and originals
             # are what a repair after a crash relies on.
@@ -440,15 +641,16 @@ def write_journal_bytes(root: Path, data: bytes) -> None:
     _fsync_dir(state_dir(root))
 
 
-def put_back(root: Path, files: dict[str, bytes | None],
+def put_back(root: Path, files: Mapping[str, bytes | None],
              writer: Writer | None = None) -> list[str]:
     """Make every file hold the given bytes (None: absent); return the files written."""
     writer = writer or Writer(root)
     written = []
     for path, want in files.items():
-        target = root / path
-        current = target.read_bytes() if target.is_file() else None
-        if current != want:
+        target = check_inside(root, path)
+        current = (target.read_bytes() if target.is_file() and not target.is_symlink()
+                   else None)
+        if current != want or target.is_symlink():
             if want is not None:
                 target.parent.mkdir(parents=True, exist_ok=True)
             writer.put(path, want)
@@ -489,20 +691,46 @@ def check_writable(root: Path, paths: list[str]) -> None:
                 "`--source`", details={"file": path})
 
 
-def restore(root: Path, journal: Journal, writer: Writer) -> list[str]:
-    """Put every journalled file back to its original bytes; return the files written."""
-    written = put_back(root, {e.path: read_original(root, e.path) if e.original else None
-                              for e in journal.entries}, writer)
+def restore_plan(root: Path, journal: Journal) -> dict[str, bytes | None]:
+    """The original bytes of every journalled file (checked), keyed by path."""
+    return {e.path: pristine(root, e) for e in journal.entries}
+
+
+def restore(root: Path, journal: Journal, writer: Writer, *,
+            discard_edits: bool = False) -> list[str]:
+    """Put every journalled file back to its original bytes; return the files written.
+    Raises TreeError, changing nothing, when a file was edited since flashbuild wrote it
+    (unless `discard_edits`) or a needed original is missing or damaged."""
+    edited = edited_files(root, journal)
+    if edited and not discard_edits:
+        raise edits_error(root, edited, "reverting")
+    wanted = restore_plan(root, journal)  # every original checked before the first write
+    written = put_back(root, wanted, writer)
+    remove_temp_files(root, journal)
     for folder in sorted(journal.created_dirs, key=lambda d: -d.count("/")):
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, TreeError):
+            check_inside(root, folder + "/x")
             (root / folder).rmdir()
     return written
 
 
+def remove_temp_files(root: Path, journal: Journal) -> None:
+    """Delete the temp files a run killed inside `atomic_write` left beside journalled files
+    (flashbuild's own names, for files flashbuild was writing)."""
+    for e in journal.entries:
+        with contextlib.suppress(OSError, TreeError):
+            tmp = tmp_of(check_inside(root, e.path))
+            if tmp.is_file() or tmp.is_symlink():
+                tmp.unlink()
+
+
 def clear_state(root: Path) -> None:
-    """Remove the journal and the originals (the lock is released by its owner)."""
+    """Remove the originals and then the journal (never originals without a journal); the
+    lock is released by its owner."""
     folder = state_dir(root)
-    with contextlib.suppress(FileNotFoundError):
-        (folder / "journal.json").unlink()
-    _fsync_dir(folder)
     shutil.rmtree(folder / "originals", ignore_errors=True)
+    _fsync_dir(folder)
+    for name in ("journal.json", f".journal.json{TMP_SUFFIX}"):
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            (folder / name).unlink()
+    _fsync_dir(folder)

@@ -119,6 +119,11 @@ def print_revert(report: RevertReport) -> None:
     if not report.had_state:
         ui.step(f"nothing to revert: {escape(str(report.tree))} has no flashbuild patches")
         return
+    if report.dry_run:
+        print_diff(report.pending)
+        ui.step(f"dry run: revert would restore {len(report.files_restored)} file(s); nothing "
+                "was changed")
+        return
     state = "" if report.was_complete else " (an interrupted run)"
     ui.step(f"reverted{state}: restored {len(report.files_restored)} file(s) byte for byte "
             "and removed .flashbuild/")
@@ -126,7 +131,7 @@ def print_revert(report: RevertReport) -> None:
 
 def run_patch(*, recipe: str | None, source: Path | None, platform: str | None,
               arch: str | None, dry_run: bool, diff: bool, explain: bool, revert: bool,
-              as_json: bool) -> int:
+              as_json: bool, discard_edits: bool = False) -> int:
     """The `flashbuild patch` stage: load the recipe, build the context, patch or revert."""
     from flashbuild.patching.engine import patch_tree, revert_tree
     from flashbuild.recipes.load import load_recipe
@@ -134,15 +139,18 @@ def run_patch(*, recipe: str | None, source: Path | None, platform: str | None,
     loaded = load_recipe(recipe or "csrc")
     tree = loaded.source_root(source)
     if revert:
-        reverted = revert_tree(tree)
+        reverted = revert_tree(tree, dry_run=dry_run, discard_edits=discard_edits)
         if as_json:
-            ui.emit_json({"ok": True, **reverted.to_json()})
+            payload = reverted.to_json()
+            if dry_run:
+                payload["diff"] = unified_text(reverted.pending)
+            ui.emit_json({"ok": True, **payload})
         else:
             print_revert(reverted)
         return 0
     ctx = make_context(platform=platform, arch=arch,
                        gpu_capabilities=_gpu_capabilities() if arch is None else None)
-    report = patch_tree(loaded, tree, ctx, dry_run=dry_run)
+    report = patch_tree(loaded, tree, ctx, dry_run=dry_run, discard_edits=discard_edits)
     if as_json:
         payload = report.to_json()
         if dry_run or diff:

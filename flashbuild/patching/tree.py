@@ -70,6 +70,28 @@ def check_rel(path: str) -> str:
     return "/".join(parts)
 
 
+def check_inside(root: Path, path: str) -> Path:
+    """The location of the relative `path` under `root`, refusing every way out: what
+    `check_rel` refuses, and any folder on the way that is a symlink (a folder replaced by a
+    link to elsewhere must not let a write or a restore land outside the tree). The file
+    itself may be a symlink: replacing or unlinking it never touches what it points to."""
+    rel = check_rel(path)
+    here = root
+    for part in rel.split("/")[:-1]:
+        here = here / part
+        if here.is_symlink():
+            raise TreeError(
+                f"`{rel}` goes through the symlinked folder `{here.relative_to(root)}`",
+                evidence=f"{here} -> {here.readlink()}",
+                fix="flashbuild writes only through real folders of the tree: replace the "
+                "symlink by the folder itself, or patch the tree it points to")
+        if here.exists() and not here.is_dir():
+            raise TreeError(f"`{rel}` needs `{here.relative_to(root)}` to be a folder, "
+                            "and it is a file", evidence=str(here),
+                            fix="move that file away, then run the command again")
+    return root / rel
+
+
 @dataclass
 class Tree:
     """A source tree on disk with an overlay of planned contents.
@@ -162,6 +184,7 @@ class Tree:
         """Record the planned content of a file (None = delete)."""
         rel = check_rel(path)
         self.resolve(rel)
+        check_inside(self.root, rel)  # written later: no symlinked folder on the way
         self.planned[rel] = data
 
     def changed(self) -> dict[str, bytes | None]:

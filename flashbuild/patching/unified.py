@@ -331,12 +331,14 @@ def _place(text: _Text, h: _Hunk, pos: int, floor: int,
     at = _search(text, h.dst, pos, floor)
     if at is not None and h.dst != h.src:
         return "already", at, 0, h.src, h.dst
-    for level in range(1, fuzz + 1):
+    # A level above the hunk's own context drops nothing more: bound the loop by the context,
+    # not by the recipe's `fuzz` (a huge value used to make a failing hunk spin for ever).
+    for level in range(1, min(fuzz, max(h.lead, h.trail)) + 1):
         lead, trail = min(level, h.lead), min(level, h.trail)
-        if lead == 0 and trail == 0:
-            continue
         src = h.src[lead:len(h.src) - trail]
         dst = h.dst[lead:len(h.dst) - trail]
+        if h.src and not src:
+            break  # no line left to anchor on: the hunk would "apply" anywhere
         at = _search(text, src, pos + lead, floor)
         if at is not None:
             return "applied", at, level, src, dst

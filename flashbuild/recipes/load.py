@@ -289,11 +289,15 @@ def parse_recipe(text: str, file: Path | None = None) -> Recipe:
 def load_recipe(name_or_path: str | Path) -> Recipe:
     """A recipe by bundled name (`csrc`) or by TOML file path."""
     path = Path(name_or_path)
-    if path.suffix != ".toml" or not path.exists():
+    try:
+        exists = path.exists()
+    except (OSError, ValueError):  # a name the OS refuses (too long, a NUL)
+        exists = False
+    if path.suffix != ".toml" or not exists:
         bundled = {p.stem: p for p in bundled_recipes()}
         if str(name_or_path) in bundled:
             path = bundled[str(name_or_path)]
-        elif not path.exists():
+        elif not exists:
             close = difflib.get_close_matches(str(name_or_path), list(bundled), n=1)
             raise RecipeError(
                 f"no recipe `{name_or_path}`",
@@ -303,7 +307,8 @@ def load_recipe(name_or_path: str | Path) -> Recipe:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise RecipeError(f"cannot read the recipe {path}", evidence=str(exc)) from exc
+        raise RecipeError(f"cannot read the recipe {path}", evidence=str(exc),
+                          fix="name a recipe file saved as UTF-8 TOML") from exc
     return parse_recipe(text, path)
 
 

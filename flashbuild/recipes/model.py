@@ -44,6 +44,14 @@ def _check_specifier(name: str, text: str) -> None:
             f"\">=12.8,<14\"): {exc}") from exc
 
 
+def _check_path(name: str, text: str | None) -> None:
+    # A NUL or another control character cannot be in a file name on Windows, and NUL not on
+    # POSIX either: the OS would raise ValueError deep inside a stage instead of a recipe error.
+    if text is not None and any(ord(c) < 32 for c in text):
+        raise ValueError(f"`{name}` = {text!r} holds a control character, which no file name "
+                         "may contain")
+
+
 @dataclass(frozen=True, kw_only=True)
 class When:
     """A condition: every clause that is set must match (clauses are ANDed)."""
@@ -103,6 +111,9 @@ class Source:
     """Globs (relative to the tree, `**` allowed) of the C++/CUDA sources transforms look at
     and the build compiles."""
 
+    def __post_init__(self) -> None:
+        _check_path("path", self.path)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Expect:
@@ -145,6 +156,7 @@ class PatchStep:
             raise ValueError(f"step `{self.id}`: `params` belongs to transforms, not diffs")
         if self.fuzz < 0:
             raise ValueError(f"step `{self.id}`: `fuzz` must be 0 or more")
+        _check_path("diff", self.diff)
 
     @property
     def kind(self) -> Literal["diff", "transform"]:

@@ -80,13 +80,14 @@ def check_recipe(file: Path, *, as_json: bool) -> int:
     """Validate a recipe file: the model, the diff files it names, and its source tree."""
     try:
         text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RecipeError(f"cannot read {file}", evidence=str(exc)) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecipeError(f"cannot read the recipe {file}", evidence=str(exc),
+                          fix="name a recipe file saved as UTF-8 TOML") from exc
     recipe = parse_recipe(text, file)
     problems = [f"step `{s.id}`: the diff {recipe.diff_path(s)} does not exist"
-                for s in recipe.patch if s.diff is not None and not recipe.diff_path(s).is_file()]
+                for s in recipe.patch if s.diff is not None and not _is(recipe.diff_path(s))]
     warnings = []
-    if not recipe.source_root().is_dir():
+    if not _is(recipe.source_root(), folder=True):
         warnings.append(f"the source tree {recipe.source_root()} does not exist "
                         "(pass --source when patching)")
     if problems:
@@ -102,3 +103,11 @@ def check_recipe(file: Path, *, as_json: bool) -> int:
     ui.step(f"{escape(str(file))}: recipe `{escape(recipe.name)}` is valid "
             f"({len(recipe.patch)} patch step(s))")
     return 0
+
+
+def _is(path: Path, *, folder: bool = False) -> bool:
+    """Whether `path` is a file (or folder); a name the OS refuses (too long) is neither."""
+    try:
+        return path.is_dir() if folder else path.is_file()
+    except OSError:
+        return False

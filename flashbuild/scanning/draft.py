@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
+from flashbuild.errors import UsageError
 from flashbuild.scanning.checks_cmake import _commands as cmake_commands
 from flashbuild.scanning.checks_cmake import _parser as cmake_parser
 from flashbuild.scanning.rules import RULES
@@ -806,20 +807,35 @@ def fill_expect(d: Draft, root: Path) -> None:
 
 # --- rendering ----------------------------------------------------------------------------
 
+#: Characters TOML allows in no string or comment unescaped (file names may hold them).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
 def _toml(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
     if isinstance(value, str):
-        if "\n" in value and "'''" not in value:
+        if "\n" in value and "'''" not in value and not _CONTROL.search(value):
             return "'''" + ("\n" if value.startswith("\n") else "") + value + "'''"
-        return json.dumps(value, ensure_ascii=False)
+        # JSON escapes every control character but DEL, which TOML also refuses raw.
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{_key(k)} = {_toml(v)}" for k, v in value.items()) + " }"
     raise TypeError(type(value))
+
+
+def _key(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else _toml(name)
+
+
+def _safe_comment(line: str) -> str:
+    """A comment line that stays one TOML comment whatever a file name in it holds: a
+    newline in a name would end the comment and start TOML of the tree's choosing."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", line.replace("\n", "\\n"))
 
 
 def render(d: Draft) -> str:
@@ -876,7 +892,8 @@ def render(d: Draft) -> str:
     for todo in d.build.todos if d.build is not None else ():
         out += [f"# TODO: [{todo.table}] {todo.what}", f"#   evidence: {todo.evidence}",
                 f"#   fix:      {todo.fix}", ""]
-    return "\n".join(out).rstrip() + "\n"
+    return "\n".join(_safe_comment(line) if line.startswith("#") else line
+                     for line in out).rstrip() + "\n"
 
 
 def _render_build(b: BuildDraft) -> list[str]:
@@ -980,6 +997,8 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
 
     target = make_target(resolve_platform(platform), arch)
     root = source.resolve()
+    if output is not None:
+        _check_output(output)
     result = scan_tree(root, target)
     base = (output.resolve().parent if output is not None else Path.cwd())
     rel = os.path.relpath(root, base).replace(os.sep, "/")
@@ -995,7 +1014,12 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
     text = render(d)
     validate_draft(text, output)  # the draft must load: a RecipeError here is a flashbuild bug
     if output is not None:
-        output.write_text(text, encoding="utf-8")
+        try:
+            output.write_bytes(text.encode("utf-8"))
+        except OSError as exc:
+            raise UsageError(f"cannot write the recipe to {output}",
+                             evidence=exc.strerror or str(exc),
+                             fix="pass `-o` a file in a folder you can write to") from exc
     if as_json:
         ui.emit_json({"ok": True, "output": str(output) if output else None,
                       "steps": [{"id": s.id, "transform": s.transform, "expect": s.expect,
@@ -1015,6 +1039,16 @@ def validate_draft(text: str, output: Path | None) -> Recipe:
     from flashbuild.recipes.load import parse_recipe
 
     return parse_recipe(text, output)
+
+
+def _check_output(output: Path) -> None:
+    """Refuse an `-o` that cannot become the recipe file before the scan runs."""
+    problem = ("is a folder" if output.is_dir() else
+               "is in a folder that does not exist" if not output.parent.is_dir() else "")
+    if problem:
+        raise UsageError(f"`-o {output}` {problem}",
+                         evidence="recipe init writes one recipe file there",
+                         fix="pass `-o` the path of a .toml file in an existing folder")
 
 
 def _build_json(b: BuildDraft) -> dict[str, Any]:

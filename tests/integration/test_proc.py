@@ -53,3 +53,85 @@ def test_stream_passes_lines_and_logs(tmp_path: Path) -> None:
                                       on_line=lines.append, log=fh)
     assert code == 0 and lines == ["[1/2] a", "[2/2] b"]
     assert log.read_text().splitlines() == lines
+
+
+# --- Ctrl-C: a child stopped by SIGINT is an interruption, never a failed build -------------
+
+# A pytest-xdist worker may hold SIGINT blocked, and children inherit the signal mask: each
+# script below unblocks it and starts from Python's own handler, as a program in a terminal.
+UNBLOCK = ("import signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+           "signal.signal(signal.SIGINT, signal.default_int_handler); ")
+
+OUTER = UNBLOCK + """
+import signal, sys
+from flashbuild.errors import Interrupted
+from flashbuild.proc import ProcessRunner
+if sys.argv[1] == "late":
+    # Python's KeyboardInterrupt arriving after the child's exit (the race a terminal's Ctrl-C
+    # to the process group creates) is made certain here: the handler never raises.
+    signal.signal(signal.SIGINT, lambda signum, frame: None)
+try:
+    code = ProcessRunner().stream(sys.argv[2:], on_line=lambda line: print(line, flush=True))
+except Interrupted as exc:
+    print("INTERRUPTED", exc.details["returncode"], flush=True)
+    sys.exit(130)
+except KeyboardInterrupt:
+    print("KEYBOARD", flush=True)
+    sys.exit(130)
+print("RETURNED", code, flush=True)
+sys.exit(3)
+"""
+
+
+def _ninja() -> str:
+    ninja = Path(sys.executable).parent / "ninja"
+    if not ninja.is_file():
+        pytest.skip("the PyPI ninja is not installed beside this interpreter")
+    return str(ninja)
+
+
+@pytest.mark.parametrize("handler", ["late", "default"])
+def test_sigint_to_the_group_during_ninja_is_an_interruption(tmp_path: Path,
+                                                             handler: str) -> None:
+    import signal
+    import subprocess
+    import time
+
+    (tmp_path / "build.ninja").write_text(
+        "rule slow\n  command = touch started && sleep 60\nbuild out: slow\n")
+    outer = subprocess.Popen([PY, "-c", OUTER, handler, _ninja(), "-C", str(tmp_path)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (tmp_path / "started").exists(), "ninja never started its step"
+        os.killpg(outer.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        out, _ = outer.communicate(timeout=120)
+    finally:
+        if outer.poll() is None:
+            os.killpg(outer.pid, signal.SIGKILL)
+            outer.communicate()
+    assert outer.returncode == 130, out
+    assert "RETURNED" not in out
+    if handler == "late":
+        assert "INTERRUPTED" in out
+
+
+@pytest.mark.parametrize("script", [
+    UNBLOCK + "import os; os.kill(os.getpid(), signal.SIGINT)",  # dies of SIGINT: -2
+    "import sys; sys.exit(130)",  # ninja's ExitInterrupted
+], ids=["killed-by-sigint", "exit-130"])
+def test_a_child_stopped_by_ctrl_c_raises_interrupted(script: str) -> None:
+    from flashbuild.errors import Interrupted
+
+    with pytest.raises(Interrupted) as info:
+        ProcessRunner().stream([PY, "-c", script], on_line=lambda line: None)
+    assert info.value.exit_code == 130
+    assert info.value.details["returncode"] in (-2, 130)
+
+
+def test_an_ordinary_failure_is_still_a_code() -> None:
+    assert ProcessRunner().stream([PY, "-c", "import sys; sys.exit(1)"],
+                                  on_line=lambda line: None) == 1

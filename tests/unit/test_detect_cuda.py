@@ -288,6 +288,7 @@ def test_a_relative_cuda_option_becomes_an_absolute_root(tmp_path: Path,
     from flashbuild.detect.cuda import _Candidates, _from_explicit
 
     (tmp_path / "tk" / "bin").mkdir(parents=True)
+    (tmp_path / "tk" / "bin" / "nvcc").write_text("")
     monkeypatch.chdir(tmp_path)
     candidates = _Candidates()
     _from_explicit(candidates, Path("tk"), ReplayRunner(), {})

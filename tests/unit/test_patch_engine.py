@@ -3,6 +3,7 @@ through the engine API and through `flashbuild patch` (exit codes)."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -17,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flashbuild.cli import app
-from flashbuild.errors import BusyError, PatchError
+from flashbuild.errors import BusyError, PatchError, TreeError
 from flashbuild.patching import journal as jr
 from flashbuild.patching.engine import applied_state, patch_tree, revert_tree
 from flashbuild.recipes.load import load_recipe, parse_recipe
@@ -173,10 +174,19 @@ def test_incomplete_journal_is_repaired(tree: Path, recipe: Recipe,
     # Simulate a run that died after its first write: journal still `writing`.
     journal = jr.read_journal(tree)
     assert journal is not None
-    jr.write_journal(tree, jr.Journal("writing", journal.entries, journal.meta))
-    (tree / "README.md").write_text("half-written garbage\n")
+    jr.write_journal(tree, dataclasses.replace(journal, state="writing"))
+    (tree / "README.md").write_text("bytes flashbuild never wrote\n")
     assert applied_state(tree) is None
-    report = patch_tree(recipe, tree, make_context(**LINUX90))
+    # Bytes that are neither the original nor what flashbuild wrote are someone's edit:
+    # the repair stops, names the file and changes nothing...
+    edited = contents(tree)
+    with pytest.raises(TreeError) as info:
+        patch_tree(recipe, tree, make_context(**LINUX90))
+    assert info.value.details["files"] == ["README.md"]
+    assert "--discard-edits" in info.value.fix
+    assert contents(tree) == edited
+    # ...until the user says to discard it.
+    report = patch_tree(recipe, tree, make_context(**LINUX90), discard_edits=True)
     assert report.repaired
     assert (tree / "README.md").read_bytes() == before["README.md"]
     revert_tree(tree)
@@ -201,7 +211,7 @@ def test_revert_of_an_interrupted_run(tree: Path, recipe: Recipe) -> None:
     patch_tree(recipe, tree, make_context(**WIN120))
     journal = jr.read_journal(tree)
     assert journal is not None
-    jr.write_journal(tree, jr.Journal("writing", journal.entries, journal.meta))
+    jr.write_journal(tree, dataclasses.replace(journal, state="writing"))
     report = revert_tree(tree)
     assert not report.was_complete
     assert contents(tree) == before

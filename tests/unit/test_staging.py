@@ -3,6 +3,7 @@ syncs (new, deleted, replaced, edited files), mtimes that only move forward."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import shutil
@@ -245,7 +246,7 @@ def test_interrupted_patch_in_the_mirror_is_redone(tree: Path, build: Path,
     mirror = build / "src"
     journal = jr.read_journal(mirror)
     assert journal is not None
-    jr.write_journal(mirror, jr.Journal("writing", journal.entries, journal.meta))
+    jr.write_journal(mirror, dataclasses.replace(journal, state="writing"))
     (mirror / "src/math.cpp").write_text("half written\n")
     done = staging.stage(tree, build, patcher(recipe))
     assert set(done.sync.reverted) == {"README.md", "src/math.cpp"}

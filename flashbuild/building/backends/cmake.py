@@ -16,7 +16,7 @@ from flashbuild.building import archcheck, cmake, progress
 from flashbuild.building.backends import BackendContext, BackendResult, wrong_tree
 from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_host
 from flashbuild.building.launcher import Launcher, choose_launcher
-from flashbuild.errors import BuildError, UsageError
+from flashbuild.errors import BuildError, Interrupted, UsageError
 from flashbuild.installing import install as installing
 
 if TYPE_CHECKING:
@@ -155,10 +155,19 @@ def _configure(setup: _Setup, runner: StreamRunner) -> None:
     log_path = setup.logs / "configure.log"
     cmake.forget_configure(build_dir)
     lines: list[str] = []
-    with progress.open_log(log_path) as log:
-        log.write(f"# {' '.join(setup.argv)}\n")
-        code = runner.stream(setup.argv, on_line=lines.append, log=log, env=setup.env,
-                             cwd=build_dir)
+    try:
+        with progress.open_log(log_path) as log:
+            log.write(f"# {' '.join(setup.argv)}\n")
+            code = runner.stream(setup.argv, on_line=lines.append, log=log, env=setup.env,
+                                 cwd=build_dir)
+    except (KeyboardInterrupt, Interrupted):
+        raise Interrupted(
+            "the build was interrupted (CMake configure)",
+            evidence=f"log: {log_path}",
+            fix="run the same command again: it configures afresh; the previous install was "
+            "not touched",
+            details={"log": str(log_path)},
+        ) from None
     if code != 0:
         first = progress.first_error(lines)
         raise BuildError(

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from flashbuild.errors import PatchError
+from flashbuild.errors import PatchError, TreeError
 
 if TYPE_CHECKING:
     from flashbuild.patching.transforms.base import Site, TreeView
@@ -34,8 +34,19 @@ def select_files(tree: TreeView, patterns: Iterable[str], *, transform: str) -> 
                 )
             found.add(pattern)
         else:
-            found.update(tree.glob(pattern))
+            found.update(p for p in tree.glob(pattern) if is_text_source(tree, p))
     return sorted(found)
+
+
+def is_text_source(tree: TreeView, path: str) -> bool:
+    """Whether a file a glob matched can hold sites: a binary file, one that is not UTF-8 or
+    a symlink leading out of the tree has none, and must not stop a step that merely globs
+    past it (a file the recipe names itself still fails loudly when it is read)."""
+    try:
+        tree.read(path)
+    except (PatchError, TreeError):
+        return False
+    return True
 
 
 def check_expect(transform: str, expect: Expect, sites: Sequence[Site], files: Sequence[str],

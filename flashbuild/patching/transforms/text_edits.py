@@ -65,6 +65,22 @@ class MacroEditParams:
     expect: int | Mapping[str, int] | None = None
     """Expected number of matches (edited + already). Unset: at least one."""
 
+    def __post_init__(self) -> None:
+        if self.regex:  # compiled when the recipe loads: exit 4 with its file:line
+            _check_regex("find", self.find)
+            if self.already:
+                _check_regex("already", self.already)
+
+
+def _check_regex(name: str, pattern: str) -> None:
+    """Raise ValueError (the loader adds file:line) for a pattern Python cannot compile."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"`{name}` = {pattern!r} is not a valid regular expression: {exc} "
+                         "(Python `re` syntax; escape literal `(`, `[`, `+`, `*` with a "
+                         "backslash, or leave the regex option off)") from exc
+
 
 def macro_edit(tree: TreeView, params: MacroEditParams,
                ctx: TransformContext) -> TransformResult:
@@ -137,6 +153,10 @@ class InsertBlockParams:
     expect: int = 1
     """Expected number of anchor lines."""
 
+    def __post_init__(self) -> None:
+        if self.anchor_regex:
+            _check_regex("anchor", self.anchor)
+
 
 @dataclass(frozen=True, kw_only=True)
 class ReplaceBlockParams:
@@ -156,6 +176,12 @@ class ReplaceBlockParams:
     """Or: a file holding the text (relative to the recipe; the engine passes it resolved)."""
     expect: int = 1
     """Expected number of regions."""
+
+    def __post_init__(self) -> None:
+        if self.anchor_regex:
+            _check_regex("anchor", self.anchor)
+            if self.end_anchor:
+                _check_regex("end_anchor", self.end_anchor)
 
 
 def _block_text(block: str, block_file: str, transform: str) -> str:
