@@ -39,6 +39,13 @@ class Platform(Protocol):
     #: Whether an extension module must register its DLL folders itself (Windows: Python
     #: ignores PATH for a .pyd's dependencies); elsewhere RUNPATH does the job.
     registers_dll_dirs: bool
+    #: The host compiler is MSVC, activated by flashbuild: torch's BuildExtension must be told
+    #: to use that environment (DISTUTILS_USE_SDK=1), and `.cu` files that include torch's
+    #: headers need -DUSE_CUDA (torch >= 2.7: C2872 "'std': ambiguous symbol").
+    msvc_host: bool
+    #: The path length build tools fail past unless long paths are enabled (Windows: 260),
+    #: or None.
+    path_limit: int | None
 
     def path(self, text: str) -> PurePath:
         """A path of this platform's flavour."""

@@ -21,6 +21,8 @@ class LinuxPlatform:
     shared_lib_suffix = ".so"
     pathsep = ":"
     registers_dll_dirs = False
+    msvc_host = False
+    path_limit: int | None = None
     library_path_var = "LD_LIBRARY_PATH"
     host_compiler_family: HostCompilerFamily = "gnu"
     pypi_toolkit_usable_as_is = False

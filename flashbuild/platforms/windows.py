@@ -27,6 +27,8 @@ class WindowsPlatform:
     shared_lib_suffix = ".dll"
     pathsep = ";"
     registers_dll_dirs = True
+    msvc_host = True
+    path_limit: int | None = 260
     library_path_var = "PATH"
     host_compiler_family: HostCompilerFamily = "msvc"
     # The wheel's nvcc.profile links from $(TOP)/lib/x64, where the .lib files are

@@ -213,7 +213,7 @@ def build_environment(request: BuildRequest, tree: Path, *, jobs: int, hook_repo
     env["FLASHBUILD_GENCODE"] = json.dumps(
         [f"{a}={b}" for a, b in zip(gencode[::2], gencode[1::2], strict=True)])
     nvcc_flags = [*request.cuda_flags]
-    if request.platform.name == "windows":
+    if request.platform.msvc_host:
         # torch >= 2.7 headers in .cu files need USE_CUDA with MSVC (C2872 "'std': ambiguous
         # symbol"; SageAttention #101, pytorch #148317); BuildExtension must use the MSVC
         # flashbuild activated instead of activating its own.
@@ -240,7 +240,7 @@ def _reads(tree: Path, name: str) -> bool:
 def _build_temp(request: BuildRequest, folder: Path) -> Path | None:
     """On Windows, torch's objects go under `build_temp/<absolute source path>`; a short
     build_temp keeps those paths under 260 characters. Elsewhere setuptools' default is kept."""
-    if request.platform.name != "windows":
+    if request.platform.path_limit is None:
         return None
     return folder / "t"
 
