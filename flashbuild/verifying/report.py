@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
-from rich.table import Table
 
 from flashbuild.arch import parse_arch
 from flashbuild.console import clip
@@ -15,8 +14,8 @@ from flashbuild.verifying.verify import Status, VerifyReport
 if TYPE_CHECKING:
     from rich.console import Console
 
-_STYLE = {Status.OK: "[green]ok[/]", Status.WARN: "[yellow]warn[/]",
-          Status.FAIL: "[bold red]FAIL[/]", Status.SKIP: "[dim]skip[/]"}
+_WORD = {Status.OK: ("ok", "green"), Status.WARN: ("warn", "yellow"),
+         Status.FAIL: ("FAIL", "bold red"), Status.SKIP: ("skip", "dim")}
 
 
 def user_targets(cmake: str) -> str:
@@ -60,20 +59,19 @@ def render(report: VerifyReport, console: Console) -> None:
         if compressed:
             line += " [dim](* = compressed)[/]"
         console.print(line)
-    table = Table(show_header=True, header_style="bold", expand=False)
-    table.add_column("", no_wrap=True)
-    table.add_column("area", no_wrap=True)
-    # A subject is a file name: never broken in the middle (overflow="fold" would).
-    table.add_column("subject", no_wrap=True, overflow="ignore")
-    table.add_column("result", overflow="fold")
+    # One line per check, not a table: a table squeezes its columns to the terminal's width,
+    # and a long file name then pushed the status and the result out of an 80-column pipe.
+    # Lines are printed whole (soft wrap), so a path is never broken in the middle.
     for check in report.checks:
-        detail = escape(check.summary)
-        if check.evidence and check.status in (Status.WARN, Status.FAIL):
-            detail += f"\n[dim]{escape(clip(check.evidence, 600, keep='end'))}[/]"
-        if check.fix and check.status in (Status.WARN, Status.FAIL):
-            detail += f"\n[bold]fix:[/] {escape(check.fix)}"
-        table.add_row(_STYLE[check.status], check.area, escape(check.subject), detail)
-    console.print(table)
+        word, style = _WORD[check.status]
+        console.print(f"  [{style}]{word:<4}[/] {escape(check.area):<12} "
+                      f"{escape(check.subject)}: {escape(check.summary)}", soft_wrap=True)
+        if check.status in (Status.WARN, Status.FAIL):
+            if check.evidence:
+                for line in clip(check.evidence, 600, keep="end").splitlines():
+                    console.print(f"         [dim]{escape(line)}[/]", soft_wrap=True)
+            if check.fix:
+                console.print(f"         [bold]fix:[/] {escape(check.fix)}", soft_wrap=True)
     fails, warns = len(report.failures), len(report.warnings)
     if report.ok:
         console.print(f"[bold green]verified[/] ({warns} warning(s))")
