@@ -158,7 +158,6 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     t0 = time.monotonic()
     ctx = BackendContext(
         request=request, folder=folder, tree=tree, outcome=outcome,
-        staged_changed=synced is None or synced.changed or bool(outcome.changed_files),
         nvcc=nvcc, runner=runner, console=console, show_progress=show_progress, say=say,
         notes=notes)
     built = backend.build(ctx)

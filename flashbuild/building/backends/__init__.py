@@ -43,9 +43,6 @@ class BackendContext:
     tree: Path
     """The tree to build from: the build folder's patched mirror, or with --in-place the tree."""
     outcome: PatchOutcome
-    staged_changed: bool
-    """The mirror sync or the patch changed a file this run (False on an unchanged re-run;
-    always True with --in-place, where flashbuild cannot tell)."""
     nvcc: Path
     runner: StreamRunner
     console: Console | None = None

@@ -33,8 +33,12 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from flashbuild.building import archcheck, progress, staging
-from flashbuild.building.backends import BackendContext, BackendResult, uses_cpp_extension
-from flashbuild.building.backends import wrong_tree as _wrong_tree
+from flashbuild.building.backends import (
+    BackendContext,
+    BackendResult,
+    uses_cpp_extension,
+    wrong_tree,
+)
 from flashbuild.building.jobs import HostResources, plan_jobs, probe_host
 from flashbuild.errors import BuildError, ToolchainError
 from flashbuild.installing.install import BuiltArtifact, ext_suffix
@@ -62,7 +66,7 @@ class SetuptoolsBackend:
 
     def check_tree(self, tree: Path, recipe: Recipe) -> None:
         if not uses_cpp_extension(tree):
-            raise _wrong_tree(recipe, tree, wanted="setup.py using torch.utils.cpp_extension",
+            raise wrong_tree(recipe, tree, wanted="setup.py using torch.utils.cpp_extension",
                               looked=str(tree / "setup.py"))
 
     def preflight(self, request: BuildRequest, runner: StreamRunner) -> None:
