@@ -7,9 +7,10 @@ overhead split out.
     python bench/bench_kernels.py --build --out results.json
     python bench/bench_kernels.py --sections attention,fused
 
-CUDA events, warm-up, median of per-call times. torch.compile runs in its default mode with
-static shapes, compiled (one call) before it is timed. Prints Markdown tables; --out writes
-JSON.
+CUDA events, warm-up, median of per-call times. The norm section times its contenders
+interleaved (interleaved_us: every round times each once, in a new random order, so clock and
+thermal drift fall on all of them alike). torch.compile runs in its default mode with static
+shapes, compiled (one call) before it is timed. Prints Markdown tables; --out writes JSON.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import random
 import statistics
 import sys
 import tempfile
@@ -75,6 +77,35 @@ def gpu_ms(torch: Any, fn: Callable[[], object], *, warmup: int = 10, iters: int
         pairs.append((start, end))
     torch.cuda.synchronize()
     return float(statistics.median(start.elapsed_time(end) for start, end in pairs))
+
+
+def interleaved_us(torch: Any, contenders: dict[str, Callable[[], object]], *,
+                   rounds: int = 15, calls: int = 20) -> dict[str, float]:
+    """Median µs per call of each contender. Each round times every contender once (`calls`
+    calls queued back to back between two CUDA events), in a new random order."""
+    for fn in contenders.values():
+        for _ in range(3):
+            fn()
+    torch.cuda.synchronize()
+    samples: dict[str, list[float]] = {k: [] for k in contenders}
+    order = list(contenders)
+    rng = random.Random(0)
+    for _ in range(rounds):
+        rng.shuffle(order)
+        pairs = []
+        for name in order:
+            fn = contenders[name]
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(calls):
+                fn()
+            end.record()
+            pairs.append((name, start, end))
+        torch.cuda.synchronize()
+        for name, start, end in pairs:
+            samples[name].append(start.elapsed_time(end) * 1e3 / calls)
+    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def host_us(torch: Any, fn: Callable[[], object], iters: int = 2000) -> float:
@@ -262,9 +293,11 @@ def norm_section(torch: Any, fk: Any) -> list[dict[str, Any]]:
                 compiled(*a)  # compile (or recompile for this shape) before timing
                 torch.cuda.synchronize()
                 compile_s = time.perf_counter() - t0
-                e_ms = gpu_ms(torch, lambda eager=eager, a=a: eager(*a))
-                c_ms = gpu_ms(torch, lambda compiled=compiled, a=a: compiled(*a))
-                o_ms = gpu_ms(torch, ours[op])
+                us = interleaved_us(torch, {
+                    "eager": lambda eager=eager, a=a: eager(*a),
+                    "compile": lambda compiled=compiled, a=a: compiled(*a),
+                    "flashkern": ours[op]})
+                e_ms, c_ms, o_ms = us["eager"] / 1e3, us["compile"] / 1e3, us["flashkern"] / 1e3
                 nbytes = moved[op] * rows * hidden
                 print(f"  {op} {rows}x{hidden}: eager {e_ms * 1e3:.1f} µs, compile "
                       f"{c_ms * 1e3:.1f} µs, flashkern {o_ms * 1e3:.1f} µs", file=sys.stderr)

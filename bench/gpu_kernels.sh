@@ -2,7 +2,8 @@
 # flashkern alone on a GPU machine, without installing flashbuild: build csrc/ for this GPU
 # (csrc/python/flashkern/_devbuild.py: CMake + Ninja), run the GPU tests on that build, then
 # the kernel benchmark. Needs python3 with torch (CUDA), pytest, pybind11, cmake, ninja, nvcc.
-#   bash bench/gpu_kernels.sh OUTDIR [SECTIONS]   (SECTIONS: see bench_kernels.py --sections)
+#   bash bench/gpu_kernels.sh OUTDIR [SECTIONS]   (SECTIONS: see bench_kernels.py --sections;
+#                                                 none: build and GPU tests only)
 # Writes OUTDIR/gpu.txt, build.log, attn_resources.txt, gputests.log, bench.json, bench.md.
 set -u
 out=${1:?usage: gpu_kernels.sh OUTDIR [SECTIONS]}
@@ -20,9 +21,12 @@ cuobjdump --dump-resource-usage "$work/python/flashkern/libflashkern_attn.so" 2>
   | grep -A1 "fa_forward" >"$out/attn_resources.txt"
 failed=0
 echo "== GPU tests"
-FLASHKERN_PREBUILT=1 python3 -m pytest tests/gpu -m gpu -q -p no:cacheprovider --maxfail=20 \
+# -p no:benchmark: a pytest-benchmark installed there stops the run at start-up under xdist
+FLASHKERN_PREBUILT=1 python3 -m pytest tests/gpu -m gpu -q -p no:cacheprovider -p no:benchmark \
+  --maxfail=20 \
   >"$out/gputests.log" 2>&1 || failed=1
 tail -n 25 "$out/gputests.log"
+[ "$sections" = none ] && exit $failed
 echo "== benchmark ($sections)"
 python3 bench/bench_kernels.py --sections "$sections" --out "$out/bench.json" >"$out/bench.md" \
   || failed=1

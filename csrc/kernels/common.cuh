@@ -272,3 +272,16 @@ __device__ __forceinline__ float vec_float<__nv_bfloat16>(const Vec<__nv_bfloat1
 }
 
 }  // namespace fk
+
+namespace fk {
+
+// Blocks to cover `work` items at `threads` per block: one item per thread, no grid-stride
+// steps. For element-wise kernels this beat a single resident wave that strides (bf16 gelu_tanh
+// on an H200: 101 % of torch's copy_ bandwidth against 87-91 %; bench/sweep_memory.cu).
+inline unsigned grid_cover(int64_t work, int threads) {
+  const int64_t need = (work + threads - 1) / threads;
+  const int64_t cap = 0x7fffffff;
+  return static_cast<unsigned>(need < 1 ? 1 : need < cap ? need : cap);
+}
+
+}  // namespace fk

@@ -135,7 +135,8 @@ void bias_add_typed(void* out, const void* x, const void* bias, int64_t rows, in
   const T* px = static_cast<const T*>(x);
   const T* pb = static_cast<const T*>(bias);
   if (aligned16(o) && aligned16(px) && aligned16(pb) && cols % Vec<T>::N == 0) {
-    bias_add_kernel<T><<<grid_for(rows * cols / Vec<T>::N, kEwThreads), kEwThreads, 0, s>>>(
+    // A covering grid, as for the activations (grid_cover).
+    bias_add_kernel<T><<<grid_cover(rows * cols / Vec<T>::N, kEwThreads), kEwThreads, 0, s>>>(
         o, px, pb, rows, cols);
   } else {
     bias_add_scalar_kernel<T><<<grid_for(rows * cols, kEwThreads), kEwThreads, 0, s>>>(

@@ -27,14 +27,14 @@ __device__ __forceinline__ OutT fused_out(float y, float inv_scale) {
 }
 
 // residual and residual_out may alias (in-place residual update), so they are not restrict.
-// residual and residual_out may alias (in-place residual update), so they are not restrict.
-// Shape measured on an H200 (bench/tune_fused.cu, csrc/README.md): h is stored as soon as it
-// is computed, the weight is loaded after the reduction (loading it before costs registers and
-// was 1-6 % slower), and a row is split into many threads of 2 vectors (see fused_plan).
+// Shape measured on an H200 (bench/tune_fused.cu, bench/sweep_memory.cu; csrc/README.md): h is
+// stored as soon as it is computed, the weight is loaded after the reduction (loading it before
+// cost registers and was 1-6 % slower), and a row is split into one vector a thread on up to
+// 1024 threads (fused_plan): 1.03-1.10x torch.compile at 4096-16384 rows x 4096/8192.
 // 8 vectors a thread only on <= kRowThreads threads (fused_plan): at kLoopThreads the
 // register cap (128) made the bf16 variant spill on sm_120.
 template <typename T, typename OutT, int VPT>
-__global__ void __launch_bounds__(VPT >= 8 ? kRowThreads : kLoopThreads) fused_add_rms_norm_kernel(
+__global__ void __launch_bounds__(VPT == 1 ? 1024 : VPT >= 8 ? kRowThreads : kLoopThreads) fused_add_rms_norm_kernel(
     OutT* __restrict__ out, T* residual_out, const T* __restrict__ x, const T* residual,
     const T* __restrict__ weight, int64_t hidden, float eps, float scale,
     const float* __restrict__ scale_ptr) {
@@ -108,16 +108,24 @@ __global__ void fused_add_rms_norm_loop_kernel(OutT* __restrict__ out, T* residu
 
 namespace {
 
-// Two 16-byte vectors per thread on as many threads as that takes (at most kLoopThreads), more
-// per thread only for longer rows. On an H200, bf16 16384 x 4096 (256 threads x 2) ran at 96 %
-// of copy bandwidth, against 94 % for 128 x 4 and 71 % for 64 x 8; 8192 (512 x 2) at 91-92 %.
-// Unaligned or odd rows plan as plan_row (the looped kernel).
+// One 16-byte vector per thread for rows of up to kFusedOneVector vectors (bf16 8192), else two
+// per thread on as many threads as that takes (at most kLoopThreads), more only for longer rows.
+// Side by side with torch.compile on an H200 (bench/sweep_memory.py), bf16, FP8 output:
+// 16384 x 4096 512 x 1 1.07x, 256 x 2 1.06x, 128 x 4 1.05x; 16384 x 8192 1024 x 1 1.10x,
+// 512 x 2 1.09x; plain output 1.03-1.05x for 1024 x 1 at 8192. Unaligned or odd rows plan as
+// plan_row (the looped kernel).
+constexpr int64_t kFusedOneVector = 1024;
 template <typename T>
 RowPlan fused_plan(int64_t hidden, bool pointers_aligned) {
   constexpr int N = VecWidth<T>::value;
   RowPlan p = plan_row<T>(hidden, pointers_aligned);
   if (!p.vectorised) return p;
   const int64_t units = hidden / N;
+  if (units <= kFusedOneVector) {
+    p.threads = static_cast<int>((units + 31) / 32 * 32);
+    p.vpt = 1;
+    return p;
+  }
   int64_t threads = ((units + 1) / 2 + 31) / 32 * 32;
   if (threads > kLoopThreads) threads = kLoopThreads;
   int64_t per = (units + threads - 1) / threads;

@@ -9,43 +9,43 @@
 
 namespace fk {
 
-// ---- RMSNorm, row in registers -----------------------------------------------------------
+// ---- RMSNorm, one block per row -----------------------------------------------------------
 // The row stays packed (one 16-byte vector = 4 registers, converted to fp32 where it is used)
-// and all VPT loads are issued before the first use: few registers per thread, many rows
-// resident per SM, many bytes in flight. x is read once (evict-first), y written once.
+// and all VPT loads are issued before the first use. How a row is read -- held in registers,
+// or read twice through L2 when it is long -- is rms_row's (rowplan.cuh); the plan (plan_rms)
+// puts two vectors on each thread, up to kRmsThreads threads a block.
+//
+// How the shape was chosen: bench/sweep_memory.cu timed 100+ variants side by side with
+// torch.compile of the same op (one process, interleaved rounds, NVIDIA H200, bf16):
+//
+//   rows x hidden   the earlier plan      this kernel                  vs Inductor's kernel
+//   4096 x 4096     64 thr x 8 vec 1.05x  256 x 2, weight with row     1.25x (Inductor 21.8 us)
+//   16384 x 4096    64 x 8         1.11x  256 x 2, weight with row     1.15x (Inductor 74.5 us)
+//   4096 x 8192     128 x 8        1.02x  512 x 2, row read twice      1.00x (Inductor 35.8 us)
+//   16384 x 8192    128 x 8        0.98x  512 x 2, row read twice      1.00x (Inductor 128 us)
+//
+// At 16384 x 8192 both this kernel and Inductor's move 4.18-4.20 TB/s, above torch's own
+// copy_ (4.05 TB/s): level. An 8192 row held in registers was 1.04x at 4096 rows but 0.98x at
+// 16384; read twice it is level at both. What did not pay: a persistent grid that prefetches
+// its next row (0.88-0.90x at 16384 x 8192), two rows per block, L2::256B prefetch hints,
+// plain stores for a row held in registers (0.94x), 1024 threads x 1 vector (0.73x).
 template <typename T, int VPT>
-__global__ void __launch_bounds__(kRowThreads) rms_norm_kernel(
+__global__ void __launch_bounds__(kRmsThreads) rms_norm_kernel(
     T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ weight, int64_t hidden,
     float eps) {
-  constexpr int N = Vec<T>::N;
   __shared__ float scratch[32];
-  const int nvec = static_cast<int>(hidden / N), tid = threadIdx.x, nthr = blockDim.x;
-  const T* xr = x + blockIdx.x * hidden;
-  T* yr = out + blockIdx.x * hidden;
-  Vec<T> v[VPT];
-#pragma unroll
-  for (int j = 0; j < VPT; ++j)
-    if (tid + j * nthr < nvec) v[j] = Vec<T>::load_stream(xr + (tid + j * nthr) * N);
-  float ss = 0.0f;
-#pragma unroll
-  for (int j = 0; j < VPT; ++j)
-    if (tid + j * nthr < nvec) {
-#pragma unroll
-      for (int e = 0; e < N; ++e) ss += vec_float(v[j], e) * vec_float(v[j], e);
-    }
-  const float rstd = rsqrtf(block_sum(ss, scratch) / static_cast<float>(hidden) + eps);
-#pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    const int i = tid + j * nthr;
-    if (i < nvec) {
-      const Vec<T> w = Vec<T>::load(weight + i * N);
-      Vec<T> o;
-#pragma unroll
-      for (int e = 0; e < N; ++e) o.v[e] = from_float<T>(vec_float(v[j], e) * rstd * vec_float(w, e));
-      o.store_stream(yr + i * N);
-    }
-  }
+  const int nvec = static_cast<int>(hidden / Vec<T>::N);
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * hidden;
+  rms_row<T, VPT>(out + row, x + row, weight, nvec, hidden, eps, scratch);
 }
+// Instantiated below for 1, 2, 4 and 8 vectors per thread in every dtype (single-line explicit
+// instantiations right after the kernel, the form a Windows build has to guard or remove);
+// rms_norm_dispatch picks one from plan_rms. Float rows are planned the same way (fp32 4096 is
+// 1024 vectors, so it is read twice); unaligned, odd or very long rows take the looped kernel
+// below, which reads x twice from global memory.
+//
+// The reference kernel further down is the readable definition all of these are checked
+// against when debugging; it is instantiated and never launched.
 template __global__ void rms_norm_kernel<float, 1>(float*, const float*, const float*, int64_t, float);
 template __global__ void rms_norm_kernel<float, 2>(float*, const float*, const float*, int64_t, float);
 template __global__ void rms_norm_kernel<float, 4>(float*, const float*, const float*, int64_t, float);
@@ -205,10 +205,10 @@ void rms_norm_dispatch(T* out, const T* x, const T* weight, int64_t rows, int64_
   require(rows >= 0 && hidden > 0, "rms_norm: rows must be >= 0 and hidden > 0");
   require(rows <= 0x7fffffff, "rms_norm: at most 2^31 - 1 rows");
   if (rows == 0) return;
-  // The row packed in registers, up to kMaxVpt vectors per thread on the fewest threads
-  // (plan_row_packed): a bf16 row of 4096 runs as 64 threads x 8 vectors at 52 registers
-  // (ptxas, sm_90a), 18 rows resident per SM. Unaligned, odd or longer rows take the loop.
-  const RowPlan p = plan_row_packed<T>(hidden, aligned16(out) && aligned16(x) && aligned16(weight));
+  // Two vectors a thread, up to kRmsThreads threads (plan_rms; the measurements are above
+  // rms_norm_kernel): bf16 4096 runs as 256 threads x 2 vectors, 8192 as 512 x 2 (read twice).
+  // Unaligned, odd or longer rows take the looped kernel.
+  const RowPlan p = plan_rms<T>(hidden, aligned16(out) && aligned16(x) && aligned16(weight));
   const dim3 grid(static_cast<unsigned>(rows));
   if (!p.vectorised) {
     rms_norm_loop_kernel<T, false><<<grid, p.threads, 0, stream>>>(out, x, weight, hidden, eps);

@@ -136,8 +136,11 @@ def test_no_newline_marker_on_new_file(tmp_path: Path) -> None:
     assert plan_diff(diff, Tree(tmp_path)).changes == {"n.txt": b"last"}
 
 
+# Numbered lines: every hunk's pre-image differs from its post-image wherever it could match.
+# With repeated lines (five empty ones, one deleted) both images match the same place and no
+# applier can tell applied from not applied: test_ambiguous_hunk_counts_as_applied pins that.
 lines_st = st.lists(st.text(alphabet="abc xyz{};", min_size=0, max_size=8), min_size=1,
-                    max_size=30)
+                    max_size=30).map(lambda ls: [f"{i}: {t}" for i, t in enumerate(ls)])
 
 
 def _edit(lines: list[str], data: st.DataObject) -> list[str]:
@@ -204,3 +207,18 @@ def test_fuzz_offset_counts_only_the_context_really_dropped(tmp_path: Path) -> N
     (hunk,) = result.files[0].hunks
     assert (hunk.fuzz, hunk.offset, hunk.line) == (1, 0, 1)
     assert result.changes["f.txt"] == "".join(["new first\n", *drifted]).encode()
+
+
+def test_ambiguous_hunk_counts_as_applied(tmp_path: Path) -> None:
+    """Five empty lines, the last deleted: the reversed hunk's source (three empty lines) and
+    target (four) both match the patched file. The longer match wins (the hunk counts as
+    there already), so the reverse changes nothing rather than adding a line by guesswork."""
+    lines = ["\n"] * 5
+    diff = make_diff(lines, lines[:4])
+    tree = tree_with(tmp_path, ("top\n" + "".join(lines)).encode())
+    forward = plan_diff(diff, tree).changes["f.txt"]
+    assert forward == ("top\n" + "".join(lines[:4])).encode()
+    tree.plan("f.txt", forward)
+    back = plan_diff(diff, tree, reverse=True)
+    assert back.changes == {}
+    assert [f.status for f in back.files] == ["already"]
