@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 POSIX_LIB = re.compile(r"^(?:.*/)?lib[\w+.-]*\.so(?:\.\d+)*$")
 UNVERSIONED = re.compile(r"\.so$")
 SO_SUFFIX = re.compile(r"\.so$")
+WINDOWS_SUFFIX = re.compile(r"\.(?:pyd|dll|lib)$", re.IGNORECASE)
 SOURCE = re.compile(r"\.(cu|cpp|cc|cxx|c)$")
 CDLL_NAMES = frozenset({"CDLL", "PyDLL", "LoadLibrary", "cdll", "dlopen"})
 _WIN_NAME = re.compile(r"(?:^|_)(?:IS_)?WIN(?:DOWS|32|64)?(?:$|_)", re.IGNORECASE)
@@ -63,6 +64,25 @@ class _Visitor(ast.NodeVisitor):
     def __post_init__(self) -> None:
         self.gates: list[Gate] = []
         self.cdll_args: set[int] = set()
+        self.paired: set[int] = set()
+
+    def visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.stmt):
+            self._pair_suffixes(node)
+        super().visit(node)
+
+    def _pair_suffixes(self, stmt: ast.stmt) -> None:
+        """`.so` literals that share an expression of this statement with a Windows suffix
+        (`exists(f"{n}.so") or exists(f"{n}.lib")`, `(".so", ".pyd")`): the code names both
+        platforms, so the `.so` is not a Windows bug."""
+        for _field, value in ast.iter_fields(stmt):
+            exprs = [value] if isinstance(value, ast.expr) else \
+                [v for v in value if isinstance(v, ast.expr)] if isinstance(value, list) else []
+            for expr in exprs:
+                consts = [(n, n.value) for n in ast.walk(expr) if isinstance(n, ast.Constant)
+                          and isinstance(n.value, str)]
+                if any(WINDOWS_SUFFIX.search(v) for _n, v in consts):
+                    self.paired.update(id(n) for n, v in consts if SO_SUFFIX.search(v))
 
     def visit_If(self, node: ast.If) -> None:
         self._gated(node.test, node.body, node.orelse)
@@ -119,7 +139,8 @@ class _Visitor(ast.NodeVisitor):
         # Globs (`*.so` in an ignore list) only filter; they do not load anything.
         if self.target.platform == "windows" and SO_SUFFIX.search(value) and \
                 not any(ch in value for ch in "*?[") and \
-                id(node) not in self.cdll_args and "\n" not in value and \
+                id(node) not in self.cdll_args and id(node) not in self.paired and \
+                "\n" not in value and \
                 not any((g.platform == "posix") != g.negated for g in self.gates
                         if g.platform):
             self._add(node, "FB182", Severity.ERROR,
