@@ -175,7 +175,7 @@ def verify(
         "--no-strict-arch lists them as a warning.")] = True,
     recipe: Annotated[str | None, typer.Option(
         "--recipe", "-r", help="Take the exports, kernels and dynamic_smem to check from this "
-        "recipe's [verify] table (name or TOML file) instead of the manifest: for a binary "
+        "recipe's \\[verify] table (name or TOML file) instead of the manifest: for a binary "
         "built without flashbuild.")] = None,
     json: JsonOpt = False,
     bench: Annotated[bool, typer.Option("--bench", help="Also run the bandwidth benchmark.")]
@@ -345,7 +345,7 @@ def recipe_init(  # noqa: PLR0917 - Typer maps each option to a parameter
         "--compile-check", help="Compile each translation unit a drafted code step touches "
         "with nvcc for the target, before and after the step, and say so in the draft.")] = False,
 ) -> int:
-    """Draft a recipe from a scan: a [[patch]] step for every finding a transform fixes, and a
+    """Draft a recipe from a scan: a \\[\\[patch]] step for every finding a transform fixes, and a
     commented TODO with the evidence for every finding that needs a person."""
     ui.configure(json_mode=json)
     from flashbuild.scanning.draft import run_init

@@ -19,6 +19,12 @@ BEGIN = ("<!-- BEGIN command reference "
 END = "<!-- END command reference -->"
 
 
+def _unescape(text: str) -> str:
+    """Help as the terminal shows it: the app renders help as Rich markup, where `\\[` is a
+    literal `[` (an unescaped `[verify]` would be taken for a style tag and vanish)."""
+    return text.replace("\\[", "[")
+
+
 # Typer vendors its own click, so commands and parameters are read by their attributes.
 def _is_option(param: Any) -> bool:
     return getattr(param, "param_type_name", "") == "option"
@@ -30,7 +36,7 @@ def _rows(command: Any) -> list[str]:
         if not _is_option(param) or param.hidden:
             continue
         names = ", ".join(f"`{n}`" for n in [*param.opts, *param.secondary_opts])
-        text = " ".join((param.help or "").split()).replace("|", "\\|")
+        text = _unescape(" ".join((param.help or "").split())).replace("|", "\\|")
         rows.append(f"| {names} | {text} |")
     return rows
 
@@ -46,7 +52,7 @@ def _section(path: list[str], command: Any) -> list[str]:
                     if getattr(p, "param_type_name", "") == "argument")
     lines.append(f"### `{' '.join(path)}{' ' + args if args else ''}`")
     lines.append("")
-    doc = " ".join((command.help or "").split())
+    doc = _unescape(" ".join((command.help or "").split()))
     if doc:
         lines += [doc, ""]
     rows = _rows(command)
