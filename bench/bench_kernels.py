@@ -238,13 +238,12 @@ def _flashkern_norm_calls(fk: Any, s: Callable[[], int], name: str, bufs: tuple[
     }
 
 
-def norm_section(torch: Any, fk: Any) -> list[dict[str, Any]]:
-    """Each op at rows x hidden: torch eager, torch.compile of the same code, flashkern."""
-    s = lambda: int(torch.cuda.current_stream().cuda_stream)  # noqa: E731
-    dt, name = torch.bfloat16, "bfloat16"
-    f8 = torch.float8_e4m3fn
+def model_norms(torch: Any) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
+    """What model code runs, bf16 (HF LlamaRMSNorm, then a per-tensor FP8 cast): the fused
+    residual add + RMSNorm + FP8, the same without FP8, and RMSNorm alone. torch eager and
+    torch.compile both run these."""
+    dt, f8 = torch.bfloat16, torch.float8_e4m3fn
 
-    # What model code runs (HF LlamaRMSNorm, then a per-tensor FP8 cast); compile sees the same.
     def add_rms_fp8(x: Any, r: Any, w: Any) -> Any:
         h = x + r
         hf = h.float()
@@ -259,6 +258,17 @@ def norm_section(torch: Any, fk: Any) -> list[dict[str, Any]]:
     def rms(x: Any, w: Any) -> Any:
         xf = x.float()
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS)).to(dt) * w
+
+    return add_rms_fp8, add_rms, rms
+
+
+def norm_section(torch: Any, fk: Any) -> list[dict[str, Any]]:
+    """Each op at rows x hidden: torch eager, torch.compile of the same code, flashkern."""
+    s = lambda: int(torch.cuda.current_stream().cuda_stream)  # noqa: E731
+    dt, name = torch.bfloat16, "bfloat16"
+    f8 = torch.float8_e4m3fn
+
+    add_rms_fp8, add_rms, rms = model_norms(torch)
 
     def layer(x: Any, w: Any, b: Any) -> Any:
         return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, EPS)

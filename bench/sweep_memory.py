@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_kernels import interleaved_us  # bench/ is not a package
+# bench/ is not a package; the model code, constants and timing of the kernel benchmark
+from bench_kernels import EPS, FP8_SCALE, interleaved_us, model_norms
 
-EPS = 1e-6
-FP8_SCALE = 0.05
 ROUNDS = 25
 CALLS = 20
 SHAPES = [(4096, 4096), (16384, 4096), (4096, 8192), (16384, 8192)]
@@ -77,20 +76,7 @@ def main() -> None:
     def stream() -> int:
         return int(torch.cuda.current_stream().cuda_stream)
 
-    def add_rms_fp8(x: Any, r: Any, w: Any) -> Any:
-        h = x + r
-        hf = h.float()
-        y = (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + EPS)).to(dt) * w
-        return (y.float() / FP8_SCALE).clamp(-448.0, 448.0).to(f8), h
-
-    def add_rms(x: Any, r: Any, w: Any) -> Any:
-        h = x + r
-        hf = h.float()
-        return (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + EPS)).to(dt) * w, h
-
-    def rms(x: Any, w: Any) -> Any:
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS)).to(dt) * w
+    add_rms_fp8, add_rms, rms = model_norms(torch)
 
     def gelu(x: Any) -> Any:
         return torch.nn.functional.gelu(x, approximate="tanh")

@@ -118,25 +118,13 @@ constexpr int64_t kFusedOneVector = 1024;
 template <typename T>
 RowPlan fused_plan(int64_t hidden, bool pointers_aligned) {
   constexpr int N = VecWidth<T>::value;
-  RowPlan p = plan_row<T>(hidden, pointers_aligned);
+  const RowPlan p = plan_row<T>(hidden, pointers_aligned);
   if (!p.vectorised) return p;
   const int64_t units = hidden / N;
-  if (units <= kFusedOneVector) {
-    p.threads = static_cast<int>((units + 31) / 32 * 32);
-    p.vpt = 1;
-    return p;
-  }
-  int64_t threads = ((units + 1) / 2 + 31) / 32 * 32;
-  if (threads > kLoopThreads) threads = kLoopThreads;
-  int64_t per = (units + threads - 1) / threads;
-  if (per > 4) {  // very long rows: 8 vectors a thread on kRowThreads (the kernel's bound)
-    threads = kRowThreads;
-    per = (units + threads - 1) / threads;
-  }
-  p.threads = static_cast<int>(threads);
-  p.vpt = per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : per <= kMaxVpt ? 8 : 0;
-  if (p.vpt == 0) p.threads = kLoopThreads;
-  return p;
+  if (units <= kFusedOneVector) return spread_row(p, units, 1, kFusedOneVector);
+  const RowPlan two = spread_row(p, units, 2, kLoopThreads);
+  // Very long rows: 8 vectors a thread on kRowThreads threads (the kernel's bound for VPT 8).
+  return two.vpt == 0 || two.vpt == 8 ? spread_row(p, units, 1, kRowThreads) : two;
 }
 
 template <typename T, typename OutT>

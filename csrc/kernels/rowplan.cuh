@@ -39,6 +39,19 @@ inline RowPlan plan_row(int64_t hidden, bool pointers_aligned) {
   return p;
 }
 
+// Spreads a row of `units` vectors over threads of about `per_thread` vectors each (a warp
+// multiple, at most `max_threads`) and rounds the vectors per thread up to the kernels'
+// instantiations (1, 2, 4, 8); longer rows take the looped kernel on kLoopThreads.
+inline RowPlan spread_row(RowPlan p, int64_t units, int64_t per_thread, int64_t max_threads) {
+  int64_t threads = ((units + per_thread - 1) / per_thread + 31) / 32 * 32;
+  if (threads > max_threads) threads = max_threads;
+  const int64_t per = (units + threads - 1) / threads;
+  p.threads = static_cast<int>(threads);
+  p.vpt = per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : per <= kMaxVpt ? 8 : 0;
+  if (p.vpt == 0) p.threads = kLoopThreads;
+  return p;
+}
+
 // The norm kernels keep the row packed (a 16-byte vector in 4 registers, converted to fp32 as
 // it is used), so they can afford the most vectors per thread: kMaxVpt per thread on the
 // fewest threads that cover the row. Fewer, deeper threads mean more rows (blocks) resident
@@ -47,16 +60,8 @@ inline RowPlan plan_row(int64_t hidden, bool pointers_aligned) {
 template <typename T>
 inline RowPlan plan_row_packed(int64_t hidden, bool pointers_aligned) {
   constexpr int N = VecWidth<T>::value;
-  RowPlan p = plan_row<T>(hidden, pointers_aligned);
-  if (!p.vectorised) return p;
-  const int64_t units = hidden / N;
-  int64_t threads = ((units + kMaxVpt - 1) / kMaxVpt + 31) / 32 * 32;
-  if (threads > kRowThreads) threads = kRowThreads;
-  p.threads = static_cast<int>(threads);
-  const int64_t per = (units + threads - 1) / threads;
-  p.vpt = per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : per <= kMaxVpt ? 8 : 0;
-  if (p.vpt == 0) p.threads = kLoopThreads;
-  return p;
+  const RowPlan p = plan_row<T>(hidden, pointers_aligned);
+  return p.vectorised ? spread_row(p, hidden / N, kMaxVpt, kRowThreads) : p;
 }
 
 }  // namespace fk
@@ -75,16 +80,8 @@ constexpr int kRereadVectors = 1024;
 template <typename T>
 inline RowPlan plan_rms(int64_t hidden, bool pointers_aligned) {
   constexpr int N = VecWidth<T>::value;
-  RowPlan p = plan_row<T>(hidden, pointers_aligned);
-  if (!p.vectorised) return p;
-  const int64_t units = hidden / N;
-  int64_t threads = ((units + 1) / 2 + 31) / 32 * 32;
-  if (threads > kRmsThreads) threads = kRmsThreads;
-  const int64_t per = (units + threads - 1) / threads;
-  p.threads = static_cast<int>(threads);
-  p.vpt = per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : per <= kMaxVpt ? 8 : 0;
-  if (p.vpt == 0) p.threads = kLoopThreads;
-  return p;
+  const RowPlan p = plan_row<T>(hidden, pointers_aligned);
+  return p.vectorised ? spread_row(p, hidden / N, 2, kRmsThreads) : p;
 }
 
 // A 16-byte load with an L2 eviction priority: `keep` (evict_last) for data read again soon,

@@ -76,9 +76,8 @@ class _Visitor(ast.NodeVisitor):
         (`exists(f"{n}.so") or exists(f"{n}.lib")`, `(".so", ".pyd")`): the code names both
         platforms, so the `.so` is not a Windows bug."""
         for _field, value in ast.iter_fields(stmt):
-            exprs = [value] if isinstance(value, ast.expr) else \
-                [v for v in value if isinstance(v, ast.expr)] if isinstance(value, list) else []
-            for expr in exprs:
+            values = value if isinstance(value, list) else [value]
+            for expr in (v for v in values if isinstance(v, ast.expr)):
                 consts = [(n, n.value) for n in ast.walk(expr) if isinstance(n, ast.Constant)
                           and isinstance(n.value, str)]
                 if any(WINDOWS_SUFFIX.search(v) for _n, v in consts):
