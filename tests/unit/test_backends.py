@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import zipfile
 from base64 import urlsafe_b64encode
 from pathlib import Path
@@ -128,18 +129,24 @@ def _request(tmp_path: Path, *, platform: str = "linux", arch: str = "sm_90a",
         build_env={"CAUSAL_CONV1D_FORCE_BUILD": "TRUE"}, python="python")
 
 
-def test_environment_points_torch_at_the_chosen_toolkit_and_arch(tmp_path: Path) -> None:
+@pytest.mark.parametrize("pathsep", [":", ";"])
+def test_environment_points_torch_at_the_chosen_toolkit_and_arch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pathsep: str) -> None:
+    # ";" is what the Windows runner joins with: the assertions must split the same way.
+    monkeypatch.setattr(os, "pathsep", pathsep)
     (tmp_path / "setup.py").write_text(SETUP_PY)
     request = _request(tmp_path)
     env = setuptools.build_environment(request, tmp_path, jobs=3,  # type: ignore[arg-type]
                                        hook_report=tmp_path / "r", build_temp=None)
     root = str(tmp_path / "cuda")
     assert env["CUDA_HOME"] == env["CUDA_PATH"] == root
-    assert env["PATH"].split(":")[0] == f"{root}/bin"
+    # build_environment joins with os.pathsep (the machine that runs setup.py): `C:\...` on
+    # Windows would split into "C" on ":".
+    assert env["PATH"].split(os.pathsep)[0] == str(tmp_path / "cuda" / "bin")
     assert env["TORCH_CUDA_ARCH_LIST"] == "9.0a"
     assert env["MAX_JOBS"] == "3"
     assert json.loads(env["FLASHBUILD_GENCODE"]) == ["-gencode=arch=compute_90a,code=sm_90a"]
-    assert env["PYTHONPATH"].split(":")[0] == str(setuptools.HOOK_DIR)
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(setuptools.HOOK_DIR)
     assert env["CAUSAL_CONV1D_FORCE_BUILD"] == "TRUE"
     assert "NVCC_THREADS" not in env  # this setup.py does not read it
     assert "DISTUTILS_USE_SDK" not in env
