@@ -88,10 +88,12 @@ def vcvars_args(choice: MsvcChoice, arch: str = "x64") -> list[str]:
     return [arch, f"-vcvars_ver={choice.toolset.vcvars_ver}"]
 
 
-def vcvars_argv(choice: MsvcChoice, out_file: PurePath, arch: str = "x64") -> list[str]:
-    """The whole `cmd /u /d /c call "<vcvarsall.bat>" x64 -vcvars_ver=14.44 && set > <file>`
-    command (see `platforms.windows.batch_env_argv` for why it is spelled so)."""
-    return batch_env_argv(choice.vcvarsall, vcvars_args(choice, arch), out_file)
+def vcvars_argv(choice: MsvcChoice, out_file: PurePath, arch: str = "x64", *,
+                env: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The whole `cmd /u /d /c call <vcvarsall.bat> x64 -vcvars_ver=14.44 && set > <file>`
+    command and the variables that carry its two paths (see
+    `platforms.windows.batch_env_argv` for why it is spelled so)."""
+    return batch_env_argv(choice.vcvarsall, vcvars_args(choice, arch), out_file, env=env)
 
 
 def get_ci(env: Mapping[str, str], name: str) -> str | None:

@@ -28,7 +28,7 @@ from flashbuild.platforms.environ import CaseInsensitiveEnv
 from flashbuild.platforms.linux import LinuxPlatform
 from flashbuild.platforms.windows import WindowsPlatform, capture_batch_env
 from flashbuild.proc import Completed
-from tests.fakes import ReplayRunner
+from tests.fakes import ReplayRunner, set_target
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 SET_UTF16 = (FIX / "build" / "cmd_u_set_jose.utf16").read_bytes()
@@ -52,7 +52,7 @@ def _cmd_u(set_bytes: bytes, code: int = 0) -> ReplayRunner:
     runner = ReplayRunner()
 
     def answer(argv: tuple[str, ...]) -> Completed:
-        Path(argv[argv.index(">") + 1]).write_bytes(set_bytes)
+        set_target(runner.envs[-1]).write_bytes(set_bytes)
         return Completed(argv, code, STDOUT_UTF16.decode("utf-8", errors="replace"), "")
 
     runner.responses[("cmd",)] = answer
