@@ -178,7 +178,7 @@ def _copy_atomic(src: Path, dest: Path) -> None:
     tmp = dest.with_name(dest.name + ".flashbuild-tmp")
     shutil.copy2(src, tmp)
     try:
-        tmp.replace(dest)
+        platforms.current().replace(tmp, dest)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         # On Windows a loaded .pyd cannot be replaced.
@@ -194,7 +194,7 @@ def _write_bytes_atomic(dest: Path, data: bytes) -> None:
         return
     tmp = dest.with_name(dest.name + ".flashbuild-tmp")
     tmp.write_bytes(data)
-    tmp.replace(dest)
+    platforms.current().replace(tmp, dest)
 
 
 # --- wheel -------------------------------------------------------------------------------

@@ -82,6 +82,11 @@ class Platform(Protocol):
         """Whether flashbuild may write into (folder) or replace (file) `path`."""
         ...
 
+    def replace(self, src: Path, dst: Path) -> None:
+        """`os.replace(src, dst)`; on Windows retried for a moment while a scanner holds
+        either file (flashbuild.platforms.files)."""
+        ...
+
     # --- detection (flashbuild.detect) -------------------------------------------------
     #: Which host compiler family nvcc uses here: MSVC's `cl` or GCC/clang.
     host_compiler_family: HostCompilerFamily

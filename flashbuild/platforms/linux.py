@@ -45,6 +45,9 @@ class LinuxPlatform:
         # mode bits say what the owner meant, so both must allow writing.
         return os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
 
+    def replace(self, src: Path, dst: Path) -> None:
+        src.replace(dst)  # no scanner holds files here: a failure is real
+
     def standard_toolkit_roots(self, env: Mapping[str, str]) -> list[str]:
         return ["/usr/local/cuda", "/usr/local/cuda-*", "/opt/cuda", "/usr/lib/cuda"]
 

@@ -11,6 +11,7 @@ from pathlib import Path, PurePath, PureWindowsPath
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from flashbuild.platforms.environ import CaseInsensitiveEnv, find_program, windows_extensions
+from flashbuild.platforms.files import replace_with_retry
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, MutableMapping, Sequence
@@ -57,6 +58,10 @@ class WindowsPlatform:
         if stat.S_ISDIR(mode):
             return os.access(path, os.W_OK)
         return os.access(path, os.W_OK) and bool(mode & 0o222)
+
+    def replace(self, src: Path, dst: Path) -> None:
+        # Defender and the indexer open new files briefly: WinError 5/32 for a moment.
+        replace_with_retry(src, dst)
 
     def standard_toolkit_roots(self, env: Mapping[str, str]) -> list[str]:
         program_files = env.get("ProgramFiles", env.get("PROGRAMFILES", r"C:\Program Files"))
