@@ -3,6 +3,7 @@ stamp that makes an unchanged re-run install nothing."""
 
 from __future__ import annotations
 
+import os
 import sys
 import sysconfig
 import zipfile
@@ -15,6 +16,7 @@ from flashbuild.errors import InstallError, UsageError
 from flashbuild.installing import install as inst
 from flashbuild.installing import shim
 from flashbuild.installing.wheel import WheelTag, build_wheel, current_tag, wheel_name
+from flashbuild.platforms.linux import LinuxPlatform
 from flashbuild.proc import Completed
 from tests.fakes import ReplayRunner
 
@@ -178,3 +180,59 @@ def test_none_and_bad_mode(tmp_path: Path) -> None:
     assert inst.install(_plan(tmp_path, "none"), ReplayRunner(), {}).location is None
     with pytest.raises(UsageError):
         inst.parse_install_mode("copy")
+
+
+def _snapshot(pkg: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in pkg.iterdir() if p.is_file()}
+
+
+def test_a_swap_that_fails_midway_puts_every_old_file_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 20: the module was swapped, then the plugin failed (WinError 5: a loaded binary),
+    # leaving new _C next to the old plugin although the error said nothing was replaced.
+    plan = _plan(tmp_path, "inplace")
+    pkg = plan.package_dir
+    (pkg / "libflashkern_attn.so").write_bytes(b"old plugin")
+    before = _snapshot(pkg)
+    real = os.replace
+
+    def refuse_plugin(src: str | Path, dst: str | Path) -> None:
+        if Path(dst).name == "libflashkern_attn.so" and str(src).endswith("-tmp"):
+            raise PermissionError(13, "Access is denied")
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", refuse_plugin)
+    monkeypatch.setattr(platforms, "current", LinuxPlatform)  # no retry: fail at once
+    with pytest.raises(InstallError) as info:
+        inst.install(plan, ReplayRunner(), {})
+    assert "nothing was replaced" in info.value.what
+    assert "libflashkern_attn.so" in info.value.evidence
+    assert _snapshot(pkg) == before  # no .flashbuild-tmp / -old left, old bytes everywhere
+
+
+def test_a_held_binary_is_found_before_anything_moves(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = _plan(tmp_path, "inplace")
+    pkg = plan.package_dir
+    held = pkg / f"_C{EXT}"
+    before = _snapshot(pkg)
+    real_open = Path.open
+    moved: list[str] = []
+    real_replace = os.replace
+
+    def open_(self: Path, mode: str = "r", *args: object, **kwargs: object) -> object:
+        if self == held and "+" in mode:  # what Windows says for a loaded .pyd
+            raise PermissionError(13, "The process cannot access the file because it is "
+                                      "being used by another process")
+        return real_open(self, mode, *args, **kwargs)  # type: ignore[call-overload]
+
+    def replace(src: str | Path, dst: str | Path) -> None:
+        moved.append(Path(dst).name)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(Path, "open", open_)
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(InstallError) as info:
+        inst.install(plan, ReplayRunner(), {})
+    assert f"_C{EXT} could not be replaced; nothing was replaced" == info.value.what
+    assert moved == [] and _snapshot(pkg) == before
