@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import shutil
 import sys
 import sysconfig
@@ -102,12 +103,14 @@ class InstallResult:
     skipped: bool = False
     """True when the same install was already in place (nothing written)."""
     notes: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = field(default=())
+    """What the user should act on (a folder pip left behind), shown with the build's notes."""
 
     def to_json(self) -> dict[str, object]:
         return {"mode": self.mode, "location": str(self.location) if self.location else None,
                 "files": [str(f) for f in self.files],
                 "wheel": str(self.wheel) if self.wheel else None, "skipped": self.skipped,
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "warnings": list(self.warnings)}
 
 
 def install(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) -> InstallResult:
@@ -307,7 +310,58 @@ def _install_wheel(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) ->
         )
     files = (*installed, *(location / name for name in (f"{shim.SHIM_MODULE}.py",
                                                         plan.manifest_name)))
-    return InstallResult("wheel", location, files, wheel=wheel)
+    left = pip_leftovers(platlib, plan.package.split(".")[0],
+                         plan.distribution or plan.package)
+    return InstallResult("wheel", location, files, wheel=wheel,
+                         warnings=tuple(_clean_leftovers(left)))
+
+
+#: The characters pip puts after `~` when it moves a folder aside during an uninstall
+#: (pip/_internal/utils/temp_dir.py, AdjacentTempDirectory.LEADING_CHARS).
+_PIP_LEADING = frozenset("-~.=%0123456789")
+
+
+def pip_leftovers(platlib: Path, top_package: str, distribution: str) -> list[Path]:
+    """Folders pip moved aside and could not delete: uninstalling a package whose `.pyd` a
+    running Python has loaded (Windows) renames `flashkern` to `~lashkern` (and its
+    `.dist-info` alike) and leaves it; every later pip run then prints "Ignoring invalid
+    distribution ~lashkern". pip's name is `~`, some of `_PIP_LEADING`, then the original
+    name without as many leading characters, or the whole name."""
+    dist = re.sub(r"[-_.]+", "_", distribution).lower()
+    out = []
+    try:
+        entries = sorted(platlib.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        name = entry.name
+        if not name.startswith("~") or not entry.is_dir():
+            continue
+        body = name[1:]
+        middle = len(body) - len(body.lstrip("".join(_PIP_LEADING)))
+        rest = body[middle:]
+        if rest.endswith(".dist-info"):
+            original, rest = dist, rest.removesuffix(".dist-info").rsplit("-", 1)[0].lower()
+        else:
+            original = top_package
+        if rest and original.endswith(rest) and \
+                (rest == original or middle + 1 + len(rest) == len(original)):
+            out.append(entry)
+    return out
+
+
+def _clean_leftovers(folders: Sequence[Path]) -> list[str]:
+    """Delete what pip left (the process that held it may be gone by now); say what stays."""
+    stuck = []
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+        if folder.exists():
+            stuck.append(str(folder))
+    if not stuck:
+        return []
+    return [f"pip left {', '.join(stuck)} behind (a running Python had the package loaded "
+            "while it was replaced); pip prints \"Ignoring invalid distribution\" until it is "
+            "gone: close that Python and delete the folder"]
 
 
 def _platlib(python: str, runner: Runner, env: Mapping[str, str]) -> Path:

@@ -236,3 +236,58 @@ def test_a_held_binary_is_found_before_anything_moves(
         inst.install(plan, ReplayRunner(), {})
     assert f"_C{EXT} could not be replaced; nothing was replaced" == info.value.what
     assert moved == [] and _snapshot(pkg) == before
+
+
+def _pip_leaving(tmp_path: Path, site: Path, left: list[str]) -> ReplayRunner:
+    """A pip that installs but leaves `left` in site-packages, as pip on Windows does when
+    the old package's .pyd is loaded (it moves `flashkern` to `~lashkern` and cannot delete
+    it)."""
+    runner = ReplayRunner()
+
+    def respond(argv: tuple[str, ...]) -> Completed:
+        if argv[1] == "-c":
+            return Completed(argv, 0, f"{site}\n", "")
+        for name in left:
+            (site / name).mkdir()
+            (site / name / f"_C{EXT}").write_bytes(b"old")
+        return Completed(argv, 0, "", "")
+
+    runner.responses[(Path(sys.executable).name,)] = respond
+    return runner
+
+
+def test_folders_pip_left_behind_are_removed(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "~orch").mkdir()  # torch's, not ours: left alone
+    names = ["~lashkern", "~-ashkern", "~lashkern-1+sm90a.cu130.dist-info"]
+    assert [p.name for p in inst.pip_leftovers(_leftover_site(tmp_path, names), "flashkern",
+                                               "flashkern")] == sorted(names)
+    runner = _pip_leaving(tmp_path, site, ["~lashkern", "~lashkern-0.9.dist-info"])
+    result = inst.install(_plan(tmp_path, "wheel"), runner, {})
+    assert sorted(p.name for p in site.iterdir()) == ["~orch"]
+    assert result.warnings == ()
+
+
+def _leftover_site(tmp_path: Path, names: list[str]) -> Path:
+    site = tmp_path / "probe"
+    site.mkdir()
+    for name in [*names, "~orch", "~ashkern", "lashkern", "~lashkern.txt"]:
+        if name.endswith(".txt"):
+            (site / name).write_text("")
+        else:
+            (site / name).mkdir()
+    return site
+
+
+def test_a_folder_pip_left_that_cannot_be_removed_is_reported(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    runner = _pip_leaving(tmp_path, site, ["~lashkern"])
+    monkeypatch.setattr(inst.shutil, "rmtree", lambda *a, **k: None)  # still loaded somewhere
+    result = inst.install(_plan(tmp_path, "wheel"), runner, {})
+    (warning,) = result.warnings
+    assert str(site / "~lashkern") in warning and "Ignoring invalid distribution" in warning
+    assert "delete the folder" in warning
+    assert result.to_json()["warnings"] == [warning]
