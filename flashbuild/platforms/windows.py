@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 from dataclasses import replace
 from pathlib import Path, PurePath, PureWindowsPath
@@ -59,6 +60,21 @@ class WindowsPlatform:
             return os.access(path, os.W_OK)
         return os.access(path, os.W_OK) and bool(mode & 0o222)
 
+    def decode_output(self, data: bytes) -> str:
+        # cl, link and nvcc print in the console's OEM code page (cp437, cp850, cp932...), so
+        # a German `cl` banner or a path with `é` is not UTF-8; Python tools that print UTF-8
+        # (and all-ASCII output) decode as UTF-8, which OEM text with non-ASCII bytes is
+        # practically never.
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data.decode(oem_encoding(), errors="replace")
+
+    def quote_command(self, argv: Sequence[str]) -> str:
+        # What CreateProcess receives for an argv list: paste-able into cmd or PowerShell for
+        # paths with spaces, where shlex's single quotes mean nothing to cmd.
+        return subprocess.list2cmdline(argv)
+
     def replace(self, src: Path, dst: Path) -> None:
         # Defender and the indexer open new files briefly: WinError 5/32 for a moment.
         replace_with_retry(src, dst)
@@ -101,6 +117,30 @@ class WindowsPlatform:
 
     def nvidia_driver_loaded(self) -> bool | None:
         return None
+
+
+def oem_code_page() -> int | None:
+    """The console OEM code page (GetOEMCP), None where it cannot be read (off Windows)."""
+    import ctypes
+
+    windll = getattr(ctypes, "windll", None)
+    if windll is None:
+        return None
+    return int(windll.kernel32.GetOEMCP())
+
+
+def oem_encoding() -> str:
+    """Python's codec for the OEM code page; cp437 (US) when it cannot be read or Python has
+    no codec for it."""
+    import codecs
+
+    page = oem_code_page()
+    name = f"cp{page}" if page else "cp437"
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        return "cp437"
+    return name
 
 
 def _read_registry(root: str, key: str, name: str) -> object | None:
