@@ -268,3 +268,20 @@ def test_repacked_wheel_has_a_record_that_matches_every_file(tmp_path: Path) -> 
             got = urlsafe_b64encode(hashlib.new(algo, zf.read(name)).digest()).rstrip(b"=")
             assert got.decode() == value, name
     assert {r.split(",")[0] for r in record} == set(names)
+
+
+def test_noop_stamp_reads_path_with_windows_semantics(tmp_path: Path) -> None:
+    # Issue 20: vcvarsall's environment spells it `Path`; the digest skipped it, so a changed
+    # PATH (another CUDA, another MSVC) still looked like "nothing to do".
+    (tmp_path / "setup.py").write_text(SETUP_PY)
+    win = platforms.get("windows")
+
+    def digest(env: dict[str, str]) -> str:
+        return setuptools._digest(["python", "setup.py"], env, tmp_path, {}, win)
+
+    assert digest({"Path": "C:\\CUDA\\v12.9\\bin"}) != digest({"Path": "C:\\CUDA\\v13.0\\bin"})
+    assert digest({"Path": "C:\\CUDA\\v13.0\\bin"}) == digest({"PATH": "C:\\CUDA\\v13.0\\bin"})
+    assert digest({"Include": "a"}) != digest({"Include": "b"})
+    linux = platforms.get("linux")
+    assert setuptools._digest(["p"], {"PATH": "/a"}, tmp_path, {}, linux) != \
+        setuptools._digest(["p"], {"PATH": "/b"}, tmp_path, {}, linux)

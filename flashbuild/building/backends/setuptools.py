@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from flashbuild.building.request import BuildRequest, StreamRunner
+    from flashbuild.platforms.base import Platform
     from flashbuild.recipes.model import BackendName, Recipe
 
 HOOK_DIR = Path(__file__).resolve().parent / "resources"
@@ -92,7 +93,7 @@ class SetuptoolsBackend:
                 [request.python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
                  "--use-pep517", "--no-input", "--disable-pip-version-check", "-v", "-w",
                  str(dist), "."])
-        digest = _digest(argv, env, ctx.tree, torch)
+        digest = _digest(argv, env, ctx.tree, torch, request.platform)
         previous = _read_stamp(folder)
         wheel: Path | None = None
         if previous is not None and previous.get("digest") == digest:
@@ -417,11 +418,14 @@ def _failure(monitor: progress.NinjaMonitor, log: Path) -> BuildError:
 # --- the no-op stamp ------------------------------------------------------------------------
 
 def _digest(argv: list[str], env: Mapping[str, str], tree: Path,
-            torch: Mapping[str, str]) -> str:
+            torch: Mapping[str, str], platform: Platform) -> str:
     h = hashlib.sha256()
-    relevant = {k: v for k, v in env.items()
-                if k in _REPORTED_ENV or k.startswith(("FLASHBUILD_", "CUDA", "NVCC"))
-                or k in {"PATH", "PYTHONPATH", "INCLUDE", "LIB", "CXX", "CC"}}
+    # Looked up with the platform's rules: vcvarsall's environment spells it `Path`, which
+    # a case-sensitive `k in {"PATH"}` missed, so a changed PATH kept a stale no-op stamp.
+    lookup = platform.environ(env)
+    names = {k for k in env if k.startswith(("FLASHBUILD_", "CUDA", "NVCC"))} | \
+        _REPORTED_ENV | {"PATH", "PYTHONPATH", "INCLUDE", "LIB", "CXX", "CC"}
+    relevant = {k: lookup[k] for k in names if k in lookup}
     h.update(json.dumps([argv, sorted(relevant.items()), dict(torch)]).encode())
     scanned = staging.scan(tree)
     for rel in sorted(scanned.files):
