@@ -123,7 +123,7 @@ def _setup(ctx: BackendContext, tools: cmake.Tools) -> _Setup:
     logs = folder.path / "logs"
     logs.mkdir(exist_ok=True)
     return _Setup(folder, source_dir, plan, chosen, output_dir, argv, env,
-                  cmake.configure_hash(argv, env), logs)
+                  cmake.configure_hash(argv, env, request.platform), logs)
 
 
 def _forget_other_source(setup: _Setup, *, notes: list[str], say: Step) -> None:
