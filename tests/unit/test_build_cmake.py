@@ -10,7 +10,6 @@ from flashbuild import platforms
 from flashbuild.arch import parse_arch_spec
 from flashbuild.building import builddir, cmake
 from flashbuild.errors import UsageError
-
 from tests.fakes import ReplayRunner
 
 LINUX = platforms.get("linux")
