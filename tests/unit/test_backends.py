@@ -165,6 +165,34 @@ def test_windows_environment_uses_flashbuilds_msvc_and_its_flags(tmp_path: Path)
     assert env["NVCC_THREADS"]
 
 
+@pytest.mark.parametrize("temp", ["C:\\Users\\José\\AppData\\Local\\Temp",
+                                  "C:\\Users\\Jane Doe\\AppData\\Local\\Temp"])
+def test_windows_build_gets_an_ascii_temp_folder(tmp_path: Path, temp: str) -> None:
+    # Issue 20: doctor warned about such a TEMP, but nvcc still got it (its intermediate files
+    # go there and their paths to cl.exe).
+    (tmp_path / "setup.py").write_text(SETUP_PY)
+    request = _request(tmp_path, platform="windows", arch="sm120")
+    request.env = {"Path": "C:\\Windows", "Temp": temp, "TMP": temp}
+    folder = tmp_path / "build"
+    env = setuptools.build_environment(request, tmp_path, jobs=1,  # type: ignore[arg-type]
+                                       hook_report=tmp_path / "r", build_temp=None,
+                                       folder=folder)
+    assert env["Temp"] == env["TMP"] == str(folder / "tmp") and (folder / "tmp").is_dir()
+    assert "TEMP" not in env  # one variable, in the spelling it came with
+    plain = {"Temp": "C:\\Temp", "TMP": "C:\\Temp"}
+    request.env = plain
+    again = setuptools.build_environment(request, tmp_path, jobs=1,  # type: ignore[arg-type]
+                                         hook_report=tmp_path / "r", build_temp=None,
+                                         folder=folder)
+    assert again["Temp"] == "C:\\Temp"  # a plain TEMP is kept
+    linux = _request(tmp_path)
+    linux.env = {"PATH": "/usr/bin", "TMPDIR": "/tmp/José", "TEMP": temp}
+    on_linux = setuptools.build_environment(linux, tmp_path, jobs=1,  # type: ignore[arg-type]
+                                            hook_report=tmp_path / "r", build_temp=None,
+                                            folder=folder)
+    assert on_linux["TEMP"] == temp
+
+
 def test_cpu_torch_and_cuda_major_mismatch_are_refused(tmp_path: Path) -> None:
     request = _request(tmp_path, cuda="13.0")
     with pytest.raises(ToolchainError, match="CPU-only"):

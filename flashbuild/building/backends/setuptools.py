@@ -32,7 +32,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from flashbuild.building import archcheck, progress, staging
+from flashbuild.building import archcheck, builddir, progress, staging
 from flashbuild.building.backends import (
     BackendContext,
     BackendResult,
@@ -85,7 +85,7 @@ class SetuptoolsBackend:
         dist = folder / "dist-setuptools"
         report = logs / "hook.jsonl"
         env = build_environment(request, ctx.tree, jobs=plan.ninja_jobs, hook_report=report,
-                                build_temp=_build_temp(request, folder))
+                                build_temp=_build_temp(request, folder), folder=folder)
         inplace = request.install == "inplace"
         argv = (_inplace_argv(request) if inplace else
                 # --use-pep517: pip's legacy path runs `setup.py clean` after a failure, which
@@ -201,9 +201,11 @@ def check_torch_cuda(torch: Mapping[str, str], request: BuildRequest) -> None:
 # --- the environment ------------------------------------------------------------------------
 
 def build_environment(request: BuildRequest, tree: Path, *, jobs: int, hook_report: Path,
-                      build_temp: Path | None) -> dict[str, str]:
-    """The environment setup.py runs in (see the module docstring)."""
-    env = dict(request.env)
+                      build_temp: Path | None, folder: Path | None = None) -> dict[str, str]:
+    """The environment setup.py runs in (see the module docstring); with `folder` (the build
+    folder), an ASCII TEMP inside it where nvcc needs one (`builddir.with_ascii_temp`)."""
+    env = dict(request.env) if folder is None else \
+        builddir.with_ascii_temp(request.env, folder, request.platform)
     root = Path(request.cmake_toolkit_root or request.toolkit.root)
     path_key = next((k for k in env if k.upper() == "PATH"), "PATH")
     env[path_key] = os.pathsep.join([str(root / "bin"), env.get(path_key, "")]).rstrip(
