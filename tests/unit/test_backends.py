@@ -313,3 +313,80 @@ def test_noop_stamp_reads_path_with_windows_semantics(tmp_path: Path) -> None:
     linux = platforms.get("linux")
     assert setuptools._digest(["p"], {"PATH": "/a"}, tmp_path, {}, linux) != \
         setuptools._digest(["p"], {"PATH": "/b"}, tmp_path, {}, linux)
+
+
+def test_hook_computes_the_object_path_torch_writes_on_windows() -> None:
+    import ntpath
+
+    hook = _hook()
+    got = hook.longest_object(["C:\\Users\\me\\src\\tree\\csrc\\k.cu",
+                               "C:\\Users\\me\\src\\tree\\csrc\\deeper\\bind.cpp"],
+                              "C:\\Users\\me\\build\\t", path=ntpath)
+    assert got == "C:\\Users\\me\\build\\t\\Users\\me\\src\\tree\\csrc\\deeper\\bind.obj"
+
+
+def _fake_cpp_extension(compiled: list[str]) -> SimpleNamespace:
+    class BuildExtension:
+        def build_extensions(self) -> None:
+            compiled.append("compiled")
+
+    return SimpleNamespace(CUDA_HOME="/cuda", BuildExtension=BuildExtension)
+
+
+def test_hook_stops_before_compiling_when_an_object_path_is_too_long(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 20: nothing checked the longest object path; cl failed with C1083 deep in the
+    # build. 260 is Windows' MAX_PATH (with its NUL), so 259 characters still work.
+    hook = _hook()
+    report = tmp_path / "hook.jsonl"
+    monkeypatch.setenv("FLASHBUILD_HOOK_REPORT", str(report))
+    monkeypatch.setenv("FLASHBUILD_GENCODE", "[]")
+    monkeypatch.setenv("FLASHBUILD_PATH_LIMIT", "260")
+    monkeypatch.delenv("FLASHBUILD_BUILD_TEMP", raising=False)
+    compiled: list[str] = []
+    module = _fake_cpp_extension(compiled)
+    hook._patch(module)
+    temp = tmp_path / "t"
+    builder = module.BuildExtension()
+    builder.build_temp = str(temp)
+    ext = SimpleNamespace(name="m._C", sources=[], extra_compile_args={"nvcc": []})
+    builder.extensions = [ext]
+
+    def source(length: int) -> str:
+        """A source whose object path (`<temp>/s/<name>.obj`) has `length` characters."""
+        name = "n" * (length - len(str(temp)) - len("/s/") - len(".obj"))
+        return f"/s/{name}.cu"
+
+    ext.sources = ["/s/k.cu", source(259)]
+    assert len(hook.longest_object(ext.sources, str(temp))) == 259
+    builder.build_extensions()
+    assert compiled == ["compiled"]
+    ext.sources = ["/s/k.cu", source(260)]
+    with pytest.raises(SystemExit, match="past the 260-character limit"):
+        builder.build_extensions()
+    assert compiled == ["compiled"]  # not a second time
+    (hit,) = [r for r in setuptools.read_hook_report(report) if "too_long" in r]
+    assert hit["limit"] == 260 and len(str(hit["too_long"])) == 260
+
+
+def test_a_too_long_object_path_is_one_paragraph_naming_a_short_folder(tmp_path: Path) -> None:
+    (tmp_path / "setup.py").write_text(SETUP_PY)
+    request = _request(tmp_path, platform="windows", arch="sm120")
+    request.source_dir = tmp_path / "causal-conv1d"
+    env = setuptools.build_environment(request, tmp_path, jobs=1,  # type: ignore[arg-type]
+                                       hook_report=tmp_path / "r", build_temp=None)
+    assert env["FLASHBUILD_PATH_LIMIT"] == "260"
+    linux = setuptools.build_environment(_request(tmp_path),  # type: ignore[arg-type]
+                                         tmp_path, jobs=1, hook_report=tmp_path / "r",
+                                         build_temp=None)
+    assert "FLASHBUILD_PATH_LIMIT" not in linux
+    report = tmp_path / "hook.jsonl"
+    assert setuptools.too_long(report, request, tmp_path / "b") is None  # type: ignore[arg-type]
+    longest = "C:\\Users\\someone\\b\\t\\" + "x" * 250 + ".obj"
+    report.write_text(json.dumps({"too_long": longest, "limit": 260}) + "\n")
+    err = setuptools.too_long(report, request, tmp_path / "b")  # type: ignore[arg-type]
+    assert err is not None
+    assert err.what.startswith(f"an object file path would have {len(longest)} characters")
+    assert longest in err.evidence
+    assert "C:\\src\\causal-conv1" in err.fix and "--build-dir" in err.fix
+    assert "LongPathsEnabled does not help" in err.fix

@@ -120,7 +120,7 @@ class SetuptoolsBackend:
                                           show_progress=ctx.show_progress,
                                           what="building (setup.py)")
         if code != 0:
-            raise _failure(monitor, log)
+            raise too_long(report, request, folder) or _failure(monitor, log)
         _check_arch(request, ctx.tree, env, report)
         if inplace:
             modules = _inplace_modules(ctx.tree, report, request, ctx.runner)
@@ -231,6 +231,8 @@ def build_environment(request: BuildRequest, tree: Path, *, jobs: int, hook_repo
     env["FLASHBUILD_HOOK_REPORT"] = str(hook_report)
     if build_temp is not None:
         env["FLASHBUILD_BUILD_TEMP"] = str(build_temp)
+    if request.platform.path_limit is not None:
+        env["FLASHBUILD_PATH_LIMIT"] = str(request.platform.path_limit)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HOOK_DIR), env.get("PYTHONPATH", ""))
                                         if p)
     env.update(request.build_env)
@@ -400,6 +402,26 @@ def _wheel_root(path: Path) -> Path | None:
         if parent.name == "out":
             return parent
     return None
+
+
+def too_long(report: Path, request: BuildRequest, folder: Path) -> BuildError | None:
+    """The error for a build the hook stopped because an object path would pass the
+    platform's limit (None when it did not)."""
+    hit = next((r for r in read_hook_report(report) if "too_long" in r), None)
+    if hit is None:
+        return None
+    longest, limit = str(hit["too_long"]), hit.get("limit")
+    return BuildError(
+        f"an object file path would have {len(longest)} characters, past Windows' "
+        f"{limit}-character limit; nothing was compiled",
+        evidence=f"torch writes objects under the build folder's `t` folder followed by the "
+        f"source's absolute path: {longest}",
+        fix=f"build from a shorter path: move or clone the tree to a short folder (e.g. "
+        f"C:\\src\\{request.source_dir.name[:12]}) and pass a short --build-dir (e.g. "
+        f"C:\\b; now {folder}). LongPathsEnabled does not help: cl.exe, link.exe and nvcc are "
+        "not long-path aware",
+        details={"object": longest, "length": len(longest), "limit": limit},
+    )
 
 
 def _failure(monitor: progress.NinjaMonitor, log: Path) -> BuildError:
