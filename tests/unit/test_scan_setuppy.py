@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from flashbuild.arch import parse_arch_spec
@@ -376,7 +377,11 @@ def test_long_object_path_fix_is_a_short_folder_not_long_paths(tmp_path: Path) -
     deep = "csrc/" + "/".join(["a_rather_long_folder_name"] * 9) + "/k.cu"
     files = FILES | {deep: FILES["csrc/k.cu"],
                      "setup.py": PER_ARCH.replace('"csrc/k.cu"]', f'"{deep}"]')}
-    result = scan_tree(_tree(tmp_path, files), make_target("windows", "sm120"))
+    try:
+        root = _tree(tmp_path, files)
+    except OSError:  # pragma: no cover - a Windows with long paths off cannot hold the tree
+        pytest.skip("this machine cannot create a path that long")
+    result = scan_tree(root, make_target("windows", "sm120"))
     (long,) = [f for f in result.findings if f.rule == "FB232"]
     assert long.path == deep
     assert "short folder" in long.fix.manual and "does not help" in long.fix.manual
