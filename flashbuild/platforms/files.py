@@ -2,9 +2,10 @@
 
 On Windows, Defender and the search indexer open a freshly written file to scan it; for those
 few milliseconds `os.replace` onto it, or of it, fails with WinError 5 (access denied) or 32
-(sharing violation), both raised as PermissionError. pip, setuptools and CPython's own test
-suite retry such a rename a few times; so does flashbuild, a bounded number of times, through
-this one helper. Elsewhere a PermissionError means what it says and is never retried.
+(sharing violation), both raised as PermissionError. pip retries its deletes for the same
+reason (`pip._internal.utils.misc.rmtree`: every 0.5 s for up to 3 s); flashbuild retries its
+renames a bounded number of times, through this one helper. Elsewhere a PermissionError means
+what it says and is never retried.
 """
 
 from __future__ import annotations
