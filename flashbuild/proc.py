@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import signal
 import subprocess
 import threading
@@ -53,8 +52,11 @@ class Completed:
 
 
 def quote(argv: Sequence[str]) -> str:
-    """The command as a user could paste it into a shell."""
-    return shlex.join(str(a) for a in argv)
+    """The command as a user could paste it into this OS's shell (the platform's quoting:
+    cmd's on Windows, POSIX elsewhere)."""
+    from flashbuild import platforms
+
+    return platforms.current().quote_command([str(a) for a in argv])
 
 
 def tail(text: str, lines: int = TAIL_LINES) -> str:
@@ -127,13 +129,10 @@ class ProcessRunner:
                 args,
                 env=dict(env) if env is not None else None,
                 cwd=cwd,
-                input=input,
+                input=None if input is None else input.encode("utf-8"),
                 capture_output=True,
                 timeout=timeout,
                 check=False,
-                # Tools print in the console's code page on Windows; never crash on it.
-                encoding="utf-8",
-                errors="replace",
                 stdin=None if input is not None else subprocess.DEVNULL,
             )
         except subprocess.TimeoutExpired as exc:
@@ -151,8 +150,11 @@ class ProcessRunner:
                 fix="check that the file is an executable for this machine",
                 details={"argv": args},
             ) from exc
-        done = Completed(tuple(args), proc.returncode, proc.stdout or "", proc.stderr or "",
-                         time.monotonic() - start)
+        # Bytes decoded by the platform: cl, link and nvcc print in the OEM code page on
+        # Windows; never crash on a bad byte.
+        decode = _decoder()
+        done = Completed(tuple(args), proc.returncode, _newlines(decode(proc.stdout or b"")),
+                         _newlines(decode(proc.stderr or b"")), time.monotonic() - start)
         if check and not done.ok:
             raise failed(done)
         return done
@@ -195,18 +197,19 @@ class ProcessRunner:
         proc = subprocess.Popen(
             args, env=dict(env) if env is not None else None, cwd=cwd,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            encoding="utf-8", errors="replace", bufsize=1,
         )
+        decode = _decoder()  # bytes per line, decoded as in `run`
         timer: threading.Timer | None = None
         if timeout is not None:
             timer = threading.Timer(timeout, proc.kill)
             timer.start()
         try:
             assert proc.stdout is not None
-            for line in proc.stdout:
-                if log is not None:
-                    log.write(line)
-                on_line(line.rstrip("\r\n"))
+            for raw in proc.stdout:
+                for line in _universal_lines(decode(raw)):
+                    if log is not None:
+                        log.write(line)
+                    on_line(line.rstrip("\n"))
             return proc.wait()
         except BaseException:
             proc.terminate()
@@ -220,6 +223,23 @@ class ProcessRunner:
                 timer.cancel()
             if proc.stdout is not None:
                 proc.stdout.close()
+
+
+def _decoder() -> Callable[[bytes], str]:
+    from flashbuild import platforms
+
+    return platforms.current().decode_output
+
+
+def _newlines(text: str) -> str:
+    """Text mode's universal newlines: `\r\n` and a lone `\r` become `\n`."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _universal_lines(text: str) -> list[str]:
+    """One binary line as text mode would give it (`_newlines`), split after each `\n`."""
+    parts = _newlines(text).split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 class _Seen:

@@ -69,3 +69,60 @@ class ReplayRunner:
         if check and not done.ok:
             raise failed(done)
         return done
+
+
+def cmd_parse(line: str, env: Mapping[str, str]) -> list[str]:
+    """How cmd.exe reads a command line, as far as quoting goes: `%NAME%` expanded first
+    (names case-insensitive, values not expanded again), then words split on unquoted
+    blanks, `^` escaping the next character outside quotes, and `&&`, `&`, `||`, `|`, `<`,
+    `>` outside quotes returned as operator words. Quotes are removed from the words."""
+    upper = {k.upper(): v for k, v in env.items()}
+    expanded, i = "", 0
+    while i < len(line):
+        end = line.find("%", i + 1) if line[i] == "%" else -1
+        if end > i and line[i + 1:end].upper() in upper:
+            expanded += upper[line[i + 1:end].upper()]
+            i = end + 1
+        else:
+            expanded += line[i]
+            i += 1
+    words: list[str] = []
+    word, quoted, started, j = "", False, False, 0
+    while j < len(expanded):
+        c = expanded[j]
+        if c == '"':
+            quoted, started = not quoted, True
+        elif quoted:
+            word += c
+        elif c == "^" and j + 1 < len(expanded):
+            j += 1
+            word += expanded[j]
+            started = True
+        elif c in " \t":
+            if started:
+                words.append(word)
+            word, started = "", False
+        elif c in "&|<>":
+            if started:
+                words.append(word)
+            op = expanded[j:j + 2] if expanded[j:j + 2] in ("&&", "||") else c
+            words.append(op)
+            j += len(op) - 1
+            word, started = "", False
+        else:
+            word += c
+            started = True
+        j += 1
+    if started:
+        words.append(word)
+    return words
+
+
+def set_target(env: Mapping[str, str] | None) -> Path:
+    """Where a replayed `cmd … && set > %FLASHBUILD_SET_FILE%` writes (the variable's value
+    is the quoted path)."""
+    from flashbuild.platforms.windows import SET_FILE_VAR
+
+    assert env is not None
+    value = next(v for k, v in env.items() if k.upper() == SET_FILE_VAR)
+    return Path(value.strip('"'))

@@ -17,8 +17,14 @@ import re
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flashbuild.building.cmake import read_cache_value
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from flashbuild.platforms.base import Platform
 
 KEY_FILE = "flashbuild-key.json"
 
@@ -124,3 +130,32 @@ def _same_file(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
     except OSError:
         return str(a).replace("\\", "/") == str(b).replace("\\", "/")
+
+
+#: The folder under a build folder that stands in for an awkward TEMP.
+TEMP_DIR = "tmp"
+
+
+def with_ascii_temp(env: Mapping[str, str], folder: Path,
+                    platform: Platform) -> dict[str, str]:
+    """`env`, with TMP and TEMP pointed at `<build folder>/tmp` where nvcc would otherwise
+    use a temp folder with spaces or non-ASCII characters on Windows.
+
+    nvcc writes its intermediate files into TEMP and passes their paths to cl.exe; a profile
+    such as `C:\\Users\\José Müller` breaks that (FACTS.md "Building"), and doctor's warning
+    (detect/host.py) only says so. The stand-in is used when it is itself a plain path;
+    names are replaced with the platform's rules (one `TEMP`, whatever its spelling)."""
+    if not platform.msvc_host:
+        return dict(env)
+    lookup = platform.environ(env)
+    awkward = [v for v in ("TMP", "TEMP") if lookup.get(v) and _awkward(lookup[v])]
+    temp = folder / TEMP_DIR
+    if not awkward or _awkward(str(temp)):
+        return dict(env)
+    temp.mkdir(parents=True, exist_ok=True)
+    lookup.update({"TMP": str(temp), "TEMP": str(temp)})
+    return dict(lookup)
+
+
+def _awkward(path: str) -> bool:
+    return " " in path or not path.isascii()

@@ -226,9 +226,13 @@ def build_argv(tools: Tools, build_dir: Path, jobs: int, targets: Sequence[str] 
     return [str(tools.ninja), "-C", str(build_dir), "-j", str(jobs), *targets]
 
 
-def configure_hash(argv: Sequence[str], env: Mapping[str, str]) -> str:
-    """A hash of the configure command and the environment variables that change its result."""
-    payload = {"argv": list(argv), "env": {k: env.get(k, "") for k in _CONFIGURE_ENV}}
+def configure_hash(argv: Sequence[str], env: Mapping[str, str], platform: Platform) -> str:
+    """A hash of the configure command and the environment variables that change its result,
+    looked up with the platform's rules: on Windows `os.environ` spells them in upper case
+    (`VCTOOLSVERSION`) and vcvarsall as it likes (`Path`), and a case-sensitive lookup of
+    `VCToolsVersion` found nothing, so a toolset change did not reconfigure."""
+    lookup = platform.environ(env)
+    payload = {"argv": list(argv), "env": {k: lookup.get(k) or "" for k in _CONFIGURE_ENV}}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

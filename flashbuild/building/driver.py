@@ -183,6 +183,7 @@ def build(request: BuildRequest, *, runner: StreamRunner,
                      "files are not patched (the build patched its mirror); use the default "
                      "wheel install, or --in-place, to install the patched package files")
     result = installing.install(install_plan, runner, request.env)
+    notes += result.warnings
     steps.append(StepTime("install", time.monotonic() - t0, skipped=result.skipped,
                           note=str(result.location or "")))
     if result.location is not None and not result.skipped:

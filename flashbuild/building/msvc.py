@@ -88,10 +88,12 @@ def vcvars_args(choice: MsvcChoice, arch: str = "x64") -> list[str]:
     return [arch, f"-vcvars_ver={choice.toolset.vcvars_ver}"]
 
 
-def vcvars_argv(choice: MsvcChoice, out_file: PurePath, arch: str = "x64") -> list[str]:
-    """The whole `cmd /u /d /c call "<vcvarsall.bat>" x64 -vcvars_ver=14.44 && set > <file>`
-    command (see `platforms.windows.batch_env_argv` for why it is spelled so)."""
-    return batch_env_argv(choice.vcvarsall, vcvars_args(choice, arch), out_file)
+def vcvars_argv(choice: MsvcChoice, out_file: PurePath, arch: str = "x64", *,
+                env: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The whole `cmd /u /d /c call <vcvarsall.bat> x64 -vcvars_ver=14.44 && set > <file>`
+    command and the variables that carry its two paths (see
+    `platforms.windows.batch_env_argv` for why it is spelled so)."""
+    return batch_env_argv(choice.vcvarsall, vcvars_args(choice, arch), out_file, env=env)
 
 
 def get_ci(env: Mapping[str, str], name: str) -> str | None:
@@ -110,18 +112,37 @@ def target_arch(env: Mapping[str, str], active: ActiveMsvc | None) -> str | None
     return None
 
 
+def host_arch(env: Mapping[str, str], active: ActiveMsvc | None) -> str | None:
+    """What the shell's compiler runs as: VsDevCmd's VSCMD_ARG_HOST_ARCH, else the
+    `bin\\Host<arch>\\<target>` folder `cl.exe` sits in."""
+    named = get_ci(env, "VSCMD_ARG_HOST_ARCH")
+    if named:
+        return named.strip().lower()
+    if active is not None and active.cl_path:
+        parts = PureWindowsPath(active.cl_path).parts
+        if len(parts) >= 3 and parts[-3].lower().startswith("host"):
+            return parts[-3][4:].lower()
+    return None
+
+
 def already_active(env: Mapping[str, str], active: ActiveMsvc | None,
                    window: HostWindow) -> bool:
-    """True when this shell ran vcvarsall **for x64** and its `cl` is inside nvcc's window.
+    """True when this shell ran vcvarsall **for x64, on x64** and its `cl` is inside nvcc's
+    window.
 
     The default "Developer Command Prompt for VS" targets x86 (FACTS.md "MSVC environment
     capture"): its 32-bit `cl` cannot build against 64-bit Python and CUDA, so a shell is
-    used as it is only when x64 is confirmed."""
+    used as it is only when x64 is confirmed. The "x86_x64 Cross Tools" prompt targets x64
+    with a 32-bit `cl` (bin\\Hostx86\\x64), which runs out of heap on CUTLASS-heavy units
+    (C1060); a shell whose host is known to be anything but x64 is not used either, and
+    vcvarsall x64 (the x64 native tools) is activated instead."""
     if not any(get_ci(env, v) for v in _ACTIVATED):
         return False
     if active is None or active.msc_ver is None:
         return False
     if target_arch(env, active) != "x64":
+        return False
+    if host_arch(env, active) not in (None, "x64"):
         return False
     return window.accepts_msc(active.msc_ver) is not False
 
@@ -144,8 +165,13 @@ def activate(env: Mapping[str, str], runner: Runner, studios: Sequence[VisualStu
             fix="run the same command in a terminal to see why; or open an 'x64 Native Tools "
             "Command Prompt' and run flashbuild from it",
         )
-    return MsvcEnv(got, f"vcvarsall {choice.studio.display_name} "
-                   f"-vcvars_ver={choice.toolset.vcvars_ver}", choice.toolset.msc_ver)
+    source = f"vcvarsall {choice.studio.display_name} -vcvars_ver={choice.toolset.vcvars_ver}"
+    host = host_arch(env, active)
+    if host not in (None, "x64") and target_arch(env, active) == "x64":
+        source += (f" (this shell's {host}-hosted x64 cross compiler was not used: a 32-bit "
+                   "cl runs out of heap on large units, C1060; vcvarsall x64 gives the x64 "
+                   "native tools)")
+    return MsvcEnv(got, source, choice.toolset.msc_ver)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
+from flashbuild import platforms
 from flashbuild.errors import TreeError
 from flashbuild.patching import journal as jr
 from flashbuild.patching.engine import revert_tree
@@ -364,7 +365,7 @@ class _Placer:
                 self._copy(src, tmp, keep_mtime=forward)
                 self.copied.append(rel)
         # Atomic, so a killed build never leaves a mirror without the file.
-        tmp.replace(dest)
+        platforms.current().replace(tmp, dest)
 
     def _link(self, src: Path, tmp: Path) -> bool:
         if not self.links_ok:

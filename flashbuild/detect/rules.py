@@ -595,9 +595,12 @@ def _long_paths(f: Findings) -> list[Verdict]:
         return []
     return _v("windows.long-paths", Severity.WARN, Section.HOST,
               "Windows long paths are off",
-              "paths over 260 characters fail in ninja unless LongPathsEnabled=1 (FACTS.md)",
-              "as administrator: `reg add HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem "
-              "/v LongPathsEnabled /t REG_DWORD /d 1 /f`, or build in a short folder like C:\\b")
+              "paths over 260 characters fail in ninja, CMake and Python unless "
+              "LongPathsEnabled=1 (FACTS.md); cl.exe, link.exe and nvcc fail past 260 either "
+              "way (they are not long-path aware: C1083, LNK1104)",
+              "build in a short folder like C:\\b; also, as administrator: `reg add "
+              "HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem /v LongPathsEnabled /t "
+              "REG_DWORD /d 1 /f` for the other tools")
 
 
 @rule("windows.path-hazard")
@@ -607,10 +610,11 @@ def _path_hazard(f: Findings) -> list[Verdict]:
         return []
     out: list[Verdict] = []
     for hazard in h.path_hazards:
-        if hazard.what == "long" and h.long_paths_enabled:
-            continue
+        # A long build folder stays a hazard with LongPathsEnabled=1: cl.exe, link.exe and
+        # nvcc do not declare longPathAware, so C1083/LNK1104 past 260 characters either way.
         why = {"spaces": "spaces break nvcc's MSVC environment setup",
-               "long": "object paths below it may pass Windows' 260-character limit",
+               "long": "object paths below it may pass Windows' 260-character limit, which "
+                       "cl.exe, link.exe and nvcc keep even with LongPathsEnabled=1",
                "non-ascii": "non-ASCII characters are mangled by tools that use the console "
                             "code page"}[hazard.what]
         out += _v("windows.path-hazard", Severity.WARN, Section.HOST,

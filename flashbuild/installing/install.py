@@ -8,16 +8,20 @@ Modes:
   playbooks do (`python -c "import pkg"` works with the tree on sys.path).
 - `none`: build only.
 
-Nothing is replaced until every check has passed: a read-only target is an InstallError
-before the first file moves, and a failed build never reaches this module, so the previous
-install stays intact. An unchanged re-run (same binaries, same shim data, same manifest,
-target still there) installs nothing, which keeps the no-op rebuild well under a second.
+Nothing is replaced until every check has passed: a read-only target, or a file another
+process holds (a loaded `.pyd` on Windows), is an InstallError before the first file moves;
+an in-place install swaps its files all or nothing (`replace_all`); and a failed build never
+reaches this module, so the previous install stays intact. An unchanged re-run (same
+binaries, same shim data, same manifest, target still there) installs nothing, which keeps
+the no-op rebuild well under a second.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import re
 import shutil
 import sys
 import sysconfig
@@ -99,12 +103,14 @@ class InstallResult:
     skipped: bool = False
     """True when the same install was already in place (nothing written)."""
     notes: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = field(default=())
+    """What the user should act on (a folder pip left behind), shown with the build's notes."""
 
     def to_json(self) -> dict[str, object]:
         return {"mode": self.mode, "location": str(self.location) if self.location else None,
                 "files": [str(f) for f in self.files],
                 "wheel": str(self.wheel) if self.wheel else None, "skipped": self.skipped,
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "warnings": list(self.warnings)}
 
 
 def install(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) -> InstallResult:
@@ -131,18 +137,97 @@ def _install_inplace(plan: InstallPlan) -> InstallResult:
     root = import_root(plan.package_dir, plan.package)
     destinations = [root / a.relpath if a.relpath else target / a.path.name
                     for a in plan.artifacts]
-    planned = [*destinations, target / f"{shim.SHIM_MODULE}.py", target / "__init__.py",
-               target / plan.manifest_name]
-    check_writable(target, planned)
-    files: list[Path] = []
-    for artifact, dest in zip(plan.artifacts, destinations, strict=True):
-        _copy_atomic(artifact.path, dest)
-        files.append(dest)
-    files.append(shim.install_shim(target, plan.dll_dirs, package=plan.package))
+    shim_file = target / f"{shim.SHIM_MODULE}.py"
+    init = target / "__init__.py"
     manifest = target / plan.manifest_name
-    _write_bytes_atomic(manifest, plan.manifest)
-    files.append(manifest)
-    return InstallResult("inplace", target, tuple(files))
+    planned = [*destinations, shim_file, init, manifest]
+    check_writable(target, planned)
+    init_text = init.read_bytes().decode("utf-8") if init.is_file() else ""
+    contents: list[tuple[Path, Path | bytes]] = [
+        *((dest, a.path) for a, dest in zip(plan.artifacts, destinations, strict=True)),
+        (shim_file, shim.render(plan.dll_dirs, package=plan.package).encode("utf-8")),
+        (init, shim.insert(init_text).encode("utf-8")),
+        (manifest, plan.manifest)]
+    replace_all(contents)
+    return InstallResult("inplace", target, (*destinations, shim_file, manifest))
+
+
+#: Suffixes of the staged new file and of the previous file kept until every swap succeeded.
+_NEW, _OLD = ".flashbuild-tmp", ".flashbuild-old"
+
+
+def replace_all(contents: Sequence[tuple[Path, Path | bytes]]) -> None:
+    """Put each `(destination, file or bytes)` in place, all or nothing.
+
+    Every new file is staged beside its destination first; then each existing destination is
+    checked to be replaceable (Windows refuses to replace a `.pyd` a running Python has
+    loaded, WinError 5); then the previous files are moved aside one by one and the new ones
+    moved in. When a swap fails after others succeeded, the ones done are moved back, so the
+    package never holds a mix of old and new binaries. Bytes equal to the destination's are
+    skipped (an unchanged `__init__.py` keeps its mtime)."""
+    plat = platforms.current()
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for dest, source in contents:
+            if isinstance(source, bytes) and dest.is_file() and dest.read_bytes() == source:
+                continue
+            tmp = dest.with_name(dest.name + _NEW)
+            if isinstance(source, bytes):
+                tmp.write_bytes(source)
+            else:
+                shutil.copy2(source, tmp)
+            staged.append((tmp, dest))
+        held = [dest for _, dest in staged if dest.exists() and _held(dest)]
+        if held:
+            raise _in_use(held, "it is open in another process")
+        _swap(plat, staged)
+    finally:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+
+
+def _held(path: Path) -> bool:
+    """Whether another process keeps `path` from being replaced: on Windows a loaded `.pyd`
+    or `.dll` (its image is mapped) cannot be opened for writing. Opening it in `r+b` and
+    closing it changes nothing."""
+    try:
+        with path.open("r+b"):
+            return False
+    except OSError:
+        return True
+
+
+def _swap(plat: Platform, staged: Sequence[tuple[Path, Path]]) -> None:
+    done: list[tuple[Path, Path | None]] = []
+    try:
+        for tmp, dest in staged:
+            backup = dest.with_name(dest.name + _OLD) if dest.exists() else None
+            if backup is not None:
+                plat.replace(dest, backup)
+            done.append((dest, backup))
+            plat.replace(tmp, dest)
+    except OSError as exc:
+        for dest, backup in reversed(done):
+            if backup is not None:
+                plat.replace(backup, dest)
+            else:
+                dest.unlink(missing_ok=True)
+        raise _in_use([done[-1][0]] if done else [], str(exc)) from exc
+    for _, backup in done:
+        if backup is not None:
+            with contextlib.suppress(OSError):  # removed on a later run if something holds it
+                backup.unlink()
+
+
+def _in_use(paths: Sequence[Path], why: str) -> InstallError:
+    names = ", ".join(p.name for p in paths) or "a file"
+    return InstallError(
+        f"{names} could not be replaced; nothing was replaced",
+        evidence=f"{'; '.join(str(p) for p in paths)}: {why}",
+        fix="close every Python process that imported the package (on Windows a loaded .pyd "
+        "cannot be replaced) and run again",
+        details={"files": [str(p) for p in paths]},
+    )
 
 
 def import_root(package_dir: Path, package: str) -> Path:
@@ -174,27 +259,12 @@ def check_writable(folder: Path, files: Sequence[Path], *,
         )
 
 
-def _copy_atomic(src: Path, dest: Path) -> None:
-    tmp = dest.with_name(dest.name + ".flashbuild-tmp")
-    shutil.copy2(src, tmp)
-    try:
-        tmp.replace(dest)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        # On Windows a loaded .pyd cannot be replaced.
-        raise InstallError(
-            f"{dest.name} could not be replaced",
-            evidence=str(exc),
-            fix="close every Python process that imported the package and run again",
-        ) from exc
-
-
 def _write_bytes_atomic(dest: Path, data: bytes) -> None:
     if dest.is_file() and dest.read_bytes() == data:
         return
     tmp = dest.with_name(dest.name + ".flashbuild-tmp")
     tmp.write_bytes(data)
-    tmp.replace(dest)
+    platforms.current().replace(tmp, dest)
 
 
 # --- wheel -------------------------------------------------------------------------------
@@ -240,7 +310,58 @@ def _install_wheel(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) ->
         )
     files = (*installed, *(location / name for name in (f"{shim.SHIM_MODULE}.py",
                                                         plan.manifest_name)))
-    return InstallResult("wheel", location, files, wheel=wheel)
+    left = pip_leftovers(platlib, plan.package.split(".")[0],
+                         plan.distribution or plan.package)
+    return InstallResult("wheel", location, files, wheel=wheel,
+                         warnings=tuple(_clean_leftovers(left)))
+
+
+#: The characters pip puts after `~` when it moves a folder aside during an uninstall
+#: (pip/_internal/utils/temp_dir.py, AdjacentTempDirectory.LEADING_CHARS).
+_PIP_LEADING = frozenset("-~.=%0123456789")
+
+
+def pip_leftovers(platlib: Path, top_package: str, distribution: str) -> list[Path]:
+    """Folders pip moved aside and could not delete: uninstalling a package whose `.pyd` a
+    running Python has loaded (Windows) renames `flashkern` to `~lashkern` (and its
+    `.dist-info` alike) and leaves it; every later pip run then prints "Ignoring invalid
+    distribution ~lashkern". pip's name is `~`, some of `_PIP_LEADING`, then the original
+    name without as many leading characters, or the whole name."""
+    dist = re.sub(r"[-_.]+", "_", distribution).lower()
+    out = []
+    try:
+        entries = sorted(platlib.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        name = entry.name
+        if not name.startswith("~") or not entry.is_dir():
+            continue
+        body = name[1:]
+        middle = len(body) - len(body.lstrip("".join(_PIP_LEADING)))
+        rest = body[middle:]
+        if rest.endswith(".dist-info"):
+            original, rest = dist, rest.removesuffix(".dist-info").rsplit("-", 1)[0].lower()
+        else:
+            original = top_package
+        if rest and original.endswith(rest) and \
+                (rest == original or middle + 1 + len(rest) == len(original)):
+            out.append(entry)
+    return out
+
+
+def _clean_leftovers(folders: Sequence[Path]) -> list[str]:
+    """Delete what pip left (the process that held it may be gone by now); say what stays."""
+    stuck = []
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+        if folder.exists():
+            stuck.append(str(folder))
+    if not stuck:
+        return []
+    return [f"pip left {', '.join(stuck)} behind (a running Python had the package loaded "
+            "while it was replaced); pip prints \"Ignoring invalid distribution\" until it is "
+            "gone: close that Python and delete the folder"]
 
 
 def _platlib(python: str, runner: Runner, env: Mapping[str, str]) -> Path:

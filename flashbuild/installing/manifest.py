@@ -15,6 +15,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from flashbuild import platforms
 from flashbuild.errors import VerifyError
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ class Manifest:
         target = folder / MANIFEST_NAME
         tmp = target.with_suffix(".json.tmp")
         tmp.write_text(self.dump(), encoding="utf-8")
-        tmp.replace(target)
+        platforms.current().replace(tmp, target)
         return target
 
     @classmethod

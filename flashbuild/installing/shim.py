@@ -15,7 +15,7 @@ import re
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
-from flashbuild import __version__
+from flashbuild import __version__, platforms
 from flashbuild.errors import InstallError
 
 if TYPE_CHECKING:
@@ -196,5 +196,5 @@ def write_if_changed(path: Path, text: str) -> bool:
         return False
     tmp = path.with_name(path.name + ".flashbuild-tmp")
     tmp.write_bytes(data)
-    tmp.replace(path)
+    platforms.current().replace(tmp, path)
     return True

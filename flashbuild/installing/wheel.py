@@ -19,7 +19,7 @@ from packaging import tags
 from packaging.utils import canonicalize_name
 from wheel.wheelfile import WheelFile
 
-from flashbuild import __version__
+from flashbuild import __version__, platforms
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -90,7 +90,7 @@ def build_wheel(*, distribution: str, version: str, package: str, package_dir: P
                 wf.write(str(content), arcname)
         wf.writestr(f"{dist_info}/METADATA", metadata)
         wf.writestr(f"{dist_info}/WHEEL", wheel_meta)
-    tmp.replace(path)
+    platforms.current().replace(tmp, path)
     staging.rmdir()
     return path
 
@@ -117,7 +117,7 @@ def repack_wheel(wheel: Path, *, package: str, extra: Mapping[str, bytes],
             wf.writestr(info, src.read(info.filename))
         for arcname, content in sorted(replaced.items()):
             wf.writestr(arcname, content)
-    tmp.replace(path)
+    platforms.current().replace(tmp, path)
     staging.rmdir()
     return path
 

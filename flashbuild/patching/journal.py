@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import psutil
 
+from flashbuild import platforms
 from flashbuild.errors import BusyError, PatchError, TreeError
 from flashbuild.patching.tree import STATE_DIR, check_inside, check_rel
 
@@ -208,7 +209,7 @@ def atomic_write(target: Path, data: bytes, *, mode_from: Path | None = None,
         if source.exists():
             shutil.copymode(source, tmp)
         _write_point()
-        tmp.replace(target)
+        platforms.current().replace(tmp, target)
         _write_point()
     except OSError:
         with contextlib.suppress(OSError):

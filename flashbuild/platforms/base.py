@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
@@ -80,6 +80,21 @@ class Platform(Protocol):
 
     def writable(self, path: Path) -> bool:
         """Whether flashbuild may write into (folder) or replace (file) `path`."""
+        ...
+
+    def decode_output(self, data: bytes) -> str:
+        """A tool's output as text: UTF-8 (with replacement characters for bad bytes); on
+        Windows UTF-8 when it is valid, else the OEM code page cl, link and nvcc print in."""
+        ...
+
+    def quote_command(self, argv: Sequence[str]) -> str:
+        """The command as a user could paste it into this OS's shell (`shlex.join`;
+        `subprocess.list2cmdline` on Windows, which is the line the process receives)."""
+        ...
+
+    def replace(self, src: Path, dst: Path) -> None:
+        """`os.replace(src, dst)`; on Windows retried for a moment while a scanner holds
+        either file (flashbuild.platforms.files)."""
         ...
 
     # --- detection (flashbuild.detect) -------------------------------------------------

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import platform as _pyplatform
+import shlex
 from pathlib import Path, PurePath, PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
 from flashbuild.platforms.environ import find_program
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, MutableMapping
+    from collections.abc import Mapping, MutableMapping, Sequence
 
     from flashbuild.platforms.base import HostCompilerFamily, RegistryReader
 
@@ -44,6 +45,15 @@ class LinuxPlatform:
         # os.access alone says yes to root for a folder marked read-only (chmod a-w); the
         # mode bits say what the owner meant, so both must allow writing.
         return os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
+
+    def decode_output(self, data: bytes) -> str:
+        return data.decode("utf-8", errors="replace")
+
+    def quote_command(self, argv: Sequence[str]) -> str:
+        return shlex.join(argv)
+
+    def replace(self, src: Path, dst: Path) -> None:
+        src.replace(dst)  # no scanner holds files here: a failure is real
 
     def standard_toolkit_roots(self, env: Mapping[str, str]) -> list[str]:
         return ["/usr/local/cuda", "/usr/local/cuda-*", "/opt/cuda", "/usr/lib/cuda"]

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 from dataclasses import replace
 from pathlib import Path, PurePath, PureWindowsPath
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from flashbuild.platforms.environ import CaseInsensitiveEnv, find_program, windows_extensions
+from flashbuild.platforms.files import replace_with_retry
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, MutableMapping, Sequence
@@ -58,6 +60,25 @@ class WindowsPlatform:
             return os.access(path, os.W_OK)
         return os.access(path, os.W_OK) and bool(mode & 0o222)
 
+    def decode_output(self, data: bytes) -> str:
+        # cl, link and nvcc print in the console's OEM code page (cp437, cp850, cp932...), so
+        # a German `cl` banner or a path with `é` is not UTF-8; Python tools that print UTF-8
+        # (and all-ASCII output) decode as UTF-8, which OEM text with non-ASCII bytes is
+        # practically never.
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data.decode(oem_encoding(), errors="replace")
+
+    def quote_command(self, argv: Sequence[str]) -> str:
+        # What CreateProcess receives for an argv list: paste-able into cmd or PowerShell for
+        # paths with spaces, where shlex's single quotes mean nothing to cmd.
+        return subprocess.list2cmdline(argv)
+
+    def replace(self, src: Path, dst: Path) -> None:
+        # Defender and the indexer open new files briefly: WinError 5/32 for a moment.
+        replace_with_retry(src, dst)
+
     def standard_toolkit_roots(self, env: Mapping[str, str]) -> list[str]:
         program_files = env.get("ProgramFiles", env.get("PROGRAMFILES", r"C:\Program Files"))
         return [program_files + r"\NVIDIA GPU Computing Toolkit\CUDA\v*"]
@@ -98,6 +119,30 @@ class WindowsPlatform:
         return None
 
 
+def oem_code_page() -> int | None:
+    """The console OEM code page (GetOEMCP), None where it cannot be read (off Windows)."""
+    import ctypes
+
+    windll = getattr(ctypes, "windll", None)
+    if windll is None:
+        return None
+    return int(windll.kernel32.GetOEMCP())
+
+
+def oem_encoding() -> str:
+    """Python's codec for the OEM code page; cp437 (US) when it cannot be read or Python has
+    no codec for it."""
+    import codecs
+
+    page = oem_code_page()
+    name = f"cp{page}" if page else "cp437"
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        return "cp437"
+    return name
+
+
 def _read_registry(root: str, key: str, name: str) -> object | None:
     """The real registry, only reachable on Windows."""
     import importlib
@@ -119,20 +164,51 @@ def _read_registry(root: str, key: str, name: str) -> object | None:
 SET_OUTPUT_ENCODING = "utf-16-le"
 
 
-def batch_env_argv(script: PurePath, args: Sequence[str], out_file: PurePath) -> list[str]:
-    """`cmd /u /d /c call "<script>" <args> && set > "<out_file>"`, one word per item.
+#: The variables that carry the batch file and the output file into cmd's command line.
+BATCH_VAR = "FLASHBUILD_BATCH"
+SET_FILE_VAR = "FLASHBUILD_SET_FILE"
+
+
+def comspec(env: Mapping[str, str]) -> str:
+    """The command interpreter Windows itself starts: `%ComSpec%` (normally
+    `C:\\Windows\\System32\\cmd.exe`), not whatever `cmd` comes first on PATH."""
+    return CaseInsensitiveEnv(env).get("ComSpec") or "cmd"
+
+
+def cmd_quote(text: str) -> str:
+    """`text` as one quoted word for cmd.exe: inside double quotes `&`, `|`, `<`, `>`, `^`
+    and `(`/`)` are plain characters. A `"` cannot appear in a Windows path; `%` is only
+    expanded when the quoted text is part of the command line, which `batch_env_argv` avoids
+    by passing it through a variable (a variable's value is not expanded again)."""
+    return '"' + text.replace('"', "") + '"'
+
+
+def batch_env_argv(script: PurePath, args: Sequence[str], out_file: PurePath, *,
+                   env: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """`%ComSpec% /u /d /c call %FLASHBUILD_BATCH% <args> && set > %FLASHBUILD_SET_FILE%`,
+    one word per item, and the two variables (each value a cmd-quoted path) to add to the
+    environment it runs in.
 
     `/u` makes cmd write `set` as UTF-16-LE; without it `set` comes out in the console code
     page, and a profile such as `C:\\Users\\José` arrives mangled in TEMP, TMP, LIB and PATH
     (FACTS.md "MSVC environment capture"; setuptools decodes `cmd /u` output the same way).
     `set` writes into a file of ours rather than the pipe: the batch file's own messages stay
     on the pipe in the console code page, where the runner reads them for an error message.
-    No quotes of our own: on Windows the argv goes through `subprocess.list2cmdline`, which
-    escapes an embedded quote with a backslash, an escape cmd.exe does not know; it quotes a
-    path with spaces plainly, and `call` before the first quote keeps cmd's /c quote
-    stripping away from it. `/d` skips AutoRun commands from the registry."""
-    return ["cmd", "/u", "/d", "/c", "call", str(script), *args, "&&", "set", ">",
-            str(out_file)]
+
+    The paths travel in variables, already in quotes, because they cannot be quoted on the
+    command line: on Windows the argv goes through `subprocess.list2cmdline`, which quotes
+    only a word with a space and escapes an embedded quote with a backslash, an escape
+    cmd.exe does not know. A bare `C:\\Users\\R&D\\...\\set.txt` splits the line at `&`
+    ("'D\\...' is not recognized") and a `^` in a profile name is eaten as cmd's escape
+    character ("path not found"). cmd expands `%VAR%` before it parses the line, so the
+    quotes in the value protect the path, and the value never goes through list2cmdline.
+    `call` before the first word keeps cmd's /c quote stripping away from the line (`call`
+    re-expands `%` and doubles `^` in its own arguments, so only a batch *path* containing
+    those is still at risk: vcvarsall.bat sits under Program Files). `/d` skips AutoRun
+    commands from the registry."""
+    argv = [comspec(env or {}), "/u", "/d", "/c", "call", f"%{BATCH_VAR}%", *args, "&&",
+            "set", ">", f"%{SET_FILE_VAR}%"]
+    return argv, {BATCH_VAR: cmd_quote(str(script)), SET_FILE_VAR: cmd_quote(str(out_file))}
 
 
 def parse_set_output(text: str) -> CaseInsensitiveEnv:
@@ -160,9 +236,10 @@ def capture_batch_env(runner: Runner, script: PurePath, args: Sequence[str], *,
     run_env["VSCMD_SKIP_SENDTELEMETRY"] = "1"
     folder = Path(tempfile.mkdtemp(prefix="flashbuild-env-"))
     out_file = folder / "set.txt"
+    argv, carried = batch_env_argv(script, args, out_file, env=run_env)
+    run_env.update(carried)
     try:
-        done = runner.run(batch_env_argv(script, args, out_file), env=run_env,
-                          timeout=timeout, check=False)
+        done = runner.run(argv, env=run_env, timeout=timeout, check=False)
         try:
             raw = out_file.read_bytes()
         except OSError:
@@ -174,4 +251,7 @@ def capture_batch_env(runner: Runner, script: PurePath, args: Sequence[str], *,
     # quoting the batch file's output is readable.
     done = replace(done, stdout=done.stdout.replace("\0", ""),
                    stderr=done.stderr.replace("\0", ""))
-    return done, parse_set_output(raw.decode(SET_OUTPUT_ENCODING, errors="replace"))
+    got = parse_set_output(raw.decode(SET_OUTPUT_ENCODING, errors="replace"))
+    for name in carried:  # ours, not the batch file's
+        got.pop(name, None)
+    return done, got

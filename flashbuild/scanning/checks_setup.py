@@ -206,8 +206,8 @@ def _long_paths(reach: Reach, add: _Add) -> None:
             "checkout",
             f"{_OBJ_PREFIX} characters of build/temp folder and checkout prefix + "
             f"{len(longest)} of source path",
-            Fix(manual="enable LongPathsEnabled (doctor checks it), or build from a short "
-                "folder"), path=longest, snip="")
+            Fix(manual="build from a short folder (e.g. C:\\b); LongPathsEnabled does not help, "
+                "cl.exe, link.exe and nvcc are not long-path aware"), path=longest, snip="")
 
 
 if TYPE_CHECKING:

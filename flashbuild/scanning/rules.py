@@ -147,7 +147,8 @@ _RULES += [
     Rule(id="FB232", name="setup-long-object-path", category=Category.SETUP_BUILD,
          short="object file path will pass 260 characters on Windows",
          help="setuptools writes objects under build/temp.<plat>-<py>/Release/<source path>; "
-         "past MAX_PATH (260) cl/link fail unless LongPathsEnabled is set."),
+         "past MAX_PATH (260) cl, link and nvcc fail, LongPathsEnabled or not (they are not "
+         "long-path aware)."),
 ]
 
 RULES: dict[str, Rule] = {r.id: r for r in _RULES}

@@ -677,6 +677,9 @@ def _dep_checks(deps: Sequence[binaries.Dependency], subject: str) -> list[Check
     out: list[Check] = []
     missing = [d for d in deps if d.resolution is binaries.Resolution.MISSING]
     driver = [d for d in deps if d.resolution is binaries.Resolution.DRIVER_MISSING]
+    # A delay-loaded DLL that is nowhere lets the module import; the first call into it
+    # fails. Not a failure of the import, not "resolved" either.
+    delayed = [d for d in deps if d.resolution is binaries.Resolution.DELAYED_MISSING]
     for dep in missing:
         out.append(Check("dependencies", subject, Status.FAIL, f"needs {dep.name}: not found",
                          dep.via,
@@ -686,9 +689,16 @@ def _dep_checks(deps: Sequence[binaries.Dependency], subject: str) -> list[Check
         out.append(Check("dependencies", subject, Status.WARN,
                          f"{dep.name} (NVIDIA driver) is not installed here",
                          dep.via, "the module loads only on a machine with the NVIDIA driver"))
+    for dep in delayed:
+        out.append(Check("dependencies", subject, Status.WARN,
+                         f"delay-loaded {dep.name} is not found: the module imports, the first "
+                         "call that needs it fails", dep.via,
+                         f"install the package that provides {dep.name}, or add its folder "
+                         "to the loader shim's DLL folders"))
     if not missing:
+        resolved = len(deps) - len(driver) - len(delayed)
         out.append(Check("dependencies", subject, Status.OK,
-                         f"{len(deps) - len(driver)} of {len(deps)} libraries resolve",
+                         f"{resolved} of {len(deps)} libraries resolve",
                          "; ".join(f"{d.name} → {d.path or d.resolution}" for d in deps)))
     return out
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import zipfile
 from base64 import urlsafe_b64encode
 from pathlib import Path
@@ -128,18 +129,25 @@ def _request(tmp_path: Path, *, platform: str = "linux", arch: str = "sm_90a",
         build_env={"CAUSAL_CONV1D_FORCE_BUILD": "TRUE"}, python="python")
 
 
-def test_environment_points_torch_at_the_chosen_toolkit_and_arch(tmp_path: Path) -> None:
+# ":" cannot be checked on Windows itself, where every path has one after the drive letter.
+@pytest.mark.parametrize("pathsep", sorted({os.pathsep, ";"}))
+def test_environment_points_torch_at_the_chosen_toolkit_and_arch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pathsep: str) -> None:
+    # ";" is what the Windows runner joins with: the assertions must split the same way.
+    monkeypatch.setattr(os, "pathsep", pathsep)
     (tmp_path / "setup.py").write_text(SETUP_PY)
     request = _request(tmp_path)
     env = setuptools.build_environment(request, tmp_path, jobs=3,  # type: ignore[arg-type]
                                        hook_report=tmp_path / "r", build_temp=None)
     root = str(tmp_path / "cuda")
     assert env["CUDA_HOME"] == env["CUDA_PATH"] == root
-    assert env["PATH"].split(":")[0] == f"{root}/bin"
+    # build_environment joins with os.pathsep (the machine that runs setup.py): `C:\...` on
+    # Windows would split into "C" on ":".
+    assert env["PATH"].split(os.pathsep)[0] == str(tmp_path / "cuda" / "bin")
     assert env["TORCH_CUDA_ARCH_LIST"] == "9.0a"
     assert env["MAX_JOBS"] == "3"
     assert json.loads(env["FLASHBUILD_GENCODE"]) == ["-gencode=arch=compute_90a,code=sm_90a"]
-    assert env["PYTHONPATH"].split(":")[0] == str(setuptools.HOOK_DIR)
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(setuptools.HOOK_DIR)
     assert env["CAUSAL_CONV1D_FORCE_BUILD"] == "TRUE"
     assert "NVCC_THREADS" not in env  # this setup.py does not read it
     assert "DISTUTILS_USE_SDK" not in env
@@ -156,6 +164,34 @@ def test_windows_environment_uses_flashbuilds_msvc_and_its_flags(tmp_path: Path)
     assert json.loads(env["FLASHBUILD_CXX_FLAGS"]) == ["/Zc:preprocessor"]
     assert env["FLASHBUILD_BUILD_TEMP"] == str(tmp_path / "t")
     assert env["NVCC_THREADS"]
+
+
+@pytest.mark.parametrize("temp", ["C:\\Users\\José\\AppData\\Local\\Temp",
+                                  "C:\\Users\\Jane Doe\\AppData\\Local\\Temp"])
+def test_windows_build_gets_an_ascii_temp_folder(tmp_path: Path, temp: str) -> None:
+    # Issue 20: doctor warned about such a TEMP, but nvcc still got it (its intermediate files
+    # go there and their paths to cl.exe).
+    (tmp_path / "setup.py").write_text(SETUP_PY)
+    request = _request(tmp_path, platform="windows", arch="sm120")
+    request.env = {"Path": "C:\\Windows", "Temp": temp, "TMP": temp}
+    folder = tmp_path / "build"
+    env = setuptools.build_environment(request, tmp_path, jobs=1,  # type: ignore[arg-type]
+                                       hook_report=tmp_path / "r", build_temp=None,
+                                       folder=folder)
+    assert env["Temp"] == env["TMP"] == str(folder / "tmp") and (folder / "tmp").is_dir()
+    assert "TEMP" not in env  # one variable, in the spelling it came with
+    plain = {"Temp": "C:\\Temp", "TMP": "C:\\Temp"}
+    request.env = plain
+    again = setuptools.build_environment(request, tmp_path, jobs=1,  # type: ignore[arg-type]
+                                         hook_report=tmp_path / "r", build_temp=None,
+                                         folder=folder)
+    assert again["Temp"] == "C:\\Temp"  # a plain TEMP is kept
+    linux = _request(tmp_path)
+    linux.env = {"PATH": "/usr/bin", "TMPDIR": "/tmp/José", "TEMP": temp}
+    on_linux = setuptools.build_environment(linux, tmp_path, jobs=1,  # type: ignore[arg-type]
+                                            hook_report=tmp_path / "r", build_temp=None,
+                                            folder=folder)
+    assert on_linux["TEMP"] == temp
 
 
 def test_cpu_torch_and_cuda_major_mismatch_are_refused(tmp_path: Path) -> None:
@@ -261,3 +297,97 @@ def test_repacked_wheel_has_a_record_that_matches_every_file(tmp_path: Path) -> 
             got = urlsafe_b64encode(hashlib.new(algo, zf.read(name)).digest()).rstrip(b"=")
             assert got.decode() == value, name
     assert {r.split(",")[0] for r in record} == set(names)
+
+
+def test_noop_stamp_reads_path_with_windows_semantics(tmp_path: Path) -> None:
+    # Issue 20: vcvarsall's environment spells it `Path`; the digest skipped it, so a changed
+    # PATH (another CUDA, another MSVC) still looked like "nothing to do".
+    (tmp_path / "setup.py").write_text(SETUP_PY)
+    win = platforms.get("windows")
+
+    def digest(env: dict[str, str]) -> str:
+        return setuptools._digest(["python", "setup.py"], env, tmp_path, {}, win)
+
+    assert digest({"Path": "C:\\CUDA\\v12.9\\bin"}) != digest({"Path": "C:\\CUDA\\v13.0\\bin"})
+    assert digest({"Path": "C:\\CUDA\\v13.0\\bin"}) == digest({"PATH": "C:\\CUDA\\v13.0\\bin"})
+    assert digest({"Include": "a"}) != digest({"Include": "b"})
+    linux = platforms.get("linux")
+    assert setuptools._digest(["p"], {"PATH": "/a"}, tmp_path, {}, linux) != \
+        setuptools._digest(["p"], {"PATH": "/b"}, tmp_path, {}, linux)
+
+
+def test_hook_computes_the_object_path_torch_writes_on_windows() -> None:
+    import ntpath
+
+    hook = _hook()
+    got = hook.longest_object(["C:\\Users\\me\\src\\tree\\csrc\\k.cu",
+                               "C:\\Users\\me\\src\\tree\\csrc\\deeper\\bind.cpp"],
+                              "C:\\Users\\me\\build\\t", path=ntpath)
+    assert got == "C:\\Users\\me\\build\\t\\Users\\me\\src\\tree\\csrc\\deeper\\bind.obj"
+
+
+def _fake_cpp_extension(compiled: list[str]) -> SimpleNamespace:
+    class BuildExtension:
+        def build_extensions(self) -> None:
+            compiled.append("compiled")
+
+    return SimpleNamespace(CUDA_HOME="/cuda", BuildExtension=BuildExtension)
+
+
+def test_hook_stops_before_compiling_when_an_object_path_is_too_long(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 20: nothing checked the longest object path; cl failed with C1083 deep in the
+    # build. 260 is Windows' MAX_PATH (with its NUL), so 259 characters still work.
+    hook = _hook()
+    report = tmp_path / "hook.jsonl"
+    monkeypatch.setenv("FLASHBUILD_HOOK_REPORT", str(report))
+    monkeypatch.setenv("FLASHBUILD_GENCODE", "[]")
+    monkeypatch.setenv("FLASHBUILD_PATH_LIMIT", "260")
+    monkeypatch.delenv("FLASHBUILD_BUILD_TEMP", raising=False)
+    compiled: list[str] = []
+    module = _fake_cpp_extension(compiled)
+    hook._patch(module)
+    temp = tmp_path / "t"
+    builder = module.BuildExtension()
+    builder.build_temp = str(temp)
+    ext = SimpleNamespace(name="m._C", sources=[], extra_compile_args={"nvcc": []})
+    builder.extensions = [ext]
+
+    def source(length: int) -> str:
+        """A source whose object path (`<temp>/s/<name>.obj`) has `length` characters."""
+        name = "n" * (length - len(str(temp)) - len("/s/") - len(".obj"))
+        return f"/s/{name}.cu"
+
+    ext.sources = ["/s/k.cu", source(259)]
+    assert len(hook.longest_object(ext.sources, str(temp))) == 259
+    builder.build_extensions()
+    assert compiled == ["compiled"]
+    ext.sources = ["/s/k.cu", source(260)]
+    with pytest.raises(SystemExit, match="past the 260-character limit"):
+        builder.build_extensions()
+    assert compiled == ["compiled"]  # not a second time
+    (hit,) = [r for r in setuptools.read_hook_report(report) if "too_long" in r]
+    assert hit["limit"] == 260 and len(str(hit["too_long"])) == 260
+
+
+def test_a_too_long_object_path_is_one_paragraph_naming_a_short_folder(tmp_path: Path) -> None:
+    (tmp_path / "setup.py").write_text(SETUP_PY)
+    request = _request(tmp_path, platform="windows", arch="sm120")
+    request.source_dir = tmp_path / "causal-conv1d"
+    env = setuptools.build_environment(request, tmp_path, jobs=1,  # type: ignore[arg-type]
+                                       hook_report=tmp_path / "r", build_temp=None)
+    assert env["FLASHBUILD_PATH_LIMIT"] == "260"
+    linux = setuptools.build_environment(_request(tmp_path),  # type: ignore[arg-type]
+                                         tmp_path, jobs=1, hook_report=tmp_path / "r",
+                                         build_temp=None)
+    assert "FLASHBUILD_PATH_LIMIT" not in linux
+    report = tmp_path / "hook.jsonl"
+    assert setuptools.too_long(report, request, tmp_path / "b") is None  # type: ignore[arg-type]
+    longest = "C:\\Users\\someone\\b\\t\\" + "x" * 250 + ".obj"
+    report.write_text(json.dumps({"too_long": longest, "limit": 260}) + "\n")
+    err = setuptools.too_long(report, request, tmp_path / "b")  # type: ignore[arg-type]
+    assert err is not None
+    assert err.what.startswith(f"an object file path would have {len(longest)} characters")
+    assert longest in err.evidence
+    assert "C:\\src\\causal-conv1" in err.fix and "--build-dir" in err.fix
+    assert "LongPathsEnabled does not help" in err.fix

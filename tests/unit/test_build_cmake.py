@@ -6,10 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from flashbuild import platforms
 from flashbuild.arch import parse_arch_spec
 from flashbuild.building import builddir, cmake
 from flashbuild.errors import UsageError
 from tests.fakes import ReplayRunner
+
+LINUX = platforms.get("linux")
 
 # `nvcc --list-gpu-code` of CUDA 13.0 (FACTS.md), one code per line.
 CODES_13_0 = "".join(f"sm_{c}\n" for c in (75, 80, 86, 87, 88, 89, 90, 100, 110, 103, 120, 121))
@@ -108,20 +111,33 @@ def test_list_gpu_codes_and_validate() -> None:
 
 def test_configure_stamp(tmp_path: Path) -> None:
     argv = ["cmake", "-S", "a"]
-    digest = cmake.configure_hash(argv, {"PATH": "/x"})
+    digest = cmake.configure_hash(argv, {"PATH": "/x"}, LINUX)
     assert cmake.needs_configure(tmp_path, digest)  # nothing there
     (tmp_path / "build.ninja").write_text("")
     assert cmake.needs_configure(tmp_path, digest)  # no stamp
     cmake.record_configure(tmp_path, digest, argv)
     assert not cmake.needs_configure(tmp_path, digest)
     # A changed argument or MSVC environment means a new configure; PATH alone does not.
-    assert cmake.configure_hash(argv, {"PATH": "/y"}) == digest
-    assert cmake.configure_hash(argv, {"INCLUDE": "C:/x"}) != digest
-    assert cmake.needs_configure(tmp_path, cmake.configure_hash([*argv, "-DX=1"], {}))
+    assert cmake.configure_hash(argv, {"PATH": "/y"}, LINUX) == digest
+    assert cmake.configure_hash(argv, {"INCLUDE": "C:/x"}, LINUX) != digest
+    assert cmake.needs_configure(tmp_path, cmake.configure_hash([*argv, "-DX=1"], {}, LINUX))
     (tmp_path / "build.ninja").unlink()
     assert cmake.needs_configure(tmp_path, digest)
     cmake.forget_configure(tmp_path)
     assert not (tmp_path / cmake.CONFIGURE_STAMP).exists()
+
+
+def test_configure_stamp_reads_msvc_variables_case_insensitively_on_windows() -> None:
+    # Issue 20: `dict(os.environ)` on Windows holds VCTOOLSVERSION; the case-sensitive lookup
+    # of VCToolsVersion found nothing, so another toolset did not reconfigure.
+    win = platforms.get("windows")
+    argv = ["cmake", "-S", "a"]
+    assert cmake.configure_hash(argv, {"VCTOOLSVERSION": "14.44.35207"}, win) != \
+        cmake.configure_hash(argv, {"VCTOOLSVERSION": "14.50.35717"}, win)
+    assert cmake.configure_hash(argv, {"VCTOOLSVERSION": "14.44.35207"}, win) == \
+        cmake.configure_hash(argv, {"VCToolsVersion": "14.44.35207"}, win)
+    assert cmake.configure_hash(argv, {"Lib": "C:/a"}, win) != \
+        cmake.configure_hash(argv, {"Lib": "C:/b"}, win)
 
 
 KEY = builddir.BuildKey(recipe="csrc", arch="90a-real", platform="linux",

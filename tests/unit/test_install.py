@@ -3,6 +3,7 @@ stamp that makes an unchanged re-run install nothing."""
 
 from __future__ import annotations
 
+import os
 import sys
 import sysconfig
 import zipfile
@@ -10,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from flashbuild import platforms
 from flashbuild.errors import InstallError, UsageError
 from flashbuild.installing import install as inst
 from flashbuild.installing import shim
 from flashbuild.installing.wheel import WheelTag, build_wheel, current_tag, wheel_name
+from flashbuild.platforms.linux import LinuxPlatform
 from flashbuild.proc import Completed
 from tests.fakes import ReplayRunner
 
@@ -106,6 +109,14 @@ def test_read_only_target_replaces_nothing(tmp_path: Path) -> None:
     before = {p.name: p.read_bytes() for p in pkg.iterdir() if p.is_file()}
     pkg.chmod(0o555)
     try:
+        if platforms.current().name == "windows":
+            # chmod sets the folder's read-only *attribute*, which Windows ignores for
+            # creating files (Explorer sets it on customised folders); flashbuild follows
+            # Windows (platforms/windows.py `writable`), so the install goes ahead.
+            result = inst.install(plan, ReplayRunner(), {})
+            assert not result.skipped
+            assert (pkg / f"_C{EXT}").read_bytes() == b"\x7fELF fresh module"
+            return
         with pytest.raises(InstallError) as info:
             inst.install(plan, ReplayRunner(), {})
     finally:
@@ -169,3 +180,114 @@ def test_none_and_bad_mode(tmp_path: Path) -> None:
     assert inst.install(_plan(tmp_path, "none"), ReplayRunner(), {}).location is None
     with pytest.raises(UsageError):
         inst.parse_install_mode("copy")
+
+
+def _snapshot(pkg: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in pkg.iterdir() if p.is_file()}
+
+
+def test_a_swap_that_fails_midway_puts_every_old_file_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 20: the module was swapped, then the plugin failed (WinError 5: a loaded binary),
+    # leaving new _C next to the old plugin although the error said nothing was replaced.
+    plan = _plan(tmp_path, "inplace")
+    pkg = plan.package_dir
+    (pkg / "libflashkern_attn.so").write_bytes(b"old plugin")
+    before = _snapshot(pkg)
+    real = os.replace
+
+    def refuse_plugin(src: str | Path, dst: str | Path) -> None:
+        if Path(dst).name == "libflashkern_attn.so" and str(src).endswith("-tmp"):
+            raise PermissionError(13, "Access is denied")
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", refuse_plugin)
+    monkeypatch.setattr(platforms, "current", LinuxPlatform)  # no retry: fail at once
+    with pytest.raises(InstallError) as info:
+        inst.install(plan, ReplayRunner(), {})
+    assert "nothing was replaced" in info.value.what
+    assert "libflashkern_attn.so" in info.value.evidence
+    assert _snapshot(pkg) == before  # no .flashbuild-tmp / -old left, old bytes everywhere
+
+
+def test_a_held_binary_is_found_before_anything_moves(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = _plan(tmp_path, "inplace")
+    pkg = plan.package_dir
+    held = pkg / f"_C{EXT}"
+    before = _snapshot(pkg)
+    real_open = Path.open
+    moved: list[str] = []
+    real_replace = os.replace
+
+    def open_(self: Path, mode: str = "r", *args: object, **kwargs: object) -> object:
+        if self == held and "+" in mode:  # what Windows says for a loaded .pyd
+            raise PermissionError(13, "The process cannot access the file because it is "
+                                      "being used by another process")
+        return real_open(self, mode, *args, **kwargs)  # type: ignore[call-overload]
+
+    def replace(src: str | Path, dst: str | Path) -> None:
+        moved.append(Path(dst).name)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(Path, "open", open_)
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(InstallError) as info:
+        inst.install(plan, ReplayRunner(), {})
+    assert f"_C{EXT} could not be replaced; nothing was replaced" == info.value.what
+    assert moved == [] and _snapshot(pkg) == before
+
+
+def _pip_leaving(tmp_path: Path, site: Path, left: list[str]) -> ReplayRunner:
+    """A pip that installs but leaves `left` in site-packages, as pip on Windows does when
+    the old package's .pyd is loaded (it moves `flashkern` to `~lashkern` and cannot delete
+    it)."""
+    runner = ReplayRunner()
+
+    def respond(argv: tuple[str, ...]) -> Completed:
+        if argv[1] == "-c":
+            return Completed(argv, 0, f"{site}\n", "")
+        for name in left:
+            (site / name).mkdir()
+            (site / name / f"_C{EXT}").write_bytes(b"old")
+        return Completed(argv, 0, "", "")
+
+    runner.responses[(Path(sys.executable).name,)] = respond
+    return runner
+
+
+def test_folders_pip_left_behind_are_removed(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "~orch").mkdir()  # torch's, not ours: left alone
+    names = ["~lashkern", "~-ashkern", "~lashkern-1+sm90a.cu130.dist-info"]
+    assert [p.name for p in inst.pip_leftovers(_leftover_site(tmp_path, names), "flashkern",
+                                               "flashkern")] == sorted(names)
+    runner = _pip_leaving(tmp_path, site, ["~lashkern", "~lashkern-0.9.dist-info"])
+    result = inst.install(_plan(tmp_path, "wheel"), runner, {})
+    assert sorted(p.name for p in site.iterdir()) == ["~orch"]
+    assert result.warnings == ()
+
+
+def _leftover_site(tmp_path: Path, names: list[str]) -> Path:
+    site = tmp_path / "probe"
+    site.mkdir()
+    for name in [*names, "~orch", "~ashkern", "lashkern", "~lashkern.txt"]:
+        if name.endswith(".txt"):
+            (site / name).write_text("")
+        else:
+            (site / name).mkdir()
+    return site
+
+
+def test_a_folder_pip_left_that_cannot_be_removed_is_reported(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    runner = _pip_leaving(tmp_path, site, ["~lashkern"])
+    monkeypatch.setattr(inst.shutil, "rmtree", lambda *a, **k: None)  # still loaded somewhere
+    result = inst.install(_plan(tmp_path, "wheel"), runner, {})
+    (warning,) = result.warnings
+    assert str(site / "~lashkern") in warning and "Ignoring invalid distribution" in warning
+    assert "delete the folder" in warning
+    assert result.to_json()["warnings"] == [warning]

@@ -12,7 +12,7 @@ from flashbuild.building import msvc
 from flashbuild.detect.compilers import ActiveMsvc, HostWindow, MsvcToolset, VisualStudio
 from flashbuild.errors import ToolchainError
 from flashbuild.proc import Completed
-from tests.fakes import ReplayRunner, Responder
+from tests.fakes import ReplayRunner, Responder, cmd_parse, set_target
 
 SET = (Path(__file__).resolve().parent.parent / "fixtures" / "build" /
        "vcvarsall_x64_14.44_set.txt").read_text(encoding="utf-8")
@@ -50,16 +50,34 @@ def test_no_toolset_in_window_names_the_window() -> None:
 
 def test_vcvars_command_line() -> None:
     out = PureWindowsPath("C:\\Users\\José\\AppData\\Local\\Temp\\flashbuild-env-1\\set.txt")
-    argv = msvc.vcvars_argv(msvc.pick_toolset([VS2022], CUDA_13_0), out)
+    argv, carried = msvc.vcvars_argv(msvc.pick_toolset([VS2022], CUDA_13_0), out,
+                                     env={"COMSPEC": "C:\\Windows\\system32\\cmd.exe"})
     # What CreateProcess (and so cmd.exe) receives on Windows: the runner passes a list, which
     # subprocess joins with list2cmdline. cmd does not understand backslash-escaped quotes,
-    # so the line must hold the path in plain quotes and nothing escaped. `/u`: `set` writes
-    # UTF-16-LE, so José's TEMP survives.
+    # so no path is on the line: each comes in a variable, quoted. `/u`: `set` writes
+    # UTF-16-LE, so José's TEMP survives. The interpreter is %ComSpec%, not a PATH lookup.
     line = subprocess.list2cmdline(argv)
-    assert line == ('cmd /u /d /c call "C:\\Program Files\\Microsoft Visual Studio\\2022\\'
-                    'Enterprise\\VC\\Auxiliary\\Build\\vcvarsall.bat" x64 -vcvars_ver=14.44 '
-                    '&& set > C:\\Users\\José\\AppData\\Local\\Temp\\flashbuild-env-1\\set.txt')
+    assert line == ("C:\\Windows\\system32\\cmd.exe /u /d /c call %FLASHBUILD_BATCH% x64 "
+                    "-vcvars_ver=14.44 && set > %FLASHBUILD_SET_FILE%")
     assert '\\"' not in line
+    assert carried == {
+        "FLASHBUILD_BATCH": '"C:\\Program Files\\Microsoft Visual Studio\\2022\\Enterprise\\'
+                            'VC\\Auxiliary\\Build\\vcvarsall.bat"',
+        "FLASHBUILD_SET_FILE": f'"{out}"'}
+
+
+@pytest.mark.parametrize("profile", ["C:\\Users\\R&D", "C:\\Users\\a^b", "C:\\Users\\x(1)",
+                                     "C:\\Users\\José Müller", "C:\\Users\\100%"])
+def test_vcvars_command_line_survives_cmd_metacharacters_in_the_profile(profile: str) -> None:
+    # Before: `set > C:\\Users\\R&D\\...` went out bare; cmd split the line at `&` ("'D\\…'
+    # is not recognized") and ate `^` as its escape ("path not found").
+    out = PureWindowsPath(profile + "\\AppData\\Local\\Temp\\flashbuild-env-1\\set.txt")
+    argv, carried = msvc.vcvars_argv(msvc.pick_toolset([VS2022], CUDA_13_0), out)
+    words = cmd_parse(subprocess.list2cmdline(argv), carried)
+    assert words[words.index(">") + 1:] == [str(out)]
+    assert [w for w in words if w in ("&", "&&", "|", "||", "<", ">")] == ["&&", ">"]
+    assert words[:6] == ["cmd", "/u", "/d", "/c", "call", "C:\\Program Files\\Microsoft Visual "
+                         "Studio\\2022\\Enterprise\\VC\\Auxiliary\\Build\\vcvarsall.bat"]
 
 
 def test_parse_recorded_set_output() -> None:
@@ -81,17 +99,18 @@ def test_later_spelling_replaces_earlier() -> None:
     assert env == {"PATH": "b"}
 
 
-def _writes_set(text: str, code: int = 0, encoding: str = "utf-16-le") -> Responder:
+def _writes_set(runner: ReplayRunner, text: str, code: int = 0,
+                encoding: str = "utf-16-le") -> Responder:
     """A replayed `cmd /u … && set > FILE`: `set`'s lines land in FILE, as cmd writes them."""
     def answer(argv: tuple[str, ...]) -> Completed:
-        Path(argv[argv.index(">") + 1]).write_bytes(text.encode(encoding))
+        set_target(runner.envs[-1]).write_bytes(text.encode(encoding))
         return Completed(argv, code, "", "")
     return answer
 
 
 def test_activate_runs_vcvarsall_through_the_runner() -> None:
     runner = ReplayRunner()
-    runner.responses[("cmd",)] = _writes_set(SET)
+    runner.responses[("cmd",)] = _writes_set(runner, SET)
     got = msvc.activate({"PATH": "C:\\Windows"}, runner, [VS2026, VS2022], CUDA_13_0, None)
     assert got.env["VCToolsVersion"] == "14.44.35207"
     assert got.msc_ver == 1944

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from flashbuild.arch import parse_arch_spec
@@ -368,3 +369,19 @@ def test_compile_check_verdicts_with_a_replayed_nvcc(tmp_path: Path) -> None:
     (v,) = check_steps(root, broken, nvcc=Path("/x/nvcc"), arch=arch, runner=runner,
                        includers=includers)
     assert v.status == "fails" and "REVIEW" in v.comment("nvcc 13.0", "sm_120")
+
+
+def test_long_object_path_fix_is_a_short_folder_not_long_paths(tmp_path: Path) -> None:
+    # Issue 20: LongPathsEnabled does not lift the limit for cl.exe, link.exe and nvcc, so the
+    # fix must not send the user to the registry.
+    deep = "csrc/" + "/".join(["a_rather_long_folder_name"] * 9) + "/k.cu"
+    files = FILES | {deep: FILES["csrc/k.cu"],
+                     "setup.py": PER_ARCH.replace('"csrc/k.cu"]', f'"{deep}"]')}
+    try:
+        root = _tree(tmp_path, files)
+    except OSError:  # pragma: no cover - a Windows with long paths off cannot hold the tree
+        pytest.skip("this machine cannot create a path that long")
+    result = scan_tree(root, make_target("windows", "sm120"))
+    (long,) = [f for f in result.findings if f.rule == "FB232"]
+    assert long.path == deep
+    assert "short folder" in long.fix.manual and "does not help" in long.fix.manual

@@ -28,7 +28,7 @@ from flashbuild.platforms.environ import CaseInsensitiveEnv
 from flashbuild.platforms.linux import LinuxPlatform
 from flashbuild.platforms.windows import WindowsPlatform, capture_batch_env
 from flashbuild.proc import Completed
-from tests.fakes import ReplayRunner
+from tests.fakes import ReplayRunner, set_target
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 SET_UTF16 = (FIX / "build" / "cmd_u_set_jose.utf16").read_bytes()
@@ -52,7 +52,7 @@ def _cmd_u(set_bytes: bytes, code: int = 0) -> ReplayRunner:
     runner = ReplayRunner()
 
     def answer(argv: tuple[str, ...]) -> Completed:
-        Path(argv[argv.index(">") + 1]).write_bytes(set_bytes)
+        set_target(runner.envs[-1]).write_bytes(set_bytes)
         return Completed(argv, code, STDOUT_UTF16.decode("utf-8", errors="replace"), "")
 
     runner.responses[("cmd",)] = answer
@@ -240,3 +240,24 @@ def test_read_only_folder_attribute_does_not_refuse_an_install(tmp_path: Path) -
             check_writable(folder, [locked], platform=WindowsPlatform())
     finally:
         folder.chmod(0o755)
+
+
+def test_x86_hosted_x64_cross_prompt_is_not_used_as_it_is() -> None:
+    # Issue 20: the "x86_x64 Cross Tools" prompt targets x64 with a 32-bit cl
+    # (bin\Hostx86\x64), which runs out of heap on CUTLASS-heavy units (C1060).
+    cl = ("C:\\Program Files\\Microsoft Visual Studio\\2022\\Enterprise\\VC\\Tools\\MSVC\\"
+          "14.44.35207\\bin\\Hostx86\\x64\\cl.exe")
+    cross = ActiveMsvc(True, "14.44.35207", cl, Version("19.44.35207.1"), "x64")
+    by_var = {"VSCMD_VER": "17.14.8", "VSCMD_ARG_TGT_ARCH": "x64", "VSCMD_ARG_HOST_ARCH": "x86"}
+    by_path = {"VCToolsVersion": "14.44.35207"}  # a shell set up by hand: only cl's folder
+    assert msvc.host_arch(by_var, cross) == "x86" and msvc.host_arch(by_path, cross) == "x86"
+    assert not msvc.already_active(by_var, cross, CUDA_13_0)
+    assert not msvc.already_active(by_path, cross, CUDA_13_0)
+    runner = _cmd_u(SET_UTF16)
+    got = msvc.activate(by_var, runner, [_vs()], CUDA_13_0, cross)
+    assert runner.calls and got.source.startswith("vcvarsall")
+    assert "x86-hosted x64 cross compiler was not used" in got.source and "C1060" in got.source
+    native = ActiveMsvc(True, "14.44.35207", cl.replace("Hostx86", "Hostx64"),
+                        Version("19.44.35207.1"), "x64")
+    assert msvc.already_active({**by_var, "VSCMD_ARG_HOST_ARCH": "x64"}, native, CUDA_13_0)
+    assert msvc.already_active(by_path, native, CUDA_13_0)

@@ -150,3 +150,22 @@ def test_a_real_loader_agrees(tmp_path: Path) -> None:
     hard = resolve(read_link_info(tmp_path / "hard.dll"), platform=get("windows"), env=system)
     assert [d.resolution for d in hard if d.name == "flashbuild_delayed.dll"] == [
         Resolution.MISSING]
+
+
+def test_a_missing_delay_loaded_dll_is_a_warning_not_counted_as_resolved(
+        tmp_path: Path) -> None:
+    # Issue 20: verify counted it among the libraries that resolve, and said nothing.
+    from flashbuild.verifying.verify import Status, _dep_checks
+
+    env = _system(tmp_path)
+    module = tmp_path / "site" / "pkg" / "delayed.dll"
+    module.parent.mkdir(parents=True)
+    shutil.copy(V / "delayed.dll", module)
+    deps = resolve(read_link_info(module), platform=get("windows"), env=env)
+    checks = _dep_checks(deps, "pkg")
+    warn = [c for c in checks if c.status is Status.WARN]
+    assert len(warn) == 1 and "flashbuild_delayed.dll" in warn[0].summary
+    assert "first call" in warn[0].summary
+    (ok,) = [c for c in checks if c.status is Status.OK]
+    assert ok.summary == f"{len(deps) - 1} of {len(deps)} libraries resolve"
+    assert not any(c.status is Status.FAIL for c in checks)

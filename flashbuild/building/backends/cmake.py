@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flashbuild.building import archcheck, cmake, progress
+from flashbuild.building import archcheck, builddir, cmake, progress
 from flashbuild.building.backends import BackendContext, BackendResult, wrong_tree
 from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_host
 from flashbuild.building.launcher import Launcher, choose_launcher
@@ -119,11 +119,12 @@ def _setup(ctx: BackendContext, tools: cmake.Tools) -> _Setup:
         cuda_flags=request.cuda_flags, cxx_flags=request.cxx_flags,
         extra_args=request.cmake_args)
     argv = cmake.configure_argv(tools, inputs)
-    env = {**request.env, **request.build_env, "NINJA_STATUS": cmake.NINJA_STATUS}
+    env = {**builddir.with_ascii_temp(request.env, folder.path, request.platform),
+           **request.build_env, "NINJA_STATUS": cmake.NINJA_STATUS}
     logs = folder.path / "logs"
     logs.mkdir(exist_ok=True)
     return _Setup(folder, source_dir, plan, chosen, output_dir, argv, env,
-                  cmake.configure_hash(argv, env), logs)
+                  cmake.configure_hash(argv, env, request.platform), logs)
 
 
 def _forget_other_source(setup: _Setup, *, notes: list[str], say: Step) -> None:

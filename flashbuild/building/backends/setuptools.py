@@ -32,7 +32,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from flashbuild.building import archcheck, progress, staging
+from flashbuild.building import archcheck, builddir, progress, staging
 from flashbuild.building.backends import (
     BackendContext,
     BackendResult,
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from flashbuild.building.request import BuildRequest, StreamRunner
+    from flashbuild.platforms.base import Platform
     from flashbuild.recipes.model import BackendName, Recipe
 
 HOOK_DIR = Path(__file__).resolve().parent / "resources"
@@ -84,7 +85,7 @@ class SetuptoolsBackend:
         dist = folder / "dist-setuptools"
         report = logs / "hook.jsonl"
         env = build_environment(request, ctx.tree, jobs=plan.ninja_jobs, hook_report=report,
-                                build_temp=_build_temp(request, folder))
+                                build_temp=_build_temp(request, folder), folder=folder)
         inplace = request.install == "inplace"
         argv = (_inplace_argv(request) if inplace else
                 # --use-pep517: pip's legacy path runs `setup.py clean` after a failure, which
@@ -92,7 +93,7 @@ class SetuptoolsBackend:
                 [request.python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
                  "--use-pep517", "--no-input", "--disable-pip-version-check", "-v", "-w",
                  str(dist), "."])
-        digest = _digest(argv, env, ctx.tree, torch)
+        digest = _digest(argv, env, ctx.tree, torch, request.platform)
         previous = _read_stamp(folder)
         wheel: Path | None = None
         if previous is not None and previous.get("digest") == digest:
@@ -119,7 +120,7 @@ class SetuptoolsBackend:
                                           show_progress=ctx.show_progress,
                                           what="building (setup.py)")
         if code != 0:
-            raise _failure(monitor, log)
+            raise too_long(report, request, folder) or _failure(monitor, log)
         _check_arch(request, ctx.tree, env, report)
         if inplace:
             modules = _inplace_modules(ctx.tree, report, request, ctx.runner)
@@ -200,9 +201,11 @@ def check_torch_cuda(torch: Mapping[str, str], request: BuildRequest) -> None:
 # --- the environment ------------------------------------------------------------------------
 
 def build_environment(request: BuildRequest, tree: Path, *, jobs: int, hook_report: Path,
-                      build_temp: Path | None) -> dict[str, str]:
-    """The environment setup.py runs in (see the module docstring)."""
-    env = dict(request.env)
+                      build_temp: Path | None, folder: Path | None = None) -> dict[str, str]:
+    """The environment setup.py runs in (see the module docstring); with `folder` (the build
+    folder), an ASCII TEMP inside it where nvcc needs one (`builddir.with_ascii_temp`)."""
+    env = dict(request.env) if folder is None else \
+        builddir.with_ascii_temp(request.env, folder, request.platform)
     root = Path(request.cmake_toolkit_root or request.toolkit.root)
     path_key = next((k for k in env if k.upper() == "PATH"), "PATH")
     env[path_key] = os.pathsep.join([str(root / "bin"), env.get(path_key, "")]).rstrip(
@@ -228,6 +231,8 @@ def build_environment(request: BuildRequest, tree: Path, *, jobs: int, hook_repo
     env["FLASHBUILD_HOOK_REPORT"] = str(hook_report)
     if build_temp is not None:
         env["FLASHBUILD_BUILD_TEMP"] = str(build_temp)
+    if request.platform.path_limit is not None:
+        env["FLASHBUILD_PATH_LIMIT"] = str(request.platform.path_limit)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HOOK_DIR), env.get("PYTHONPATH", ""))
                                         if p)
     env.update(request.build_env)
@@ -399,6 +404,26 @@ def _wheel_root(path: Path) -> Path | None:
     return None
 
 
+def too_long(report: Path, request: BuildRequest, folder: Path) -> BuildError | None:
+    """The error for a build the hook stopped because an object path would pass the
+    platform's limit (None when it did not)."""
+    hit = next((r for r in read_hook_report(report) if "too_long" in r), None)
+    if hit is None:
+        return None
+    longest, limit = str(hit["too_long"]), hit.get("limit")
+    return BuildError(
+        f"an object file path would have {len(longest)} characters, past Windows' "
+        f"{limit}-character limit; nothing was compiled",
+        evidence=f"torch writes objects under the build folder's `t` folder followed by the "
+        f"source's absolute path: {longest}",
+        fix=f"build from a shorter path: move or clone the tree to a short folder (e.g. "
+        f"C:\\src\\{request.source_dir.name[:12]}) and pass a short --build-dir (e.g. "
+        f"C:\\b; now {folder}). LongPathsEnabled does not help: cl.exe, link.exe and nvcc are "
+        "not long-path aware",
+        details={"object": longest, "length": len(longest), "limit": limit},
+    )
+
+
 def _failure(monitor: progress.NinjaMonitor, log: Path) -> BuildError:
     downloads = [line.strip() for line in monitor.lines if _DOWNLOAD.search(line)]
     if downloads:
@@ -417,11 +442,14 @@ def _failure(monitor: progress.NinjaMonitor, log: Path) -> BuildError:
 # --- the no-op stamp ------------------------------------------------------------------------
 
 def _digest(argv: list[str], env: Mapping[str, str], tree: Path,
-            torch: Mapping[str, str]) -> str:
+            torch: Mapping[str, str], platform: Platform) -> str:
     h = hashlib.sha256()
-    relevant = {k: v for k, v in env.items()
-                if k in _REPORTED_ENV or k.startswith(("FLASHBUILD_", "CUDA", "NVCC"))
-                or k in {"PATH", "PYTHONPATH", "INCLUDE", "LIB", "CXX", "CC"}}
+    # Looked up with the platform's rules: vcvarsall's environment spells it `Path`, which
+    # a case-sensitive `k in {"PATH"}` missed, so a changed PATH kept a stale no-op stamp.
+    lookup = platform.environ(env)
+    names = {k for k in env if k.startswith(("FLASHBUILD_", "CUDA", "NVCC"))} | \
+        _REPORTED_ENV | {"PATH", "PYTHONPATH", "INCLUDE", "LIB", "CXX", "CC"}
+    relevant = {k: lookup[k] for k in names if k in lookup}
     h.update(json.dumps([argv, sorted(relevant.items()), dict(torch)]).encode())
     scanned = staging.scan(tree)
     for rel in sorted(scanned.files):

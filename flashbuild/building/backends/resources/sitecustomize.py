@@ -13,12 +13,15 @@ extension with CUDA sources, before torch renders its build.ninja:
   `_get_cuda_arch_flags` returns nothing as soon as any nvcc flag contains "arch");
 - the extra nvcc / C++ flags flashbuild computed (the MSVC ones on Windows) are appended;
 - `build_temp` is moved to a short folder when flashbuild asks (Windows: torch puts objects
-  under `build_temp/<absolute source path>`, past 260 characters for deep trees).
+  under `build_temp/<absolute source path>`, past 260 characters for deep trees);
+- with FLASHBUILD_PATH_LIMIT set (Windows: 260), the longest object path torch will write is
+  computed before anything compiles; past the limit (cl.exe, link.exe and nvcc are not
+  long-path aware, whatever LongPathsEnabled says) the build stops with a `too_long` record.
 
 What it changed is appended, one JSON object per extension, to FLASHBUILD_HOOK_REPORT, which
 the build reads back. The sitecustomize this file shadows (Debian's, a venv's) still runs.
 Settings come from the environment as JSON: FLASHBUILD_GENCODE, FLASHBUILD_NVCC_FLAGS,
-FLASHBUILD_CXX_FLAGS, FLASHBUILD_BUILD_TEMP.
+FLASHBUILD_CXX_FLAGS, FLASHBUILD_BUILD_TEMP, FLASHBUILD_PATH_LIMIT.
 """
 
 from __future__ import annotations
@@ -94,6 +97,41 @@ def _rewrite(ext: object) -> dict[str, object]:
             "nvcc_extra": nvcc_extra, "cxx_extra": cxx_extra}
 
 
+def longest_object(sources: list[str], build_temp: str, *, path: object = os.path,
+                   obj_ext: str = ".obj") -> str:
+    """The longest object path torch writes for `sources`: distutils' `object_filenames` of
+    the absolute source (torch makes every source absolute) under the absolute build_temp,
+    the drive and leading separator dropped, the suffix replaced by `obj_ext`. `path` is
+    `os.path` (ntpath on Windows; tests pass ntpath)."""
+    p = path
+    root = p.abspath(build_temp)  # type: ignore[attr-defined]
+    best = ""
+    for src in sources:
+        rest = p.splitdrive(p.abspath(src))[1].lstrip("\\/")  # type: ignore[attr-defined]
+        obj = p.join(root, p.splitext(rest)[0] + obj_ext)  # type: ignore[attr-defined]
+        if len(obj) > len(best):
+            best = obj
+    return str(best)
+
+
+def _check_paths(self: object, report: str | None) -> None:
+    limit = os.environ.get("FLASHBUILD_PATH_LIMIT")
+    if not limit:
+        return
+    sources = [str(s) for ext in getattr(self, "extensions", [])
+               for s in getattr(ext, "sources", [])]
+    longest = longest_object(sources, str(getattr(self, "build_temp", "build")))
+    # MAX_PATH counts the terminating NUL: 259 characters is the longest path that works.
+    if len(longest) < int(limit):
+        return
+    if report:
+        with open(report, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"too_long": longest, "limit": int(limit)}) + "\n")
+    raise SystemExit(f"flashbuild: the object file {longest} would have {len(longest)} "
+                     f"characters, past the {limit}-character limit of cl.exe and link.exe; "
+                     "nothing was compiled")
+
+
 def _patch(module: object) -> None:
     # CUDA_HOME is the toolkit flashbuild chose. torch computes it at import only when it was
     # built with CUDA: a CPU-only torch leaves it None and every CUDAExtension raises. The
@@ -117,6 +155,7 @@ def _patch(module: object) -> None:
             with open(report, "a", encoding="utf-8") as fh:
                 for record in records:
                     fh.write(json.dumps(record) + "\n")
+        _check_paths(self, report)
         return original(self)
 
     build_ext.build_extensions = build_extensions
