@@ -79,6 +79,9 @@ def test_ci_init_on_a_corpus_tree(tree: str, tmp_path: Path) -> None:
     assert ("name: wheel-${{ matrix.platform }}-cuda${{ matrix.cuda }}-py${{ matrix.python }}"
             "-${{ env.ARCH_LABEL }}") in text
     assert "pattern: wheel-*" in text
+    # The release job collects what was built, and publishes only a complete set on a tag.
+    assert "if: ${{ !cancelled() }}" in text
+    assert "startsWith(github.ref, 'refs/tags/') && needs.wheel.result == 'success'" in text
     # Every job runs doctor, build and verify, in that order.
     steps = [text.index(s) for s in ("flashbuild doctor --arch", "flashbuild -v build --recipe",
                                       "flashbuild verify --package")]
