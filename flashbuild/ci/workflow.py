@@ -19,6 +19,7 @@ Facts this module holds, and where they come from:
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -33,9 +34,9 @@ from flashbuild.errors import RecipeError, UsageError
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from flashbuild.platforms.base import PlatformName
     from flashbuild.recipes.model import Recipe
 
-PlatformName = Literal["linux", "windows"]
 ToolkitSource = Literal["pypi", "installer"]
 
 TEMPLATE = Path(__file__).resolve().parent / "resources" / "wheels.yml"
@@ -375,8 +376,6 @@ def render(plan: CiPlan, template: str | None = None) -> str:
 
 def _scalar(value: str) -> str:
     """A YAML double-quoted scalar (JSON's string syntax is a subset YAML reads the same)."""
-    import json
-
     return json.dumps(value, ensure_ascii=False)
 
 
