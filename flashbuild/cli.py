@@ -54,6 +54,9 @@ app = typer.Typer(
 recipe_app = typer.Typer(cls=_Group, help="List, show, check and draft recipes.",
                          no_args_is_help=True)
 app.add_typer(recipe_app, name="recipe")
+ci_app = typer.Typer(cls=_Group, help="Write CI workflows that build a tree's wheel matrix.",
+                     no_args_is_help=True)
+app.add_typer(ci_app, name="ci")
 
 P = ParamSpec("P")
 
@@ -352,6 +355,52 @@ def recipe_init(  # noqa: PLR0917 - Typer maps each option to a parameter
 
     return run_init(source, platform=platform, arch=arch, output=output, as_json=json,
                     check=compile_check)
+
+
+@ci_app.command(cls=_Command, name="init")
+@_edge
+def ci_init(  # noqa: PLR0917 - Typer maps each option to a parameter
+    recipe: Annotated[str, typer.Option(
+        "--recipe", "-r", help="Bundled recipe name, or a recipe file inside the tree.")],
+    arch: Annotated[str, typer.Option(
+        "--arch", "-a", help="Targets every job builds: '90a;120', sm120, 120f.")],
+    platform: Annotated[str, typer.Option(
+        "--platform", help="Platforms of the matrix: linux, windows or linux,windows.")]
+    = "linux,windows",
+    cuda: Annotated[str, typer.Option(
+        "--cuda", help="CUDA versions of the matrix (major.minor): 12.9,13.0.")] = "13.0",
+    python: Annotated[str, typer.Option(
+        "--python", help="Python versions of the matrix: 3.11,3.12,3.13.")] = "3.12",
+    runner: Annotated[list[str] | None, typer.Option(
+        "--runner", help="PLATFORM=LABEL, a GitHub-hosted runner label to use instead of "
+        "the default (ubuntu-24.04, windows-2022); repeatable.")] = None,
+    source: Annotated[Path | None, typer.Option(
+        "--source", "-s", help="The tree (its repository's top folder). Default: here.")]
+    = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Where to write the workflow. Default: "
+        "<tree>/.github/workflows/flashbuild.yml.")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Replace an existing file.")] = False,
+    torch: Annotated[str | None, typer.Option(
+        "--torch", help="torch release (2.9.1) or specifier the jobs install. Default: the "
+        "newest build for each CUDA.")] = None,
+    flashbuild_spec: Annotated[str | None, typer.Option(
+        "--flashbuild-spec", help="What the jobs pip-install to get flashbuild. Default: "
+        "this flashbuild's version from PyPI.")] = None,
+    json: JsonOpt = False,
+) -> int:
+    """Write a GitHub Actions workflow that builds the tree's wheels over a matrix of
+    platforms, CUDA and Python versions (doctor, build, verify per job; sccache on the GitHub
+    Actions cache; a release job that collects the wheels). Exit 2 for an arch a CUDA of the
+    matrix cannot compile, an unknown runner label or an existing file without --force; 4 for
+    a recipe without \\[install]; nothing is written then."""
+    ui.configure(json_mode=json)
+    from flashbuild.ci.command import run_ci_init
+
+    return run_ci_init(recipe=recipe, arch=arch, platform=platform, cuda=cuda, python=python,
+                       runners=runner or [], source=source, output=output, force=force,
+                       flashbuild_spec=flashbuild_spec, torch=torch, as_json=json)
 
 
 def main() -> None:

@@ -89,3 +89,53 @@ def test_workflow_does_not_paper_over_encoding_bugs() -> None:
     assert "python -m pytest tests/unit tests/windows_semantics" in code
     assert "exit 0\n" not in code.replace(
         "if ($LASTEXITCODE -notin 0, 3) { exit $LASTEXITCODE }\n          exit 0", "")
+
+
+def _jobs(text: str) -> dict[str, str]:
+    """The project workflow's jobs, each as its text (two-space-indented keys under jobs:)."""
+    import re
+
+    body = text.split("\njobs:\n", 1)[1]
+    parts = re.split(r"^  ([\w-]+):\n", body, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+@pytest.mark.integration
+def test_windows_jobs_fit_the_budget_cache_and_cover_cuda_12_9() -> None:
+    # Issue 20: each Windows job under 30 minutes, pip and compiler caches, CUDA 12.9 beside
+    # 13.0, and no Linux-only reasoning in a Windows job.
+    import re
+
+    text = (ROOT / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8")
+    jobs = _jobs(text)
+    windows = {n: j for n, j in jobs.items() if "runs-on: windows" in j or "matrix.os" in j}
+    assert set(windows) == {"windows", "windows-torch-extension"}
+    for name, job in windows.items():
+        minutes = re.search(r"timeout-minutes: (\d+)", job)
+        assert minutes and int(minutes[1]) <= 30, name
+        assert 'SCCACHE_GHA_ENABLED: "true"' in job and "sccache-action@" in job, name
+        assert "--launcher sccache" in job, name
+        assert "Linux wheel" not in job, name
+    for name, job in jobs.items():
+        if "setup-python@" in job:
+            assert "cache: pip" in job, name
+    cudas = re.findall(r'cuda: "(\d+\.\d+)"', jobs["windows"])
+    assert {"12.9", "13.0"} <= set(cudas)
+
+
+@pytest.mark.integration
+def test_windows_torch_extension_job_builds_and_verifies_the_fixture() -> None:
+    import re
+
+    from flashbuild.recipes.load import load_recipe
+
+    job = _jobs((ROOT / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8"))[
+        "windows-torch-extension"]
+    build = re.search(r"flashbuild -v build --recipe (\S+) .*--build-dir (\S+)", job)
+    assert build is not None
+    recipe = load_recipe(str(ROOT / build[1]))
+    assert recipe.build.backend == "setuptools" and recipe.install is not None
+    assert f"flashbuild verify --package {recipe.install.package} --arch sm120" in job
+    # A CUDA build of torch (the CPU one cannot link a CUDA extension), matching nvcc's major.
+    assert "download.pytorch.org/whl/cu130" in job and '".[cuda]"' in job
+    assert f"{build[2]}/dist/*.whl" in job and f"{build[2]}/logs/*.log" in job

@@ -1,0 +1,88 @@
+"""The `flashbuild ci init` stage: check the matrix, render the workflow, write it.
+
+Nothing is written unless every check passes, and an existing file is replaced only with
+`--force` (atomically: a temporary file beside it, then a rename).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from flashbuild import __version__
+from flashbuild.ci import workflow
+from flashbuild.errors import UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str,
+                runners: Sequence[str], source: Path | None, output: Path | None,
+                force: bool, flashbuild_spec: str | None, torch: str | None,
+                as_json: bool) -> int:
+    from flashbuild.building.backends import backend_for
+    from flashbuild.console import ui
+    from flashbuild.recipes.load import load_recipe, recipes_dir
+
+    tree = (source if source is not None else Path.cwd()).resolve()
+    if not tree.is_dir():
+        raise UsageError(f"the tree {tree} is not a folder",
+                         fix="pass --source the top folder of the tree's repository")
+    target = (output if output is not None else tree / workflow.DEFAULT_OUTPUT).resolve()
+    if target.exists() and not force:
+        raise UsageError(f"{target} already exists",
+                         evidence="flashbuild ci init never replaces a file unasked",
+                         fix="pass --force to replace it, or -o another path")
+    platforms = workflow.parse_platforms(platform)
+    cudas = workflow.parse_versions(cuda, "cuda")
+    pythons = workflow.parse_versions(python, "python")
+    chosen_runners = workflow.parse_runners(runners, platforms)
+
+    loaded = load_recipe(recipe)
+    workflow.require_install(loaded)
+    backend_for(loaded, tree)  # the tree is one the recipe's backend builds
+    ref = workflow.recipe_reference(loaded, tree, recipes_dir())
+    try:
+        key = target.relative_to(tree).as_posix()
+    except ValueError:  # written elsewhere for review: the key is where it will live
+        key = (workflow.DEFAULT_OUTPUT.parent / target.name).as_posix()
+    spec = flashbuild_spec or f"flashbuild=={__version__}"
+    extra = [*(["--torch", torch] if torch else []),
+             *(["--flashbuild-spec", flashbuild_spec] if flashbuild_spec else [])]
+    plan = workflow.plan_workflow(
+        recipe=loaded, recipe_ref=ref, arch=arch, platforms=platforms, cudas=cudas,
+        pythons=pythons, runners=chosen_runners, flashbuild_spec=spec, torch=torch,
+        cache_key_path=key,
+        command=workflow.command_line(recipe=ref, arch=arch, platforms=platforms, cudas=cudas,
+                                      pythons=pythons, runners=chosen_runners, extra=extra))
+    text = workflow.render(plan)
+    _write(target, text)
+    if as_json:
+        ui.emit_json({"ok": True, "output": str(target), "recipe": plan.recipe,
+                      "arch": plan.arch_value, "artifacts": plan.artifacts(),
+                      "matrix": [{"platform": e.platform, "runner": e.runner, "cuda": e.cuda,
+                                  "python": e.python, "toolkit": e.toolkit}
+                                 for e in plan.entries]})
+    else:
+        ui.say(f"wrote {target}: {len(plan.entries)} job(s) "
+               f"({', '.join(platforms)} x CUDA {', '.join(cudas)} x Python "
+               f"{', '.join(pythons)}) for {plan.arch.label}, and a release job")
+        if len(cudas) > 1:
+            ui.info("  wheels of different CUDA versions share a file name unless the tree "
+                    "adds a local version (e.g. +cu130): the release step attaches a name "
+                    "once and stops at a second; every wheel is in the `wheels` artifact")
+    return 0
+
+
+def _write(target: Path, text: str) -> None:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(text.encode("utf-8"))
+        tmp.replace(target)
+    except OSError as exc:
+        raise UsageError(f"cannot write the workflow to {target}",
+                         evidence=exc.strerror or str(exc),
+                         fix="pass -o a file in a folder you can write to") from exc

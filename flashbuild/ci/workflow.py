@@ -1,0 +1,392 @@
+"""Plan and render the GitHub Actions workflow of `flashbuild ci init`.
+
+`plan_workflow` validates everything a matrix job would otherwise find out an hour into a
+run — an arch one of the CUDA versions cannot compile, a runner label GitHub does not have, a
+recipe that says nothing about where its artifacts install — and returns a `CiPlan`;
+`render` fills the data blocks of the template `resources/wheels.yml` (a real workflow that
+actionlint checks as it is) with it.
+
+Facts this module holds, and where they come from:
+- which CUDA first compiles which arch: `flashbuild.arch` (FACTS.md, "GPU architectures").
+- CUDA 13 from PyPI: the `cuda-toolkit` wheels of 13.x hold a complete nvcc; the 12.x
+  `nvidia-cuda-nvcc-cu12` wheel holds ptxas and headers only, no nvcc (FACTS.md, "A CUDA
+  toolchain from PyPI"; checked again on the 12.9.86 Windows wheel): CUDA 12 comes from
+  NVIDIA's network installer.
+- torch's cpp_extension refuses an nvcc of another major than torch's CUDA and only warns on
+  another minor (FACTS.md, "torch"): a CUDA minor without a torch build of its own takes the
+  newest torch build of the same major below it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from packaging.version import Version
+
+from flashbuild.arch import ArchSpec, Image, parse_arch_spec
+from flashbuild.errors import RecipeError, UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from flashbuild.platforms.base import PlatformName
+    from flashbuild.recipes.model import Recipe
+
+ToolkitSource = Literal["pypi", "installer"]
+
+TEMPLATE = Path(__file__).resolve().parent / "resources" / "wheels.yml"
+DEFAULT_OUTPUT = Path(".github") / "workflows" / "flashbuild.yml"
+BUILD_DIR = "build/flashbuild-ci"
+
+#: GitHub-hosted x64 runner labels per platform (docs.github.com, "GitHub-hosted runners").
+#: windows-2022 ships MSVC 14.44 as its default toolset, which every CUDA from 12.8 on accepts;
+#: windows-latest / windows-2025 default to VS 2026 (MSVC 14.5x) and carry 14.44 beside it,
+#: which flashbuild selects itself (FACTS.md, "Windows CI runners").
+RUNNERS: dict[PlatformName, tuple[str, ...]] = {
+    "linux": ("ubuntu-latest", "ubuntu-24.04", "ubuntu-22.04"),
+    "windows": ("windows-latest", "windows-2025", "windows-2022"),
+}
+DEFAULT_RUNNERS: dict[PlatformName, str] = {"linux": "ubuntu-24.04", "windows": "windows-2022"}
+
+#: CUDA releases whose `cuda-toolkit` wheels on PyPI hold a whole nvcc (13.0.0 … 13.5.0 were
+#: on PyPI on 2026-11-25). The extras are the compiler's parts; the `nvvm` one is named so pip
+#: does not pick a newer NVVM whose PTX this ptxas rejects.
+PYPI_CUDA = ("13.0", "13.1", "13.2", "13.3", "13.4", "13.5")
+PYPI_EXTRAS = "nvcc,cudart,cccl,crt,nvvm"
+#: torch's CUDA headers (ATen/cuda/CUDAContext.h) include cuBLAS, cuSPARSE, cuSOLVER and cuRAND
+#: headers. On Linux torch's own wheel depends on those libraries' wheels (headers included);
+#: torch's Windows wheel bundles the DLLs only, so the Windows jobs install them.
+PYPI_EXTRAS_WINDOWS = PYPI_EXTRAS + ",cublas,cusparse,cusolver,curand"
+#: CUDA 12 releases NVIDIA's network installer provides (the patch release to install).
+INSTALLER_CUDA: dict[str, str] = {"12.4": "12.4.1", "12.6": "12.6.3", "12.8": "12.8.1",
+                                  "12.9": "12.9.1"}
+#: CUDA builds torch publishes an index for (download.pytorch.org/whl/cuXYZ).
+TORCH_CUDA = ("12.6", "12.8", "12.9", "13.0")
+TORCH_INDEX = "https://download.pytorch.org/whl/cu{}"
+#: flashbuild itself needs Python 3.11 or later (pyproject's requires-python).
+MIN_PYTHON = (3, 11)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatrixEntry:
+    """One job of the matrix: a wheel for these coordinates."""
+
+    platform: PlatformName
+    """`linux` or `windows`."""
+    runner: str
+    """The GitHub runner label the job runs on."""
+    cuda: str
+    """CUDA release as `major.minor`."""
+    python: str
+    """Python as `3.N`."""
+    toolkit: ToolkitSource
+    """Where CUDA comes from: PyPI's cuda-toolkit wheels or NVIDIA's network installer."""
+    cuda_version: str
+    """What that source is given: a pip version (`13.0.*`) or an installer release (`12.9.1`)."""
+    cuda_extras: str
+    """The cuda-toolkit extras (PyPI only)."""
+    torch_index: str
+    """The torch index matching the CUDA major ("" when the tree needs no torch)."""
+
+    def artifact(self, arch_label: str) -> str:
+        """The artifact name of this job's wheel (the template spells the same)."""
+        return f"wheel-{self.platform}-cuda{self.cuda}-py{self.python}-{arch_label}"
+
+    def yaml(self) -> str:
+        """The entry as one flow-style YAML mapping (the template's matrix block)."""
+        fields = {"platform": self.platform, "runner": self.runner, "cuda": self.cuda,
+                  "python": self.python, "toolkit": self.toolkit,
+                  "cuda-version": self.cuda_version, "cuda-extras": self.cuda_extras,
+                  "torch-index": self.torch_index}
+        return "{" + ", ".join(f"{k}: {_scalar(v)}" for k, v in fields.items()) + "}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CiPlan:
+    """Everything the template is rendered with."""
+
+    recipe: str
+    """The recipe as the workflow names it: a bundled name or a path inside the tree."""
+    package: str
+    """The recipe's `[install] package` (what verify checks)."""
+    arch: ArchSpec
+    """The targets every job builds."""
+    entries: tuple[MatrixEntry, ...]
+    """The matrix, one entry per platform x CUDA x Python."""
+    flashbuild_spec: str
+    """What the jobs `pip install` to get flashbuild."""
+    torch_spec: str
+    """What the jobs `pip install` from the torch index ("" when the tree needs no torch)."""
+    cache_key_path: str
+    """The workflow's own path in the tree (setup-python's pip cache key)."""
+    command: str
+    """The `flashbuild ci init` command line that writes this workflow."""
+
+    @property
+    def arch_value(self) -> str:
+        """`--arch` as the jobs pass it: `sm_90a;sm_120`."""
+        return ";".join(t.arch.compute if t.image is Image.PTX else
+                        t.arch.sm + ("+PTX" if t.image is Image.BOTH else "")
+                        for t in self.arch.targets)
+
+    @property
+    def arch_label(self) -> str:
+        """The arch part of artifact names: `sm90a-sm120`."""
+        return "-".join(t.arch.compute.replace("_", "") if t.image is Image.PTX else
+                        t.arch.sm.replace("_", "") + ("ptx" if t.image is Image.BOTH else "")
+                        for t in self.arch.targets)
+
+    def artifacts(self) -> list[str]:
+        return [e.artifact(self.arch_label) for e in self.entries]
+
+
+# --- parsing the options --------------------------------------------------------------------
+
+def split_list(text: str) -> list[str]:
+    """`linux,windows`, `3.11 3.12` or `12.9;13.0` → the items, in order, without repeats."""
+    return list(dict.fromkeys(t for t in re.split(r"[;,\s]+", text.strip()) if t))
+
+
+def parse_platforms(text: str) -> tuple[PlatformName, ...]:
+    out: list[PlatformName] = []
+    for item in split_list(text):
+        name = item.lower()
+        if name == "linux":
+            out.append("linux")
+        elif name == "windows":
+            out.append("windows")
+        else:
+            raise UsageError(f"`--platform {text}` names `{item}`, which is not a platform "
+                             "flashbuild builds for",
+                             fix="use linux, windows or linux,windows")
+    if not out:
+        raise UsageError("`--platform` is empty", fix="use linux, windows or linux,windows")
+    return tuple(out)
+
+
+def parse_runners(items: Sequence[str], platforms: Sequence[PlatformName]
+                  ) -> dict[PlatformName, str]:
+    """`--runner windows=windows-latest` (repeatable) over the defaults, each label checked."""
+    chosen = {p: DEFAULT_RUNNERS[p] for p in platforms}
+    known = ", ".join(f"{p}: {' '.join(RUNNERS[p])}" for p in RUNNERS)
+    for item in items:
+        platform, sep, label = item.partition("=")
+        platform = platform.strip().lower()
+        label = label.strip()
+        if not sep or platform not in RUNNERS or not label:
+            raise UsageError(f"`--runner {item}` is not PLATFORM=LABEL",
+                             evidence=f"known labels: {known}",
+                             fix="write e.g. `--runner windows=windows-latest`")
+        name: PlatformName = "linux" if platform == "linux" else "windows"
+        if label not in RUNNERS[name]:
+            other = next((p for p in RUNNERS if label in RUNNERS[p]), None)
+            raise UsageError(
+                f"`{label}` is not a GitHub-hosted {name} runner label flashbuild knows",
+                evidence=(f"it is a {other} runner; " if other else "") + f"known labels: "
+                f"{known}",
+                fix=f"pick one of {', '.join(RUNNERS[name])} for {name}; for a self-hosted or "
+                "larger runner, write the workflow with a known label and edit `runner:` in "
+                "its matrix (and actionlint's config) by hand")
+        if name in chosen:
+            chosen[name] = label
+    return chosen
+
+
+def parse_versions(text: str, what: str) -> list[str]:
+    """`12.9,13.0` → ["12.9", "13.0"]; each `major.minor`."""
+    items = split_list(text)
+    if not items:
+        raise UsageError(f"`--{what}` is empty", fix=f"name at least one {what} version")
+    for item in items:
+        if not re.fullmatch(r"\d+\.\d+", item):
+            raise UsageError(f"`--{what} {text}` names `{item}`, which is not a major.minor "
+                             "version", fix=f"write e.g. `--{what} "
+                             f"{'12.9,13.0' if what == 'cuda' else '3.11,3.12'}`")
+    return items
+
+
+# --- the plan -------------------------------------------------------------------------------
+
+def check_arch_against_cuda(spec: ArchSpec, cudas: Sequence[str]) -> None:
+    """Every target must compile with every CUDA of the matrix (FACTS.md's table, held by
+    flashbuild.arch): one paragraph for the first pair that cannot."""
+    if spec.native:
+        raise UsageError("`--arch native` means the GPUs of this machine, and CI runners have "
+                         "none", fix="name the targets, e.g. `--arch '90a;120'`")
+    for cuda in cudas:
+        release = Version(cuda)
+        for target in spec.targets:
+            arch = target.arch
+            first = arch.first_cuda()
+            removed = arch.removed_in()
+            if release < first:
+                raise UsageError(
+                    f"{arch.sm} cannot be built with CUDA {cuda}, which the matrix names",
+                    evidence=f"CUDA {first} is the first whose nvcc compiles {arch.sm}",
+                    fix=f"drop {cuda} from --cuda (use {first} or later) or drop {arch.sm} "
+                    "from --arch")
+            if removed is not None and release >= removed:
+                raise UsageError(
+                    f"{arch.sm} cannot be built with CUDA {cuda}, which the matrix names",
+                    evidence=f"CUDA {removed} removed {arch.sm} from nvcc",
+                    fix=f"build {arch.sm} with a CUDA before {removed} or drop it from --arch")
+
+
+def toolkit_for(cuda: str, platform: PlatformName) -> tuple[ToolkitSource, str, str]:
+    """Where a job gets CUDA `cuda` from: (source, version to ask for, extras)."""
+    if cuda in PYPI_CUDA:
+        return ("pypi", f"{cuda}.*",
+                PYPI_EXTRAS_WINDOWS if platform == "windows" else PYPI_EXTRAS)
+    if cuda in INSTALLER_CUDA:
+        return "installer", INSTALLER_CUDA[cuda], ""
+    raise UsageError(
+        f"CUDA {cuda} is not one flashbuild ci can install on a runner",
+        evidence=f"PyPI's cuda-toolkit wheels with nvcc: {', '.join(PYPI_CUDA)}; NVIDIA's "
+        f"installer: {', '.join(INSTALLER_CUDA)}",
+        fix="pick CUDA versions from those lists")
+
+
+def torch_index_for(cuda: str) -> str:
+    """The torch index for CUDA `cuda`: its own build, else the newest one of the same major
+    below it (torch warns on a minor mismatch, refuses only another major)."""
+    release = Version(cuda)
+    usable = [v for v in TORCH_CUDA
+              if Version(v).major == release.major and Version(v) <= release]
+    if not usable:
+        raise UsageError(
+            f"no torch build for CUDA {release.major} at or below {cuda} is known",
+            evidence=f"torch publishes builds for CUDA {', '.join(TORCH_CUDA)}, and "
+            "torch.utils.cpp_extension refuses an nvcc of another major than torch's",
+            fix=f"pick CUDA versions from {', '.join(TORCH_CUDA)} (or later minors of them)")
+    best = max(usable, key=Version)
+    return TORCH_INDEX.format(best.replace(".", ""))
+
+
+def check_pythons(pythons: Sequence[str]) -> None:
+    for python in pythons:
+        major, minor = (int(p) for p in python.split("."))
+        if (major, minor) < MIN_PYTHON:
+            raise UsageError(
+                f"Python {python} cannot run flashbuild in a job",
+                evidence="flashbuild needs Python "
+                f"{'.'.join(map(str, MIN_PYTHON))} or later (its own requires-python), and "
+                "each job builds with the Python it installs flashbuild into",
+                fix="build wheels for Python 3.11 and later")
+
+
+def recipe_reference(recipe: Recipe, tree: Path, bundled: Path) -> str:
+    """How the workflow names the recipe: a bundled recipe by name; a recipe file by its path
+    inside the tree (the job has the tree's checkout and nothing else)."""
+    file = recipe.file.resolve() if recipe.file is not None else None
+    if file is None or file.parent == bundled.resolve():
+        return file.stem if file is not None else recipe.name
+    try:
+        return file.relative_to(tree).as_posix()
+    except ValueError:
+        raise UsageError(
+            f"the recipe {file} is outside the tree {tree}",
+            evidence="a job checks out the tree's repository and nothing else, so it cannot "
+            "read a recipe file from elsewhere",
+            fix=f"copy the recipe into the tree (e.g. {tree / '.github' / file.name}), commit "
+            "it, and pass that path to --recipe") from None
+
+
+def require_install(recipe: Recipe) -> str:
+    if recipe.install is None:
+        raise RecipeError(
+            f"the recipe `{recipe.name}` has no [install] table",
+            evidence="every job installs the wheel it built and verifies the installed "
+            "package, and the wheel's package comes from `[install] package` and "
+            "`package_dir`" + (f" ({recipe.file})" if recipe.file else ""),
+            fix="add `[install]` with `package = \"<import name>\"` and `package_dir = "
+            "\"<its folder in the tree>\"` to the recipe")
+    return recipe.install.package
+
+
+def plan_workflow(*, recipe: Recipe, recipe_ref: str, arch: str,
+                  platforms: Sequence[PlatformName], cudas: Sequence[str],
+                  pythons: Sequence[str], runners: Mapping[PlatformName, str],
+                  flashbuild_spec: str, torch: str | None, cache_key_path: str,
+                  command: str) -> CiPlan:
+    """Check the matrix and return what the template is rendered with."""
+    package = require_install(recipe)
+    spec = parse_arch_spec(arch)
+    check_arch_against_cuda(spec, cudas)
+    check_pythons(pythons)
+    needs_torch = recipe.build.backend == "setuptools" or torch is not None
+    entries: list[MatrixEntry] = []
+    for platform in platforms:
+        for cuda in cudas:
+            source, version, extras = toolkit_for(cuda, platform)
+            index = torch_index_for(cuda) if needs_torch else ""
+            entries.extend(
+                MatrixEntry(platform=platform, runner=runners[platform], cuda=cuda,
+                            python=python, toolkit=source, cuda_version=version,
+                            cuda_extras=extras, torch_index=index)
+                for python in pythons)
+    torch_spec = ""
+    if needs_torch:
+        # `--torch 2.9.1` pins that release; `--torch ">=2.9,<2.10"` is a specifier as it is.
+        torch_spec = "torch" + (f"=={torch}" if torch and torch[0].isdigit() else torch or "")
+    return CiPlan(recipe=recipe_ref, package=package, arch=spec, entries=tuple(entries),
+                  flashbuild_spec=flashbuild_spec, torch_spec=torch_spec,
+                  cache_key_path=cache_key_path, command=command)
+
+
+# --- rendering ------------------------------------------------------------------------------
+
+_BLOCK = re.compile(r"^(?P<indent>[ \t]*)# >>> (?P<name>[\w-]+)\n(?P<body>.*?)"
+                    r"^[ \t]*# <<< (?P=name)\n", re.MULTILINE | re.DOTALL)
+
+
+def render(plan: CiPlan, template: str | None = None) -> str:
+    """The template with its data blocks (`# >>> name` … `# <<< name`) replaced."""
+    text = template if template is not None else TEMPLATE.read_text(encoding="utf-8")
+    blocks = {
+        "header": ["#   " + plan.command],
+        "env": [f"FLASHBUILD_SPEC: {_scalar(plan.flashbuild_spec)}",
+                f"FLASHBUILD_RECIPE: {_scalar(plan.recipe)}",
+                f"FLASHBUILD_PACKAGE: {_scalar(plan.package)}",
+                f"FLASHBUILD_ARCH: {_scalar(plan.arch_value)}",
+                f"ARCH_LABEL: {_scalar(plan.arch_label)}",
+                f"TORCH_SPEC: {_scalar(plan.torch_spec)}"],
+        "matrix": ["- " + e.yaml() for e in plan.entries],
+        "cache-key": [f"cache-dependency-path: {_scalar(plan.cache_key_path)}"],
+    }
+    seen: list[str] = []
+
+    def fill(match: re.Match[str]) -> str:
+        name, indent = match["name"], match["indent"]
+        seen.append(name)
+        if name == "header":  # a comment block: its lines carry their own `#`
+            return "".join(line + "\n" for line in blocks[name])
+        return "".join(indent + line + "\n" for line in blocks[name])
+
+    out = _BLOCK.sub(fill, text)
+    missing = sorted(set(blocks) - set(seen))
+    if missing:  # the template and this function disagree: a bug in flashbuild
+        raise AssertionError(f"template {TEMPLATE} lacks the data block(s) {missing}")
+    return out
+
+
+def _scalar(value: str) -> str:
+    """A YAML double-quoted scalar (JSON's string syntax is a subset YAML reads the same)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def command_line(*, recipe: str, arch: str, platforms: Sequence[str], cudas: Sequence[str],
+                 pythons: Sequence[str], runners: Mapping[PlatformName, str],
+                 extra: Sequence[str] = ()) -> str:
+    """The `flashbuild ci init` line the header records (only non-default runners)."""
+    words = ["flashbuild", "ci", "init", "--recipe", recipe, "--arch", arch,
+             "--platform", ",".join(platforms), "--cuda", ",".join(cudas),
+             "--python", ",".join(pythons)]
+    for platform, label in runners.items():
+        if label != DEFAULT_RUNNERS[platform]:
+            words += ["--runner", f"{platform}={label}"]
+    return shlex.join([*words, *extra])

@@ -1,0 +1,243 @@
+"""`flashbuild ci init`: the matrix it writes, and the bad input it refuses (one paragraph,
+no file written). The workflow text is read back with a small parser of the matrix lines the
+renderer writes (flow mappings of JSON strings), so no YAML library is needed here."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flashbuild.ci import workflow
+from flashbuild.ci.command import run_ci_init
+from flashbuild.cli import app
+from flashbuild.errors import RecipeError, UsageError
+from tests.conftest import FIXTURES
+
+SETUP = """from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+setup(name="tiny", ext_modules=[CUDAExtension("tiny._C", ["k.cu"])],
+      cmdclass={"build_ext": BuildExtension})
+"""
+RECIPE = """[recipe]
+name = "tiny"
+[build]
+backend = "setuptools"
+[install]
+package = "tiny"
+package_dir = "tiny"
+"""
+
+
+def _tree(tmp_path: Path, recipe: str = RECIPE) -> Path:
+    tree = tmp_path / "tiny-tree"
+    (tree / "tiny").mkdir(parents=True)
+    (tree / "setup.py").write_text(SETUP, encoding="utf-8")
+    (tree / "tiny" / "__init__.py").write_text("", encoding="utf-8")
+    (tree / "tiny.toml").write_text(recipe, encoding="utf-8")
+    return tree
+
+
+def _init(tree: Path, **options: object) -> Path:
+    args: dict[str, object] = {
+        "recipe": str(tree / "tiny.toml"), "arch": "90a;120", "platform": "linux,windows",
+        "cuda": "12.9,13.0", "python": "3.11,3.12,3.13", "runners": [], "source": tree,
+        "output": None, "force": False, "flashbuild_spec": None, "torch": None,
+        "as_json": False}
+    args.update(options)
+    run_ci_init(**args)  # type: ignore[arg-type]
+    return tree / ".github" / "workflows" / "flashbuild.yml"
+
+
+_ENTRY = re.compile(r'([\w-]+): ("(?:[^"\\]|\\.)*")')
+
+
+def matrix(text: str) -> list[dict[str, str]]:
+    """The matrix entries of a rendered workflow."""
+    block = text.split("        include:\n", 1)[1].split("    defaults:", 1)[0]
+    return [{k: json.loads(v) for k, v in _ENTRY.findall(line)}
+            for line in block.splitlines() if line.strip().startswith("- {")]
+
+
+def env_value(text: str, name: str) -> str:
+    found = re.search(rf"^  {name}: (\".*\")$", text, re.MULTILINE)
+    assert found, name
+    return str(json.loads(found[1]))
+
+
+def test_matrix_covers_every_coordinate_with_its_toolkit_and_torch(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    text = _init(tree).read_text(encoding="utf-8")
+    entries = matrix(text)
+    coords = {(e["platform"], e["cuda"], e["python"]) for e in entries}
+    assert coords == {(p, c, y) for p in ("linux", "windows") for c in ("12.9", "13.0")
+                      for y in ("3.11", "3.12", "3.13")}
+    assert len(entries) == 12
+    for e in entries:
+        assert e["runner"] == {"linux": "ubuntu-24.04", "windows": "windows-2022"}[e["platform"]]
+        # CUDA 12's PyPI nvcc wheel has no nvcc: the installer; CUDA 13 from PyPI.
+        assert (e["toolkit"], e["cuda-version"]) == (
+            ("installer", "12.9.1") if e["cuda"] == "12.9" else ("pypi", "13.0.*"))
+        assert e["torch-index"].endswith("/cu129" if e["cuda"] == "12.9" else "/cu130")
+        if e["toolkit"] == "pypi":
+            assert "nvvm" in e["cuda-extras"].split(",")
+            assert ("cublas" in e["cuda-extras"]) == (e["platform"] == "windows")
+    assert env_value(text, "FLASHBUILD_ARCH") == "sm_90a;sm_120"
+    assert env_value(text, "ARCH_LABEL") == "sm90a-sm120"
+    assert env_value(text, "FLASHBUILD_RECIPE") == "tiny.toml"  # inside the tree
+    assert env_value(text, "FLASHBUILD_PACKAGE") == "tiny"
+    assert env_value(text, "TORCH_SPEC") == "torch"
+    assert "cache-dependency-path: \".github/workflows/flashbuild.yml\"" in text
+    assert "--cuda 12.9,13.0 --python 3.11,3.12,3.13" in text.splitlines()[6]
+    assert "# >>>" not in text and "# <<<" not in text
+
+
+def test_artifact_names_carry_the_coordinates(tmp_path: Path) -> None:
+    plan = workflow.plan_workflow(
+        recipe=__import__("flashbuild.recipes.load", fromlist=["x"]).load_recipe(
+            str(_tree(tmp_path) / "tiny.toml")),
+        recipe_ref="tiny.toml", arch="sm_120+PTX;90a", platforms=("windows",),
+        cudas=("13.0",), pythons=("3.12",), runners={"windows": "windows-latest"},
+        flashbuild_spec="flashbuild", torch="2.9.1", cache_key_path="x.yml", command="c")
+    assert plan.artifacts() == ["wheel-windows-cuda13.0-py3.12-sm90a-sm120ptx"]
+    assert plan.torch_spec == "torch==2.9.1"
+    text = workflow.render(plan)
+    # The template spells the same name from the matrix and ARCH_LABEL.
+    assert ("name: wheel-${{ matrix.platform }}-cuda${{ matrix.cuda }}-py${{ matrix.python }}"
+            "-${{ env.ARCH_LABEL }}") in text
+
+
+def test_an_arch_the_cuda_cannot_emit_is_refused(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    with pytest.raises(UsageError) as err:
+        _init(tree, arch="sm_121", cuda="12.8,13.0")
+    text = str(err.value)
+    assert "sm_121" in text and "12.8" in text and "12.9 is the first" in text
+    assert not (tree / ".github").exists()
+
+
+def test_an_arch_the_cuda_removed_is_refused(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    with pytest.raises(UsageError, match=r"CUDA 13\.0 removed sm_70"):
+        _init(tree, arch="70;90", cuda="12.9,13.0")
+    assert not (tree / ".github").exists()
+
+
+@pytest.mark.parametrize("runner", ["windows=windows-2019x", "windows=ubuntu-24.04",
+                                    "macos=macos-14", "windows"])
+def test_an_unknown_runner_label_is_refused(tmp_path: Path, runner: str) -> None:
+    tree = _tree(tmp_path)
+    with pytest.raises(UsageError) as err:
+        _init(tree, runners=[runner])
+    assert "windows-2022" in str(err.value)  # the known labels are named
+    assert not (tree / ".github").exists()
+
+
+def test_a_known_runner_label_replaces_the_default(tmp_path: Path) -> None:
+    text = _init(_tree(tmp_path), runners=["windows=windows-latest"]).read_text(
+        encoding="utf-8")
+    assert {e["runner"] for e in matrix(text) if e["platform"] == "windows"} == {
+        "windows-latest"}
+    assert "--runner windows=windows-latest" in text
+
+
+def test_a_recipe_without_install_is_refused(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, recipe=(FIXTURES / "ci" / "no-install.toml").read_text())
+    with pytest.raises(RecipeError, match=r"no \[install\] table"):
+        _init(tree)
+    assert not (tree / ".github").exists()
+
+
+def test_an_existing_file_is_replaced_only_with_force(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    out = tree / ".github" / "workflows" / "flashbuild.yml"
+    out.parent.mkdir(parents=True)
+    out.write_text("mine\n", encoding="utf-8")
+    with pytest.raises(UsageError, match="already exists"):
+        _init(tree)
+    assert out.read_text(encoding="utf-8") == "mine\n"
+    _init(tree, force=True)
+    assert "flashbuild-wheels" in out.read_text(encoding="utf-8")
+
+
+def test_a_recipe_outside_the_tree_is_refused(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    outside = tmp_path / "elsewhere.toml"
+    shutil.copy(tree / "tiny.toml", outside)
+    with pytest.raises(UsageError, match="outside the tree"):
+        _init(tree, recipe=str(outside))
+    assert not (tree / ".github").exists()
+
+
+def test_a_bundled_recipe_is_named_not_pathed(tmp_path: Path) -> None:
+    tree = tmp_path / "cc"
+    (tree / "causal_conv1d").mkdir(parents=True)
+    (tree / "setup.py").write_text(SETUP, encoding="utf-8")
+    text = _init(tree, recipe="causal-conv1d").read_text(encoding="utf-8")
+    assert env_value(text, "FLASHBUILD_RECIPE") == "causal-conv1d"
+
+
+@pytest.mark.parametrize(("option", "value", "words"), [
+    ("python", "3.10", "3.11 or later"),
+    ("cuda", "13.9", "can install on a runner"),
+    ("cuda", "12", "major.minor"),
+    ("platform", "macos", "not a platform"),
+    ("arch", "native", "runners have none"),
+])
+def test_other_bad_input(tmp_path: Path, option: str, value: str, words: str) -> None:
+    tree = _tree(tmp_path)
+    with pytest.raises(UsageError, match=words):
+        _init(tree, **{option: value})
+    assert not (tree / ".github").exists()
+
+
+def test_torch_index_for_a_minor_without_its_own_build() -> None:
+    # torch refuses only another CUDA major: 13.2 takes the cu130 build.
+    assert workflow.torch_index_for("13.2").endswith("/cu130")
+    assert workflow.torch_index_for("12.9").endswith("/cu129")
+    with pytest.raises(UsageError, match="no torch build"):
+        workflow.torch_index_for("12.4")
+
+
+def test_a_cmake_tree_installs_no_torch(tmp_path: Path) -> None:
+    tree = tmp_path / "cm"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "CMakeLists.txt").write_text("project(x)\n", encoding="utf-8")
+    (tree / "r.toml").write_text(
+        '[recipe]\nname = "cm"\n[[artifact]]\nname = "_x"\nkind = "module"\ntarget = "_x"\n'
+        '[install]\npackage = "pkg"\npackage_dir = "pkg"\n', encoding="utf-8")
+    text = _init(tree, recipe=str(tree / "r.toml"), arch="90", cuda="12.4,13.0").read_text(
+        encoding="utf-8")
+    assert env_value(text, "TORCH_SPEC") == ""
+    assert {e["torch-index"] for e in matrix(text)} == {""}
+
+
+def test_the_cli_prints_one_paragraph_and_writes_nothing(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    result = CliRunner().invoke(app, [
+        "ci", "init", "--recipe", str(tree / "tiny.toml"), "--source", str(tree),
+        "--arch", "sm_103", "--cuda", "12.8", "--json"])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    doc = json.loads(result.stdout)
+    assert doc["error"] == "usage" and "sm_103" in doc["what"]
+    assert not (tree / ".github").exists()
+
+
+def test_the_cli_writes_the_workflow(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    out = tmp_path / "review.yml"
+    result = CliRunner().invoke(app, [
+        "ci", "init", "--recipe", str(tree / "tiny.toml"), "--source", str(tree),
+        "--arch", "120", "--platform", "windows", "--cuda", "13.0", "--python", "3.12",
+        "-o", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["artifacts"] == ["wheel-windows-cuda13.0-py3.12-sm120"]
+    # Written outside the tree: the cache key names where it will live in the tree.
+    assert 'cache-dependency-path: ".github/workflows/review.yml"' in out.read_text(
+        encoding="utf-8")
