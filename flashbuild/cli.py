@@ -384,7 +384,7 @@ def recipe_show(
                                         help="Bundled recipe name or recipe file.")],
     json: JsonOpt = False,
 ) -> int:
-    """Show a recipe: its steps, their conditions, build options and artifacts."""
+    """Show a recipe's steps, build settings and artifacts."""
     ui.configure(json_mode=json)
     from flashbuild.recipes.report import show_recipe
 
