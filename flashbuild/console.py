@@ -187,12 +187,13 @@ def render_table(console: Console, title: str, columns: list[Column],
     if _fits(console, table, keys):
         console.print(table)
         return
-    console.print(Text(degrade(title, encoding), style="bold"))
+    # One line per field, never broken by Rich: a terminal wraps a long one, a pipe keeps it.
+    console.print(Text(degrade(title, encoding), style="bold"), soft_wrap=True)
     for row in cells:
-        console.print(Text(f"- {row[0]}"))
+        console.print(Text(f"- {row[0]}"), soft_wrap=True)
         for column, cell in zip(columns[1:], row[1:], strict=True):
             if cell:
-                console.print(Text(f"    {column.header}: {cell}"))
+                console.print(Text(f"    {column.header}: {cell}"), soft_wrap=True)
 
 
 def _ascii(encoding: str) -> bool:

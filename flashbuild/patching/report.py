@@ -133,10 +133,10 @@ def run_patch(*, recipe: str | None, source: Path | None, platform: str | None,
               as_json: bool, discard_edits: bool = False) -> int:
     """The `flashbuild patch` stage: load the recipe, build the context, patch or revert."""
     from flashbuild.patching.engine import patch_tree, revert_tree
-    from flashbuild.recipes.load import load_recipe
+    from flashbuild.recipes.load import load_recipe, source_tree
 
     loaded = load_recipe(recipe or "csrc")
-    tree = loaded.source_root(source)
+    tree = source_tree(loaded, source)
     if revert:
         reverted = revert_tree(tree, dry_run=dry_run, discard_edits=discard_edits)
         if as_json:
