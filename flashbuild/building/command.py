@@ -104,13 +104,13 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
 
 #: Doctor rules whose errors do not stop a build: they matter when the module runs (the
 #: driver, an `a` target for another GPU in this machine) or only to torch's own extension
-#: builder, which `flashbuild build` does not use. `msvc.outside-window` judges the MSVC a
+#: builder, which `flashbuild build` does not use. `msvc.version` judges the MSVC a
 #: plain shell or setuptools would use (VS 2026's 19.50 on windows-latest, which CUDA <= 13.1
 #: rejects); the build activates a toolset inside nvcc's window itself, and
 #: msvc.pick_toolset raises its own error, before these checks, when none is installed.
 NOT_BUILD_BLOCKERS = frozenset({"driver.older-than-toolkit", "target.a-other-sm",
-                                "torch.cuda-mismatch", "torch.broken", "torch.arch-missing",
-                                "msvc.outside-window"})
+                                "torch.cuda", "torch.broken", "torch.arch-missing",
+                                "msvc.version"})
 
 
 #: The doctor probes a build runs before it starts.

@@ -156,3 +156,28 @@ def test_verify_says_why_the_gpu_self_check_was_skipped(run_gpu: bool | None, gp
     skipped = [c for c in checks if c.area == "gpu"]
     assert skipped and skipped[0].status is Status.SKIP
     assert skipped[0].summary == f"no GPU self-check: {why}"
+
+
+def test_why_a_toolkit_was_chosen_completes_a_sentence() -> None:
+    from flashbuild.detect.cuda import _WHY
+
+    for origin, why in _WHY.items():
+        sentence = f"chosen because {why}"
+        words = sentence.split()
+        # "because" is followed by a clause: a subject (it / its nvcc / VAR) and a verb.
+        assert words[2] in {"it", "its"} or words[2].isupper(), (origin, sentence)
+        assert any(w in words for w in ("is", "was", "points")), (origin, sentence)
+
+
+def test_doctor_rule_ids_name_the_check_not_a_failure() -> None:
+    """An `ok` verdict under `toolkit.missing` read as a failure: ids name what is checked."""
+    from flashbuild.detect.rules import RULES
+
+    failure_words = ("missing", "too-", "mismatch", "cannot", "outside", "found", "none")
+    for rule in RULES:
+        assert not any(word in rule for word in failure_words) or rule in _ONLY_WHEN_WRONG, rule
+
+
+#: Rules that only ever report a problem (never an `ok` verdict) may be named for it.
+_ONLY_WHEN_WRONG = {"toolkit.half-installed", "toolkit.version-unknown", "toolkit.too-old",
+                    "toolkit.arch-removed", "torch.arch-missing", "driver.older-than-toolkit"}
