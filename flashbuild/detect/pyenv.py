@@ -10,6 +10,7 @@ is reported as a problem, never raised.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import re
 import sys
@@ -91,12 +92,20 @@ class PythonEnv:
     venv: str | None
     """sys.prefix when inside a virtual environment."""
     site_packages: tuple[Path, ...]
+    python_h: str | None = ""
+    """Path of Python.h; None when the headers are not installed (Debian's python3-dev):
+    sdists among the dependencies (tree-sitter-cmake) and every extension need them. Empty
+    when not probed."""
+    venv_module: bool = True
+    """Whether `python -m venv` can create an environment with pip (`venv` and `ensurepip`
+    importable; Debian ships ensurepip in python3-venv)."""
 
     def to_json(self) -> dict[str, object]:
         return {"executable": self.executable, "version": self.version,
                 "implementation": self.implementation, "abi_tag": self.abi_tag,
                 "ext_suffix": self.ext_suffix, "venv": self.venv,
-                "site_packages": [str(p) for p in self.site_packages]}
+                "site_packages": [str(p) for p in self.site_packages],
+                "python_h": self.python_h, "venv_module": self.venv_module}
 
 
 @dataclass(frozen=True)
@@ -136,7 +145,15 @@ def current_python() -> PythonEnv:
         ext_suffix=str(sysconfig.get_config_var("EXT_SUFFIX") or ""),
         venv=sys.prefix if sys.prefix != sys.base_prefix else None,
         site_packages=site,
+        python_h=python_header(paths.get("include")),
+        venv_module=all(importlib.util.find_spec(m) is not None for m in ("venv", "ensurepip")),
     )
+
+
+def python_header(include: str | None) -> str | None:
+    """Python.h in the interpreter's include folder, or None when it is not there."""
+    header = Path(include) / "Python.h" if include else None
+    return str(header) if header is not None and header.is_file() else None
 
 
 def parse_torch_version_file(text: str) -> dict[str, str | None]:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from flashbuild.detect.gpu import GpuReport
     from flashbuild.detect.host import HostInfo
     from flashbuild.detect.pyenv import PyEnvReport
+    from flashbuild.platforms.base import Prerequisite
 
 GIB = 1024**3
 LOW_DISK_BYTES = 10 * GIB
@@ -109,6 +110,13 @@ def rule(rule_id: str) -> Callable[[Rule], Rule]:
 def _v(rule_id: str, severity: Severity, section: Section, title: str,  # noqa: PLR0917
        evidence: str = "", fix: str = "") -> list[Verdict]:
     return [Verdict(rule_id, severity, title, evidence, fix, section)]
+
+
+def _install(f: Findings, *needs: Prerequisite) -> str:
+    """The command that installs `needs` on the machine doctor looked at."""
+    from flashbuild import platforms
+
+    return platforms.get(f.platform).install_command(needs, f.host.os_release if f.host else "")
 
 
 _INSTALL_CUDA = ("pip install the project's CUDA extra (`pip install -e .[cuda]`, a complete "
@@ -368,8 +376,7 @@ def _gcc_too_new(f: Findings) -> list[Verdict]:
     gxx = c.gxx
     if gxx is None:
         return _v("gcc", Severity.ERROR, Section.COMPILER, "no g++ was found",
-                  "nvcc needs a host C++ compiler on PATH",
-                  "install g++ (Debian/Ubuntu: `apt-get install g++`)")
+                  "nvcc needs a host C++ compiler on PATH", _install(f, "c++"))
     window = f.window
     tk = f.toolkit
     if gxx.version is None or tk is None:
@@ -448,6 +455,33 @@ def _python(f: Findings) -> list[Verdict]:
                   f"torch {torch.version} (CUDA {torch.cuda or 'none: CPU build'})",
                   f"compiled for: {arches}")
     return out
+
+
+@rule("python.headers")
+def _python_headers(f: Findings) -> list[Verdict]:
+    py = f.pyenv.python if f.pyenv else None
+    if py is None or py.python_h == "":
+        return []
+    if py.python_h is None:
+        return _v("python.headers", Severity.ERROR, Section.PYTHON,
+                  "Python's headers (Python.h) are not installed",
+                  f"no Python.h in the include folder of {py.executable}: extensions, and "
+                  "dependencies that pip builds from source (tree-sitter-cmake), fail with "
+                  "\"Python.h: No such file or directory\"",
+                  _install(f, "python-headers"))
+    return _v("python.headers", Severity.OK, Section.PYTHON, "Python's headers are installed",
+              py.python_h)
+
+
+@rule("python.venv")
+def _python_venv(f: Findings) -> list[Verdict]:
+    py = f.pyenv.python if f.pyenv else None
+    if py is None or py.venv_module:
+        return []
+    return _v("python.venv", Severity.WARN, Section.PYTHON,
+              f"`{py.executable} -m venv` cannot create an environment with pip",
+              "the venv or ensurepip module is missing from this Python",
+              _install(f, "python-venv"))
 
 
 @rule("torch.broken")

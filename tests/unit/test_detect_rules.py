@@ -364,3 +364,53 @@ def test_a_rule_that_raises_becomes_a_warning(monkeypatch: pytest.MonkeyPatch) -
     verdicts = evaluate(findings())
     assert any(v.rule_id == "probe.failed" and "gpu" in v.title for v in verdicts)
 
+
+
+# Prerequisites outside Python (issue 21, item 2): each names the command that installs it,
+# for the distribution /etc/os-release names (recorded from Ubuntu 24.04 and Fedora 40).
+
+UBUNTU = (FIX / "os-release-ubuntu-24.04").read_text()
+FEDORA = (FIX / "os-release-fedora-40").read_text()
+
+
+def _on(os_release: str, **py: object) -> Findings:
+    import dataclasses
+
+    return findings(pyenv=PyEnvReport(dataclasses.replace(PY, **py), None, TOOLS),  # type: ignore[arg-type]
+                    host=dataclasses.replace(host(), os_release=os_release))
+
+
+def test_missing_python_headers_name_the_package_of_the_distribution() -> None:
+    (debian,) = RULES["python.headers"](_on(UBUNTU, python_h=None))
+    assert debian.severity is Severity.ERROR and "Python.h" in debian.title
+    assert debian.fix == "sudo apt install python3-dev"
+    (fedora,) = RULES["python.headers"](_on(FEDORA, python_h=None))
+    assert fedora.fix == "sudo dnf install python3-devel"
+    (unknown,) = RULES["python.headers"](_on("ID=someos\n", python_h=None))
+    assert "Python development headers (Python.h)" in unknown.fix
+    (present,) = RULES["python.headers"](_on(UBUNTU, python_h="/usr/include/python3.12/Python.h"))
+    assert present.severity is Severity.OK
+
+
+def test_a_python_without_ensurepip_cannot_make_the_quick_starts_venv() -> None:
+    (verdict,) = RULES["python.venv"](_on(UBUNTU, venv_module=False))
+    assert verdict.severity is Severity.WARN and verdict.fix == "sudo apt install python3-venv"
+    assert RULES["python.venv"](_on(UBUNTU, venv_module=True)) == []
+
+
+def test_no_gxx_names_the_package_of_the_distribution() -> None:
+    import dataclasses
+
+    f = dataclasses.replace(findings(compilers=HostCompilers("gnu", gnu=())),
+                            host=dataclasses.replace(host(), os_release=FEDORA))
+    (verdict,) = RULES["gcc"](f)
+    assert verdict.severity is Severity.ERROR and verdict.fix == "sudo dnf install gcc-c++"
+    ubuntu = dataclasses.replace(f, host=dataclasses.replace(host(), os_release=UBUNTU))
+    assert RULES["gcc"](ubuntu)[0].fix == "sudo apt install g++"
+
+
+def test_windows_install_commands_name_python_org_and_visual_studio() -> None:
+    from flashbuild.platforms import get
+
+    text = get("windows").install_command(("python-headers", "c++"))
+    assert "python.org" in text and "Desktop development with C++" in text

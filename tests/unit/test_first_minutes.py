@@ -181,3 +181,18 @@ def test_doctor_rule_ids_name_the_check_not_a_failure() -> None:
 #: Rules that only ever report a problem (never an `ok` verdict) may be named for it.
 _ONLY_WHEN_WRONG = {"toolkit.half-installed", "toolkit.version-unknown", "toolkit.too-old",
                     "toolkit.arch-removed", "torch.arch-missing", "driver.older-than-toolkit"}
+
+
+def test_python_header_is_looked_for_in_the_include_folder(tmp_path: Path) -> None:
+    from flashbuild.detect.pyenv import python_header
+
+    assert python_header(str(tmp_path)) is None and python_header(None) is None
+    (tmp_path / "Python.h").write_text("", encoding="utf-8")
+    assert python_header(str(tmp_path)) == str(tmp_path / "Python.h")
+
+
+def test_distribution_ids_read_id_and_id_like() -> None:
+    from flashbuild.platforms.linux import distribution_ids
+
+    assert distribution_ids('ID=ubuntu\nID_LIKE="debian"\n') == ["ubuntu", "debian"]
+    assert distribution_ids('ID="rocky"\nID_LIKE="rhel centos fedora"\n')[:2] == ["rocky", "rhel"]
