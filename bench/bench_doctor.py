@@ -41,12 +41,17 @@ def _time(argv: list[str], env: dict[str, str]) -> float:
     return elapsed
 
 
+#: Set by main(): where every measured process keeps its bytecode (see main).
+_PYCACHE: dict[str, str] = {}
+
+
+def _base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, **_PYCACHE}
+
+
 def _cache_env(folder: str) -> dict[str, str]:
-    return {**os.environ, "XDG_CACHE_HOME": folder, "LOCALAPPDATA": folder}
-
-
-def median_of(runs: int, argv: list[str], env_for_run: list[dict[str, str]]) -> float:
-    return statistics.median(_time(argv, env_for_run[i]) for i in range(runs))
+    return {**_base_env(), "XDG_CACHE_HOME": folder, "LOCALAPPDATA": folder}
 
 
 def main() -> int:
@@ -59,18 +64,34 @@ def main() -> int:
     results: dict[str, float | None] = {}
 
     with tempfile.TemporaryDirectory() as base:
-        cold_envs = [_cache_env(str(Path(base) / f"cold{i}")) for i in range(runs)]
-        results["flashbuild doctor (cold cache)"] = median_of(runs, doctor, cold_envs)
+        # Bytecode as an installed package has it (pip compiles at install): a checkout that
+        # cannot be written to, or PYTHONDONTWRITEBYTECODE, would otherwise make every run
+        # compile flashbuild's modules again (0.2 s of the H100 machine's 0.5 s warm doctor).
+        # One unmeasured run of each command fills the folder for doctor and collect_env alike.
+        _PYCACHE["PYTHONPYCACHEPREFIX"] = str(Path(base) / "pycache")
+        _time(doctor, _cache_env(str(Path(base) / "warmup")))
         warm = _cache_env(str(Path(base) / "warm"))
         _time(doctor, warm)  # fill the cache
-        results["flashbuild doctor (warm cache)"] = median_of(runs, doctor, [warm] * runs)
-        results["flashbuild --help"] = median_of(runs, [py, "-m", "flashbuild", "--help"],
-                                                 [warm] * runs)
-    if importlib.util.find_spec("torch") is not None:
-        results["python -m torch.utils.collect_env"] = median_of(
-            runs, [py, "-m", "torch.utils.collect_env"], [dict(os.environ)] * runs)
-    else:
-        results["python -m torch.utils.collect_env"] = None
+        commands: dict[str, list[str]] = {
+            "flashbuild doctor (cold cache)": doctor,
+            "flashbuild doctor (warm cache)": doctor,
+            "flashbuild --help": [py, "-m", "flashbuild", "--help"],
+        }
+        has_torch = importlib.util.find_spec("torch") is not None
+        if has_torch:
+            commands["python -m torch.utils.collect_env"] = [py, "-m", "torch.utils.collect_env"]
+            _time(commands["python -m torch.utils.collect_env"], _base_env())
+        # Interleaved: each round runs every command once, so a machine whose load changes
+        # (the shared 2-core machine) weighs on all of them alike.
+        samples: dict[str, list[float]] = {name: [] for name in commands}
+        for i in range(runs):
+            envs = {"flashbuild doctor (cold cache)": _cache_env(str(Path(base) / f"cold{i}")),
+                    "flashbuild doctor (warm cache)": warm, "flashbuild --help": warm}
+            for name, argv in commands.items():
+                samples[name].append(_time(argv, envs.get(name, _base_env())))
+        results = {name: statistics.median(times) for name, times in samples.items()}
+        if not has_torch:
+            results["python -m torch.utils.collect_env"] = None
 
     reference = results["python -m torch.utils.collect_env"]
     print(f"Median of {runs} runs, {sys.platform}, Python {sys.version.split()[0]}:\n")

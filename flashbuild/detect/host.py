@@ -101,15 +101,8 @@ def probe_host(env: Mapping[str, str], platform: Platform, *, build_dir: Path,
     free_ram: int | None
     total_ram: int | None
     if memory is None:
-        try:
-            import psutil
-
-            vm = psutil.virtual_memory()
-            free_ram, total_ram = int(vm.available), int(vm.total)
-        except Exception:
-            free_ram = total_ram = None
-    else:
-        free_ram, total_ram = memory
+        memory = platform.memory()
+    free_ram, total_ram = memory if memory is not None else (None, None)
     try:
         free_disk: int | None = shutil.disk_usage(_existing(build_dir)).free
     except OSError:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import os
 import re
 import sys
 import sysconfig
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -256,11 +256,27 @@ def probe_tool(name: str, env: Mapping[str, str], runner: Runner,
     return ToolInfo(name, version, path)
 
 
-def _distribution_version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
+def _normalized(project: str) -> str:
+    """A project name as dist-info folders compare it (`Foo.Bar-baz` -> `foo_bar_baz`)."""
+    return re.sub(r"[-_.]+", "_", project).lower()
+
+
+def distribution_version(name: str, site_packages: Sequence[Path]) -> str | None:
+    """The version of an installed distribution, from the name of its `NAME-VERSION.dist-info`
+    folder in the first of `site_packages` that holds one. `importlib.metadata` finds the same
+    but indexes every entry of every path folder first: 0.19 s in a profile of a warm doctor
+    on the H100 machine's image (a few hundred packages)."""
+    wanted = _normalized(name)
+    for folder in site_packages:
+        try:
+            entries = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".dist-info"))
+        except OSError:
+            continue
+        for entry in entries:
+            project, _sep, version = entry.removesuffix(".dist-info").rpartition("-")
+            if version and _normalized(project) == wanted:
+                return version
+    return None
 
 
 def probe_pyenv(env: Mapping[str, str], runner: Runner, *, python: PythonEnv | None = None,
@@ -269,6 +285,6 @@ def probe_pyenv(env: Mapping[str, str], runner: Runner, *, python: PythonEnv | N
     py = python or current_python()
     torch = probe_torch(py.site_packages, python=py.executable, runner=runner, env=env,
                         cache=cache)
-    tools = (ToolInfo("pybind11", _distribution_version("pybind11"), None),
+    tools = (ToolInfo("pybind11", distribution_version("pybind11", py.site_packages), None),
              probe_tool("ninja", env, runner, cache), probe_tool("cmake", env, runner, cache))
     return PyEnvReport(py, torch, tools)

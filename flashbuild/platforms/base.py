@@ -110,6 +110,10 @@ class Platform(Protocol):
         value cannot be read)."""
         ...
 
+    def memory(self) -> tuple[int, int] | None:
+        """(available, total) bytes of RAM, or None when they cannot be read."""
+        ...
+
     def os_release(self) -> str:
         """Linux's /etc/os-release (which distribution this is); empty elsewhere."""
         ...

@@ -94,6 +94,15 @@ class WindowsPlatform:
             return False
         return value == 1
 
+    def memory(self) -> tuple[int, int] | None:
+        try:
+            import psutil
+
+            vm = psutil.virtual_memory()
+        except Exception:
+            return None
+        return int(vm.available), int(vm.total)
+
     def os_release(self) -> str:
         return ""
 
