@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -29,12 +30,20 @@ import tempfile
 import time
 from pathlib import Path
 
+#: CPU seconds (user + system) of each run, by command line: on a loaded machine (the shared
+#: 2-core one) wall time follows the load, CPU time much less.
+_CPU: dict[str, list[float]] = {}
+
 
 def _time(argv: list[str], env: dict[str, str]) -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True, check=False)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    _CPU.setdefault(" ".join(argv), []).append(
+        after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     # doctor exits 3 when a build is blocked: that is a result, not a failure of the run.
     if done.returncode not in (0, 3):
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
@@ -84,25 +93,28 @@ def main() -> int:
         # Interleaved: each round runs every command once, so a machine whose load changes
         # (the shared 2-core machine) weighs on all of them alike.
         samples: dict[str, list[float]] = {name: [] for name in commands}
+        cpu: dict[str, list[float]] = {name: [] for name in commands}
         for i in range(runs):
             envs = {"flashbuild doctor (cold cache)": _cache_env(str(Path(base) / f"cold{i}")),
                     "flashbuild doctor (warm cache)": warm, "flashbuild --help": warm}
             for name, argv in commands.items():
                 samples[name].append(_time(argv, envs.get(name, _base_env())))
+                cpu[name].append(_CPU[" ".join(argv)][-1])
         results = {name: statistics.median(times) for name, times in samples.items()}
+        cpu_median = {name: statistics.median(times) for name, times in cpu.items()}
         if not has_torch:
             results["python -m torch.utils.collect_env"] = None
 
     reference = results["python -m torch.utils.collect_env"]
     print(f"Median of {runs} runs, {sys.platform}, Python {sys.version.split()[0]}:\n")
-    print("| command | median (s) | x collect_env |")
-    print("|---|---:|---:|")
+    print("| command | median (s) | x collect_env | CPU, median (s) |")
+    print("|---|---:|---:|---:|")
     for name, seconds in results.items():
         if seconds is None:
-            print(f"| `{name}` | unavailable (torch is not importable) | |")
+            print(f"| `{name}` | unavailable (torch is not importable) | | |")
             continue
         ratio = f"{seconds / reference:.2f}" if reference else "n/a"
-        print(f"| `{name}` | {seconds:.3f} | {ratio} |")
+        print(f"| `{name}` | {seconds:.3f} | {ratio} | {cpu_median[name]:.3f} |")
     if reference:
         cold = results["flashbuild doctor (cold cache)"] or 0.0
         warm_s = results["flashbuild doctor (warm cache)"] or 0.0
