@@ -341,8 +341,9 @@ def bundled_recipes() -> list[Path]:
 def source_tree(recipe: Recipe, override: Path | None = None) -> Path:
     """The tree a recipe applies to (`--source`, else its `[source] path`), which must be a
     folder: a recipe whose tree is not there (a bundled recipe for an upstream tree, run
-    without `--source`) is told apart from a tree of the wrong shape."""
-    from flashbuild.errors import UsageError
+    without `--source`) is told apart from a tree of the wrong shape. Exit 10, as the patch
+    engine's own check of the tree has it."""
+    from flashbuild.errors import TreeError
 
     tree = recipe.source_root(override)
     try:
@@ -354,7 +355,7 @@ def source_tree(recipe: Recipe, override: Path | None = None) -> Path:
     origin = ("--source" if override is not None else
               f"the recipe's [source] path `{recipe.source.path}` (next to {recipe.file})"
               if recipe.file else f"the recipe's [source] path `{recipe.source.path}`")
-    raise UsageError(
+    raise TreeError(
         f"the source tree {tree} does not exist",
         evidence=f"it comes from {origin}",
         fix=f"pass the folder of your checkout of the tree: `--source path/to/{tree.name}`"
