@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -35,15 +34,24 @@ from pathlib import Path
 _CPU: dict[str, list[float]] = {}
 
 
+def _children_cpu() -> float:
+    """CPU seconds of the finished child processes so far (0 where `resource` is missing:
+    Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return 0.0
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _time(argv: list[str], env: dict[str, str]) -> float:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = _children_cpu()
     start = time.perf_counter()
     done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True, check=False)
     elapsed = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    _CPU.setdefault(" ".join(argv), []).append(
-        after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    _CPU.setdefault(" ".join(argv), []).append(_children_cpu() - before)
     # doctor exits 3 when a build is blocked: that is a result, not a failure of the run.
     if done.returncode not in (0, 3):
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
