@@ -79,14 +79,14 @@ def render(console: Console, findings: Findings, verdicts: list[Verdict]) -> Non
         for verdict in rows:
             console.print(f"  {verdict_word(_WORD[verdict.severity])} {escape(verdict.title)}")
             if verdict.evidence:
-                console.print(f"      [dim]{escape(verdict.evidence)}[/]")
+                console.print(f"        [dim]{escape(verdict.evidence)}[/]")
             if verdict.fix and verdict.severity is not Severity.OK:
-                console.print(f"      [bold]fix:[/] {escape(verdict.fix)}")
+                console.print(f"        [bold]fix:[/] {escape(verdict.fix)}")
         if section is Section.TOOLKIT and findings.toolkits is not None:
             others = [t for t in findings.toolkits.candidates
                       if findings.toolkit is None or t.root != findings.toolkit.root]
             for tk in others:
-                console.print(f"      [dim]also found: CUDA {tk.version or '?'} at "
+                console.print(f"        [dim]also found: CUDA {tk.version or '?'} at "
                               f"{escape(str(tk.root))} ({tk.layout} layout, via "
                               f"{', '.join(tk.origins)})[/]")
         console.print()
