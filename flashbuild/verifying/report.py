@@ -68,9 +68,9 @@ def render(report: VerifyReport, console: Console) -> None:
         if check.status in (Status.WARN, Status.FAIL):
             if check.evidence:
                 for line in clip(check.evidence, 600, keep="end").splitlines():
-                    console.print(f"         [dim]{escape(line)}[/]", soft_wrap=True)
+                    console.print(f"        [dim]{escape(line)}[/]", soft_wrap=True)
             if check.fix:
-                console.print(f"         [bold]fix:[/] {escape(check.fix)}", soft_wrap=True)
+                console.print(f"        [bold]fix:[/] {escape(check.fix)}", soft_wrap=True)
     fails, warns = len(report.failures), len(report.warnings)
     if report.ok:
         console.print(f"[bold green]verified[/] ({plural(warns, 'warning')})")
