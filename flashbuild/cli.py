@@ -81,7 +81,8 @@ class _Group(TyperGroup):
             code = super().main(args, prog_name, complete_var, False, windows_expand_args,
                                 **extra)
         except exceptions.ClickException as exc:
-            if type(exc).__name__ == "NoArgsIsHelpError":  # click >= 8.2: help, exit 2
+            # click >= 8.2 raises this for a bare group (its own exit code is 2).
+            if type(exc).__name__ == "NoArgsIsHelpError":
                 typer.echo(exc.ctx.get_help())
                 code = 0
             else:
