@@ -196,3 +196,14 @@ def test_distribution_ids_read_id_and_id_like() -> None:
 
     assert distribution_ids('ID=ubuntu\nID_LIKE="debian"\n') == ["ubuntu", "debian"]
     assert distribution_ids('ID="rocky"\nID_LIKE="rhel centos fedora"\n')[:2] == ["rocky", "rhel"]
+
+
+def test_build_with_no_arch_on_a_machine_without_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashbuild.detect import gpu
+
+    monkeypatch.setattr(gpu, "probe_gpus", lambda env, runner: gpu.GpuReport((), None, None,
+                                                                            "none"))
+    res = CliRunner().invoke(app, ["build"])
+    assert res.exit_code == 2
+    assert "no --arch was given, and there is no GPU to build for" in res.output
+    assert "--arch native" not in res.output
