@@ -12,7 +12,7 @@ PYTHONPATH for every command (doctor reads torch from the interpreter's import p
     python -m pip install --target /tmp/torchsite torch==2.13.0
     PYTHONPATH=/tmp/torchsite python bench/bench_doctor.py --runs 5
 
-Targets (issue 2, "Performance"): cold ≤ collect_env; warm ≤ 0.2 x collect_env and < 0.5 s.
+Targets: cold ≤ collect_env (issue 2); warm < 0.3 s and ≤ 0.2 x collect_env (issue 21).
 "Cold" runs each time with an empty cache folder (XDG_CACHE_HOME / LOCALAPPDATA); "warm"
 reuses one folder filled by a first, unmeasured run.
 """
@@ -29,24 +29,46 @@ import tempfile
 import time
 from pathlib import Path
 
+#: CPU seconds (user + system) of each run, by command line: on a loaded machine (the shared
+#: 2-core one) wall time follows the load, CPU time much less.
+_CPU: dict[str, list[float]] = {}
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the finished child processes so far (0 where `resource` is missing:
+    Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return 0.0
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
 
 def _time(argv: list[str], env: dict[str, str]) -> float:
+    before = _children_cpu()
     start = time.perf_counter()
     done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True, check=False)
     elapsed = time.perf_counter() - start
+    _CPU.setdefault(" ".join(argv), []).append(_children_cpu() - before)
     # doctor exits 3 when a build is blocked: that is a result, not a failure of the run.
     if done.returncode not in (0, 3):
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
     return elapsed
 
 
+#: Set by main(): where every measured process keeps its bytecode (see main).
+_PYCACHE: dict[str, str] = {}
+
+
+def _base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, **_PYCACHE}
+
+
 def _cache_env(folder: str) -> dict[str, str]:
-    return {**os.environ, "XDG_CACHE_HOME": folder, "LOCALAPPDATA": folder}
-
-
-def median_of(runs: int, argv: list[str], env_for_run: list[dict[str, str]]) -> float:
-    return statistics.median(_time(argv, env_for_run[i]) for i in range(runs))
+    return {**_base_env(), "XDG_CACHE_HOME": folder, "LOCALAPPDATA": folder}
 
 
 def main() -> int:
@@ -59,36 +81,55 @@ def main() -> int:
     results: dict[str, float | None] = {}
 
     with tempfile.TemporaryDirectory() as base:
-        cold_envs = [_cache_env(str(Path(base) / f"cold{i}")) for i in range(runs)]
-        results["flashbuild doctor (cold cache)"] = median_of(runs, doctor, cold_envs)
+        # Bytecode as an installed package has it (pip compiles at install): a checkout that
+        # cannot be written to, or PYTHONDONTWRITEBYTECODE, would otherwise make every run
+        # compile flashbuild's modules again (0.2 s of the H100 machine's 0.5 s warm doctor).
+        # One unmeasured run of each command fills the folder for doctor and collect_env alike.
+        _PYCACHE["PYTHONPYCACHEPREFIX"] = str(Path(base) / "pycache")
+        _time(doctor, _cache_env(str(Path(base) / "warmup")))
         warm = _cache_env(str(Path(base) / "warm"))
         _time(doctor, warm)  # fill the cache
-        results["flashbuild doctor (warm cache)"] = median_of(runs, doctor, [warm] * runs)
-        results["flashbuild --help"] = median_of(runs, [py, "-m", "flashbuild", "--help"],
-                                                 [warm] * runs)
-    if importlib.util.find_spec("torch") is not None:
-        results["python -m torch.utils.collect_env"] = median_of(
-            runs, [py, "-m", "torch.utils.collect_env"], [dict(os.environ)] * runs)
-    else:
-        results["python -m torch.utils.collect_env"] = None
+        commands: dict[str, list[str]] = {
+            "flashbuild doctor (cold cache)": doctor,
+            "flashbuild doctor (warm cache)": doctor,
+            "flashbuild --help": [py, "-m", "flashbuild", "--help"],
+        }
+        has_torch = importlib.util.find_spec("torch") is not None
+        if has_torch:
+            commands["python -m torch.utils.collect_env"] = [py, "-m", "torch.utils.collect_env"]
+            _time(commands["python -m torch.utils.collect_env"], _base_env())
+        # Interleaved: each round runs every command once, so a machine whose load changes
+        # (the shared 2-core machine) weighs on all of them alike.
+        samples: dict[str, list[float]] = {name: [] for name in commands}
+        cpu: dict[str, list[float]] = {name: [] for name in commands}
+        for i in range(runs):
+            envs = {"flashbuild doctor (cold cache)": _cache_env(str(Path(base) / f"cold{i}")),
+                    "flashbuild doctor (warm cache)": warm, "flashbuild --help": warm}
+            for name, argv in commands.items():
+                samples[name].append(_time(argv, envs.get(name, _base_env())))
+                cpu[name].append(_CPU[" ".join(argv)][-1])
+        results = {name: statistics.median(times) for name, times in samples.items()}
+        cpu_median = {name: statistics.median(times) for name, times in cpu.items()}
+        if not has_torch:
+            results["python -m torch.utils.collect_env"] = None
 
     reference = results["python -m torch.utils.collect_env"]
     print(f"Median of {runs} runs, {sys.platform}, Python {sys.version.split()[0]}:\n")
-    print("| command | median (s) | x collect_env |")
-    print("|---|---:|---:|")
+    print("| command | median (s) | x collect_env | CPU, median (s) |")
+    print("|---|---:|---:|---:|")
     for name, seconds in results.items():
         if seconds is None:
-            print(f"| `{name}` | unavailable (torch is not importable) | |")
+            print(f"| `{name}` | unavailable (torch is not importable) | | |")
             continue
         ratio = f"{seconds / reference:.2f}" if reference else "n/a"
-        print(f"| `{name}` | {seconds:.3f} | {ratio} |")
+        print(f"| `{name}` | {seconds:.3f} | {ratio} | {cpu_median[name]:.3f} |")
     if reference:
         cold = results["flashbuild doctor (cold cache)"] or 0.0
         warm_s = results["flashbuild doctor (warm cache)"] or 0.0
         print()
         print(f"- cold ≤ collect_env: {'met' if cold <= reference else 'NOT met'}")
-        print(f"- warm ≤ 0.2 x collect_env and < 0.5 s: "
-              f"{'met' if warm_s <= 0.2 * reference and warm_s < 0.5 else 'NOT met'}")
+        print(f"- warm ≤ 0.2 x collect_env and < 0.3 s: "
+              f"{'met' if warm_s <= 0.2 * reference and warm_s < 0.3 else 'NOT met'}")
     return 0
 
 

@@ -160,16 +160,21 @@ class ArchSpec:
     def __str__(self) -> str:
         return self.cmake() if self.targets else "native"
 
-    def resolve_native(self, capabilities: Iterable[tuple[int, int]]) -> ArchSpec:
-        """Replace `native` with the GPUs found (SASS for each)."""
+    def resolve_native(self, capabilities: Iterable[tuple[int, int]], *,
+                       typed: bool = True) -> ArchSpec:
+        """Replace `native` with the GPUs found (SASS for each). `typed=False`: the user gave
+        no `--arch` and `native` is the default, so an error must not quote an option they
+        never typed."""
         if not self.native:
             return self
         found = [Target(Arch(major, minor)) for major, minor in capabilities]
         if not found and not self.targets:
             raise UsageError(
-                "`--arch native` needs a GPU, and none was found",
+                "`--arch native` needs a GPU, and none was found" if typed else
+                "no --arch was given, and there is no GPU to build for",
                 evidence="NVML and nvidia-smi reported no NVIDIA GPU on this machine",
-                fix="name the target explicitly, e.g. `--arch sm120` for an RTX 5090",
+                fix="name the target explicitly, e.g. `--arch sm120` for an RTX 5090 or RTX "
+                "PRO 6000, `--arch sm_90a` for an H100",
             )
         return _merge([*self.targets, *found], native=False)
 
@@ -256,9 +261,8 @@ def parse_arch(token: str) -> Target:
     suffix = Suffix(match["suffix"] or "")
     arch = Arch(major, minor, suffix)
     if arch.code not in FIRST_CUDA:
-        near = min(_KNOWN, key=lambda c: abs(c - arch.code))
         raise _bad(raw, f"no NVIDIA GPU has compute capability {major}.{minor}",
-                   hint=f"the closest known one is sm_{near}")
+                   hint=f"did you mean sm_{_nearest(code_text(match))}?")
     if suffix is Suffix.ARCH and arch.code < 90:
         raise _bad(raw, "`a` (arch-specific) targets exist from sm_90a on")
     if suffix is Suffix.FAMILY and arch.code < 100:
@@ -295,6 +299,23 @@ def _merge(targets: Iterable[Target], *, native: bool) -> ArchSpec:
         by_arch[t.arch] = t.image if seen is None or seen is t.image else Image.BOTH
     ordered = tuple(Target(a, by_arch[a]) for a in sorted(by_arch))
     return ArchSpec(ordered, native=native)
+
+
+def code_text(match: re.Match[str]) -> str:
+    """The digits the user typed for the arch (`12` of `sm12`, `120` of `12.0`)."""
+    if match["dotted"] is not None:
+        return f"{int(match['dotted'])}{int(match['minor'])}"
+    return str(int(match["code"]))
+
+
+def _nearest(digits: str) -> int:
+    """The known arch a mistyped code most likely meant: one whose code starts with the typed
+    digits (`sm12` is sm_120 with its last digit left out, not the numerically nearest
+    sm_50), else the numerically nearest."""
+    starting = sorted(c for c in _KNOWN if str(c).startswith(digits))
+    if starting:
+        return starting[0]
+    return min(_KNOWN, key=lambda c: abs(c - int(digits)))
 
 
 def _bad(raw: str, why: str, hint: str = "") -> UsageError:

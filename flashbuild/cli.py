@@ -32,14 +32,105 @@ def _flags_take_no_value(params: list[Any]) -> list[Any]:
     return params
 
 
+def paragraphs(text: str | None) -> str | None:
+    """Help text with each paragraph on one line, for the help screen to wrap at the
+    terminal's width (Typer keeps a docstring's hard line breaks after the first paragraph)."""
+    if text is None:
+        return None
+    return "\n\n".join(" ".join(p.split()) for p in text.strip().split("\n\n"))
+
+
+def summary(text: str | None) -> str:
+    """The first paragraph of a command's help as one line: what the command list shows (the
+    whole docstring there, with its hard line breaks, is ragged at any width)."""
+    return " ".join((text or "").strip().split("\n\n")[0].split())
+
+
 class _Command(TyperCommand):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = paragraphs(self.help)
+        if self.short_help is None:
+            self.short_help = summary(self.help)
+
     def get_params(self, ctx: Any) -> list[Any]:
         return _flags_take_no_value(super().get_params(ctx))
 
 
 class _Group(TyperGroup):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = paragraphs(self.help)
+        if self.short_help is None:
+            self.short_help = summary(self.help)
+
     def get_params(self, ctx: Any) -> list[Any]:
         return _flags_take_no_value(super().get_params(ctx))
+
+    def main(self, args: Any = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             windows_expand_args: bool = True, **extra: Any) -> Any:
+        """Click's usage errors (an unknown option, a missing argument) in flashbuild's own
+        `error:` / `fix:` form with exit 2, instead of Typer's boxed panel beside it; a bare
+        `flashbuild` (or `flashbuild recipe`) prints its help and exits 0."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode,
+                                windows_expand_args, **extra)
+        exceptions = _click_exceptions()
+        try:
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args,
+                                **extra)
+        except exceptions.ClickException as exc:
+            # click >= 8.2 raises this for a bare group (its own exit code is 2).
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                typer.echo(exc.ctx.get_help())
+                code = 0
+            else:
+                _report(_usage_error(exc))
+                code = exc.exit_code
+        except typer.Abort:
+            code = 1
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _click_exceptions() -> Any:
+    """The exception module of the click Typer runs on: newer Typer vendors its own copy."""
+    import typer.core
+
+    vendored = getattr(typer.core, "_click", None)
+    if vendored is not None:
+        return vendored.exceptions
+    import importlib
+
+    return importlib.import_module("click.exceptions")
+
+
+def _usage_error(exc: Any) -> FlashbuildError:
+    """A Click exception as a FlashbuildError: its message, the usage line as evidence, and
+    where the options are listed as the fix."""
+    from flashbuild.errors import UsageError
+
+    ctx = getattr(exc, "ctx", None)
+    usage = ctx.get_usage().strip() if ctx is not None else ""
+    command = ctx.command_path if ctx is not None else "flashbuild"
+    message = exc.format_message().strip()
+    # Click's suggestion ("Did you mean 'build'?", "(Possible options: --jobs, --json)") is
+    # the fix, not part of what failed.
+    what, _sep, hint = _split_hint(message)
+    fix = f"see `{command} --help`"
+    if hint:
+        fix = f"{hint} ({fix})"
+    return UsageError(what[:1].lower() + what[1:], evidence=" ".join(usage.split()), fix=fix)
+
+
+def _split_hint(message: str) -> tuple[str, str, str]:
+    """Click's message and the suggestion it appends, apart."""
+    for marker, lead in ((". Did you mean ", "did you mean "), (" Did you mean ", "did you mean "),
+                         (" (Possible options: ", "possible options: ")):
+        what, sep, hint = message.partition(marker)
+        if sep:
+            return what, sep, lead + hint.rstrip(")?.") + ("?" if "mean" in lead else "")
+    return message, "", ""
 
 
 app = typer.Typer(
@@ -118,7 +209,8 @@ def _report(exc: FlashbuildError) -> None:
         ui.emit_json({"ok": False, **exc.to_json()})
     from rich.markup import escape
 
-    ui.err.print(f"[bold red]error:[/] {escape(exc.what.rstrip('.'))}.")
+    what = exc.what.rstrip(".")
+    ui.err.print(f"[bold red]error:[/] {escape(what)}{'' if what.endswith(('?', '!')) else '.'}")
     if exc.evidence:
         ui.err.print(f"[dim]{escape(exc.evidence)}[/]")
     if exc.fix:
@@ -150,7 +242,9 @@ def doctor(
     json: JsonOpt = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Re-probe everything.")] = False,
 ) -> int:
-    """Detect the CUDA toolchain, compilers, GPUs and Python; say what blocks a build and how
+    """Check this machine for CUDA extension builds.
+
+    Detect the CUDA toolchain, compilers, GPUs and Python; say what blocks a build and how
     to fix it. Exit 0 when nothing blocks a build, 3 otherwise."""
     ui.configure(json_mode=json)
     from flashbuild.detect.doctor import run_doctor
@@ -162,9 +256,9 @@ def doctor(
 @_edge
 def verify(
     path: Annotated[Path | None, typer.Argument(
-        help="What to verify: a binary (.so/.pyd), a folder, a wheel (.whl, read without "
-        "installing it), or a flashbuild-manifest.json. Default: the installed `flashkern` "
-        "package.")] = None,
+        metavar="[PATH]", help="What to verify: a binary (.so/.pyd), a folder, a wheel (.whl, "
+        "read without installing it), or a flashbuild-manifest.json. Default: the installed "
+        "`flashkern` package.")] = None,
     *,
     package: Annotated[str | None, typer.Option(
         "--package", "-p", help="Installed package (import or distribution name) to verify, "
@@ -187,10 +281,12 @@ def verify(
         "--gpu/--no-gpu", help="Run the kernel self-check. Default: when a GPU and torch "
         "are present.")] = None,
 ) -> int:
-    """Prove a build is right for the target GPU, built by flashbuild or not: per binary the
-    target's SASS present and no other arch's, the recipe's kernels in the cubins, libraries
-    that resolve, kernel resources within the arch's limits, a clean import of an installed
-    package, and on a GPU the kernels' self-check. Exit 0 when every check passes, 8 when one
+    """Prove a binary, wheel or package is right for the target GPU.
+
+    Built by flashbuild or not: per binary the target's SASS present and no other arch's,
+    the recipe's kernels in the cubins, libraries that resolve, kernel resources within the
+    arch's limits, a clean import of an installed package, and on a GPU the kernels'
+    self-check. Exit 0 when every check passes, 8 when one
     fails or the input holds no binary, 2 when PATH does not exist."""
     ui.configure(json_mode=json)
     from flashbuild.verifying.command import run_verify
@@ -222,8 +318,10 @@ def patch(
         "them (without it such files stop the run, exit 10).")] = False,
     json: JsonOpt = False,
 ) -> int:
-    """Apply a recipe's patches to its source tree, transactionally (re-applying rewrites
-    nothing; an interrupted run is repaired by the next one). Exit 5 when a patch does not
+    """Apply a recipe's patches to its source tree.
+
+    Transactional: re-applying rewrites nothing, an interrupted run is repaired by the next
+    one, --revert restores the tree byte for byte. Exit 5 when a patch does not
     apply (the tree is left unchanged), 9 when another run holds the tree, 10 when a file was
     changed since flashbuild patched it or the tree's flashbuild state cannot be trusted."""
     ui.configure(json_mode=json)
@@ -260,7 +358,10 @@ def build(
         "--revert`) instead of a mirror of it in the build folder.")] = False,
     json: JsonOpt = False,
 ) -> int:
-    """Patch, configure (CMake + Ninja), compile and install. Exit 6 when the build fails (log
+    """Patch, configure, compile and install a tree for the target GPU.
+
+    The recipe's backend builds it: CMake + Ninja, or setuptools (a torch cpp_extension
+    setup.py). Exit 6 when the build fails (log
     kept, previous install intact), 130 when interrupted (run again to resume)."""
     ui.configure(json_mode=json)
     from flashbuild.building.command import run_build
@@ -283,10 +384,11 @@ def recipe_list(json: JsonOpt = False) -> int:
 @recipe_app.command(cls=_Command, name="show")
 @_edge
 def recipe_show(
-    name: Annotated[str, typer.Argument(help="Bundled recipe name or recipe file.")],
+    name: Annotated[str, typer.Argument(metavar="NAME",
+                                        help="Bundled recipe name or recipe file.")],
     json: JsonOpt = False,
 ) -> int:
-    """Show a recipe: its steps and their conditions, build options and artifacts."""
+    """Show a recipe's steps, build settings and artifacts."""
     ui.configure(json_mode=json)
     from flashbuild.recipes.report import show_recipe
 
@@ -296,10 +398,12 @@ def recipe_show(
 @recipe_app.command(cls=_Command, name="check")
 @_edge
 def recipe_check(
-    file: Annotated[Path, typer.Argument(help="Recipe TOML file to validate.")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="Recipe TOML file to validate.")],
     json: JsonOpt = False,
 ) -> int:
-    """Validate a recipe file (exit 4 with the file:line of the first problem)."""
+    """Validate a recipe file.
+
+    Exit 4 with the file:line of the first problem."""
     ui.configure(json_mode=json)
     from flashbuild.recipes.report import check_recipe
 
@@ -313,7 +417,8 @@ ScanArchOpt = Annotated[str, typer.Option(
 @app.command(cls=_Command)
 @_edge
 def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
-    source: Annotated[Path, typer.Argument(help="Root of the tree to scan.")] = Path(),
+    source: Annotated[Path, typer.Argument(metavar="[SOURCE]",
+                                           help="Root of the tree to scan.")] = Path(),
     arch: ScanArchOpt = "sm120",
     platform: PlatformOpt = None,
     json: JsonOpt = False,
@@ -326,7 +431,9 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
     jobs: Annotated[int | None, typer.Option(
         "--jobs", "-j", help="Worker processes (default: all cores).")] = None,
 ) -> int:
-    """Read a kernel tree (C++/CUDA, CMake, setup.py, Python) and list what will break for the
+    """List what will break in a kernel tree for a platform and GPU.
+
+    Reads the tree's C++/CUDA, CMake, setup.py and Python and lists what will break for the
     target platform and arch, with the fix for each. Exit 11 when errors were found."""
     ui.configure(json_mode=json)
     from flashbuild.scanning.report import run_scan
@@ -348,8 +455,10 @@ def recipe_init(  # noqa: PLR0917 - Typer maps each option to a parameter
         "--compile-check", help="Compile each translation unit a drafted code step touches "
         "with nvcc for the target, before and after the step, and say so in the draft.")] = False,
 ) -> int:
-    """Draft a recipe from a scan: a \\[\\[patch]] step for every finding a transform fixes, and a
-    commented TODO with the evidence for every finding that needs a person."""
+    """Draft a recipe for a tree from a scan.
+
+    A \\[\\[patch]] step for every finding a transform fixes, and a commented TODO with the
+    evidence for every finding that needs a person."""
     ui.configure(json_mode=json)
     from flashbuild.scanning.draft import run_init
 

@@ -1,8 +1,9 @@
-"""The README's command reference, generated from the Typer app.
+"""The command reference (docs/commands.md), generated from the Typer app.
 
-`python -m flashbuild.clidoc --write README.md` rewrites the block between the markers below;
-a test fails when the committed README differs from what the app says, so the reference
-cannot drift from the code.
+`python -m flashbuild.clidoc --write docs/commands.md` rewrites the block between the markers
+below; a test fails when the committed file differs from what the app says, so the reference
+cannot drift from the code. Usage lines are the app's own (`{NAME}` is how the help screen
+writes a required argument, `[PATH]` an optional one).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from typing import Any
 
 import typer.main
 
+#: Where the reference lives, relative to the repository root.
+REFERENCE = "docs/commands.md"
 BEGIN = ("<!-- BEGIN command reference "
-         "(generated: python -m flashbuild.clidoc --write README.md) -->")
+         "(generated: python -m flashbuild.clidoc --write docs/commands.md) -->")
 END = "<!-- END command reference -->"
 
 
@@ -41,20 +44,29 @@ def _rows(command: Any) -> list[str]:
     return rows
 
 
+def _takes_usage(param: Any) -> bool:
+    """Typer's arguments render their usage form (`{NAME}`, `[PATH]`) with `usage=True`."""
+    import inspect
+
+    return "usage" in inspect.signature(param.make_metavar).parameters
+
+
 def _section(path: list[str], command: Any) -> list[str]:
     lines: list[str] = []
     if hasattr(command, "commands"):
         for name in sorted(command.commands):
             lines += _section([*path, name], command.commands[name])
         return lines
-    args = " ".join(f"[{p.name.upper()}]" if not p.required else p.name.upper()
+    ctx = command.make_context(" ".join(path), [], resilient_parsing=True)
+    args = " ".join(p.make_metavar(ctx, usage=True) if _takes_usage(p) else p.make_metavar(ctx)
                     for p in command.params
                     if getattr(p, "param_type_name", "") == "argument")
-    lines.append(f"### `{' '.join(path)}{' ' + args if args else ''}`")
+    lines.append(f"## `{' '.join(path)}{' ' + args if args else ''}`")
     lines.append("")
-    doc = _unescape(" ".join((command.help or "").split()))
-    if doc:
-        lines += [doc, ""]
+    for paragraph in (command.help or "").split("\n\n"):
+        doc = _unescape(" ".join(paragraph.split()))
+        if doc:
+            lines += [doc, ""]
     rows = _rows(command)
     if rows:
         lines += ["| option | meaning |", "|---|---|", *rows, ""]
@@ -75,16 +87,16 @@ def render() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def splice(readme: str, reference: str) -> str:
+def splice(document: str, reference: str) -> str:
     pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.DOTALL)
-    if not pattern.search(readme):
-        raise SystemExit(f"README has no block between {BEGIN!r} and {END!r}")
-    return pattern.sub(lambda _m: f"{BEGIN}\n{reference}{END}", readme)
+    if not pattern.search(document):
+        raise SystemExit(f"the document has no block between {BEGIN!r} and {END!r}")
+    return pattern.sub(lambda _m: f"{BEGIN}\n{reference}{END}", document)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--write", type=Path, help="README to update in place")
+    parser.add_argument("--write", type=Path, help=f"document to update in place ({REFERENCE})")
     args = parser.parse_args()
     if args.write:
         args.write.write_text(splice(args.write.read_text(encoding="utf-8"), render()),

@@ -84,6 +84,22 @@ def prepare_streams(*streams: TextIO) -> None:
             continue
 
 
+#: The one verdict vocabulary of doctor, verify and scan, and its colours: ASCII words, so a
+#: cp1252 or ASCII pipe shows them as they are (a "✓" became "ok" there and a "⚠" a "!").
+VERDICTS: dict[str, str] = {"ok": "green", "warn": "yellow", "error": "bold red",
+                            "skip": "dim", "note": "cyan"}
+
+
+def verdict(word: str) -> str:
+    """`word` (a key of VERDICTS) as Rich markup, padded so the text after it lines up."""
+    return f"[{VERDICTS[word]}]{word:<5}[/]"
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """`1 file`, `2 files` (`many` for an irregular plural)."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"
+
+
 def lit(text: object) -> str:
     """Foreign text (a path, a source line, tool output) made safe to embed in a markup
     message: brackets escaped. Emoji codes need nothing: the consoles never expand them."""
@@ -116,6 +132,76 @@ def _console(*, stderr: bool = False) -> Console:
     # line is left for the terminal to wrap, so a path is never split by an inserted newline
     # (copy/paste and grep of redirected output keep it whole).
     return Console(stderr=stderr, emoji=False, highlight=False, soft_wrap=True)
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of `ui.table`. `key` columns hold ids and paths: they are never cut or wrapped
+    (a table that cannot show them whole is printed as a list instead); the others wrap."""
+
+    header: str
+    key: bool = False
+
+
+def _fits(console: Console, table: Any, keys: list[str]) -> bool:
+    """Whether `table`, rendered at `console`'s width, shows every one of `keys` whole on one
+    line (Rich cuts a column that does not fit with an ellipsis, and folds a word that is
+    wider than its column)."""
+    from io import StringIO
+
+    probe = Console(file=StringIO(), width=console.width, emoji=False, highlight=False,
+                    color_system=None, legacy_windows=False)
+    probe.print(table)
+    rendered = probe.file.getvalue()  # type: ignore[attr-defined]
+    return all(key in rendered for key in keys) and "…" not in rendered
+
+
+def render_table(console: Console, title: str, columns: list[Column],
+                 rows: list[list[str]]) -> None:
+    """Print `rows` as a table when every id and path fits whole at the console's width, and
+    as a plain list (the first column, then `header: value` lines) when it does not.
+
+    Cells are plain text (never markup). Each is written the way the output encoding will
+    show it (`degrade`), so a "→" that becomes "->" on an ASCII pipe is measured as the two
+    characters it will be and the table's borders stay aligned."""
+    from rich import box
+    from rich.table import Table
+
+    encoding = console.encoding or "utf-8"
+    cells = [[degrade(cell, encoding) for cell in row] for row in rows]
+    table = Table(title=degrade(title, encoding), box=box.ASCII if _ascii(encoding)
+                  else box.HEAVY_HEAD, title_justify="left")
+    for column in columns:
+        table.add_column(column.header, no_wrap=column.key,
+                         overflow="ellipsis" if column.key else "fold")
+    for row in cells:
+        table.add_row(*(Text(cell) for cell in row))
+    # Ids and paths must show whole; prose may wrap between words but not inside one.
+    keys = [column.header for column in columns]
+    for row in cells:
+        for column, cell in zip(columns, row, strict=True):
+            keys += [cell] if column.key else cell.split()
+    if not rows:
+        console.print(Text(f"{degrade(title, encoding)}: none"))
+        return
+    if _fits(console, table, keys):
+        console.print(table)
+        return
+    # One line per field, never broken by Rich: a terminal wraps a long one, a pipe keeps it.
+    console.print(Text(degrade(title, encoding), style="bold"), soft_wrap=True)
+    for row in cells:
+        console.print(Text(f"- {row[0]}"), soft_wrap=True)
+        for column, cell in zip(columns[1:], row[1:], strict=True):
+            if cell:
+                console.print(Text(f"    {column.header}: {cell}"), soft_wrap=True)
+
+
+def _ascii(encoding: str) -> bool:
+    try:
+        "━┃".encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return True
+    return False
 
 
 @dataclass
@@ -157,6 +243,10 @@ class UI:
     def literal(self, text: str, *, style: str = "") -> None:
         """Foreign text, exactly as it is: no markup, no emoji codes, no highlighting."""
         self.human.print(Text(text, style=style))
+
+    def table(self, title: str, columns: list[Column], rows: list[list[str]]) -> None:
+        """A table of plain-text cells on the human channel (see `render_table`)."""
+        render_table(self.human, title, columns, rows)
 
     def warn(self, message: str) -> None:
         self.err.print(f"[yellow]warning:[/] {message}")

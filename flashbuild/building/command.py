@@ -40,7 +40,7 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
     from flashbuild.console import ui
     from flashbuild.patching.engine import patch_tree
     from flashbuild.proc import ProcessRunner
-    from flashbuild.recipes.load import load_recipe
+    from flashbuild.recipes.load import load_recipe, source_tree
     from flashbuild.recipes.when import WhenContext
 
     jobs_n = parse_jobs(jobs_text)
@@ -58,9 +58,9 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
     env = dict(os.environ)
     runner = ProcessRunner(echo=ui.command)
     loaded = load_recipe(recipe or "csrc")
-    tree = loaded.source_root(source)
-    spec = _resolve_arch(parse_arch_spec(arch) if arch else parse_arch_spec("native"), env,
-                         runner)
+    tree = source_tree(loaded, source)
+    spec = _resolve_arch(parse_arch_spec(arch) if arch else parse_arch_spec("native"),
+                         typed=arch is not None, env=env, runner=runner)
     cache_dir = plat.user_cache_dir(env)
     toolkit = _choose_toolkit(env, runner, plat, cuda=cuda, cache_dir=cache_dir,
                               site_packages=[Path(p) for p in site.getsitepackages()])
@@ -104,13 +104,13 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
 
 #: Doctor rules whose errors do not stop a build: they matter when the module runs (the
 #: driver, an `a` target for another GPU in this machine) or only to torch's own extension
-#: builder, which `flashbuild build` does not use. `msvc.outside-window` judges the MSVC a
+#: builder, which `flashbuild build` does not use. `msvc.version` judges the MSVC a
 #: plain shell or setuptools would use (VS 2026's 19.50 on windows-latest, which CUDA <= 13.1
 #: rejects); the build activates a toolset inside nvcc's window itself, and
 #: msvc.pick_toolset raises its own error, before these checks, when none is installed.
 NOT_BUILD_BLOCKERS = frozenset({"driver.older-than-toolkit", "target.a-other-sm",
-                                "torch.cuda-mismatch", "torch.broken", "torch.arch-missing",
-                                "msvc.outside-window"})
+                                "torch.cuda", "torch.broken", "torch.arch-missing",
+                                "msvc.version"})
 
 
 #: The doctor probes a build runs before it starts.
@@ -154,13 +154,14 @@ def recipe_settings(recipe: Recipe, ctx: WhenContext, spec: ArchSpec,
     return defines, args, env
 
 
-def _resolve_arch(spec: ArchSpec, env: Mapping[str, str], runner: StreamRunner) -> ArchSpec:
+def _resolve_arch(spec: ArchSpec, *, typed: bool, env: Mapping[str, str],
+                  runner: StreamRunner) -> ArchSpec:
     if not spec.native:
         return spec
     from flashbuild.detect.gpu import probe_gpus
 
     caps = [g.capability for g in probe_gpus(env, runner).gpus]
-    return spec.resolve_native(caps)
+    return spec.resolve_native(caps, typed=typed)
 
 
 def _choose_toolkit(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,

@@ -36,6 +36,7 @@ from flashbuild.building.request import (
     StepTime,
     StreamRunner,
 )
+from flashbuild.console import plural
 from flashbuild.errors import ToolchainError, UsageError
 from flashbuild.installing import install as installing
 from flashbuild.installing import shim
@@ -134,7 +135,8 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     blockers = list(checks()) if checks is not None else []
     if blockers:
         raise ToolchainError(
-            f"{len(blockers)} problem(s) block this build",
+            f"{plural(len(blockers), 'problem')} "
+            f"{'blocks' if len(blockers) == 1 else 'block'} this build",
             evidence="\n".join(f"- {b}" for b in blockers),
             fix="fix each one (`flashbuild doctor --arch ...` shows the details and fixes)",
             details={"blockers": blockers},
@@ -152,7 +154,7 @@ def build(request: BuildRequest, *, runner: StreamRunner,
                           note=f"{outcome.changed_files} file(s) changed" +
                           (f"; mirror {synced.summary()}" if synced is not None else "")))
     if outcome.changed_files:
-        say(f"patched {outcome.changed_files} file(s)")
+        say(f"patched {plural(outcome.changed_files, 'file')}")
 
     # 3. configure and compile, by the recipe's backend
     t0 = time.monotonic()
@@ -166,7 +168,7 @@ def build(request: BuildRequest, *, runner: StreamRunner,
                           f"{built.edges} step(s)" + ("; configured" if built.configured
                                                       else "")))
     say("nothing to compile" if built.no_work else
-        f"compiled {built.edges} step(s) with {backend.name}; log: {built.log}")
+        f"compiled {plural(built.edges, 'step')} with {backend.name}; log: {built.log}")
 
     # 4. install
     t0 = time.monotonic()

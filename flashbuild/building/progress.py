@@ -53,6 +53,16 @@ _ERRORS: tuple[re.Pattern[str], ...] = (
     re.compile(r"^\s*[A-Za-z_][\w.]*(?:Error|Exception): .+"),
 )
 _FAILED = re.compile(r"^FAILED: .*")
+#: Per-kernel resource reports (`-Xptxas -v` / `--resource-usage`): kept for verify, but noise
+#: in an error's context or a failure's tail (nineteen such lines buried an `#error`).
+_RESOURCE_NOISE = re.compile(r"^(?:ptxas info\s*:|\s+\d+ bytes stack frame, )")
+#: The tree's own `#error` directive stopped the compile (gcc/clang and nvcc/EDG spellings).
+_DIRECTIVE = re.compile(r"error: #error\b|error directive: ")
+
+
+def without_noise(lines: Sequence[str]) -> list[str]:
+    """`lines` less the resource reports of ptxas."""
+    return [line for line in lines if not _RESOURCE_NOISE.match(line)]
 
 
 def parse_status(line: str) -> tuple[int, int, str] | None:
@@ -89,7 +99,8 @@ def first_error(lines: list[str], context: int = 4) -> FirstError | None:
             failed = line
         text = line.strip()
         if any(p.match(text) for p in _ERRORS):
-            block = [ln for ln in lines[index:index + 1 + context] if not _STATUS.match(ln)]
+            block = [ln for ln in without_noise(lines[index:index + 1 + context])
+                     if not _STATUS.match(ln)]
             if not failed:
                 failed = next((ln for ln in reversed(lines[:index]) if _FAILED.match(ln)), "")
             return FirstError(line=text, context="\n".join(block).rstrip(), failed_edge=failed)
@@ -142,7 +153,8 @@ class NinjaMonitor:
         return True
 
     def tail(self, lines: int = 30) -> str:
-        return "\n".join(self.lines[-lines:])
+        """The last `lines` lines that are not ptxas resource reports."""
+        return "\n".join(without_noise(self.lines)[-lines:])
 
 
 @contextmanager
@@ -228,6 +240,11 @@ def run_tool(argv: Sequence[str], *, runner: ToolRunner, env: Mapping[str, str],
 def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "") -> BuildError:
     """The BuildError for a failed build step: the first compiler error, the log's tail."""
     first = first_error(monitor.lines)
+    if not fix and first is not None and _DIRECTIVE.search(first.line):
+        fix = ("the tree refuses this target with its own `#error` (an arch allow-list, a "
+               "feature gate): build for an arch it supports (the bundled library's are listed "
+               "in docs/kernels.md), or add a recipe step that extends the list, as the csrc "
+               "recipe's `sm120-allow-list` does for sm_120")
     return BuildError(
         f"{title}{': ' + first.line if first else ''}",
         evidence=((first.context + "\n\n") if first else "") + f"log: {log_path}\n"

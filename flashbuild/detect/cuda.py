@@ -400,15 +400,16 @@ def _rank(toolkit: Toolkit) -> tuple[int, int, tuple[int, ...]]:
     return (usable, best, newest)
 
 
+#: Why a toolkit was chosen: each completes "chosen because ...".
 _WHY = {
-    "--cuda": "named with --cuda",
+    "--cuda": "it was named with --cuda",
     "CUDA_HOME": "CUDA_HOME points at it (build tools read CUDA_HOME first)",
     "CUDA_PATH": "CUDA_PATH points at it",
     "CUDA_ROOT": "CUDA_ROOT points at it",
     "PATH": "its nvcc is the first on PATH",
-    "standard": "the newest toolkit in the standard install folders",
-    "CUDA_PATH_V": "the newest toolkit the CUDA installer registered",
-    "pypi": "the PyPI CUDA toolkit of this Python (no other toolkit was found)",
+    "standard": "it is the newest toolkit in the standard install folders",
+    "CUDA_PATH_V": "it is the newest toolkit the CUDA installer registered",
+    "pypi": "it is the PyPI CUDA toolkit of this Python, and no other toolkit was found",
 }
 
 

@@ -55,6 +55,8 @@ class HostInfo:
     long_paths_enabled: bool | None
     """Windows LongPathsEnabled; None off Windows or when unreadable."""
     path_hazards: tuple[PathHazard, ...] = ()
+    os_release: str = ""
+    """Linux's /etc/os-release text: which package manager the install commands name."""
 
     def to_json(self) -> dict[str, object]:
         return {"cores": self.cores, "free_ram": self.free_ram, "total_ram": self.total_ram,
@@ -99,15 +101,8 @@ def probe_host(env: Mapping[str, str], platform: Platform, *, build_dir: Path,
     free_ram: int | None
     total_ram: int | None
     if memory is None:
-        try:
-            import psutil
-
-            vm = psutil.virtual_memory()
-            free_ram, total_ram = int(vm.available), int(vm.total)
-        except Exception:
-            free_ram = total_ram = None
-    else:
-        free_ram, total_ram = memory
+        memory = platform.memory()
+    free_ram, total_ram = memory if memory is not None else (None, None)
     try:
         free_disk: int | None = shutil.disk_usage(_existing(build_dir)).free
     except OSError:
@@ -122,4 +117,4 @@ def probe_host(env: Mapping[str, str], platform: Platform, *, build_dir: Path,
     return HostInfo(cores, free_ram, total_ram, build_dir, free_disk,
                     recommended_jobs(cores, free_ram, HEAVY_JOB_BYTES),
                     recommended_jobs(cores, free_ram, LIGHT_JOB_BYTES),
-                    long_paths, tuple(hazards))
+                    long_paths, tuple(hazards), platform.os_release())

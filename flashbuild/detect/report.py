@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.text import Text
 
+from flashbuild.console import plural
+from flashbuild.console import verdict as verdict_word
 from flashbuild.detect.rules import Section, Severity, blocking
 
 if TYPE_CHECKING:
@@ -43,8 +45,7 @@ if TYPE_CHECKING:
 
     from flashbuild.detect.rules import Findings, Verdict
 
-_MARK = {Severity.OK: ("✓", "green"), Severity.WARN: ("⚠", "yellow"),
-         Severity.ERROR: ("✗", "bold red")}
+_WORD = {Severity.OK: "ok", Severity.WARN: "warn", Severity.ERROR: "error"}
 
 
 def to_document(findings: Findings, verdicts: list[Verdict]) -> dict[str, Any]:
@@ -68,32 +69,33 @@ def to_document(findings: Findings, verdicts: list[Verdict]) -> dict[str, Any]:
 
 
 def render(console: Console, findings: Findings, verdicts: list[Verdict]) -> None:
-    """Grouped by section, ✓ / ⚠ / ✗, the fix under each problem, a summary line last."""
+    """Grouped by section, each verdict as ok / warn / error, the fix under each problem, a
+    summary line last."""
     for section in Section:
         rows = [v for v in verdicts if v.section is section]
         if not rows:
             continue
         console.print(Text(section.value, style="bold underline"))
         for verdict in rows:
-            mark, style = _MARK[verdict.severity]
-            console.print(f"  [{style}]{mark}[/] {escape(verdict.title)}")
+            console.print(f"  {verdict_word(_WORD[verdict.severity])} {escape(verdict.title)}")
             if verdict.evidence:
-                console.print(f"      [dim]{escape(verdict.evidence)}[/]")
+                console.print(f"        [dim]{escape(verdict.evidence)}[/]")
             if verdict.fix and verdict.severity is not Severity.OK:
-                console.print(f"      [bold]fix:[/] {escape(verdict.fix)}")
+                console.print(f"        [bold]fix:[/] {escape(verdict.fix)}")
         if section is Section.TOOLKIT and findings.toolkits is not None:
             others = [t for t in findings.toolkits.candidates
                       if findings.toolkit is None or t.root != findings.toolkit.root]
             for tk in others:
-                console.print(f"      [dim]also found: CUDA {tk.version or '?'} at "
+                console.print(f"        [dim]also found: CUDA {tk.version or '?'} at "
                               f"{escape(str(tk.root))} ({tk.layout} layout, via "
                               f"{', '.join(tk.origins)})[/]")
         console.print()
     errors = sum(v.severity is Severity.ERROR for v in verdicts)
     warns = sum(v.severity is Severity.WARN for v in verdicts)
     if errors:
-        console.print(f"[bold red]✗ {errors} problem(s) block a build[/]"
-                      + (f", {warns} warning(s)" if warns else ""))
+        console.print(f"{verdict_word('error')} [bold red]{plural(errors, 'problem')} "
+                      f"{'blocks' if errors == 1 else 'block'} a build[/]"
+                      + (f", {plural(warns, 'warning')}" if warns else ""))
     else:
-        console.print("[bold green]✓ nothing blocks a build[/]"
-                      + (f" ({warns} warning(s))" if warns else ""))
+        console.print(f"{verdict_word('ok')} [bold green]nothing blocks a build[/]"
+                      + (f" ({plural(warns, 'warning')})" if warns else ""))

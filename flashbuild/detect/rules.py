@@ -4,7 +4,7 @@ evidence and the fix.
 A rule is a function of `Findings` returning verdicts (none when it does not apply). Rule ids
 are stable (they appear in `--json`); each has a unit test that fails if the rule breaks.
 Target-dependent rules look at `Findings.targets` (from `--arch`, else the GPUs found); with no
-target they say so once ("target.none", ok) instead of guessing.
+target they say so once ("target", ok) instead of guessing.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from flashbuild.detect.gpu import GpuReport
     from flashbuild.detect.host import HostInfo
     from flashbuild.detect.pyenv import PyEnvReport
+    from flashbuild.platforms.base import Prerequisite
 
 GIB = 1024**3
 LOW_DISK_BYTES = 10 * GIB
@@ -111,6 +112,13 @@ def _v(rule_id: str, severity: Severity, section: Section, title: str,  # noqa: 
     return [Verdict(rule_id, severity, title, evidence, fix, section)]
 
 
+def _install(f: Findings, *needs: Prerequisite) -> str:
+    """The command that installs `needs` on the machine doctor looked at."""
+    from flashbuild import platforms
+
+    return platforms.get(f.platform).install_command(needs, f.host.os_release if f.host else "")
+
+
 _INSTALL_CUDA = ("pip install the project's CUDA extra (`pip install -e .[cuda]`, a complete "
                  "CUDA 13.0 compiler from PyPI) or install the CUDA toolkit from NVIDIA, then "
                  "point --cuda or CUDA_HOME at it")
@@ -118,13 +126,13 @@ _INSTALL_CUDA = ("pip install the project's CUDA extra (`pip install -e .[cuda]`
 # --- targets ------------------------------------------------------------------------------
 
 
-@rule("target.none")
+@rule("target")
 def _target_none(f: Findings) -> list[Verdict]:
     if f.targets:
         names = ", ".join(a.sm for a in f.targets)
-        return _v("target.none", Severity.OK, Section.TARGET,
+        return _v("target", Severity.OK, Section.TARGET,
                   f"target: {names}", f"from {f.target_origin}")
-    return _v("target.none", Severity.OK, Section.TARGET,
+    return _v("target", Severity.OK, Section.TARGET,
               "no target: target-dependent checks skipped",
               "no --arch was given and no NVIDIA GPU was found",
               "pass --arch (e.g. `--arch sm120` for an RTX 5090) to check a target")
@@ -156,18 +164,18 @@ def _a_other_sm(f: Findings) -> list[Verdict]:
 # --- toolkit ------------------------------------------------------------------------------
 
 
-@rule("toolkit.missing")
+@rule("toolkit")
 def _toolkit_missing(f: Findings) -> list[Verdict]:
     if f.toolkits is None:
         return []
     tk = f.toolkit
     if tk is None:
         seen = ", ".join(str(t.root) for t in f.toolkits.candidates) or "none"
-        return _v("toolkit.missing", Severity.ERROR, Section.TOOLKIT,
+        return _v("toolkit", Severity.ERROR, Section.TOOLKIT,
                   "no CUDA toolkit with nvcc was found",
                   f"candidates: {seen}; {f.toolkits.reason}", _INSTALL_CUDA)
     version = str(tk.version) if tk.version else "version unknown"
-    return _v("toolkit.missing", Severity.OK, Section.TOOLKIT,
+    return _v("toolkit", Severity.OK, Section.TOOLKIT,
               f"CUDA {version} at {tk.root}", f"chosen because {f.toolkits.reason}")
 
 
@@ -272,7 +280,7 @@ def _removed(f: Findings) -> list[Verdict]:
     return out
 
 
-@rule("toolkit.cannot-emit")
+@rule("toolkit.codes")
 def _cannot_emit(f: Findings) -> list[Verdict]:
     tk = f.toolkit
     if tk is None:
@@ -280,13 +288,13 @@ def _cannot_emit(f: Findings) -> list[Verdict]:
     out: list[Verdict] = []
     for arch in f.targets:
         if _arch_status(tk, arch) == "cannot-emit":
-            out += _v("toolkit.cannot-emit", Severity.ERROR, Section.TOOLKIT,
+            out += _v("toolkit.codes", Severity.ERROR, Section.TOOLKIT,
                       f"nvcc at {tk.nvcc} cannot emit {arch.sm}",
                       f"`nvcc --list-gpu-code` lists: {' '.join(tk.codes)}",
                       "use a toolkit whose nvcc lists this code (--cuda)")
     if f.targets and not out and tk.codes and all(_arch_status(tk, a) is None
                                                     for a in f.targets):
-        out += _v("toolkit.cannot-emit", Severity.OK, Section.TOOLKIT,
+        out += _v("toolkit.codes", Severity.OK, Section.TOOLKIT,
                   f"nvcc can emit {', '.join(a.sm for a in f.targets)}")
     return out
 
@@ -321,14 +329,14 @@ def _working_toolset(f: Findings, window: HostWindow) -> MsvcToolset | None:
     return max(fits, key=lambda t: Version(t.version)) if fits else None
 
 
-@rule("msvc.outside-window")
+@rule("msvc.version")
 def _msvc_window(f: Findings) -> list[Verdict]:
     c = f.compilers
     if c is None or c.family != "msvc":
         return []
     msc, where = _msvc_in_use(f)
     if msc is None:
-        return _v("msvc.outside-window", Severity.ERROR, Section.COMPILER,
+        return _v("msvc.version", Severity.ERROR, Section.COMPILER,
                   "no MSVC (Visual Studio C++ toolset) was found",
                   "; ".join(c.problems) or "vswhere lists no installation with a "
                   "VC\\Tools\\MSVC toolset, and no `cl` is on PATH",
@@ -338,11 +346,11 @@ def _msvc_window(f: Findings) -> list[Verdict]:
     accepted = window.accepts_msc(msc)
     tk = f.toolkit
     if accepted is None or tk is None:
-        return _v("msvc.outside-window", Severity.OK, Section.COMPILER,
+        return _v("msvc.version", Severity.OK, Section.COMPILER,
                   f"MSVC _MSC_VER {msc}", where + "; no toolkit window to check it against")
     span = f"{window.msc_min} ≤ _MSC_VER < {window.msc_end} ({window.source})"
     if accepted:
-        return _v("msvc.outside-window", Severity.OK, Section.COMPILER,
+        return _v("msvc.version", Severity.OK, Section.COMPILER,
                   f"MSVC _MSC_VER {msc} is accepted by CUDA {tk.release}", f"{where}; {span}")
     working = _working_toolset(f, window)
     if working is not None:
@@ -355,34 +363,33 @@ def _msvc_window(f: Findings) -> list[Verdict]:
                "install a Visual Studio 2022 toolset (14.4x) in the Visual Studio Installer")
         fix += "; or pass -allow-unsupported-compiler at your own risk (the STL may then "
         fix += "reject it with STL1002)"
-    return _v("msvc.outside-window", Severity.ERROR, Section.COMPILER,
+    return _v("msvc.version", Severity.ERROR, Section.COMPILER,
               f"CUDA {tk.release}'s nvcc rejects MSVC _MSC_VER {msc}", f"{where}; nvcc accepts "
               f"{span}", fix)
 
 
-@rule("gcc.too-new")
+@rule("gcc")
 def _gcc_too_new(f: Findings) -> list[Verdict]:
     c = f.compilers
     if c is None or c.family != "gnu":
         return []
     gxx = c.gxx
     if gxx is None:
-        return _v("gcc.too-new", Severity.ERROR, Section.COMPILER, "no g++ was found",
-                  "nvcc needs a host C++ compiler on PATH",
-                  "install g++ (Debian/Ubuntu: `apt-get install g++`)")
+        return _v("gcc", Severity.ERROR, Section.COMPILER, "no g++ was found",
+                  "nvcc needs a host C++ compiler on PATH", _install(f, "c++"))
     window = f.window
     tk = f.toolkit
     if gxx.version is None or tk is None:
-        return _v("gcc.too-new", Severity.OK, Section.COMPILER,
+        return _v("gcc", Severity.OK, Section.COMPILER,
                   f"{gxx.name} {gxx.version or '(version unknown)'}", gxx.path)
     is_clang = "clang" in gxx.name
     limit = window.clang_max if is_clang else window.gcc_max
     if limit is None or gxx.version.major <= limit:
-        return _v("gcc.too-new", Severity.OK, Section.COMPILER,
+        return _v("gcc", Severity.OK, Section.COMPILER,
                   f"{gxx.name} {gxx.version} is accepted by CUDA {tk.release}",
                   gxx.path + (f"; nvcc accepts major ≤ {limit}" if limit else ""))
     cuda = None if is_clang else cuda_accepting_gcc(gxx.version.major)
-    return _v("gcc.too-new", Severity.ERROR, Section.COMPILER,
+    return _v("gcc", Severity.ERROR, Section.COMPILER,
               f"CUDA {tk.release}'s nvcc rejects {gxx.name} {gxx.version}",
               f"{window.source} accepts {'clang' if is_clang else 'GCC'} ≤ {limit}",
               f"install g++-{limit} and set NVCC_CCBIN=g++-{limit} (CMake: CUDAHOSTCXX)"
@@ -392,15 +399,15 @@ def _gcc_too_new(f: Findings) -> list[Verdict]:
 # --- GPUs and driver ----------------------------------------------------------------------
 
 
-@rule("gpu.found")
+@rule("gpu")
 def _gpu_found(f: Findings) -> list[Verdict]:
     if f.gpus is None:
         return []
     if not f.gpus.gpus:
-        return _v("gpu.found", Severity.OK, Section.GPU, "no NVIDIA GPU found",
+        return _v("gpu", Severity.OK, Section.GPU, "no NVIDIA GPU found",
                   "that is fine for building; verification on a GPU is skipped")
     names = ", ".join(f"{g.name} ({g.sm})" for g in f.gpus.gpus)
-    return _v("gpu.found", Severity.OK, Section.GPU, names,
+    return _v("gpu", Severity.OK, Section.GPU, names,
               f"driver {f.gpus.driver_version}, supports CUDA ≤ {f.gpus.driver_cuda} "
               f"(via {f.gpus.source})")
 
@@ -428,26 +435,53 @@ def _driver(f: Findings) -> list[Verdict]:
 # --- Python and torch ---------------------------------------------------------------------
 
 
-@rule("python.found")
+@rule("python")
 def _python(f: Findings) -> list[Verdict]:
     if f.pyenv is None:
         return []
     py = f.pyenv.python
     where = f"venv {py.venv}" if py.venv else "no virtual environment"
-    out = _v("python.found", Severity.OK, Section.PYTHON,
+    out = _v("python", Severity.OK, Section.PYTHON,
              f"Python {py.version} ({py.implementation}, {py.abi_tag})",
              f"{py.executable}; {where}; extensions end in {py.ext_suffix}")
     torch = f.pyenv.torch
     if torch is None:
-        out += _v("python.found", Severity.OK, Section.PYTHON, "torch is not installed",
+        out += _v("python", Severity.OK, Section.PYTHON, "torch is not installed",
                   "only torch extensions need it")
     elif not torch.problems:
         arches = ("unknown" if torch.arch_list is None else
                   " ".join(torch.arch_list) or "no GPU code (CPU build)")
-        out += _v("python.found", Severity.OK, Section.PYTHON,
+        out += _v("python", Severity.OK, Section.PYTHON,
                   f"torch {torch.version} (CUDA {torch.cuda or 'none: CPU build'})",
                   f"compiled for: {arches}")
     return out
+
+
+@rule("python.headers")
+def _python_headers(f: Findings) -> list[Verdict]:
+    py = f.pyenv.python if f.pyenv else None
+    if py is None or py.python_h == "":
+        return []
+    if py.python_h is None:
+        return _v("python.headers", Severity.ERROR, Section.PYTHON,
+                  "Python's headers (Python.h) are not installed",
+                  f"no Python.h in the include folder of {py.executable}: extensions, and "
+                  "dependencies that pip builds from source (tree-sitter-cmake), fail with "
+                  "\"Python.h: No such file or directory\"",
+                  _install(f, "python-headers"))
+    return _v("python.headers", Severity.OK, Section.PYTHON, "Python's headers are installed",
+              py.python_h)
+
+
+@rule("python.venv")
+def _python_venv(f: Findings) -> list[Verdict]:
+    py = f.pyenv.python if f.pyenv else None
+    if py is None or py.venv_module:
+        return []
+    return _v("python.venv", Severity.WARN, Section.PYTHON,
+              f"`{py.executable} -m venv` cannot create an environment with pip",
+              "the venv or ensurepip module is missing from this Python",
+              _install(f, "python-venv"))
 
 
 @rule("torch.broken")
@@ -462,7 +496,7 @@ def _torch_broken(f: Findings) -> list[Verdict]:
               "install --force-reinstall torch` (with the index URL of your CUDA build)")
 
 
-@rule("torch.cuda-mismatch")
+@rule("torch.cuda")
 def _torch_cuda(f: Findings) -> list[Verdict]:
     torch = f.pyenv.torch if f.pyenv else None
     tk = f.toolkit
@@ -471,24 +505,24 @@ def _torch_cuda(f: Findings) -> list[Verdict]:
     tcuda = torch.cuda_version
     if tcuda is None:
         if torch.version and not torch.problems:
-            return _v("torch.cuda-mismatch", Severity.WARN, Section.PYTHON,
+            return _v("torch.cuda", Severity.WARN, Section.PYTHON,
                       f"torch {torch.version} is a CPU build",
                       "torch.version.cuda is None: torch extensions cannot use CUDA with it",
                       "install a CUDA build of torch matching the toolkit, e.g. the "
                       f"cu{tk.release.major}{tk.release.minor} wheels")
         return []
     if tcuda.major != tk.release.major:
-        return _v("torch.cuda-mismatch", Severity.ERROR, Section.PYTHON,
+        return _v("torch.cuda", Severity.ERROR, Section.PYTHON,
                   f"torch was built with CUDA {tcuda}, nvcc is CUDA {tk.release}",
                   "torch.utils.cpp_extension refuses a CUDA major-version mismatch (FACTS.md)",
                   f"install torch built for CUDA {tk.release.major}.x, or use a CUDA "
                   f"{tcuda.major}.x toolkit via --cuda")
     if tcuda.minor != tk.release.minor:
-        return _v("torch.cuda-mismatch", Severity.WARN, Section.PYTHON,
+        return _v("torch.cuda", Severity.WARN, Section.PYTHON,
                   f"torch was built with CUDA {tcuda}, nvcc is CUDA {tk.release}",
                   "torch.utils.cpp_extension only warns on a minor-version difference",
                   "usually fine; match them if you see undefined CUDA symbols at import")
-    return _v("torch.cuda-mismatch", Severity.OK, Section.PYTHON,
+    return _v("torch.cuda", Severity.OK, Section.PYTHON,
               f"torch {torch.version} (CUDA {tcuda}) matches nvcc")
 
 
@@ -518,45 +552,45 @@ def _torch_arch(f: Findings) -> list[Verdict]:
 # --- build tools and machine --------------------------------------------------------------
 
 
-@rule("ninja.missing")
+@rule("ninja")
 def _ninja(f: Findings) -> list[Verdict]:
     if f.pyenv is None:
         return []
     ninja = f.pyenv.tool("ninja")
     if ninja is None or ninja.path is None:
-        return _v("ninja.missing", Severity.ERROR, Section.TOOLS, "ninja was not found",
+        return _v("ninja", Severity.ERROR, Section.TOOLS, "ninja was not found",
                   "builds run through ninja (parallel, resumable)",
                   "`pip install ninja` in this environment")
-    return _v("ninja.missing", Severity.OK, Section.TOOLS,
+    return _v("ninja", Severity.OK, Section.TOOLS,
               f"ninja {ninja.version or '(version unknown)'}", ninja.path)
 
 
-@rule("cmake.missing")
+@rule("cmake")
 def _cmake(f: Findings) -> list[Verdict]:
     if f.pyenv is None:
         return []
     cmake = f.pyenv.tool("cmake")
     if cmake is None or cmake.path is None:
-        return _v("cmake.missing", Severity.WARN, Section.TOOLS, "cmake was not found",
+        return _v("cmake", Severity.WARN, Section.TOOLS, "cmake was not found",
                   "recipes that build with CMake need it", "`pip install cmake`")
-    return _v("cmake.missing", Severity.OK, Section.TOOLS,
+    return _v("cmake", Severity.OK, Section.TOOLS,
               f"cmake {cmake.version or '(version unknown)'}", cmake.path)
 
 
-@rule("pybind11.missing")
+@rule("pybind11")
 def _pybind11(f: Findings) -> list[Verdict]:
     if f.pyenv is None:
         return []
     found = f.pyenv.tool("pybind11")
     if found is None or found.version is None:
-        return _v("pybind11.missing", Severity.WARN, Section.TOOLS, "pybind11 was not found",
+        return _v("pybind11", Severity.WARN, Section.TOOLS, "pybind11 was not found",
                   "recipes whose Python module is a pybind11 extension (the bundled csrc "
                   "one) need it at configure time", "`pip install pybind11`")
-    return _v("pybind11.missing", Severity.OK, Section.TOOLS, f"pybind11 {found.version}",
+    return _v("pybind11", Severity.OK, Section.TOOLS, f"pybind11 {found.version}",
               found.path or "")
 
 
-@rule("ram.too-little")
+@rule("ram")
 def _ram(f: Findings) -> list[Verdict]:
     h = f.host
     if h is None or h.free_ram is None:
@@ -567,10 +601,10 @@ def _ram(f: Findings) -> list[Verdict]:
     elif h.free_ram < HEAVY_JOB_BYTES:
         severity = Severity.WARN
     else:
-        return _v("ram.too-little", Severity.OK, Section.HOST,
+        return _v("ram", Severity.OK, Section.HOST,
                   f"{h.cores} cores, {free:.1f} GiB free: up to {h.jobs_heavy} heavy / "
                   f"{h.jobs_light} light nvcc jobs at once")
-    return _v("ram.too-little", severity, Section.HOST,
+    return _v("ram", severity, Section.HOST,
               f"only {free:.1f} GiB of memory is free",
               "a heavy nvcc job (CUTLASS templates) takes 3 to 5 GB; too many at once get OOM-"
               "killed (`cudafe++ died due to signal 9`, MSVC C1060)",

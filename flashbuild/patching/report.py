@@ -8,10 +8,9 @@ import difflib
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
-from flashbuild.console import ui
+from flashbuild.console import Column, plural, ui
 from flashbuild.recipes.when import make_context
 
 if TYPE_CHECKING:
@@ -43,27 +42,22 @@ def print_diff(diffs: tuple[FileDiff, ...]) -> None:
         ui.human.print(Text(line, style=style), soft_wrap=True)
 
 
-def explain_table(report: PatchReport) -> Table:
-    table = Table(title=f"recipe {report.recipe}: which steps apply, and why",
-                  show_lines=False)
-    table.add_column("step")
-    table.add_column("kind")
-    table.add_column("applies")
-    table.add_column("why")
-    table.add_column("result")
+def explain_rows(report: PatchReport) -> list[list[str]]:
+    """One row per step: id, kind, whether it applies, why, and what it did."""
+    rows = []
     for s in report.steps:
         edits = sum(1 for x in s.sites if x.action == "edit")
         already = sum(1 for x in s.sites if x.action in ("already",))
         kept = sum(1 for x in s.sites if x.action == "keep")
         result = ", ".join(filter(None, [
-            f"{len(s.files)} file(s)" if s.files else "",
+            plural(len(s.files), "file") if s.files else "",
             f"{edits} edited" if edits else "", f"{already} already" if already else "",
             f"{kept} kept" if kept else "",
-            f"{len(s.hunks)} hunk(s)" if s.hunks else "",
+            plural(len(s.hunks), "hunk") if s.hunks else "",
             f"excludes {', '.join(s.build_excludes)}" if s.build_excludes else ""]))
-        table.add_row(escape(s.id), s.kind, "[green]yes[/]" if s.matched else "[dim]no[/]",
-                      escape(s.reason), escape(result if s.matched else ""))
-    return table
+        rows.append([s.id, s.kind, "yes" if s.matched else "no", s.reason,
+                     result if s.matched else ""])
+    return rows
 
 
 def print_patch(report: PatchReport, *, explain: bool, show_diff: bool) -> None:
@@ -73,7 +67,9 @@ def print_patch(report: PatchReport, *, explain: bool, show_diff: bool) -> None:
     for note in report.notes:
         ui.info(f"  [dim]{escape(note)}[/]")
     if explain:
-        ui.human.print(explain_table(report))
+        ui.table(f"recipe {report.recipe}: which steps apply, and why",
+                 [Column("step", key=True), Column("kind"), Column("applies"), Column("why"),
+                  Column("result")], explain_rows(report))
     _print_step_notes(report)
     _print_rest(report, show_diff)
 
@@ -93,7 +89,7 @@ def _print_step_notes(report: PatchReport) -> None:
 def _print_rest(report: PatchReport, show_diff: bool) -> None:
     if report.dry_run:
         print_diff(report.pending)
-        ui.step(f"dry run: {len(report.files_written)} file(s) would be written, nothing "
+        ui.step(f"dry run: {plural(len(report.files_written), 'file')} would be written, nothing "
                 "was changed")
     else:
         if show_diff:
@@ -101,14 +97,15 @@ def _print_rest(report: PatchReport, show_diff: bool) -> None:
         applied = sum(1 for s in report.steps if s.matched)
         if not applied and not report.files_changed:
             ui.step("no step applies to this target: the tree is as the recipe found it" +
-                    (f" (restored {len(report.files_written)} file(s))"
+                    (f" (restored {plural(len(report.files_written), 'file')})"
                      if report.files_written else ""))
         elif report.files_written:
-            ui.step(f"applied {applied} step(s): wrote {len(report.files_written)} file(s); "
+            ui.step(f"applied {plural(applied, 'step')}: wrote "
+                    f"{plural(len(report.files_written), 'file')}; "
                     f"{len(report.files_changed)} differ from the original tree")
         else:
-            ui.step(f"applied {applied} step(s): the tree was already patched for this plan, "
-                    "no file rewritten")
+            ui.step(f"applied {plural(applied, 'step')}: the tree was already patched for "
+                    "this plan, no file rewritten")
     if report.build_excludes:
         ui.info("  build excludes: " + escape(", ".join(report.build_excludes)))
 
@@ -121,11 +118,13 @@ def print_revert(report: RevertReport) -> None:
         return
     if report.dry_run:
         print_diff(report.pending)
-        ui.step(f"dry run: revert would restore {len(report.files_restored)} file(s); nothing "
+        ui.step(f"dry run: revert would restore {plural(len(report.files_restored), 'file')}; "
+                "nothing "
                 "was changed")
         return
     state = "" if report.was_complete else " (an interrupted run)"
-    ui.step(f"reverted{state}: restored {len(report.files_restored)} file(s) byte for byte "
+    ui.step(f"reverted{state}: restored {plural(len(report.files_restored), 'file')} byte for "
+            "byte "
             "and removed .flashbuild/")
 
 
@@ -134,10 +133,10 @@ def run_patch(*, recipe: str | None, source: Path | None, platform: str | None,
               as_json: bool, discard_edits: bool = False) -> int:
     """The `flashbuild patch` stage: load the recipe, build the context, patch or revert."""
     from flashbuild.patching.engine import patch_tree, revert_tree
-    from flashbuild.recipes.load import load_recipe
+    from flashbuild.recipes.load import load_recipe, source_tree
 
     loaded = load_recipe(recipe or "csrc")
-    tree = loaded.source_root(source)
+    tree = source_tree(loaded, source)
     if revert:
         reverted = revert_tree(tree, dry_run=dry_run, discard_edits=discard_edits)
         if as_json:

@@ -10,6 +10,10 @@ if TYPE_CHECKING:
 
 PlatformName = Literal["linux", "windows"]
 HostCompilerFamily = Literal["msvc", "gnu"]
+#: What a build needs from the OS besides Python packages: Python's headers (`Python.h`, for
+#: the sdists among flashbuild's dependencies and for the extensions), the `venv` module with
+#: `ensurepip` (Debian splits it out as python3-venv), and a C++ compiler for nvcc's host pass.
+Prerequisite = Literal["python-headers", "python-venv", "c++"]
 
 #: Reads one registry value: (root key name, sub key, value name) -> value or None when absent.
 #: Injected so the Windows long-path check runs in tests on Linux.
@@ -119,6 +123,19 @@ class Platform(Protocol):
     def long_paths_enabled(self, reader: RegistryReader | None = None) -> bool | None:
         """Whether Win32 long paths are on (None where the question does not apply or the
         value cannot be read)."""
+        ...
+
+    def memory(self) -> tuple[int, int] | None:
+        """(available, total) bytes of RAM, or None when they cannot be read."""
+        ...
+
+    def os_release(self) -> str:
+        """Linux's /etc/os-release (which distribution this is); empty elsewhere."""
+        ...
+
+    def install_command(self, needs: Sequence[Prerequisite], os_release: str = "") -> str:
+        """The command that installs `needs` on this OS (`os_release`: the text of Linux's
+        /etc/os-release, which names the distribution and so its package manager)."""
         ...
 
     def nvidia_driver_loaded(self) -> bool | None:

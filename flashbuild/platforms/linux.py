@@ -13,7 +13,45 @@ from flashbuild.platforms.environ import find_program
 if TYPE_CHECKING:
     from collections.abc import Mapping, MutableMapping, Sequence
 
-    from flashbuild.platforms.base import HostCompilerFamily, RegistryReader
+    from flashbuild.platforms.base import HostCompilerFamily, Prerequisite, RegistryReader
+
+
+#: Package names per distribution family (the first ID or ID_LIKE of /etc/os-release that
+#: is listed here), with the command that installs them.
+_PACKAGES: dict[str, tuple[str, dict[str, str]]] = {
+    "debian": ("sudo apt install", {"python-headers": "python3-dev",
+                                    "python-venv": "python3-venv", "c++": "g++"}),
+    "fedora": ("sudo dnf install", {"python-headers": "python3-devel", "c++": "gcc-c++"}),
+    "rhel": ("sudo dnf install", {"python-headers": "python3-devel", "c++": "gcc-c++"}),
+    "suse": ("sudo zypper install", {"python-headers": "python3-devel", "c++": "gcc-c++"}),
+    "arch": ("sudo pacman -S", {"python-headers": "python", "c++": "gcc"}),
+    "alpine": ("sudo apk add", {"python-headers": "python3-dev", "c++": "g++"}),
+}
+_DESCRIBED = {"python-headers": "the Python development headers (Python.h)",
+              "python-venv": "Python's venv module with ensurepip", "c++": "g++"}
+
+
+def distribution_ids(os_release: str) -> list[str]:
+    """ID, then each ID_LIKE, of an /etc/os-release text (`ubuntu`, `debian`)."""
+    ids: list[str] = []
+    for line in os_release.splitlines():
+        key, _sep, value = line.partition("=")
+        if key.strip() in ("ID", "ID_LIKE"):
+            ids += value.strip().strip("\"'").lower().split()
+    return ids
+
+
+def parse_meminfo(text: str) -> tuple[int, int] | None:
+    """(MemAvailable, MemTotal) in bytes from /proc/meminfo (values are in kB)."""
+    values: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _sep, rest = line.partition(":")
+        fields = rest.split()
+        if fields and fields[0].isdigit():
+            values[key.strip()] = int(fields[0]) * 1024
+    if "MemAvailable" in values and "MemTotal" in values:
+        return values["MemAvailable"], values["MemTotal"]
+    return None
 
 
 class LinuxPlatform:
@@ -81,6 +119,31 @@ class LinuxPlatform:
 
     def long_paths_enabled(self, reader: RegistryReader | None = None) -> bool | None:
         return None
+
+    def memory(self) -> tuple[int, int] | None:
+        # /proc/meminfo's MemAvailable is what psutil reports as `available`; reading it here
+        # spares doctor importing psutil (0.1 s and more on a cold VM).
+        try:
+            text = Path("/proc/meminfo").read_text(encoding="ascii", errors="replace")
+        except OSError:
+            return None
+        return parse_meminfo(text)
+
+    def os_release(self) -> str:
+        try:
+            return Path("/etc/os-release").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def install_command(self, needs: Sequence[Prerequisite], os_release: str = "") -> str:
+        family = next((i for i in distribution_ids(os_release) if i in _PACKAGES), None)
+        if family is None:
+            return ("install " + " and ".join(_DESCRIBED[n] for n in needs) +
+                    " with your distribution's package manager")
+        command, names = _PACKAGES[family]
+        packages = list(dict.fromkeys(names[n] for n in needs if n in names))
+        # Where the distribution has no separate venv package, python3 carries it.
+        return f"{command} {' '.join(packages or ['python3'])}"
 
     def nvidia_driver_loaded(self) -> bool | None:
         # The kernel module publishes /proc/driver/nvidia (also inside GPU containers).

@@ -17,7 +17,7 @@ from flashbuild.platforms.files import replace_with_retry
 if TYPE_CHECKING:
     from collections.abc import Mapping, MutableMapping, Sequence
 
-    from flashbuild.platforms.base import HostCompilerFamily, RegistryReader
+    from flashbuild.platforms.base import HostCompilerFamily, Prerequisite, RegistryReader
     from flashbuild.proc import Completed, Runner
 
 _LONG_PATHS_KEY = r"SYSTEM\CurrentControlSet\Control\FileSystem"
@@ -114,6 +114,29 @@ class WindowsPlatform:
             # Absent = the Windows default, off.
             return False
         return value == 1
+
+    def memory(self) -> tuple[int, int] | None:
+        try:
+            import psutil
+
+            vm = psutil.virtual_memory()
+        except Exception:
+            return None
+        return int(vm.available), int(vm.total)
+
+    def os_release(self) -> str:
+        return ""
+
+    def install_command(self, needs: Sequence[Prerequisite], os_release: str = "") -> str:
+        steps = []
+        if "python-headers" in needs or "python-venv" in needs:
+            # python.org's installer has both; the Microsoft Store and embeddable
+            # distributions may lack the headers (`include\Python.h`).
+            steps.append("install Python from python.org (`winget install Python.Python.3.12`)")
+        if "c++" in needs:
+            steps.append("install Visual Studio 2022 (or its Build Tools) with the \"Desktop "
+                         "development with C++\" workload")
+        return "; ".join(steps)
 
     def nvidia_driver_loaded(self) -> bool | None:
         return None

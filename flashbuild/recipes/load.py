@@ -336,3 +336,27 @@ def recipes_dir() -> Path:
 def bundled_recipes() -> list[Path]:
     """Every bundled recipe file, sorted by name."""
     return sorted(recipes_dir().glob("*.toml"))
+
+
+def source_tree(recipe: Recipe, override: Path | None = None) -> Path:
+    """The tree a recipe applies to (`--source`, else its `[source] path`), which must be a
+    folder: a recipe whose tree is not there (a bundled recipe for an upstream tree, run
+    without `--source`) is told apart from a tree of the wrong shape. Exit 10, as the patch
+    engine's own check of the tree has it."""
+    from flashbuild.errors import TreeError
+
+    tree = recipe.source_root(override)
+    try:
+        exists = tree.is_dir()
+    except OSError:
+        exists = False
+    if exists:
+        return tree
+    origin = ("--source" if override is not None else
+              f"the recipe's [source] path `{recipe.source.path}` (next to {recipe.file})"
+              if recipe.file else f"the recipe's [source] path `{recipe.source.path}`")
+    raise TreeError(
+        f"the source tree {tree} does not exist",
+        evidence=f"it comes from {origin}",
+        fix=f"pass the folder of your checkout of the tree: `--source path/to/{tree.name}`"
+        if override is None else "pass an existing folder with --source")

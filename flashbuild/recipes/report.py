@@ -6,9 +6,8 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
-from rich.table import Table
 
-from flashbuild.console import ui
+from flashbuild.console import Column, ui
 from flashbuild.errors import RecipeError
 from flashbuild.recipes.load import bundled_recipes, load_recipe, parse_recipe, transform_registry
 
@@ -26,6 +25,30 @@ def _when_text(when: When) -> str:
     return " ".join(parts)
 
 
+def build_lines(recipe: Recipe) -> list[str]:
+    """The `[build]`, `[[build.env]]`, `[[artifact]]` and `[install]` tables as lines."""
+    build = recipe.build
+    lines = [f"  build: backend {build.backend}" + (
+        f", CMakeLists.txt in {build.cmake_source}" if build.backend == "cmake" else "")]
+    if build.targets:
+        lines.append("  build targets: " + ", ".join(build.targets))
+    for opt in build.options:
+        settings = [*(f"-D{k}={v}" for k, v in opt.define.items()), *opt.args]
+        if settings:
+            lines.append(f"  cmake options ({_when_text(opt.when)}): {' '.join(settings)}")
+    for env in build.env:
+        if env.set:
+            values = " ".join(f"{k}={v}" for k, v in env.set.items())
+            lines.append(f"  build env ({_when_text(env.when)}): {values}")
+    for art in recipe.artifact:
+        made_by = f", CMake target {art.target}" if art.target else ""
+        lines.append(f"  artifact {art.name} ({art.kind}{made_by})")
+    if recipe.install is not None:
+        lines.append(f"  install: package {recipe.install.package} from "
+                     f"{recipe.install.package_dir}")
+    return lines
+
+
 def recipe_json(recipe: Recipe) -> dict[str, Any]:
     data = dataclasses.asdict(recipe)
     data["file"] = str(recipe.file) if recipe.file else None
@@ -41,12 +64,10 @@ def list_recipes(*, as_json: bool) -> int:
     if as_json:
         ui.emit_json({"ok": True, "recipes": rows})
         return 0
-    table = Table(title="bundled recipes")
-    for column in ("name", "description", "steps", "file"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*(escape(str(row[c])) for c in ("name", "description", "steps", "file")))
-    ui.human.print(table)
+    ui.table("bundled recipes",
+             [Column("name", key=True), Column("description"), Column("steps"),
+              Column("file", key=True)],
+             [[str(row[c]) for c in ("name", "description", "steps", "file")] for row in rows])
     return 0
 
 
@@ -58,20 +79,12 @@ def show_recipe(name: str, *, as_json: bool) -> int:
     ui.step(f"recipe [bold]{escape(recipe.name)}[/] v{escape(recipe.recipe.version)}: "
             f"{escape(recipe.recipe.description)}")
     ui.literal(f"  file: {recipe.file}\n  source: {recipe.source_root()}")
-    table = Table(title="patch steps")
-    for column in ("id", "kind", "what", "when"):
-        table.add_column(column)
-    for step in recipe.patch:
-        table.add_row(escape(step.id), step.kind, escape(step.diff or step.transform or ""),
-                      escape(_when_text(step.when)))
-    ui.human.print(table)
-    if recipe.build.options:
-        for opt in recipe.build.options:
-            defines = " ".join(f"-D{k}={v}" for k, v in opt.define.items())
-            ui.info(f"  cmake [{escape(_when_text(opt.when))}]: "
-                    f"{escape(' '.join([defines, *opt.args]).strip())}")
-    for art in recipe.artifact:
-        ui.info(f"  artifact {escape(art.name)} ({art.kind}, target {escape(art.target)})")
+    ui.table("patch steps",
+             [Column("id", key=True), Column("kind"), Column("what", key=True), Column("when")],
+             [[step.id, step.kind, step.diff or step.transform or "", _when_text(step.when)]
+              for step in recipe.patch])
+    for line in build_lines(recipe):
+        ui.literal(line)
     ui.info("  built-in transforms: " + ", ".join(sorted(transform_registry())))
     return 0
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
-from flashbuild.console import clip
+from flashbuild.console import VERDICTS, clip, plural
 from flashbuild.scanning.rules import RULES
 from flashbuild.scanning.scan import Finding, ScanResult, Severity
 
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 #: The JSON schema of `scan --json` (a test validates real output against it).
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "scan-report.schema.json"
 
-_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.NOTE: "cyan"}
+#: The verdict words doctor and verify use too (console.VERDICTS).
+_WORD = {Severity.ERROR: "error", Severity.WARNING: "warn", Severity.NOTE: "note"}
 
 
 def to_json(result: ScanResult) -> dict[str, Any]:
@@ -81,7 +82,8 @@ def print_report(result: ScanResult, console: Console) -> None:
         f = group[0]
         _line(console, ("", ""))
         _line(console, (f"{f.path}:{f.line}:{f.col}", "bold"), (": ", ""),
-              (f.severity.value, _STYLE[f.severity]), (f" {f.rule} [{f.category.value}] ", ""),
+              (_WORD[f.severity], VERDICTS[_WORD[f.severity]]),
+              (f" {f.rule} [{f.category.value}] ", ""),
               (f.message, ""))
         if f.snippet:
             _line(console, ("    | ", "dim"), (clip(f.snippet, 160), "dim"))
@@ -101,7 +103,7 @@ def print_report(result: ScanResult, console: Console) -> None:
         for rule, items in sorted(by_rule.items()):
             first = items[0]
             files = len({i.path for i in items})
-            _line(console, (f"  {rule} x{len(items)} in {files} file(s): ", "cyan"),
+            _line(console, (f"  {rule} x{len(items)} in {plural(files, 'file')}: ", "cyan"),
                   (RULES[rule].short, ""), (f" (first: {first.path}:{first.line}:{first.col})",
                                             "dim"))
     if result.skipped:
@@ -110,8 +112,8 @@ def print_report(result: ScanResult, console: Console) -> None:
         for sk in result.skipped:
             _line(console, ("  ", ""), (sk.path, ""), (f": {sk.reason}", "dim"))
     _line(console, ("", ""))
-    _line(console, (f"{counts['error']} error(s), {counts['warning']} warning(s), "
-                    f"{counts['note']} note(s)" + (
+    _line(console, (f"{plural(counts['error'], 'error')}, "
+                    f"{plural(counts['warning'], 'warning')}, {plural(counts['note'], 'note')}" + (
                         " — errors block the build (exit code 11); `flashbuild recipe init` "
                         "drafts the fixes" if counts["error"] else ""), ""))
 

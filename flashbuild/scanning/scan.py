@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from flashbuild.arch import Arch, parse_arch_spec
+from flashbuild.console import plural
 from flashbuild.errors import UsageError
 
 if TYPE_CHECKING:
@@ -342,8 +343,9 @@ def walk_tree(root: Path, *, include_vendored: bool = False  # noqa: PLR0912, PL
                                         vendored_library)
                     if why:
                         n = count_files(root / rel)
-                        out.skipped.append(Skipped(rel, f"vendored ({why}): {n} files, not "
-                                                   "scanned (fixes belong upstream; "
+                        out.skipped.append(Skipped(rel, f"vendored ({why}): "
+                                                   f"{plural(n, 'file')}, not scanned "
+                                                   "(fixes belong upstream; "
                                                    "--include-vendored scans it)"))
                         out.vendored.append(rel)
                         continue
@@ -495,7 +497,7 @@ def _reachable_files(files: Sequence[tuple[str, FileKind]], reach: Any
             continue
         top = rel.split("/")[0] if "/" in rel else "."
         left[(top, why)] = left.get((top, why), 0) + 1
-    notes = [Skipped(top, f"{n} file(s): {why}; not checked")
+    notes = [Skipped(top, f"{plural(n, 'file')}: {why}; not checked")
              for (top, why), n in sorted(left.items())]
     return kept, notes
 

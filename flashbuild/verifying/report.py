@@ -7,15 +7,14 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 
 from flashbuild.arch import parse_arch
-from flashbuild.console import clip
+from flashbuild.console import VERDICTS, clip, plural
 from flashbuild.errors import FlashbuildError
 from flashbuild.verifying.verify import Status, VerifyReport
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-_WORD = {Status.OK: ("ok", "green"), Status.WARN: ("warn", "yellow"),
-         Status.FAIL: ("FAIL", "bold red"), Status.SKIP: ("skip", "dim")}
+_WORD = {Status.OK: "ok", Status.WARN: "warn", Status.FAIL: "error", Status.SKIP: "skip"}
 
 
 def user_targets(cmake: str) -> str:
@@ -63,17 +62,18 @@ def render(report: VerifyReport, console: Console) -> None:
     # and a long file name then pushed the status and the result out of an 80-column pipe.
     # Lines are printed whole (soft wrap), so a path is never broken in the middle.
     for check in report.checks:
-        word, style = _WORD[check.status]
-        console.print(f"  [{style}]{word:<4}[/] {escape(check.area):<12} "
+        word = _WORD[check.status]
+        console.print(f"  [{VERDICTS[word]}]{word:<5}[/] {escape(check.area):<12} "
                       f"{escape(check.subject)}: {escape(check.summary)}", soft_wrap=True)
         if check.status in (Status.WARN, Status.FAIL):
             if check.evidence:
                 for line in clip(check.evidence, 600, keep="end").splitlines():
-                    console.print(f"         [dim]{escape(line)}[/]", soft_wrap=True)
+                    console.print(f"        [dim]{escape(line)}[/]", soft_wrap=True)
             if check.fix:
-                console.print(f"         [bold]fix:[/] {escape(check.fix)}", soft_wrap=True)
+                console.print(f"        [bold]fix:[/] {escape(check.fix)}", soft_wrap=True)
     fails, warns = len(report.failures), len(report.warnings)
     if report.ok:
-        console.print(f"[bold green]verified[/] ({warns} warning(s))")
+        console.print(f"[bold green]verified[/] ({plural(warns, 'warning')})")
     else:
-        console.print(f"[bold red]{fails} check(s) failed[/], {warns} warning(s)")
+        console.print(f"[bold red]{plural(fails, 'check')} failed[/], "
+                      f"{plural(warns, 'warning')}")

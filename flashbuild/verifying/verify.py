@@ -660,8 +660,14 @@ def _runtime_checks(pkg: str, expect: Expectations, *, run_gpu: bool | None, ben
                             "verify runs `python -m PKG.selfcheck --json` (flashkern's "
                             "contract); run the package's own tests on the GPU"))
         return checks
+    why_not = ""
     if want_gpu is None:
-        want_gpu = gpu_present() and torch_ok
+        gpu = gpu_present()
+        want_gpu = gpu and torch_ok
+        why_not = ("no NVIDIA GPU on this machine" if not gpu else
+                   "torch is not installed in the Python that imports the package"
+                   if import_module else
+                   "the package was not imported")
     if want_gpu:
         outcome = runtime.run_selfcheck(pkg, runner=runner, bench=bench, command=selfcheck,
                                         python=python, env=env, search_path=search_path)
@@ -669,7 +675,7 @@ def _runtime_checks(pkg: str, expect: Expectations, *, run_gpu: bool | None, ben
                    for f in runtime.selfcheck_findings(outcome, pkg, required=run_gpu is True)]
     else:
         checks.append(Check("gpu", pkg, Status.SKIP,
-                            "no GPU self-check (no GPU or no torch, or --no-gpu)"))
+                            f"no GPU self-check: {why_not or '--no-gpu was given'}"))
     return checks
 
 

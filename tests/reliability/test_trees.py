@@ -182,7 +182,7 @@ def test_revert_dry_run_changes_nothing(box: Sandbox) -> None:
     patched = _patched(box)
     out = box.cli(*box.patch_args("--revert", "--dry-run"))
     judge("tree: revert --dry-run", box, out, code=0, tree=patched)
-    assert "would restore 3 file(s)" in " ".join(out.output.split())
+    assert "would restore 3 files" in " ".join(out.output.split())
     out = box.cli(*box.patch_args("--revert"))
     judge("tree: revert after a dry run", box, out, code=0, tree=box.pristine)
 

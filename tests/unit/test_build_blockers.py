@@ -48,7 +48,7 @@ def test_msvc_outside_window_does_not_block_when_build_activates_a_toolset(
     found = findings(platform="windows",
                      toolkits=search(toolkit(host_config="host_config_13.0.h")),
                      compilers=HostCompilers("msvc", visual_studios=(vs,)))
-    assert any(v.rule_id == "msvc.outside-window" and v.severity is Severity.ERROR
+    assert any(v.rule_id == "msvc.version" and v.severity is Severity.ERROR
                for v in evaluate(found))  # doctor still says so
     monkeypatch.setattr(doctor, "collect", lambda *a, **k: found)
     blockers = doctor_blockers({}, ReplayRunner(), platforms.get("windows"),

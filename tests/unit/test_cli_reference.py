@@ -4,12 +4,32 @@ from flashbuild import clidoc
 from tests.conftest import ROOT
 
 
-def test_readme_command_reference_matches_the_app() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    expected = clidoc.splice(readme, clidoc.render())
-    assert readme == expected, (
-        "README's command reference is stale: run `python -m flashbuild.clidoc --write README.md`"
+def test_the_command_reference_matches_the_app() -> None:
+    document = (ROOT / clidoc.REFERENCE).read_text(encoding="utf-8")
+    expected = clidoc.splice(document, clidoc.render())
+    assert document == expected, (
+        f"{clidoc.REFERENCE} is stale: run `python -m flashbuild.clidoc --write {clidoc.REFERENCE}`"
     )
+
+
+def test_usage_lines_in_the_reference_are_the_help_screens() -> None:
+    """The reference's heading of a command is its usage line as `--help` prints it
+    (`{NAME}`, `[PATH]`), not a spelling of its own."""
+    import re
+
+    from typer.testing import CliRunner
+
+    from flashbuild.cli import app
+
+    headings = re.findall(r"^## `flashbuild ([^`]+)`$", clidoc.render(), flags=re.MULTILINE)
+    assert len(headings) >= 9
+    for heading in headings:
+        words = heading.split()
+        command = [w for w in words if w[0].isalpha()]
+        shown = CliRunner().invoke(app, [*command, "--help"], terminal_width=200).output
+        usage = next(line for line in shown.splitlines() if "Usage:" in line)
+        for argument in words[len(command):]:
+            assert argument in usage, (heading, usage)
 
 
 def test_every_command_is_documented() -> None:
@@ -35,13 +55,14 @@ def test_bracketed_words_survive_the_rendered_help() -> None:
 
     reference = clidoc.render()
     runner = CliRunner()
-    sections = re.split(r"^### `flashbuild ([^`]+)`$", reference, flags=re.MULTILINE)
+    sections = re.split(r"^## `flashbuild ([^`]+)`$", reference, flags=re.MULTILINE)
     checked = 0
     for name, body in zip(sections[1::2], sections[2::2], strict=True):
         words = set(re.findall(r"\[\[?[a-z_.]+\]\]?", body))
         if not words:
             continue
-        shown = runner.invoke(app, [*name.split(), "--help"], terminal_width=200).output
+        command = [w for w in name.split() if w[0].isalpha()]
+        shown = runner.invoke(app, [*command, "--help"], terminal_width=200).output
         for word in words:
             assert word in shown, f"`flashbuild {name} --help` lost {word}"
             checked += 1

@@ -56,3 +56,17 @@ def test_windows_registry_values() -> None:
         raise PermissionError("access denied")
 
     assert win.long_paths_enabled(denied) is None
+
+
+def test_memory_from_proc_meminfo_without_psutil() -> None:
+    """Recorded /proc/meminfo: MemAvailable and MemTotal, in bytes (psutil's `available` and
+    `total`), read without importing psutil (doctor's start-up)."""
+    from pathlib import Path
+
+    from flashbuild.platforms.linux import parse_meminfo
+
+    text = (Path(__file__).resolve().parents[1] / "fixtures" / "detect" /
+            "proc-meminfo.txt").read_text()
+    fields = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in text.splitlines()}
+    assert parse_meminfo(text) == (fields["MemAvailable"], fields["MemTotal"])
+    assert parse_meminfo("MemTotal: 100 kB\n") is None  # a kernel before 3.14

@@ -113,3 +113,16 @@ def test_current_python_describes_this_interpreter() -> None:
     py = current_python()
     assert py.abi_tag.startswith("cp3") and py.ext_suffix.endswith((".so", ".pyd"))
     assert py.site_packages
+
+
+def test_distribution_version_from_the_dist_info_folder(tmp_path: Path) -> None:
+    from flashbuild.detect.pyenv import distribution_version
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    (first / "pybind11").mkdir(parents=True)  # the package without metadata: not it
+    (second / "pybind11-3.1.0.dist-info").mkdir(parents=True)
+    (second / "pybind11_stubgen-2.5.dist-info").mkdir()
+    (second / "Typing_Extensions-4.16.0.dist-info").mkdir()
+    assert distribution_version("pybind11", [first, second]) == "3.1.0"
+    assert distribution_version("typing-extensions", [first, second]) == "4.16.0"
+    assert distribution_version("ninja", [first, second, tmp_path / "missing"]) is None

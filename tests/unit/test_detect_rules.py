@@ -114,9 +114,9 @@ def test_a_healthy_machine_blocks_nothing() -> None:
 
 
 def test_target_none() -> None:
-    (v,) = RULES["target.none"](findings())
+    (v,) = RULES["target"](findings())
     assert v.severity is Severity.OK and v.title.startswith("no target")
-    (v,) = RULES["target.none"](findings(targets=targets("120"), target_origin="gpus"))
+    (v,) = RULES["target"](findings(targets=targets("120"), target_origin="gpus"))
     assert "sm_120" in v.title
 
 
@@ -132,8 +132,8 @@ def test_target_a_other_sm() -> None:
 
 
 def test_toolkit_missing() -> None:
-    assert severities(findings(toolkits=search(None)), "toolkit.missing") == [Severity.ERROR]
-    assert severities(findings(), "toolkit.missing") == [Severity.OK]
+    assert severities(findings(toolkits=search(None)), "toolkit") == [Severity.ERROR]
+    assert severities(findings(), "toolkit") == [Severity.OK]
 
 
 def test_toolkit_half_installed() -> None:
@@ -184,11 +184,11 @@ def test_toolkit_cannot_emit_asks_the_toolkits_own_list() -> None:
     # A 13.0 whose nvcc (say, a trimmed build) does not list sm_88.
     trimmed = replace(toolkit(), codes=tuple(c for c in CODES["13.0"] if c != "sm_88"))
     f = findings(toolkits=search(trimmed), targets=targets("sm_88"))
-    assert severities(f, "toolkit.cannot-emit") == [Severity.ERROR]
-    assert severities(findings(targets=targets("sm_88")), "toolkit.cannot-emit") == \
+    assert severities(f, "toolkit.codes") == [Severity.ERROR]
+    assert severities(findings(targets=targets("sm_88")), "toolkit.codes") == \
         [Severity.OK]
     assert severities(findings(toolkits=search(toolkit(codes=False)), targets=targets("sm_88")),
-                      "toolkit.cannot-emit") == []
+                      "toolkit.codes") == []
 
 
 def _msvc(active: int | None, toolsets: tuple[str, ...] = ("14.44.35207",),
@@ -206,7 +206,7 @@ def test_msvc_outside_window_with_working_toolset() -> None:
     tk = toolkit(host_config="host_config_13.0.h")
     f = findings(platform="windows", toolkits=search(tk),
                  compilers=_msvc(None, ("14.44.35207", "14.50.35717")))
-    (v,) = RULES["msvc.outside-window"](f)
+    (v,) = RULES["msvc.version"](f)
     assert v.severity is Severity.ERROR and "1950" in v.title
     assert "-vcvars_ver=14.44" in v.fix
 
@@ -214,47 +214,47 @@ def test_msvc_outside_window_with_working_toolset() -> None:
 def test_msvc_outside_window_suggests_a_cuda_that_accepts_it() -> None:
     tk = toolkit(host_config="host_config_13.0.h")
     f = findings(platform="windows", toolkits=search(tk), compilers=_msvc(1950, ("14.50.35717",)))
-    (v,) = RULES["msvc.outside-window"](f)
+    (v,) = RULES["msvc.version"](f)
     assert v.severity is Severity.ERROR and "CUDA 13.2" in v.fix
 
 
 def test_msvc_inside_window_and_missing() -> None:
     tk = toolkit(host_config="host_config_13.0.h")
     ok = findings(platform="windows", toolkits=search(tk), compilers=_msvc(1944))
-    assert severities(ok, "msvc.outside-window") == [Severity.OK]
+    assert severities(ok, "msvc.version") == [Severity.OK]
     # 12.9 accepts 1910..1949, 13.0 only from 1920 (VS 2017 dropped).
     old = findings(platform="windows", toolkits=search(tk), compilers=_msvc(1916,
                                                                           ("14.16.27023",)))
-    assert severities(old, "msvc.outside-window") == [Severity.ERROR]
+    assert severities(old, "msvc.version") == [Severity.ERROR]
     none = findings(platform="windows", compilers=HostCompilers("msvc"))
-    (v,) = RULES["msvc.outside-window"](none)
+    (v,) = RULES["msvc.version"](none)
     assert v.severity is Severity.ERROR and "Build Tools" in v.fix
-    assert severities(findings(), "msvc.outside-window") == []
+    assert severities(findings(), "msvc.version") == []
 
 
 def test_gcc_too_new() -> None:
     new = HostCompilers("gnu", gnu=(HostCompiler("g++", "/usr/bin/g++", Version("16.1.0")),))
     tk130 = toolkit(host_config="host_config_13.0.h")
-    (v,) = RULES["gcc.too-new"](findings(toolkits=search(tk130), compilers=new))
+    (v,) = RULES["gcc"](findings(toolkits=search(tk130), compilers=new))
     assert v.severity is Severity.ERROR and "g++-15" in v.fix
     tk129 = toolkit("12.9", host_config="host_config_12.9.h")
     f15 = replace(new, gnu=(HostCompiler("g++", "/usr/bin/g++", Version("15.1.0")),))
-    assert severities(findings(toolkits=search(tk129), compilers=f15), "gcc.too-new") == \
+    assert severities(findings(toolkits=search(tk129), compilers=f15), "gcc") == \
         [Severity.ERROR]
-    assert severities(findings(toolkits=search(tk130), compilers=f15), "gcc.too-new") == \
+    assert severities(findings(toolkits=search(tk130), compilers=f15), "gcc") == \
         [Severity.OK]
-    assert severities(findings(compilers=HostCompilers("gnu")), "gcc.too-new") == \
+    assert severities(findings(compilers=HostCompilers("gnu")), "gcc") == \
         [Severity.ERROR]
     clang = HostCompilers("gnu", gnu=(HostCompiler("clang++", "/usr/bin/clang++",
                                                    Version("21.1.0")),),
                           cuda_host_compiler="clang++")
-    assert severities(findings(toolkits=search(tk130), compilers=clang), "gcc.too-new") == \
+    assert severities(findings(toolkits=search(tk130), compilers=clang), "gcc") == \
         [Severity.ERROR]
 
 
 def test_gpu_found() -> None:
-    assert severities(findings(gpus=gpus()), "gpu.found") == [Severity.OK]
-    (v,) = RULES["gpu.found"](findings(gpus=gpus(H200)))
+    assert severities(findings(gpus=gpus()), "gpu") == [Severity.OK]
+    (v,) = RULES["gpu"](findings(gpus=gpus(H200)))
     assert "sm_90" in v.title
 
 
@@ -269,7 +269,7 @@ def test_driver_older_than_toolkit() -> None:
 
 
 def test_python_found() -> None:
-    assert severities(findings(), "python.found") == [Severity.OK, Severity.OK]
+    assert severities(findings(), "python") == [Severity.OK, Severity.OK]
 
 
 def test_torch_broken() -> None:
@@ -279,13 +279,13 @@ def test_torch_broken() -> None:
 
 
 def test_torch_cuda_mismatch() -> None:
-    assert severities(findings(pyenv=pyenv(torch("12.8"))), "torch.cuda-mismatch") == \
+    assert severities(findings(pyenv=pyenv(torch("12.8"))), "torch.cuda") == \
         [Severity.ERROR]
     assert severities(findings(toolkits=search(toolkit("12.9")), pyenv=pyenv(torch("12.8"))),
-                      "torch.cuda-mismatch") == [Severity.WARN]
-    assert severities(findings(pyenv=pyenv(torch("13.0"))), "torch.cuda-mismatch") == \
+                      "torch.cuda") == [Severity.WARN]
+    assert severities(findings(pyenv=pyenv(torch("13.0"))), "torch.cuda") == \
         [Severity.OK]
-    assert severities(findings(pyenv=pyenv(torch(None))), "torch.cuda-mismatch") == \
+    assert severities(findings(pyenv=pyenv(torch(None))), "torch.cuda") == \
         [Severity.WARN]
 
 
@@ -302,29 +302,29 @@ def test_torch_arch_missing() -> None:
 
 def test_ninja_missing() -> None:
     no_ninja = (TOOLS[0], ToolInfo("ninja", None, None), TOOLS[2])
-    assert severities(findings(pyenv=pyenv(tools=no_ninja)), "ninja.missing") == \
+    assert severities(findings(pyenv=pyenv(tools=no_ninja)), "ninja") == \
         [Severity.ERROR]
-    assert severities(findings(), "ninja.missing") == [Severity.OK]
+    assert severities(findings(), "ninja") == [Severity.OK]
 
 
 def test_cmake_missing() -> None:
     no_cmake = (TOOLS[0], TOOLS[1], ToolInfo("cmake", None, None))
-    assert severities(findings(pyenv=pyenv(tools=no_cmake)), "cmake.missing") == [Severity.WARN]
+    assert severities(findings(pyenv=pyenv(tools=no_cmake)), "cmake") == [Severity.WARN]
 
 
 def test_pybind11_shown_by_the_human_report_too() -> None:
     # The README lists pybind11 among what doctor reports; before this rule only --json did.
     no_pybind11 = (ToolInfo("pybind11", None, None), TOOLS[1], TOOLS[2])
-    assert severities(findings(pyenv=pyenv(tools=no_pybind11)), "pybind11.missing") == \
+    assert severities(findings(pyenv=pyenv(tools=no_pybind11)), "pybind11") == \
         [Severity.WARN]
-    ok = [v for v in evaluate(findings()) if v.rule_id == "pybind11.missing"]
+    ok = [v for v in evaluate(findings()) if v.rule_id == "pybind11"]
     assert [v.title for v in ok] == ["pybind11 3.0.1"]
 
 
 @pytest.mark.parametrize(("free", "severity"), [(1.0, Severity.ERROR), (3.0, Severity.WARN),
                                                 (20.0, Severity.OK)])
 def test_ram_too_little(free: float, severity: Severity) -> None:
-    assert severities(findings(host=host(free)), "ram.too-little") == [severity]
+    assert severities(findings(host=host(free)), "ram") == [severity]
 
 
 def test_disk_low() -> None:
@@ -364,7 +364,57 @@ def test_a_rule_that_raises_becomes_a_warning(monkeypatch: pytest.MonkeyPatch) -
     def boom(f: Findings) -> list[Verdict]:
         raise RuntimeError("bug")
 
-    monkeypatch.setitem(RULES, "gpu.found", boom)
+    monkeypatch.setitem(RULES, "gpu", boom)
     verdicts = evaluate(findings())
-    assert any(v.rule_id == "probe.failed" and "gpu.found" in v.title for v in verdicts)
+    assert any(v.rule_id == "probe.failed" and "gpu" in v.title for v in verdicts)
 
+
+
+# Prerequisites outside Python (issue 21, item 2): each names the command that installs it,
+# for the distribution /etc/os-release names (recorded from Ubuntu 24.04 and Fedora 40).
+
+UBUNTU = (FIX / "os-release-ubuntu-24.04").read_text()
+FEDORA = (FIX / "os-release-fedora-40").read_text()
+
+
+def _on(os_release: str, **py: object) -> Findings:
+    import dataclasses
+
+    return findings(pyenv=PyEnvReport(dataclasses.replace(PY, **py), None, TOOLS),  # type: ignore[arg-type]
+                    host=dataclasses.replace(host(), os_release=os_release))
+
+
+def test_missing_python_headers_name_the_package_of_the_distribution() -> None:
+    (debian,) = RULES["python.headers"](_on(UBUNTU, python_h=None))
+    assert debian.severity is Severity.ERROR and "Python.h" in debian.title
+    assert debian.fix == "sudo apt install python3-dev"
+    (fedora,) = RULES["python.headers"](_on(FEDORA, python_h=None))
+    assert fedora.fix == "sudo dnf install python3-devel"
+    (unknown,) = RULES["python.headers"](_on("ID=someos\n", python_h=None))
+    assert "Python development headers (Python.h)" in unknown.fix
+    (present,) = RULES["python.headers"](_on(UBUNTU, python_h="/usr/include/python3.12/Python.h"))
+    assert present.severity is Severity.OK
+
+
+def test_a_python_without_ensurepip_cannot_make_the_quick_starts_venv() -> None:
+    (verdict,) = RULES["python.venv"](_on(UBUNTU, venv_module=False))
+    assert verdict.severity is Severity.WARN and verdict.fix == "sudo apt install python3-venv"
+    assert RULES["python.venv"](_on(UBUNTU, venv_module=True)) == []
+
+
+def test_no_gxx_names_the_package_of_the_distribution() -> None:
+    import dataclasses
+
+    f = dataclasses.replace(findings(compilers=HostCompilers("gnu", gnu=())),
+                            host=dataclasses.replace(host(), os_release=FEDORA))
+    (verdict,) = RULES["gcc"](f)
+    assert verdict.severity is Severity.ERROR and verdict.fix == "sudo dnf install gcc-c++"
+    ubuntu = dataclasses.replace(f, host=dataclasses.replace(host(), os_release=UBUNTU))
+    assert RULES["gcc"](ubuntu)[0].fix == "sudo apt install g++"
+
+
+def test_windows_install_commands_name_python_org_and_visual_studio() -> None:
+    from flashbuild.platforms import get
+
+    text = get("windows").install_command(("python-headers", "c++"))
+    assert "python.org" in text and "Desktop development with C++" in text

@@ -156,7 +156,11 @@ def test_rich_report_shows_marks_and_fixes(tmp_path: Path,
     monkeypatch.setattr(doctor, "collect", _fake_collect(tmp_path, "rtx5090"))
     result = CliRunner().invoke(app, ["doctor", "--arch", "sm_90a"])
     assert result.exit_code == 3
-    assert "✗" in result.output and "fix:" in result.output and "✓" in result.output
+    lines = result.output.splitlines()
+    # One verdict vocabulary with verify and scan: ASCII words, no symbols a pipe degrades.
+    assert any(line.split()[:1] == ["error"] for line in lines) and "fix:" in result.output
+    assert any(line.split()[:1] == ["ok"] for line in lines)
+    assert not {"✗", "✓", "⚠"} & set(result.output)
     assert "CUDA toolkit" in result.output
 
 

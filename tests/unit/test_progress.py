@@ -84,3 +84,19 @@ def test_merge_ptxas_keeps_other_files(tmp_path: Path) -> None:
     assert merge_ptxas(record, {}) == again
     assert json.loads(record.read_text())["b.cu"] == ["ptxas info : Used 9 registers"]
     assert merge_ptxas(tmp_path / "none.json", {}) is None
+
+
+def test_an_error_directive_is_explained_and_resource_reports_are_cut(tmp_path: Path) -> None:
+    """Recorded: csrc built for sm_89 stops at arch/sm_gate.h's `#error`; ninja finishes the
+    other running compiles, whose `ptxas info` reports filled the whole tail."""
+    from flashbuild.building.progress import failure
+
+    mon = NinjaMonitor()
+    for line in _lines("error_directive_sm89.log"):
+        mon.feed(line)
+    err = failure("compiling failed", mon, tmp_path / "build.log")
+    assert 'error: #error "flashkern: unsupported __CUDA_ARCH__' in err.what
+    assert "ptxas info" not in err.evidence and "bytes stack frame" not in err.evidence
+    assert "ninja: build stopped" in err.evidence
+    assert "own `#error`" in err.fix and "docs/kernels.md" in err.fix
+    assert any(lines for lines in mon.ptxas.values())  # still recorded for verify

@@ -209,7 +209,7 @@ def test_vendored_by_gitmodules_and_by_content(tmp_path: Path) -> None:
     result = scan_tree(root, make_target("linux", "sm120"))
     assert not [f for f in result.findings if f.rule == "FB160"]
     reasons = {s.path: s.reason for s in result.skipped}
-    assert reasons["deps/lib"].startswith("vendored (git submodule in .gitmodules): 1 files")
+    assert reasons["deps/lib"].startswith("vendored (git submodule in .gitmodules): 1 file, ")
     assert reasons["src/kernels/cutlass"].startswith("vendored (a copy of CUTLASS): 2 files")
     assert set(result.vendored) == {"deps/lib", "src/kernels/cutlass"}
     full = scan_tree(root, make_target("linux", "sm120"), ScanOptions(include_vendored=True))
@@ -260,7 +260,7 @@ def test_report_groups_repeats_and_collapses_notes(tmp_path: Path) -> None:
     assert f"\n{deep}k.cu:1:" in out
     assert "also FB160 in this file at lines 2, 3, 4, 5" in out
     assert out.count("error FB160") == 1
-    assert "FB160 x2 in 1 file(s)" in out
+    assert "FB160 x2 in 1 file:" in out
 
 
 def test_cmake_gate_naming_both_spellings_accepts_the_a_target(tmp_path: Path) -> None:

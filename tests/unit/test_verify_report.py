@@ -32,6 +32,6 @@ def test_status_subject_and_result_survive_80_columns() -> None:
     ok = next(line for line in lines if "images" in line and LONG in line)
     assert ok.split()[0] == "ok" and ok.rstrip().endswith("sm_90a SASS present")
     failed = next(line for line in lines if "dependencies" in line)
-    assert failed.split()[0] == "FAIL" and f"../{LONG}" in failed
+    assert failed.split()[0] == "error" and f"../{LONG}" in failed
     assert any("libcudart.so.13: not found" in line for line in lines)
     assert any("fix: install the CUDA runtime" in line for line in lines)
