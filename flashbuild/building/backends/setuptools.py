@@ -40,6 +40,7 @@ from flashbuild.building.backends import (
     wrong_tree,
 )
 from flashbuild.building.jobs import HostResources, plan_jobs, probe_host
+from flashbuild.building.toolkit import cccl_include_dir
 from flashbuild.errors import BuildError, ToolchainError
 from flashbuild.installing.install import BuiltArtifact, ext_suffix
 
@@ -208,6 +209,7 @@ def build_environment(request: BuildRequest, tree: Path, *, jobs: int, hook_repo
     env[path_key] = os.pathsep.join([str(root / "bin"), env.get(path_key, "")]).rstrip(
         os.pathsep)
     env["CUDA_HOME"] = env["CUDA_PATH"] = str(root)
+    _add_cccl(env, request, root)
     env["TORCH_CUDA_ARCH_LIST"] = request.arch.torch_informational()
     env["MAX_JOBS"] = str(jobs)
     if _reads(tree, "NVCC_THREADS"):
@@ -232,6 +234,24 @@ def build_environment(request: BuildRequest, tree: Path, *, jobs: int, hook_repo
                                         if p)
     env.update(request.build_env)
     return env
+
+
+def _add_cccl(env: dict[str, str], request: BuildRequest, root: Path) -> None:
+    """Give host-compiled sources CUDA 13's CCCL folder (toolkit.cccl_include_dir), through
+    the variable the host compiler reads system include folders from (CPLUS_INCLUDE_PATH,
+    MSVC's INCLUDE), appended: it is searched after every `-I`/`/I` of the command line, so a
+    tree's own CUTLASS or CCCL copy still wins, GCC treats it as a system folder (no warnings
+    from CCCL's headers), and nvcc's host passes, which get the folder already, see it once.
+    The extension's include_dirs would be the other place; they are `-I` folders, so a
+    `-Werror` tree would fail on CCCL's own warnings."""
+    cccl = cccl_include_dir(root)
+    if cccl is None:
+        return
+    var = request.platform.host_include_var
+    key = next((k for k in env if k.upper() == var.upper()), var)
+    folders = [p for p in env.get(key, "").split(request.platform.pathsep) if p]
+    if str(cccl) not in folders:
+        env[key] = request.platform.pathsep.join([*folders, str(cccl)])
 
 
 def _reads(tree: Path, name: str) -> bool:
@@ -263,7 +283,7 @@ def _flags(env: Mapping[str, str], request: BuildRequest) -> dict[str, object]:
 
 
 _REPORTED_ENV = frozenset({"CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "NVCC_THREADS",
-                           _WINDOWS_SDK})
+                           _WINDOWS_SDK, "CPLUS_INCLUDE_PATH"})
 
 
 # --- results --------------------------------------------------------------------------------
@@ -421,7 +441,7 @@ def _digest(argv: list[str], env: Mapping[str, str], tree: Path,
     h = hashlib.sha256()
     relevant = {k: v for k, v in env.items()
                 if k in _REPORTED_ENV or k.startswith(("FLASHBUILD_", "CUDA", "NVCC"))
-                or k in {"PATH", "PYTHONPATH", "INCLUDE", "LIB", "CXX", "CC"}}
+                or k in {"PATH", "PYTHONPATH", "INCLUDE", "LIB", "CXX", "CC", "CPLUS_INCLUDE_PATH"}}
     h.update(json.dumps([argv, sorted(relevant.items()), dict(torch)]).encode())
     scanned = staging.scan(tree)
     for rel in sorted(scanned.files):
