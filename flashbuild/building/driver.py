@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from flashbuild import __version__
-from flashbuild.building import backends, builddir, cmake, progress, staging
+from flashbuild.building import backends, builddir, cmake, progress, staging, vcs
 from flashbuild.building.backends import BackendContext
 from flashbuild.building.request import (
     BuildRequest,
@@ -147,7 +147,7 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     # 2. patch (a mirror of the tree in the build folder, or with --in-place the tree)
     t0 = time.monotonic()
     folder = _folder(request, nvcc, notes=notes, say=say)
-    tree, outcome, synced = _patch(request, folder, patch, say=say)
+    tree, outcome, synced = _patch(request, folder, patch, runner=runner, say=say)
     steps.append(StepTime("patch", time.monotonic() - t0, skipped=patch is None,
                           note=f"{outcome.changed_files} file(s) changed" +
                           (f"; mirror {synced.summary()}" if synced is not None else "")))
@@ -250,7 +250,7 @@ def _build_root(request: BuildRequest) -> Path:
 
 
 def _patch(request: BuildRequest, folder: builddir.BuildDir,
-           patch: Callable[[Path], PatchOutcome] | None, *,
+           patch: Callable[[Path], PatchOutcome] | None, *, runner: StreamRunner,
            say: Step) -> tuple[Path, PatchOutcome, staging.SyncReport | None]:
     """Patch the build folder's mirror of the tree (or the tree itself when not staged);
     return the tree to build from, the patch outcome and what syncing the mirror did."""
@@ -261,6 +261,9 @@ def _patch(request: BuildRequest, folder: builddir.BuildDir,
     staged = staging.stage(request.source_dir, folder.path, run, skip=[_build_root(request)])
     if staged.sync.changed:
         say(f"staged the tree in {staged.mirror} ({staged.sync.summary()})")
+    # A setup.py (or CMake file) that asks git for its version must get the tree's answer.
+    vcs.link_git(request.source_dir, staged.mirror, folder.path, staged.patched.patched,
+                 runner=runner, env=request.env)
     return staged.mirror, staged.patched, staged.sync
 
 

@@ -246,6 +246,10 @@ def scan(root: Path, *, skip: Iterable[Path] = ()) -> TreeScan:
                     continue
                 found.dirs.add(rel)
                 stack.append((entry.path, rel + "/"))
+            elif entry.name == ".git" and not prefix:
+                # A worktree's `.git` file in the tree points elsewhere by a relative path; the
+                # mirror's own (vcs.py) names the build folder's git identity. Neither is source.
+                continue
             elif not entry.name.endswith(_TMP_SUFFIX):
                 # os.lstat, not entry.stat(): on Windows a DirEntry's stat has st_ino = 0,
                 # and the inode is what tells a link from a replaced file.

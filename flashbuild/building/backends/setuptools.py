@@ -32,7 +32,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from flashbuild.building import archcheck, progress, staging
+from flashbuild.building import archcheck, progress, staging, vcs
 from flashbuild.building.backends import (
     BackendContext,
     BackendResult,
@@ -93,7 +93,7 @@ class SetuptoolsBackend:
                 [request.python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
                  "--use-pep517", "--no-input", "--disable-pip-version-check", "-v", "-w",
                  str(dist), "."])
-        digest = _digest(argv, env, ctx.tree, torch)
+        digest = _digest(argv, env, ctx.tree, torch, vcs.identity_key(folder))
         previous = _read_stamp(folder)
         wheel: Path | None = None
         if previous is not None and previous.get("digest") == digest:
@@ -115,6 +115,7 @@ class SetuptoolsBackend:
             indent=1), encoding="utf-8")
         if dist.is_dir():
             shutil.rmtree(dist)
+        Path(env["FLASHBUILD_VERSION_FILE"]).unlink(missing_ok=True)  # one version per run
         code, monitor = progress.run_tool(argv, runner=ctx.runner, env=env, log_path=log,
                                           cwd=ctx.tree, console=ctx.console,
                                           show_progress=ctx.show_progress,
@@ -129,6 +130,13 @@ class SetuptoolsBackend:
             modules = _extract_modules(wheel, folder / "out", log)
         _write_stamp(folder, digest, wheel, modules)
         records = read_hook_report(report)
+        frozen = next((r for r in records if "version_frozen" in r), None)
+        if frozen is not None:
+            note = (f"the setup.py computed its version twice and got two answers "
+                    f"({frozen['version_frozen']}, then {frozen['version_computed']}: a "
+                    "time-based fallback); the first one was kept for every step of the build")
+            ctx.notes.append(note)
+            ctx.say(note)
         for record in records:
             raw = record.get("removed")
             removed = [str(r) for r in raw] if isinstance(raw, list) else []
@@ -228,6 +236,7 @@ def build_environment(request: BuildRequest, tree: Path, *, jobs: int, hook_repo
     env["FLASHBUILD_NVCC_FLAGS"] = json.dumps(nvcc_flags)
     env["FLASHBUILD_CXX_FLAGS"] = json.dumps(list(request.cxx_flags))
     env["FLASHBUILD_HOOK_REPORT"] = str(hook_report)
+    env["FLASHBUILD_VERSION_FILE"] = str(hook_report.with_name("version.txt"))
     if build_temp is not None:
         env["FLASHBUILD_BUILD_TEMP"] = str(build_temp)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HOOK_DIR), env.get("PYTHONPATH", ""))
@@ -371,7 +380,7 @@ def _inplace_modules(tree: Path, report: Path, request: BuildRequest,
     """The modules `build_ext --inplace` wrote into the tree: one per extension the hook saw
     (`pkg.sub._C` → `pkg/sub/_C<EXT_SUFFIX>`), and any the recipe names."""
     suffix = ext_suffix(request.python, runner, request.env)
-    names = [str(r.get("extension")) for r in read_hook_report(report)]
+    names = [str(r["extension"]) for r in read_hook_report(report) if "extension" in r]
     names += [a.name for a in request.recipe.artifact if a.kind == "module"]
     found = []
     for name in dict.fromkeys(names):
@@ -437,8 +446,9 @@ def _failure(monitor: progress.NinjaMonitor, log: Path) -> BuildError:
 # --- the no-op stamp ------------------------------------------------------------------------
 
 def _digest(argv: list[str], env: Mapping[str, str], tree: Path,
-            torch: Mapping[str, str]) -> str:
+            torch: Mapping[str, str], identity: str = "") -> str:
     h = hashlib.sha256()
+    h.update(identity.encode())  # a new commit or tag is a new version
     relevant = {k: v for k, v in env.items()
                 if k in _REPORTED_ENV or k.startswith(("FLASHBUILD_", "CUDA", "NVCC"))
                 or k in {"PATH", "PYTHONPATH", "INCLUDE", "LIB", "CXX", "CC", "CPLUS_INCLUDE_PATH"}}

@@ -15,6 +15,13 @@ extension with CUDA sources, before torch renders its build.ninja:
 - `build_temp` is moved to a short folder when flashbuild asks (Windows: torch puts objects
   under `build_temp/<absolute source path>`, past 260 characters for deep trees).
 
+It also keeps the version one pip run computes the same in every step (FLASHBUILD_VERSION_FILE):
+pip's PEP 517 path runs setup.py once for the metadata and again for the wheel, and a setup.py
+whose version falls back to the time (FlashMLA without git: `1.0.0+<timestamp>`) gets two
+versions, so pip rejects the wheel ("Built wheel ... is invalid"). The first step records the
+version setup() ended up with (after setuptools_scm or versioneer ran); the later ones are given
+that one. flashbuild deletes the file before each pip run.
+
 What it changed is appended, one JSON object per extension, to FLASHBUILD_HOOK_REPORT, which
 the build reads back. The sitecustomize this file shadows (Debian's, a venv's) still runs.
 Settings come from the environment as JSON: FLASHBUILD_GENCODE, FLASHBUILD_NVCC_FLAGS,
@@ -123,12 +130,51 @@ def _patch(module: object) -> None:
     build_ext._flashbuild_hooked = True
 
 
+def _freeze_version(module: object) -> None:
+    """Wrap setuptools' Distribution.run_commands: record the final version the first time,
+    hand it over every later time (see the module docstring)."""
+    dist_class = getattr(module, "Distribution", None)
+    if dist_class is None or getattr(dist_class, "_flashbuild_hooked", False):
+        return
+    original = dist_class.run_commands
+
+    def run_commands(self: object) -> object:
+        path = os.environ.get("FLASHBUILD_VERSION_FILE")
+        metadata = getattr(self, "metadata", None)
+        version = getattr(metadata, "version", None)
+        if path and metadata is not None and version:
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    frozen = fh.read().strip()
+            except OSError:
+                frozen = ""
+            if not frozen:
+                with open(path, "w", encoding="utf-8") as fh:
+                    fh.write(str(version))
+            elif frozen != str(version):
+                metadata.version = frozen
+                report = os.environ.get("FLASHBUILD_HOOK_REPORT")
+                if report:
+                    with open(report, "a", encoding="utf-8") as fh:
+                        fh.write(json.dumps({"version_frozen": frozen,
+                                             "version_computed": str(version)}) + "\n")
+        return original(self)
+
+    dist_class.run_commands = run_commands
+    dist_class._flashbuild_hooked = True
+
+
 class _Finder(importlib.abc.MetaPathFinder):
-    """Patches torch.utils.cpp_extension right after it is imported, not before."""
+    """Patches a module right after it is imported, not before (torch.utils.cpp_extension;
+    setuptools.dist)."""
+
+    def __init__(self, target: str, patch: object) -> None:
+        self.target = target
+        self.patch = patch
 
     def find_spec(self, name: str, path: object = None,
                   target: object = None) -> importlib.machinery.ModuleSpec | None:
-        if name != _TARGET:
+        if name != self.target:
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
@@ -137,9 +183,11 @@ class _Finder(importlib.abc.MetaPathFinder):
         loader = spec.loader
         run = loader.exec_module
 
+        patch = self.patch
+
         def exec_module(module: object) -> None:
             run(module)  # type: ignore[arg-type]
-            _patch(module)
+            patch(module)  # type: ignore[operator]
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
@@ -157,5 +205,7 @@ def _chain() -> None:
 
 if __name__ == "sitecustomize":  # imported by Python at start-up, not by a test
     if os.environ.get("FLASHBUILD_GENCODE"):
-        sys.meta_path.insert(0, _Finder())
+        sys.meta_path.insert(0, _Finder(_TARGET, _patch))
+    if os.environ.get("FLASHBUILD_VERSION_FILE"):
+        sys.meta_path.insert(0, _Finder("setuptools.dist", _freeze_version))
     _chain()
