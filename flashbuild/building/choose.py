@@ -99,8 +99,12 @@ def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platfor
 
 def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_root: Path,
              say: Callable[[str], None]) -> Chosen:
+    from flashbuild.arch import parse_arch_spec
+    from flashbuild.building.treecheck import refuse_missing_submodules
     from flashbuild.scanning.draft import run_init
 
+    # A plain clone without its submodules is refused before a draft is made of it.
+    refuse_missing_submodules(tree, platform=platform, archs=parse_arch_spec(arch).archs)
     name = re.sub(r"[^a-z0-9-]+", "-", tree.name.lower()).strip("-") or "tree"
     draft = build_root / f"{name}.draft.toml"
     key_file = draft.with_name(draft.name + ".key")

@@ -27,7 +27,15 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from flashbuild import __version__
-from flashbuild.building import backends, builddir, cmake, progress, staging, vcs
+from flashbuild.building import (
+    backends,
+    builddir,
+    cmake,
+    progress,
+    staging,
+    treecheck,
+    vcs,
+)
 from flashbuild.building.backends import BackendContext
 from flashbuild.building.request import (
     BuildRequest,
@@ -131,6 +139,11 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     t0 = time.monotonic()
     _require_install_table(request)
     backend = backends.backend_for(request.recipe, request.source_dir)
+    # Trees that cannot build as they are: said before anything is staged or compiled.
+    treecheck.refuse_missing_submodules(request.source_dir, platform=request.platform.name,
+                                        archs=request.arch.archs)
+    treecheck.refuse_unreadable_version(request.source_dir,
+                                        {**request.env, **request.build_env})
     blockers = list(checks()) if checks is not None else []
     if blockers:
         raise ToolchainError(

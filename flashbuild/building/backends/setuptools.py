@@ -56,6 +56,7 @@ STAMP = "setuptools-stamp.json"
 #: and flash-attention download a prebuilt wheel unless their FORCE_BUILD switch is set;
 #: others `git clone` CUTLASS).
 _DOWNLOAD = re.compile(
+    r"network access is off during the build|transport '\w+' not allowed|"
     r"Guessing wheel URL|Raw wheel path|urllib\.error|URLError|HTTPError|"
     r"Failed to establish a new connection|Could not resolve host|git clone\b|"
     r"Temporary failure in name resolution", re.IGNORECASE)
@@ -237,6 +238,10 @@ def build_environment(request: BuildRequest, tree: Path, *, jobs: int, hook_repo
     env["FLASHBUILD_CXX_FLAGS"] = json.dumps(list(request.cxx_flags))
     env["FLASHBUILD_HOOK_REPORT"] = str(hook_report)
     env["FLASHBUILD_VERSION_FILE"] = str(hook_report.with_name("version.txt"))
+    # No downloads during the build (the hook refuses Python's connections; git may only
+    # use local transports), so a fetching setup.py stops at once and is named.
+    env["FLASHBUILD_OFFLINE"] = "1"
+    env.setdefault("GIT_ALLOW_PROTOCOL", "file")
     if build_temp is not None:
         env["FLASHBUILD_BUILD_TEMP"] = str(build_temp)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HOOK_DIR), env.get("PYTHONPATH", ""))

@@ -15,6 +15,12 @@ extension with CUDA sources, before torch renders its build.ninja:
 - `build_temp` is moved to a short folder when flashbuild asks (Windows: torch puts objects
   under `build_temp/<absolute source path>`, past 260 characters for deep trees).
 
+With FLASHBUILD_OFFLINE=1 it turns the network off for the build's Python processes: a
+connection to anything but this machine fails at once with an error that says so, instead of
+waiting for a resolver or a server (causal-conv1d and flash-attention fetch a prebuilt wheel
+unless a switch says otherwise; others clone CUTLASS). Builds are meant to be reproducible
+from the tree; the build names what was tried and the switch that avoids it.
+
 It also keeps the version one pip run computes the same in every step (FLASHBUILD_VERSION_FILE):
 pip's PEP 517 path runs setup.py once for the metadata and again for the wheel, and a setup.py
 whose version falls back to the time (FlashMLA without git: `1.0.0+<timestamp>`) gets two
@@ -164,6 +170,47 @@ def _freeze_version(module: object) -> None:
     dist_class._flashbuild_hooked = True
 
 
+_LOCAL = ("localhost", "127.0.0.1", "::1", "")
+OFFLINE_MESSAGE = "flashbuild: network access is off during the build"
+
+
+def _offline() -> None:
+    """Refuse connections and name lookups that leave this machine (see the docstring)."""
+    import socket
+
+    def local(host: object) -> bool:
+        text = host.decode() if isinstance(host, bytes) else str(host)
+        return text in _LOCAL or text.startswith("127.")
+
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+    real_getaddrinfo = socket.getaddrinfo
+
+    def refuse(what: object) -> OSError:
+        return OSError(101, f"{OFFLINE_MESSAGE} (tried {what})")
+
+    def connect(self: socket.socket, address: object) -> None:
+        if self.family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple) \
+                and not local(address[0]):
+            raise refuse(f"{address[0]}:{address[1]}")
+        real_connect(self, address)  # type: ignore[arg-type]
+
+    def connect_ex(self: socket.socket, address: object) -> int:
+        if self.family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple) \
+                and not local(address[0]):
+            raise refuse(f"{address[0]}:{address[1]}")
+        return real_connect_ex(self, address)  # type: ignore[arg-type]
+
+    def getaddrinfo(host: object, *args: object, **kwargs: object) -> object:
+        if host is not None and not local(host):
+            raise socket.gaierror(-3, f"{OFFLINE_MESSAGE} (tried to look up {host})")
+        return real_getaddrinfo(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    socket.socket.connect = connect  # type: ignore[method-assign, assignment]
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign, assignment]
+    socket.getaddrinfo = getaddrinfo  # type: ignore[assignment]
+
+
 class _Finder(importlib.abc.MetaPathFinder):
     """Patches a module right after it is imported, not before (torch.utils.cpp_extension;
     setuptools.dist)."""
@@ -206,6 +253,8 @@ def _chain() -> None:
 if __name__ == "sitecustomize":  # imported by Python at start-up, not by a test
     if os.environ.get("FLASHBUILD_GENCODE"):
         sys.meta_path.insert(0, _Finder(_TARGET, _patch))
+    if os.environ.get("FLASHBUILD_OFFLINE") == "1":
+        _offline()
     if os.environ.get("FLASHBUILD_VERSION_FILE"):
         sys.meta_path.insert(0, _Finder("setuptools.dist", _freeze_version))
     _chain()
