@@ -200,6 +200,8 @@ def build(request: BuildRequest, *, runner: StreamRunner,
                           note=str(result.location or "")))
     if result.location is not None and not result.skipped:
         say(f"installed ({result.mode}) into {result.location}")
+        for note in result.notes:
+            say(note)
     return BuildReport(
         build_dir=folder.path, log=built.log, source_dir=request.source_dir.resolve(),
         cmake_source=built.source_dir, backend=backend.name, staging=synced,
