@@ -128,8 +128,8 @@ def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_ro
     if blocking:
         raise RecipeError(
             f"the drafted recipe cannot build this tree yet: {blocking[0].what}",
-            evidence="\n".join(f"- {t.line()}" + (f"; evidence: {t.evidence}" if t.evidence
-                                                    else "") for t in blocking)
+            evidence="\n".join(f"- [{t.table}] {t.what}" + (f" ({t.evidence})" if t.evidence
+                                                          else "") for t in blocking)
             + f"\ndraft: {draft}",
             fix=(blocking[0].fix + "; " if blocking[0].fix else "") + "complete the draft "
             f"and build with `--recipe {draft}`" + (

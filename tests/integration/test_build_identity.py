@@ -212,3 +212,28 @@ def test_patched_files_do_not_make_the_mirror_dirty_but_the_users_edits_do(
     assert (tree / ".git" / "index").read_bytes() == index, "the tree's index was written"
     (tree / "setup.py").write_text((tree / "setup.py").read_text() + "# edited\n")
     assert describe().endswith("-dirty")  # the user's edit is the tree's state: dirty there too
+
+
+def test_a_checked_out_submodule_keeps_git_working_in_the_mirror(tmp_path: Path) -> None:
+    # A submodule's `.git` is a file with a relative gitdir that does not resolve in the
+    # mirror: mirrored, it made every git command there fail ("not a git repository").
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    _git(lib, "init", "-q")
+    (lib / "a.h").write_text("int a;\n")
+    _git(lib, "add", "a.h")
+    _git(lib, "commit", "-q", "-m", "lib")
+    tree = _tree(tmp_path, "describe")
+    _git(tree, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib),
+         "third_party/lib")
+    _git(tree, "commit", "-q", "-m", "sub")
+    assert (tree / "third_party" / "lib" / ".git").is_file()
+    folder = tmp_path / "b"
+    staged = staging.stage(tree, folder, lambda _mirror: [])
+    vcs.link_git(tree, staged.mirror, folder, [], runner=ProcessRunner(), env=os.environ)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    argv = ["git", "describe", "--tags", "--dirty", "--always", "--long"]
+    mirror = subprocess.run(argv, cwd=staged.mirror, env=env, capture_output=True, text=True,
+                            check=False)
+    assert mirror.returncode == 0, mirror.stderr
+    assert mirror.stdout.strip() == _git(tree, *argv[1:])
