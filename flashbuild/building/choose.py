@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from flashbuild import __version__
 from flashbuild.building import staging
-from flashbuild.errors import FlashbuildError, RecipeError, TreeError
+from flashbuild.errors import FlashbuildError, RecipeError, TreeError, UsageError
 from flashbuild.installing import shim
 from flashbuild.installing.manifest import MANIFEST_NAME
 from flashbuild.recipes.load import bundled_recipes, load_recipe
@@ -81,6 +81,11 @@ def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platfor
         return Chosen(loaded, loaded.source_root(source),
                       "--recipe" if recipe is not None else "default")
     tree = source.resolve()
+    if tree.is_file() and tree.suffix == ".toml":
+        raise UsageError(f"{source} is a recipe file, not a tree",
+                         evidence="`flashbuild build PATH` takes the folder to build",
+                         fix=f"pass the recipe with `--recipe {source}` (and the tree, if the "
+                         "recipe's [source] path is not it, as PATH)")
     if not tree.is_dir():
         raise TreeError(f"the source tree {tree} does not exist or is not a folder",
                         fix="give the folder of the project to build: `flashbuild build PATH "

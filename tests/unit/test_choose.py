@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flashbuild.building import choose
-from flashbuild.errors import RecipeError
+from flashbuild.errors import RecipeError, UsageError
 from flashbuild.scanning import draft
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -71,6 +71,14 @@ def test_a_tree_named_like_a_bundled_recipe_is_not_taken_for_it(tmp_path: Path) 
     assert chosen.recipe.build.targets == ("_C", "minikern_attn")
     assert chosen.recipe.install is not None
     assert chosen.recipe.install.package == "minikern"
+
+
+def test_a_recipe_file_given_as_the_tree_is_a_usage_error(tmp_path: Path) -> None:
+    recipe = tmp_path / "my.toml"
+    recipe.write_text("[recipe]\nname = 'x'\n")
+    with pytest.raises(UsageError) as err:
+        _choose(recipe, tmp_path / "build")
+    assert f"--recipe {recipe}" in err.value.fix
 
 
 def test_recipe_wins_and_no_tree_is_the_bundled_library(tmp_path: Path) -> None:
