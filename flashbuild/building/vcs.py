@@ -14,12 +14,13 @@ gets a `.git` of its own, a file naming a small git folder in the build folder, 
 - `HEAD` (the branch or the detached commit) and `packed-refs` (every ref, as
   `git for-each-ref` lists them) copied from the tree, `shallow` too when there is one;
 - `index`: a copy of the tree's index, refreshed against the mirror. Files the patch changed
-  are marked skip-worktree unless they differ from HEAD in the tree too, so `--dirty` and
-  setuptools_scm's dirty check answer as they do in the tree.
+  are marked skip-worktree unless they differ from HEAD in the tree too, and so are tracked
+  files the mirror leaves out (a tracked top-level `build/`), unless they are gone from the
+  tree too: `--dirty` and setuptools_scm's dirty check answer as they do in the tree.
 
 git run in the mirror then gives the tree's commit, tags, describe and dirtiness, and writes
 only into `<build>/vcs`: nothing is written into the tree or its `.git`. The folder is rebuilt
-only when the tree's HEAD, refs, index or the patched files change (a no-op build runs three
+only when the tree's HEAD, refs, index or the patched files change (a no-op build runs four
 short git commands). A tree that is not the top of a git work tree (no git, a tarball, a
 sub-folder of a larger repository) gets nothing; its setup.py's own fallback runs, and the
 build hook keeps that version the same across pip's steps (resources/sitecustomize.py).
@@ -111,10 +112,14 @@ def link_git(tree: Path, mirror: Path, build_folder: Path, patched: Sequence[str
                   object_format=object_format.strip(), index=index)
     _write_if_changed(gitfile, _gitfile_text(shadow))
     menv = {**genv, "GIT_DIR": str(shadow), "GIT_WORK_TREE": str(mirror)}
-    tracked = _git(runner, menv, mirror, "ls-files", "--", *keep) if keep else ""
-    if tracked:
-        _git(runner, menv, mirror, "update-index", "--skip-worktree", "--",
-             *tracked.splitlines())
+    tracked = (_git(runner, menv, mirror, "ls-files", "--", *keep) or "").splitlines() \
+        if keep else []
+    left_out = set((_git(runner, menv, mirror, "ls-files", "--deleted") or "").splitlines())
+    if left_out:
+        left_out -= set((_git(runner, genv, tree, "ls-files", "--deleted") or "").splitlines())
+    skip = sorted({*tracked, *left_out})
+    if skip:
+        _git(runner, menv, mirror, "update-index", "--skip-worktree", "--", *skip)
     # Refresh the copied index against the mirror now, so git in the build reads it as is.
     _git(runner, menv, mirror, "update-index", "-q", "--refresh")
     (shadow / _KEY).write_text(key, encoding="utf-8")
@@ -128,8 +133,9 @@ def _build_shadow(shadow: Path, *, common: Path, head: str, refs: str, object_fo
     (shadow / "objects" / "info").mkdir(parents=True)
     (shadow / "refs" / "heads").mkdir(parents=True)
     (shadow / "refs" / "tags").mkdir()
-    (shadow / "objects" / "info" / "alternates").write_text(f"{common / 'objects'}\n",
-                                                            encoding="utf-8")
+    # Forward slashes: git reads them on every platform.
+    (shadow / "objects" / "info" / "alternates").write_text(
+        f"{(common / 'objects').as_posix()}\n", encoding="utf-8")
     (shadow / "HEAD").write_text(f"ref: {head}\n" if head.startswith("refs/") else f"{head}\n",
                                  encoding="utf-8")
     (shadow / "packed-refs").write_text(refs, encoding="utf-8")
@@ -146,7 +152,7 @@ def _build_shadow(shadow: Path, *, common: Path, head: str, refs: str, object_fo
 
 
 def _gitfile_text(shadow: Path) -> str:
-    return f"gitdir: {shadow}\n"
+    return f"gitdir: {shadow.as_posix()}\n"
 
 
 def _stat_key(path: Path) -> list[int]:

@@ -237,3 +237,22 @@ def test_a_checked_out_submodule_keeps_git_working_in_the_mirror(tmp_path: Path)
                             check=False)
     assert mirror.returncode == 0, mirror.stderr
     assert mirror.stdout.strip() == _git(tree, *argv[1:])
+
+
+def test_tracked_files_the_mirror_leaves_out_do_not_make_it_dirty(tmp_path: Path) -> None:
+    # The mirror skips a top-level build/ (setuptools' output folder); a tree that tracks a
+    # file there is still clean.
+    tree = _tree(tmp_path, "describe")
+    (tree / "build").mkdir()
+    (tree / "build" / "helper.cmake").write_text("# tracked\n")
+    _git(tree, "add", "build/helper.cmake")
+    _git(tree, "commit", "-q", "-m", "tracked build folder")
+    folder = tmp_path / "b"
+    staged = staging.stage(tree, folder, lambda _mirror: [])
+    assert not (staged.mirror / "build" / "helper.cmake").exists()
+    vcs.link_git(tree, staged.mirror, folder, [], runner=ProcessRunner(), env=os.environ)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    argv = ["git", "describe", "--tags", "--dirty", "--always", "--long"]
+    mirror = subprocess.run(argv, cwd=staged.mirror, env=env, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    assert mirror == _git(tree, *argv[1:]) and not mirror.endswith("-dirty")
