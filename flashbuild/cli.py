@@ -335,6 +335,10 @@ def patch(
 @app.command(cls=_Command)
 @_edge
 def build(
+    path: Annotated[Path | None, typer.Argument(
+        help="The tree to build. Without --recipe: the bundled recipe that matches the tree "
+        "by its content, else a recipe drafted as `recipe init` drafts it (written into the "
+        "build root for review).", show_default=False)] = None,
     *,
     recipe: RecipeOpt = None,
     source: SourceOpt = None,
@@ -366,9 +370,20 @@ def build(
     ui.configure(json_mode=json)
     from flashbuild.building.command import run_build
 
-    return run_build(recipe=recipe, source=source, arch=arch, cuda=cuda, platform=platform,
-                     jobs_text=jobs, launcher_text=launcher, install_text=install,
-                     build_dir=build_dir, as_json=json, in_place=in_place)
+    return run_build(recipe=recipe, source=_one_tree(path, source), arch=arch, cuda=cuda,
+                     platform=platform, jobs_text=jobs, launcher_text=launcher,
+                     install_text=install, build_dir=build_dir, as_json=json, in_place=in_place)
+
+
+def _one_tree(path: Path | None, source: Path | None) -> Path | None:
+    """`flashbuild build PATH` and `--source PATH` name the same thing; both may be given
+    only when they agree."""
+    if path is not None and source is not None and path.resolve() != source.resolve():
+        from flashbuild.errors import UsageError
+
+        raise UsageError("two trees were given", evidence=f"PATH {path} and --source {source}",
+                         fix="give the tree once: `flashbuild build PATH --arch ...`")
+    return path if path is not None else source
 
 
 @recipe_app.command(cls=_Command, name="list")

@@ -160,6 +160,9 @@ class ConfigureInputs:
     build_type: str = "Release"
     extra_args: tuple[str, ...] = ()
     """Raw configure arguments from the recipe."""
+    cccl_dir: Path | None = None
+    """CUDA 13's `include/cccl` (toolkit.cccl_include_dir), given to C++ sources when this
+    CMake's FindCUDAToolkit does not (cmake_gives_cccl)."""
 
 
 def configure_argv(tools: Tools, inputs: ConfigureInputs) -> list[str]:
@@ -199,6 +202,7 @@ def configure_argv(tools: Tools, inputs: ConfigureInputs) -> list[str]:
             defs["FLASHBUILD_NVCC_JOB_POOL"] = "nvcc"
         else:
             defs["CMAKE_JOB_POOL_COMPILE"] = "nvcc"
+    defs.update(_cccl_define(tools, inputs.cccl_dir))
     user = dict(inputs.options)
     # The recipe's own flags come first; flashbuild's are appended to them.
     if cuda_flags:
@@ -212,6 +216,32 @@ def configure_argv(tools: Tools, inputs: ConfigureInputs) -> list[str]:
     argv += [f"-D{key}={value}" for key, value in defs.items()]
     argv += list(inputs.extra_args)
     return argv
+
+
+def _cccl_define(tools: Tools, cccl_dir: Path | None) -> dict[str, str]:
+    if cccl_dir is None or cmake_gives_cccl(tools.cmake):
+        return {}
+    return {"CMAKE_CXX_STANDARD_INCLUDE_DIRECTORIES": _cmake_path(cccl_dir)}
+
+
+def cmake_gives_cccl(cmake_exe: Path) -> bool:
+    """Whether this CMake's FindCUDAToolkit gives C++ targets CUDA 13's `include/cccl`.
+
+    A FindCUDAToolkit that takes its include folders from the CUDA compiler's own implicit
+    ones (`CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES`, which lists nvcc's `-isystem
+    .../include/cccl`) puts the folder into `CUDAToolkit_INCLUDE_DIRS` and onto every
+    `CUDA::*` target, so a `.cpp` linking `CUDA::cudart` compiles (checked with the PyPI
+    cmake 4.4 here); the one in Debian's cmake 3.25 gives `include/` alone. Read from the
+    module file of the cmake that runs (`<prefix>/share/cmake-*/Modules`); unknown = no."""
+    prefix = Path(cmake_exe).resolve().parent.parent
+    for module in sorted(prefix.glob("share/cmake-*/Modules/FindCUDAToolkit.cmake")):
+        try:
+            if "CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES" in module.read_text(encoding="utf-8",
+                                                                          errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _cmake_path(path: Path) -> str:

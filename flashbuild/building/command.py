@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
     from flashbuild.arch import ArchSpec
+    from flashbuild.building.choose import Chosen
     from flashbuild.building.request import StreamRunner
     from flashbuild.detect.cuda import Toolkit
     from flashbuild.platforms.base import Platform
@@ -40,7 +41,6 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
     from flashbuild.console import ui
     from flashbuild.patching.engine import patch_tree
     from flashbuild.proc import ProcessRunner
-    from flashbuild.recipes.load import load_recipe, source_tree
     from flashbuild.recipes.when import WhenContext
 
     jobs_n = parse_jobs(jobs_text)
@@ -57,11 +57,12 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
         )
     env = dict(os.environ)
     runner = ProcessRunner(echo=ui.command)
-    loaded = load_recipe(recipe or "csrc")
-    tree = source_tree(loaded, source)
     spec = _resolve_arch(parse_arch_spec(arch) if arch else parse_arch_spec("native"),
                          typed=arch is not None, env=env, runner=runner)
     cache_dir = plat.user_cache_dir(env)
+    chosen = _choose(recipe, source, spec=spec, platform=plat.name, installing=mode != "none",
+                     build_dir=build_dir, cache_dir=cache_dir)
+    loaded, tree = chosen.recipe, chosen.tree
     toolkit = _choose_toolkit(env, runner, plat, cuda=cuda, cache_dir=cache_dir,
                               site_packages=[Path(p) for p in site.getsitepackages()])
     host, build_env, cuda_flags, cxx_flags = _host_environment(
@@ -94,12 +95,26 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
     report = build(request, runner=runner, checks=checks, patch=patch, console=ui.err,
                    show_progress=not as_json and ui.err.is_terminal, on_step=ui.say)
     if as_json:
-        ui.emit_json(report.to_json())
+        ui.emit_json({**report.to_json(), "recipe": chosen.to_json()})
     else:
         ui.say(f"build folder {report.build_dir} (log: {report.log}); "
                f"{report.jobs.reason}; launcher: {report.launcher}; "
                f"{report.seconds:.2f} s")
     return 0
+
+
+def _choose(recipe: str | None, source: Path | None, *, spec: ArchSpec, platform: str,
+            installing: bool, build_dir: Path | None, cache_dir: Path) -> Chosen:
+    """The recipe and tree (building/choose.py); a draft goes where the build folders go."""
+    from flashbuild.building import builddir
+    from flashbuild.building.choose import choose_recipe
+    from flashbuild.console import ui
+
+    root = build_dir if build_dir is not None else (
+        builddir.default_root(source, cache_dir=cache_dir) if source is not None else cache_dir)
+    arch = ";".join(t.arch.sm if t.sass else t.arch.compute for t in spec.targets)
+    return choose_recipe(recipe, source, arch=arch, platform=platform, installing=installing,
+                         build_root=root, say=ui.say)
 
 
 #: Doctor rules whose errors do not stop a build: they matter when the module runs (the

@@ -27,7 +27,15 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from flashbuild import __version__
-from flashbuild.building import backends, builddir, cmake, progress, staging
+from flashbuild.building import (
+    backends,
+    builddir,
+    cmake,
+    progress,
+    staging,
+    treecheck,
+    vcs,
+)
 from flashbuild.building.backends import BackendContext
 from flashbuild.building.request import (
     BuildRequest,
@@ -132,6 +140,11 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     t0 = time.monotonic()
     _require_install_table(request)
     backend = backends.backend_for(request.recipe, request.source_dir)
+    # Trees that cannot build as they are: said before anything is staged or compiled.
+    treecheck.refuse_missing_submodules(request.source_dir, platform=request.platform.name,
+                                        archs=request.arch.archs)
+    treecheck.refuse_unreadable_version(request.source_dir,
+                                        {**request.env, **request.build_env})
     blockers = list(checks()) if checks is not None else []
     if blockers:
         raise ToolchainError(
@@ -149,7 +162,7 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     # 2. patch (a mirror of the tree in the build folder, or with --in-place the tree)
     t0 = time.monotonic()
     folder = _folder(request, nvcc, notes=notes, say=say)
-    tree, outcome, synced = _patch(request, folder, patch, say=say)
+    tree, outcome, synced = _patch(request, folder, patch, runner=runner, say=say)
     steps.append(StepTime("patch", time.monotonic() - t0, skipped=patch is None,
                           note=f"{outcome.changed_files} file(s) changed" +
                           (f"; mirror {synced.summary()}" if synced is not None else "")))
@@ -190,6 +203,8 @@ def build(request: BuildRequest, *, runner: StreamRunner,
                           note=str(result.location or "")))
     if result.location is not None and not result.skipped:
         say(f"installed ({result.mode}) into {result.location}")
+        for note in result.notes:
+            say(note)
     return BuildReport(
         build_dir=folder.path, log=built.log, source_dir=request.source_dir.resolve(),
         cmake_source=built.source_dir, backend=backend.name, staging=synced,
@@ -253,7 +268,7 @@ def _build_root(request: BuildRequest) -> Path:
 
 
 def _patch(request: BuildRequest, folder: builddir.BuildDir,
-           patch: Callable[[Path], PatchOutcome] | None, *,
+           patch: Callable[[Path], PatchOutcome] | None, *, runner: StreamRunner,
            say: Step) -> tuple[Path, PatchOutcome, staging.SyncReport | None]:
     """Patch the build folder's mirror of the tree (or the tree itself when not staged);
     return the tree to build from, the patch outcome and what syncing the mirror did."""
@@ -264,6 +279,9 @@ def _patch(request: BuildRequest, folder: builddir.BuildDir,
     staged = staging.stage(request.source_dir, folder.path, run, skip=[_build_root(request)])
     if staged.sync.changed:
         say(f"staged the tree in {staged.mirror} ({staged.sync.summary()})")
+    # A setup.py (or CMake file) that asks git for its version must get the tree's answer.
+    vcs.link_git(request.source_dir, staged.mirror, folder.path, staged.patched.patched,
+                 runner=runner, env=request.env)
     return staged.mirror, staged.patched, staged.sync
 
 

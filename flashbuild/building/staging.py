@@ -247,6 +247,12 @@ def scan(root: Path, *, skip: Iterable[Path] = ()) -> TreeScan:
                     continue
                 found.dirs.add(rel)
                 stack.append((entry.path, rel + "/"))
+            elif entry.name == ".git":
+                # A `.git` file (a worktree's, a checked-out submodule's) points elsewhere by a
+                # relative path that does not resolve in the mirror, where git would then fail
+                # on every command; the mirror's own (vcs.py) names the build folder's git
+                # identity. None of them is source.
+                continue
             elif not entry.name.endswith(_TMP_SUFFIX):
                 # os.lstat, not entry.stat(): on Windows a DirEntry's stat has st_ino = 0,
                 # and the inode is what tells a link from a replaced file.

@@ -123,3 +123,15 @@ def _shape(src: Path, dst: Path, target_dir: str) -> None:
     # 64-bit hosts, but keep lib64 too for tools that look there.
     (target / "lib64").symlink_to("lib", target_is_directory=True)
 
+
+
+def cccl_include_dir(root: Path) -> Path | None:
+    """`<root>/include/cccl` when the toolkit keeps CCCL (`cuda/std/*`, `cub/`, `thrust/`)
+    there, as CUDA 13 does; None for CUDA 12, whose CCCL sits in `include/` itself.
+
+    nvcc adds this folder for itself (its nvcc.profile: `-isystem .../include/cccl`), but a
+    host compiler given only `<root>/include` does not see it: torch's cpp_extension gives a
+    `.cpp` exactly that, so a `.cpp` that includes CUTLASS stops at `<cuda/std/utility>`
+    (FACTS.md "The seed trees on the GPU machine"; pytorch PR #170303 proposed the same)."""
+    folder = Path(root) / "include" / "cccl"
+    return folder if (folder / "cuda").is_dir() else None

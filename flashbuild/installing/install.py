@@ -14,11 +14,19 @@ an in-place install swaps its files all or nothing (`replace_all`); and a failed
 reaches this module, so the previous install stays intact. An unchanged re-run (same
 binaries, same shim data, same manifest, target still there) installs nothing, which keeps
 the no-op rebuild well under a second.
+
+"Target still there" means the installed files hold the bytes this build folder installed,
+not only that they exist: each build folder (one per arch) keeps its own stamp, and another
+arch's install writes the same paths. So the stamp records every installed file's size,
+mtime and SHA-256; a file whose size or mtime moved is hashed, and a different hash means
+another build is installed, which is replaced (`build --arch sm120`, `--arch sm_100`,
+`--arch sm120` leaves the sm120 build installed).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import re
@@ -118,16 +126,20 @@ def install(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) -> Instal
         return InstallResult("none", None, notes=("--install none: nothing installed",))
     digest = _plan_digest(plan)
     previous = _read_stamp(plan.work_dir)
+    notes: tuple[str, ...] = ()
     if previous is not None and previous.get("digest") == digest:
-        raw = previous.get("files")
-        files = tuple(Path(str(f)) for f in raw) if isinstance(raw, list) else ()
-        if files and all(f.is_file() for f in files):
+        files, replaced = _still_installed(previous)
+        if files and not replaced:
             location = Path(str(previous["location"]))
             return InstallResult(plan.mode, location, files, skipped=True,
                                  notes=("unchanged: already installed",))
+        if replaced:
+            notes = (f"reinstalled: {', '.join(replaced[:3])}"
+                     f"{' …' if len(replaced) > 3 else ''} held another build since this one "
+                     "was installed",)
     result = _install_inplace(plan) if plan.mode == "inplace" else _install_wheel(plan, runner, env)
     _write_stamp(plan.work_dir, digest, result)
-    return result
+    return dataclasses.replace(result, notes=(*result.notes, *notes)) if notes else result
 
 
 # --- inplace -----------------------------------------------------------------------------
@@ -399,8 +411,54 @@ def _read_stamp(work_dir: Path) -> dict[str, object] | None:
 
 def _write_stamp(work_dir: Path, digest: str, result: InstallResult) -> None:
     payload = {"digest": digest, "location": str(result.location),
-               "files": [str(f) for f in result.files]}
+               "files": [_file_state(f) for f in result.files]}
     _write_bytes_atomic(work_dir / INSTALL_STAMP, json.dumps(payload, indent=1).encode())
+
+
+def _file_state(path: Path) -> dict[str, object]:
+    try:
+        st = path.stat()
+        return {"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+                "sha256": _sha256(path)}
+    except OSError:  # not where pip was expected to put it: the next run installs again
+        return {"path": str(path)}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _still_installed(stamp: Mapping[str, object]) -> tuple[tuple[Path, ...], list[str]]:
+    """The files the stamp lists, and the names of those that no longer hold what this build
+    folder installed (missing, or other bytes). A file whose size and mtime are as recorded is
+    taken as unchanged without reading it (the no-op stays cheap); any other is hashed. A stamp
+    from before content was recorded (plain paths) counts as replaced, so it is rewritten."""
+    raw = stamp.get("files")
+    if not isinstance(raw, list):
+        return (), []
+    files: list[Path] = []
+    replaced: list[str] = []
+    for entry in raw:
+        if not isinstance(entry, dict):
+            path = Path(str(entry))
+            files.append(path)
+            replaced.append(path.name)
+            continue
+        path = Path(str(entry.get("path")))
+        files.append(path)
+        try:
+            st = path.stat()
+            same = (st.st_size == entry.get("size") and st.st_mtime_ns == entry.get("mtime_ns")
+                    ) or (st.st_size == entry.get("size") and _sha256(path) == entry.get("sha256"))
+        except OSError:
+            same = False
+        if not same:
+            replaced.append(path.name)
+    return tuple(files), replaced
 
 
 def ext_suffix(python: str, runner: Runner, env: Mapping[str, str]) -> str:

@@ -50,6 +50,10 @@ class Platform(Protocol):
     #: The path length build tools fail past unless long paths are enabled (Windows: 260),
     #: or None.
     path_limit: int | None
+    #: The variable the host C++ compiler reads extra system include folders from, searched
+    #: after every folder given on the command line: GCC/Clang `CPLUS_INCLUDE_PATH`, MSVC
+    #: `INCLUDE` (which vcvarsall fills; flashbuild appends to it).
+    host_include_var: str
 
     def path(self, text: str) -> PurePath:
         """A path of this platform's flavour."""

@@ -62,6 +62,7 @@ class LinuxPlatform:
     registers_dll_dirs = False
     msvc_host = False
     path_limit: int | None = None
+    host_include_var = "CPLUS_INCLUDE_PATH"
     library_path_var = "LD_LIBRARY_PATH"
     host_compiler_family: HostCompilerFamily = "gnu"
     pypi_toolkit_usable_as_is = False

@@ -31,6 +31,7 @@ class WindowsPlatform:
     registers_dll_dirs = True
     msvc_host = True
     path_limit: int | None = 260
+    host_include_var = "INCLUDE"
     library_path_var = "PATH"
     host_compiler_family: HostCompilerFamily = "msvc"
     # The wheel's nvcc.profile links from $(TOP)/lib/x64, where the .lib files are

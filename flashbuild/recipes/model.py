@@ -293,6 +293,26 @@ class Verify:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Identity:
+    """The `[identity]` table: how `flashbuild build TREE` without `--recipe` recognises a
+    tree this bundled recipe is for, by its content (never by the folder's name)."""
+
+    package: str
+    """The Python package the tree ships: `<package>/__init__.py`, or the `[install]`
+    package_dir's `__init__.py`, must exist in the tree."""
+    markers: tuple[str, ...]
+    """Tree-relative files only this project has (e.g. `csrc/causal_conv1d.cpp`); all must
+    exist."""
+
+    def __post_init__(self) -> None:
+        if not self.markers:
+            raise ValueError("`markers` must name at least one file of the tree")
+        for marker in self.markers:
+            if marker.startswith(("/", "\\")) or ".." in marker.replace("\\", "/").split("/"):
+                raise ValueError(f"marker {marker!r} must be a path inside the tree")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Recipe:
     """A whole recipe file."""
 
@@ -310,6 +330,8 @@ class Recipe:
     """Where the artifacts install."""
     verify: Verify = field(default_factory=Verify)
     """What verify checks."""
+    identity: Identity | None = None
+    """How a tree is recognised as this recipe's (bundled recipes; zero-config build)."""
     file: Path | None = field(default=None, metadata=NOT_IN_TOML)
     """The recipe file (set by the loader; diff and source paths are relative to it)."""
 
@@ -333,6 +355,19 @@ class Recipe:
         """The source tree: `--source` when given, else `[source].path` next to the recipe."""
         return (override if override is not None
                 else self.base_dir / self.source.path).resolve()
+
+    def matches(self, tree: Path) -> bool:
+        """Whether `tree` is the project this recipe is for, by `[identity]` (False without
+        one)."""
+        ident = self.identity
+        if ident is None:
+            return False
+        package_dirs = [ident.package.replace(".", "/")]
+        if self.install is not None and self.install.package == ident.package:
+            package_dirs.insert(0, self.install.package_dir)
+        if not any((tree / d / "__init__.py").is_file() for d in package_dirs):
+            return False
+        return all((tree / m).is_file() for m in ident.markers)
 
     def diff_path(self, step: PatchStep) -> Path:
         assert step.diff is not None

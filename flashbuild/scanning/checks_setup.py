@@ -17,7 +17,7 @@ from flashbuild.scanning.scan import Category, Finding, Fix, ScanTarget, Severit
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from flashbuild.scanning.reach import Reach
+    from flashbuild.scanning.reach import Include, Reach
     from flashbuild.scanning.setuppy import Extension, SetupPy
 
 #: cl.exe options that mean "GCC syntax": D9002 "ignoring unknown option".
@@ -61,7 +61,63 @@ def setup_findings(root: Path, reach: Reach, target: ScanTarget) -> list[Finding
             Fix(manual="set the tree's force-build switch (e.g. *_FORCE_BUILD=TRUE) with a "
                 "recipe [[build.env]] table, and fetch submodules before building"))
     _isolation(root, setup, target, add)
+    _host_cccl(reach, built, add)
     return out
+
+
+#: CCCL's own headers: they count when the tree does not hold them itself (a folder of its
+#: own named `cuda/` is not CCCL).
+_CCCL_INCLUDES = ("cuda/", "cub/", "thrust/")
+#: CUTLASS, wherever its copy sits: it includes <cuda/std/utility> (cutlass/cutlass.h).
+_CUTLASS_INCLUDES = ("cutlass/", "cute/")
+_HOST_SOURCES = (".cpp", ".cc", ".cxx", ".c++", ".C")
+
+
+def _cccl_include(reach: Reach, source: str) -> tuple[int, str] | None:
+    """(line in `source`, the CCCL/CUTLASS header as spelled) when `source` includes one,
+    directly or through the tree's own headers; the line is that of `source`'s own include."""
+    def needs(inc: Include) -> bool:
+        return inc.spelled.startswith(_CUTLASS_INCLUDES) or (
+            inc.resolved is None and inc.spelled.startswith(_CCCL_INCLUDES))
+
+    for inc in reach.includes.get(source, []):
+        if needs(inc):
+            return inc.line, inc.spelled
+        stack = [inc.resolved] if inc.resolved else []
+        seen = {source}
+        while stack:
+            cur = stack.pop()
+            if cur in seen:
+                continue
+            seen.add(cur)
+            for inner in reach.includes.get(cur, []):
+                if needs(inner):
+                    return inc.line, inner.spelled
+                if inner.resolved:
+                    stack.append(inner.resolved)
+    return None
+
+
+def _host_cccl(reach: Reach, built: list[Extension], add: _Add) -> None:
+    """FB240: a host-compiled source of a CUDA extension that needs CCCL (CUDA 13 keeps it
+    in include/cccl, which torch's cpp_extension does not give the host compiler)."""
+    sites = [(src, hit, ext) for ext in built for src in ext.sources
+             if src.endswith(_HOST_SOURCES) and (hit := _cccl_include(reach, src)) is not None]
+    if not sites:
+        return
+    src, (line, header), ext = sites[0]
+    others = sorted({s for s, _h, _e in sites[1:]})
+    also = f"; also {', '.join(others[:4])}" + (" …" if len(others) > 4 else "") \
+        if others else ""
+    add("FB240", Category.SETUP_BUILD, Severity.WARNING, line,
+        "this .cpp is compiled by the host compiler, not nvcc, and includes CUTLASS/CCCL: "
+        "with CUDA 13 it stops at `cuda/std/utility: No such file or directory`",
+        f"`{ext.name}` compiles {src} with g++/cl; it reaches <{header}>; CUDA 13 keeps CCCL "
+        f"in <toolkit>/include/cccl, which torch's cpp_extension does not pass{also}",
+        Fix(manual="`flashbuild build` gives the host compiler that folder; for a plain `pip "
+            "install`, set CPLUS_INCLUDE_PATH=$CUDA_HOME/include/cccl (Windows: append "
+            "%CUDA_PATH%\\include\\cccl to INCLUDE) for the build"),
+        path=src, snip=f"#include <{header}> (directly or through this include)")
 
 
 def _flag_present(flags: tuple[str, ...], flag: str) -> bool:

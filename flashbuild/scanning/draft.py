@@ -126,8 +126,11 @@ def draft_recipe(result: ScanResult, *, name: str, source_path: str) -> Draft:
     for f in by_rule["FB181"]:
         d.handled.append((f, "the install step of `flashbuild build` adds the loader shim to "
                           "this __init__.py"))
+    for f in by_rule["FB240"]:
+        d.handled.append((f, "`flashbuild build` gives the host compiler CUDA 13's "
+                          "include/cccl"))
     fixable = {"FB140", "FB141", "FB142", "FB101", "FB102", "FB150", "FB151", "FB160",
-               "FB170", "FB181"}
+               "FB170", "FB181", "FB240"}
     refused = {id(f) for f, _why in d.refused}
     d.todos += [f for f in result.findings if f.rule not in fixable and id(f) not in refused]
     return d

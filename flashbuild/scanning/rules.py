@@ -149,6 +149,14 @@ _RULES += [
          help="setuptools writes objects under build/temp.<plat>-<py>/Release/<source path>; "
          "past MAX_PATH (260) cl, link and nvcc fail, LongPathsEnabled or not (they are not "
          "long-path aware)."),
+    Rule(id="FB240", name="setup-host-cccl", category=Category.SETUP_BUILD,
+         short="a .cpp of a CUDA extension includes CUTLASS/CCCL, which CUDA 13 hides from "
+         "the host compiler",
+         help="CUDA 13 moved CCCL (cuda/std, cub, thrust) to <toolkit>/include/cccl. nvcc adds "
+         "that folder itself; torch's cpp_extension gives the host compiler only "
+         "<toolkit>/include, so a .cpp (compiled by g++/cl, not nvcc) that includes CUTLASS or "
+         "CCCL stops at <cuda/std/utility>. flashbuild build adds the folder; a plain pip "
+         "build needs it on CPLUS_INCLUDE_PATH (Windows: INCLUDE)."),
 ]
 
 RULES: dict[str, Rule] = {r.id: r for r in _RULES}

@@ -391,3 +391,27 @@ def test_a_too_long_object_path_is_one_paragraph_naming_a_short_folder(tmp_path:
     assert longest in err.evidence
     assert "C:\\src\\causal-conv1" in err.fix and "--build-dir" in err.fix
     assert "LongPathsEnabled does not help" in err.fix
+
+
+def test_cuda13_cccl_reaches_the_host_compiler_on_both_platforms(tmp_path: Path) -> None:
+    (tmp_path / "setup.py").write_text(SETUP_PY)
+    (tmp_path / "cuda" / "include" / "cccl" / "cuda" / "std").mkdir(parents=True)
+    cccl = str(tmp_path / "cuda" / "include" / "cccl")
+    linux = setuptools.build_environment(_request(tmp_path), tmp_path, jobs=1,  # type: ignore[arg-type]
+                                         hook_report=tmp_path / "r", build_temp=None)
+    assert linux["CPLUS_INCLUDE_PATH"] == cccl
+    windows = _request(tmp_path, platform="windows", arch="sm120")
+    windows.env = {"PATH": "C:\\Windows", "Include": "C:\\VS\\include;C:\\Kits\\ucrt"}
+    env = setuptools.build_environment(windows, tmp_path, jobs=1,  # type: ignore[arg-type]
+                                       hook_report=tmp_path / "r", build_temp=None)
+    # Appended to what vcvarsall set (searched after every /I), under the name it has.
+    assert env["Include"] == f"C:\\VS\\include;C:\\Kits\\ucrt;{cccl}"
+    assert "INCLUDE" not in env and "CPLUS_INCLUDE_PATH" not in env
+
+
+def test_cuda12_layout_adds_no_include_folder(tmp_path: Path) -> None:
+    (tmp_path / "setup.py").write_text(SETUP_PY)
+    (tmp_path / "cuda" / "include" / "cuda" / "std").mkdir(parents=True)  # CCCL in include/
+    env = setuptools.build_environment(_request(tmp_path, cuda="12.9"), tmp_path,  # type: ignore[arg-type]
+                                       jobs=1, hook_report=tmp_path / "r", build_temp=None)
+    assert "CPLUS_INCLUDE_PATH" not in env

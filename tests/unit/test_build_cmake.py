@@ -197,3 +197,29 @@ def test_wheel_tools_named_by_platform_not_by_pathext() -> None:
                              platforms.get("linux"))
     assert tools.cmake.name == "cmake" and tools.cmake.is_file()
     assert tools.ninja.name == "ninja" and tools.ninja.is_file()
+
+
+@pytest.mark.parametrize(("module_text", "added"), [
+    # CMake 4.x: include folders from the CUDA compiler's implicit ones (nvcc's include/cccl).
+    ("_CUDAToolkit_build_include_dirs(CUDAToolkit_INCLUDE_DIRECTORIES "
+     "CMAKE_CUDA_TOOLKIT_INCLUDE_DIRECTORIES)\n", False),
+    # CMake 3.25: `${CUDAToolkit_TARGET_DIR}/include` alone.
+    ('set(CUDAToolkit_INCLUDE_DIR "${CUDAToolkit_TARGET_DIR}/include")\n', True),
+    (None, True),  # no module found next to this cmake: add it (a duplicate is harmless)
+])
+def test_cccl_goes_to_cxx_only_where_cmake_does_not_give_it(
+        tmp_path: Path, module_text: str | None, added: bool) -> None:
+    prefix = tmp_path / "cmake"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "cmake").write_text("")
+    if module_text is not None:
+        modules = prefix / "share" / "cmake-9.9" / "Modules"
+        modules.mkdir(parents=True)
+        (modules / "FindCUDAToolkit.cmake").write_text(module_text)
+    tools = cmake.Tools(cmake=prefix / "bin" / "cmake", ninja=Path("/venv/bin/ninja"))
+    cccl = Path("/cuda/include/cccl")
+    d = _defines(cmake.configure_argv(tools, _inputs(tmp_path, cccl_dir=cccl)))
+    assert (d.get("CMAKE_CXX_STANDARD_INCLUDE_DIRECTORIES") == "/cuda/include/cccl") is added
+    # CUDA 12 (no include/cccl): never.
+    d = _defines(cmake.configure_argv(tools, _inputs(tmp_path, cccl_dir=None)))
+    assert "CMAKE_CXX_STANDARD_INCLUDE_DIRECTORIES" not in d

@@ -103,6 +103,42 @@ def test_inplace_install_and_noop(tmp_path: Path) -> None:
     assert not inst.install(plan, ReplayRunner(), {}).skipped
 
 
+def test_another_builds_install_is_replaced_when_switching_back(tmp_path: Path) -> None:
+    # Two build folders (one per arch) install into the same package folder: switching back
+    # to the first must put its binary back, although its own stamp still matches.
+    first = _plan(tmp_path, "inplace", manifest=b'{"archs": "120-real"}\n')
+    pkg = first.package_dir
+    other_out = tmp_path / "build100" / "out"
+    other_out.mkdir(parents=True)
+    other_module = other_out / f"_C{EXT}"
+    other_module.write_bytes(b"\x7fELF sm_100 module!")
+    second = inst.InstallPlan(
+        mode="inplace", package="flashkern", package_dir=pkg,
+        artifacts=(inst.BuiltArtifact(other_module, "module", "_C"), first.artifacts[1]),
+        dll_dirs=first.dll_dirs, manifest_name=first.manifest_name,
+        manifest=b'{"archs": "100-real"}\n', python=sys.executable, version="1+sm100.cu130",
+        work_dir=tmp_path / "build100")
+    assert not inst.install(first, ReplayRunner(), {}).skipped
+    assert not inst.install(second, ReplayRunner(), {}).skipped
+    assert (pkg / f"_C{EXT}").read_bytes() == b"\x7fELF sm_100 module!"
+    back = inst.install(first, ReplayRunner(), {})
+    assert not back.skipped
+    assert (pkg / f"_C{EXT}").read_bytes() == b"\x7fELF fresh module"
+    assert (pkg / "flashbuild-manifest.json").read_bytes() == first.manifest
+    assert any("held another build" in n for n in back.notes)
+    assert inst.install(first, ReplayRunner(), {}).skipped  # and now it is a no-op again
+
+
+def test_a_touched_but_identical_file_is_still_a_noop(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, "inplace")
+    inst.install(plan, ReplayRunner(), {})
+    module = plan.package_dir / f"_C{EXT}"
+    st = module.stat()
+    import os
+    os.utime(module, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    assert inst.install(plan, ReplayRunner(), {}).skipped  # same bytes: hashed, unchanged
+
+
 def test_read_only_target_replaces_nothing(tmp_path: Path) -> None:
     plan = _plan(tmp_path, "inplace")
     pkg = plan.package_dir

@@ -385,3 +385,31 @@ def test_long_object_path_fix_is_a_short_folder_not_long_paths(tmp_path: Path) -
     (long,) = [f for f in result.findings if f.rule == "FB232"]
     assert long.path == deep
     assert "short folder" in long.fix.manual and "does not help" in long.fix.manual
+
+
+def test_a_host_compiled_cpp_reaching_cutlass_or_cccl_is_fb240(tmp_path: Path) -> None:
+    # FlashMLA's csrc/api/api.cpp: g++ compiles it, a header of the tree includes CUTLASS,
+    # which includes <cuda/std/utility> (CUDA 13: include/cccl, not given to g++ by torch).
+    files = {**FILES,
+             "csrc/bind.cpp": "#include <torch/extension.h>\n#include \"k.h\"\n"
+                              "#include \"api.h\"\n",
+             "csrc/api.h": "#pragma once\n#include <cutlass/numeric_types.h>\n"}
+    root = _tree(tmp_path, files)
+    found = [f for f in scan_tree(root, make_target("linux", "sm120")).findings
+             if f.rule == "FB240"]
+    assert [(f.path, f.line, f.severity.value) for f in found] == [
+        ("csrc/bind.cpp", 3, "warning")]
+    assert "cutlass/numeric_types.h" in found[0].evidence
+    assert "CPLUS_INCLUDE_PATH" in found[0].fix.manual
+
+
+def test_cccl_in_cu_files_or_the_trees_own_cuda_folder_is_not_fb240(tmp_path: Path) -> None:
+    files = {**FILES,
+             # nvcc compiles .cu files and adds include/cccl itself.
+             "csrc/k.cu": "#include \"k.h\"\n#include <cub/cub.cuh>\n__global__ void g() {}\n",
+             # A folder of the tree's own named cuda/ is not CCCL.
+             "csrc/bind.cpp": "#include \"k.h\"\n#include \"cuda/helpers.h\"\n",
+             "csrc/cuda/helpers.h": "#pragma once\n"}
+    root = _tree(tmp_path, files)
+    rules = {f.rule for f in scan_tree(root, make_target("linux", "sm120")).findings}
+    assert "FB240" not in rules

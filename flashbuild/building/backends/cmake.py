@@ -16,6 +16,7 @@ from flashbuild.building import archcheck, builddir, cmake, progress
 from flashbuild.building.backends import BackendContext, BackendResult, wrong_tree
 from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_host
 from flashbuild.building.launcher import Launcher, choose_launcher
+from flashbuild.building.toolkit import cccl_include_dir
 from flashbuild.errors import BuildError, Interrupted, UsageError
 from flashbuild.installing import install as installing
 
@@ -117,7 +118,8 @@ def _setup(ctx: BackendContext, tools: cmake.Tools) -> _Setup:
         launcher=chosen.path if chosen else None, launch_cuda=chosen.cuda if chosen else True,
         pools=cmake.JobPools(plan.nvcc_jobs, plan.link_jobs, request.cuda_job_pool_hook),
         cuda_flags=request.cuda_flags, cxx_flags=request.cxx_flags,
-        extra_args=request.cmake_args)
+        extra_args=request.cmake_args,
+        cccl_dir=cccl_include_dir(Path(request.cmake_toolkit_root or request.toolkit.root)))
     argv = cmake.configure_argv(tools, inputs)
     env = {**builddir.with_ascii_temp(request.env, folder.path, request.platform),
            **request.build_env, "NINJA_STATUS": cmake.NINJA_STATUS}

@@ -32,7 +32,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from flashbuild.building import archcheck, builddir, progress, staging
+from flashbuild.building import archcheck, builddir, progress, staging, vcs
 from flashbuild.building.backends import (
     BackendContext,
     BackendResult,
@@ -40,6 +40,7 @@ from flashbuild.building.backends import (
     wrong_tree,
 )
 from flashbuild.building.jobs import HostResources, plan_jobs, probe_host
+from flashbuild.building.toolkit import cccl_include_dir
 from flashbuild.errors import BuildError, ToolchainError
 from flashbuild.installing.install import BuiltArtifact, ext_suffix
 
@@ -56,6 +57,7 @@ STAMP = "setuptools-stamp.json"
 #: and flash-attention download a prebuilt wheel unless their FORCE_BUILD switch is set;
 #: others `git clone` CUTLASS).
 _DOWNLOAD = re.compile(
+    r"network access is off during the build|transport '\w+' not allowed|"
     r"Guessing wheel URL|Raw wheel path|urllib\.error|URLError|HTTPError|"
     r"Failed to establish a new connection|Could not resolve host|git clone\b|"
     r"Temporary failure in name resolution", re.IGNORECASE)
@@ -93,7 +95,8 @@ class SetuptoolsBackend:
                 [request.python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
                  "--use-pep517", "--no-input", "--disable-pip-version-check", "-v", "-w",
                  str(dist), "."])
-        digest = _digest(argv, env, ctx.tree, torch, request.platform)
+        digest = _digest(argv, env, ctx.tree, torch, request.platform,
+                         identity=vcs.identity_key(folder))
         previous = _read_stamp(folder)
         wheel: Path | None = None
         if previous is not None and previous.get("digest") == digest:
@@ -115,6 +118,7 @@ class SetuptoolsBackend:
             indent=1), encoding="utf-8")
         if dist.is_dir():
             shutil.rmtree(dist)
+        Path(env["FLASHBUILD_VERSION_FILE"]).unlink(missing_ok=True)  # one version per run
         code, monitor = progress.run_tool(argv, runner=ctx.runner, env=env, log_path=log,
                                           cwd=ctx.tree, console=ctx.console,
                                           show_progress=ctx.show_progress,
@@ -129,6 +133,13 @@ class SetuptoolsBackend:
             modules = _extract_modules(wheel, folder / "out", log)
         _write_stamp(folder, digest, wheel, modules)
         records = read_hook_report(report)
+        frozen = next((r for r in records if "version_frozen" in r), None)
+        if frozen is not None:
+            note = (f"the setup.py computed its version twice and got two answers "
+                    f"({frozen['version_frozen']}, then {frozen['version_computed']}: a "
+                    "time-based fallback); the first one was kept for every step of the build")
+            ctx.notes.append(note)
+            ctx.say(note)
         for record in records:
             raw = record.get("removed")
             removed = [str(r) for r in raw] if isinstance(raw, list) else []
@@ -211,6 +222,7 @@ def build_environment(request: BuildRequest, tree: Path, *, jobs: int, hook_repo
     env[path_key] = os.pathsep.join([str(root / "bin"), env.get(path_key, "")]).rstrip(
         os.pathsep)
     env["CUDA_HOME"] = env["CUDA_PATH"] = str(root)
+    _add_cccl(env, request, root)
     env["TORCH_CUDA_ARCH_LIST"] = request.arch.torch_informational()
     env["MAX_JOBS"] = str(jobs)
     if _reads(tree, "NVCC_THREADS"):
@@ -229,6 +241,11 @@ def build_environment(request: BuildRequest, tree: Path, *, jobs: int, hook_repo
     env["FLASHBUILD_NVCC_FLAGS"] = json.dumps(nvcc_flags)
     env["FLASHBUILD_CXX_FLAGS"] = json.dumps(list(request.cxx_flags))
     env["FLASHBUILD_HOOK_REPORT"] = str(hook_report)
+    env["FLASHBUILD_VERSION_FILE"] = str(hook_report.with_name("version.txt"))
+    # No downloads during the build (the hook refuses Python's connections; git may only
+    # use local transports), so a fetching setup.py stops at once and is named.
+    env["FLASHBUILD_OFFLINE"] = "1"
+    env.setdefault("GIT_ALLOW_PROTOCOL", "file")
     if build_temp is not None:
         env["FLASHBUILD_BUILD_TEMP"] = str(build_temp)
     if request.platform.path_limit is not None:
@@ -237,6 +254,24 @@ def build_environment(request: BuildRequest, tree: Path, *, jobs: int, hook_repo
                                         if p)
     env.update(request.build_env)
     return env
+
+
+def _add_cccl(env: dict[str, str], request: BuildRequest, root: Path) -> None:
+    """Give host-compiled sources CUDA 13's CCCL folder (toolkit.cccl_include_dir), through
+    the variable the host compiler reads system include folders from (CPLUS_INCLUDE_PATH,
+    MSVC's INCLUDE), appended: it is searched after every `-I`/`/I` of the command line, so a
+    tree's own CUTLASS or CCCL copy still wins, GCC treats it as a system folder (no warnings
+    from CCCL's headers), and nvcc's host passes, which get the folder already, see it once.
+    The extension's include_dirs would be the other place; they are `-I` folders, so a
+    `-Werror` tree would fail on CCCL's own warnings."""
+    cccl = cccl_include_dir(root)
+    if cccl is None:
+        return
+    var = request.platform.host_include_var
+    key = next((k for k in env if k.upper() == var.upper()), var)
+    folders = [p for p in env.get(key, "").split(request.platform.pathsep) if p]
+    if str(cccl) not in folders:
+        env[key] = request.platform.pathsep.join([*folders, str(cccl)])
 
 
 def _reads(tree: Path, name: str) -> bool:
@@ -268,7 +303,7 @@ def _flags(env: Mapping[str, str], request: BuildRequest) -> dict[str, object]:
 
 
 _REPORTED_ENV = frozenset({"CUDA_HOME", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "NVCC_THREADS",
-                           _WINDOWS_SDK})
+                           _WINDOWS_SDK, "CPLUS_INCLUDE_PATH"})
 
 
 # --- results --------------------------------------------------------------------------------
@@ -356,7 +391,7 @@ def _inplace_modules(tree: Path, report: Path, request: BuildRequest,
     """The modules `build_ext --inplace` wrote into the tree: one per extension the hook saw
     (`pkg.sub._C` → `pkg/sub/_C<EXT_SUFFIX>`), and any the recipe names."""
     suffix = ext_suffix(request.python, runner, request.env)
-    names = [str(r.get("extension")) for r in read_hook_report(report)]
+    names = [str(r["extension"]) for r in read_hook_report(report) if "extension" in r]
     names += [a.name for a in request.recipe.artifact if a.kind == "module"]
     found = []
     for name in dict.fromkeys(names):
@@ -442,13 +477,14 @@ def _failure(monitor: progress.NinjaMonitor, log: Path) -> BuildError:
 # --- the no-op stamp ------------------------------------------------------------------------
 
 def _digest(argv: list[str], env: Mapping[str, str], tree: Path,
-            torch: Mapping[str, str], platform: Platform) -> str:
+            torch: Mapping[str, str], platform: Platform, *, identity: str = "") -> str:
     h = hashlib.sha256()
+    h.update(identity.encode())  # a new commit or tag is a new version
     # Looked up with the platform's rules: vcvarsall's environment spells it `Path`, which
     # a case-sensitive `k in {"PATH"}` missed, so a changed PATH kept a stale no-op stamp.
     lookup = platform.environ(env)
     names = {k for k in env if k.startswith(("FLASHBUILD_", "CUDA", "NVCC"))} | \
-        _REPORTED_ENV | {"PATH", "PYTHONPATH", "INCLUDE", "LIB", "CXX", "CC"}
+        _REPORTED_ENV | {"PATH", "PYTHONPATH", "INCLUDE", "LIB", "CXX", "CC", "CPLUS_INCLUDE_PATH"}
     relevant = {k: lookup[k] for k in names if k in lookup}
     h.update(json.dumps([argv, sorted(relevant.items()), dict(torch)]).encode())
     scanned = staging.scan(tree)

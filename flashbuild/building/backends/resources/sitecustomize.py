@@ -18,6 +18,19 @@ extension with CUDA sources, before torch renders its build.ninja:
   computed before anything compiles; past the limit (cl.exe, link.exe and nvcc are not
   long-path aware, whatever LongPathsEnabled says) the build stops with a `too_long` record.
 
+With FLASHBUILD_OFFLINE=1 it turns the network off for the build's Python processes: a
+connection to anything but this machine fails at once with an error that says so, instead of
+waiting for a resolver or a server (causal-conv1d and flash-attention fetch a prebuilt wheel
+unless a switch says otherwise; others clone CUTLASS). Builds are meant to be reproducible
+from the tree; the build names what was tried and the switch that avoids it.
+
+It also keeps the version one pip run computes the same in every step (FLASHBUILD_VERSION_FILE):
+pip's PEP 517 path runs setup.py once for the metadata and again for the wheel, and a setup.py
+whose version falls back to the time (FlashMLA without git: `1.0.0+<timestamp>`) gets two
+versions, so pip rejects the wheel ("Built wheel ... is invalid"). The first step records the
+version setup() ended up with (after setuptools_scm or versioneer ran); the later ones are given
+that one. flashbuild deletes the file before each pip run.
+
 What it changed is appended, one JSON object per extension, to FLASHBUILD_HOOK_REPORT, which
 the build reads back. The sitecustomize this file shadows (Debian's, a venv's) still runs.
 Settings come from the environment as JSON: FLASHBUILD_GENCODE, FLASHBUILD_NVCC_FLAGS,
@@ -162,12 +175,92 @@ def _patch(module: object) -> None:
     build_ext._flashbuild_hooked = True
 
 
+def _freeze_version(module: object) -> None:
+    """Wrap setuptools' Distribution.run_commands: record the final version the first time,
+    hand it over every later time (see the module docstring)."""
+    dist_class = getattr(module, "Distribution", None)
+    if dist_class is None or getattr(dist_class, "_flashbuild_hooked", False):
+        return
+    original = dist_class.run_commands
+
+    def run_commands(self: object) -> object:
+        path = os.environ.get("FLASHBUILD_VERSION_FILE")
+        metadata = getattr(self, "metadata", None)
+        version = getattr(metadata, "version", None)
+        if path and metadata is not None and version:
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    frozen = fh.read().strip()
+            except OSError:
+                frozen = ""
+            if not frozen:
+                with open(path, "w", encoding="utf-8") as fh:
+                    fh.write(str(version))
+            elif frozen != str(version):
+                metadata.version = frozen
+                report = os.environ.get("FLASHBUILD_HOOK_REPORT")
+                if report:
+                    with open(report, "a", encoding="utf-8") as fh:
+                        fh.write(json.dumps({"version_frozen": frozen,
+                                             "version_computed": str(version)}) + "\n")
+        return original(self)
+
+    dist_class.run_commands = run_commands
+    dist_class._flashbuild_hooked = True
+
+
+_LOCAL = ("localhost", "127.0.0.1", "::1", "")
+OFFLINE_MESSAGE = "flashbuild: network access is off during the build"
+
+
+def _offline() -> None:
+    """Refuse connections and name lookups that leave this machine (see the docstring)."""
+    import socket
+
+    def local(host: object) -> bool:
+        text = host.decode() if isinstance(host, bytes) else str(host)
+        return text in _LOCAL or text.startswith("127.")
+
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+    real_getaddrinfo = socket.getaddrinfo
+
+    def refuse(what: object) -> OSError:
+        return OSError(101, f"{OFFLINE_MESSAGE} (tried {what})")
+
+    def connect(self: socket.socket, address: object) -> None:
+        if self.family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple) \
+                and not local(address[0]):
+            raise refuse(f"{address[0]}:{address[1]}")
+        real_connect(self, address)  # type: ignore[arg-type]
+
+    def connect_ex(self: socket.socket, address: object) -> int:
+        if self.family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple) \
+                and not local(address[0]):
+            raise refuse(f"{address[0]}:{address[1]}")
+        return real_connect_ex(self, address)  # type: ignore[arg-type]
+
+    def getaddrinfo(host: object, *args: object, **kwargs: object) -> object:
+        if host is not None and not local(host):
+            raise socket.gaierror(-3, f"{OFFLINE_MESSAGE} (tried to look up {host})")
+        return real_getaddrinfo(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    socket.socket.connect = connect  # type: ignore[method-assign, assignment]
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign, assignment]
+    socket.getaddrinfo = getaddrinfo  # type: ignore[assignment]
+
+
 class _Finder(importlib.abc.MetaPathFinder):
-    """Patches torch.utils.cpp_extension right after it is imported, not before."""
+    """Patches a module right after it is imported, not before (torch.utils.cpp_extension;
+    setuptools.dist)."""
+
+    def __init__(self, target: str, patch: object) -> None:
+        self.target = target
+        self.patch = patch
 
     def find_spec(self, name: str, path: object = None,
                   target: object = None) -> importlib.machinery.ModuleSpec | None:
-        if name != _TARGET:
+        if name != self.target:
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
@@ -176,9 +269,11 @@ class _Finder(importlib.abc.MetaPathFinder):
         loader = spec.loader
         run = loader.exec_module
 
+        patch = self.patch
+
         def exec_module(module: object) -> None:
             run(module)  # type: ignore[arg-type]
-            _patch(module)
+            patch(module)  # type: ignore[operator]
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
@@ -196,5 +291,9 @@ def _chain() -> None:
 
 if __name__ == "sitecustomize":  # imported by Python at start-up, not by a test
     if os.environ.get("FLASHBUILD_GENCODE"):
-        sys.meta_path.insert(0, _Finder())
+        sys.meta_path.insert(0, _Finder(_TARGET, _patch))
+    if os.environ.get("FLASHBUILD_OFFLINE") == "1":
+        _offline()
+    if os.environ.get("FLASHBUILD_VERSION_FILE"):
+        sys.meta_path.insert(0, _Finder("setuptools.dist", _freeze_version))
     _chain()

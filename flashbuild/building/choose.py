@@ -1,0 +1,240 @@
+"""Which recipe `flashbuild build TREE` uses when no `--recipe` is given (zero-config build).
+
+1. `--recipe` wins, always.
+2. A bundled recipe whose `[identity]` matches the tree by content: the package it ships and
+   marker files only that project has (recipes/model.py `Recipe.matches`), never the folder's
+   name: a clone renamed `cc1d` is still causal-conv1d, and a tree called `csrc` that is not
+   flashbuild's kernel library is not the `csrc` recipe.
+3. Otherwise a draft, made exactly as `flashbuild recipe init` makes one (scanning/draft.py
+   `run_init`, the same function), written into the build root for review
+   (`<build root>/<name>.draft.toml`) and loaded like any recipe file. Its decisions are said
+   in a few lines. A TODO the build cannot do without (no `[install]` while installing, no
+   artifact for a CMake tree) stops the build with the TODO's own text; the others are listed.
+
+A draft is made once per tree state: a key file beside it (the tree's files by size and mtime,
+the target, flashbuild's version) lets an unchanged re-run load it without scanning again. A
+draft the user edited (its bytes are not what flashbuild wrote) is used as it is and never
+overwritten; to start over, delete it.
+No `--recipe` and no tree builds the bundled kernel library (`csrc`), as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from flashbuild import __version__
+from flashbuild.building import staging
+from flashbuild.errors import FlashbuildError, RecipeError, TreeError, UsageError
+from flashbuild.installing import shim
+from flashbuild.installing.manifest import MANIFEST_NAME
+from flashbuild.recipes.load import bundled_recipes, load_recipe, source_tree
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from flashbuild.recipes.model import Recipe
+
+DEFAULT_RECIPE = "csrc"
+_TODO = re.compile(r"^# TODO: \[(?P<table>[\w.]+)\] (?P<what>.*)$")
+
+
+@dataclass(frozen=True)
+class Todo:
+    """A `# TODO: [table]` block of a draft."""
+
+    table: str
+    what: str
+    evidence: str = ""
+    fix: str = ""
+
+    def line(self) -> str:
+        return f"[{self.table}] {self.what}" + (f" (fix: {self.fix})" if self.fix else "")
+
+
+@dataclass(frozen=True)
+class Chosen:
+    recipe: Recipe
+    tree: Path
+    how: str
+    """`--recipe`, `bundled` (matched by [identity]), `drafted`, or `default`."""
+    draft: Path | None = None
+    """The draft file (drafted only)."""
+    todos: tuple[Todo, ...] = field(default=())
+    """The draft's TODOs that do not block the build."""
+
+    def to_json(self) -> dict[str, object]:
+        return {"recipe": self.recipe.name, "how": self.how,
+                "draft": str(self.draft) if self.draft else None,
+                "todos": [t.line() for t in self.todos]}
+
+
+def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platform: str,
+                  installing: bool, build_root: Path, say: Callable[[str], None]) -> Chosen:
+    """The recipe and the tree for `flashbuild build` (see the module docstring)."""
+    if recipe is not None or source is None:
+        loaded = load_recipe(recipe or DEFAULT_RECIPE)
+        return Chosen(loaded, source_tree(loaded, source),
+                      "--recipe" if recipe is not None else "default")
+    tree = source.resolve()
+    if tree.is_file() and tree.suffix == ".toml":
+        raise UsageError(f"{source} is a recipe file, not a tree",
+                         evidence="`flashbuild build PATH` takes the folder to build",
+                         fix=f"pass the recipe with `--recipe {source}` (and the tree, if the "
+                         "recipe's [source] path is not it, as PATH)")
+    if not tree.is_dir():
+        raise TreeError(f"the source tree {tree} does not exist or is not a folder",
+                        fix="give the folder of the project to build: `flashbuild build PATH "
+                        "--arch ...`")
+    for path in bundled_recipes():
+        bundled = load_recipe(path)
+        if bundled.matches(tree):
+            ident = bundled.identity
+            assert ident is not None
+            say(f"using the bundled recipe `{bundled.name}`: the tree ships the "
+                f"`{ident.package}` package and {', '.join(ident.markers)}")
+            return Chosen(bundled, tree, "bundled")
+    return _drafted(tree, arch=arch, platform=platform, installing=installing,
+                    build_root=build_root, say=say)
+
+
+def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_root: Path,
+             say: Callable[[str], None]) -> Chosen:
+    from flashbuild.arch import parse_arch_spec
+    from flashbuild.building.treecheck import refuse_missing_submodules
+    from flashbuild.scanning.draft import run_init
+
+    # A plain clone without its submodules is refused before a draft is made of it.
+    refuse_missing_submodules(tree, platform=platform, archs=parse_arch_spec(arch).archs)
+    name = re.sub(r"[^a-z0-9-]+", "-", tree.name.lower()).strip("-") or "tree"
+    draft = build_root / f"{name}.draft.toml"
+    key_file = draft.with_name(draft.name + ".key")
+    key = _tree_key(tree, arch=arch, platform=platform, skip=build_root)
+    stored = _read_json(key_file)
+    text = draft.read_bytes() if draft.is_file() else None
+    edited = (text is not None and stored is not None
+              and stored.get("written") != hashlib.sha256(text).hexdigest())
+    if edited:
+        say(f"using the draft {draft} as you edited it (delete it to draft again)")
+    elif text is None or stored is None or stored.get("key") != key:
+        build_root.mkdir(parents=True, exist_ok=True)
+        say(f"no --recipe and no bundled recipe for {tree}: drafting one as `flashbuild "
+            "recipe init` does")
+        run_init(tree, platform=platform, arch=arch, output=draft, as_json=False)
+        written = hashlib.sha256(draft.read_bytes()).hexdigest()
+        key_file.write_text(json.dumps({"key": key, "written": written}), encoding="utf-8")
+    loaded = load_recipe(draft)
+    todos = parse_todos(draft.read_text(encoding="utf-8"))
+    blocking = [t for t in todos if blocks(t, loaded, installing=installing)]
+    if blocking:
+        raise RecipeError(
+            f"the drafted recipe cannot build this tree yet: {blocking[0].what}",
+            evidence="\n".join(f"- [{t.table}] {t.what}" + (f" ({t.evidence})" if t.evidence
+                                                          else "") for t in blocking)
+            + f"\ndraft: {draft}",
+            fix=(blocking[0].fix + "; " if blocking[0].fix else "") + "complete the draft "
+            f"and build with `--recipe {draft}`" + (
+                ", or build without installing (`--install none`)"
+                if any(t.table == "install" for t in blocking) else ""),
+            details={"draft": str(draft), "todos": [t.line() for t in blocking]})
+    for line in describe(loaded, draft):
+        say(line)
+    rest = tuple(t for t in todos if t not in blocking)
+    for todo in rest[:4]:
+        say(f"  TODO {todo.line()}")
+    if len(rest) > 4:
+        say(f"  … and {len(rest) - 4} more TODO(s) in the draft")
+    return Chosen(loaded, tree, "drafted", draft=draft, todos=rest)
+
+
+def describe(recipe: Recipe, draft: Path) -> list[str]:
+    """The draft's decisions in a few lines."""
+    build = recipe.build
+    lines = [f"drafted {draft.name} (review it: {draft})"]
+    what = f"backend {build.backend}"
+    if build.backend == "cmake":
+        what += f", CMake source {build.cmake_source}"
+        if build.targets:
+            what += f", targets {', '.join(build.targets)}"
+    sets = {k: v for env in build.env for k, v in env.set.items()}
+    if sets:
+        what += "; sets " + ", ".join(f"{k}={v}" for k, v in sets.items())
+    lines.append("  " + what)
+    if recipe.install is not None:
+        lines.append(f"  installs package `{recipe.install.package}` from "
+                     f"{recipe.install.package_dir}"
+                     + (f"; artifacts {', '.join(a.name for a in recipe.artifact)}"
+                        if recipe.artifact else ""))
+    steps = [s.id for s in recipe.patch]
+    lines.append(f"  {len(steps)} patch step(s)" + (f": {', '.join(steps)}" if steps else ""))
+    return lines
+
+
+def parse_todos(text: str) -> list[Todo]:
+    """The `# TODO: [table] what` blocks of a draft, with their evidence and fix lines (the
+    finding TODOs, `# TODO: FB…`, are the scan's and are reported by `flashbuild scan`)."""
+    todos: list[Todo] = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        m = _TODO.match(line)
+        if m is None:
+            continue
+        extra: dict[str, str] = {}
+        for follow in lines[i + 1:i + 4]:
+            sub = re.match(r"^#\s+(evidence|fix):\s*(.*)$", follow)
+            if sub is None:
+                break
+            extra[sub[1]] = sub[2].strip()
+        todos.append(Todo(m["table"], m["what"].strip(), extra.get("evidence", ""),
+                          extra.get("fix", "")))
+    return todos
+
+
+def blocks(todo: Todo, recipe: Recipe, *, installing: bool) -> bool:
+    """Whether the build cannot run without what this TODO asks for: the table it names is
+    missing from the draft and the build needs it."""
+    if todo.table == "install":
+        return installing and recipe.install is None
+    if todo.table == "artifact":
+        return recipe.build.backend == "cmake" and not recipe.artifact
+    if todo.table == "build":
+        return recipe.build.backend == "cmake" and not recipe.artifact and \
+            "CMakeLists" in todo.what
+    return False
+
+
+#: What `--install inplace` writes into a tree: not an input of the draft.
+_INSTALLED = (".so", ".pyd", ".dll", ".dylib", f"{shim.SHIM_MODULE}.py", MANIFEST_NAME)
+
+
+def _tree_key(tree: Path, *, arch: str, platform: str, skip: Path) -> str:
+    """The tree's state as the draft sees it: every file by size and mtime, except what an
+    in-place install writes (binaries, the shim, the manifest; an `__init__.py` by its
+    content without the shim block), so building does not make the next run draft again."""
+    scanned = staging.scan(tree, skip=[skip])
+    h = hashlib.sha256(json.dumps([__version__, arch, platform, str(tree)]).encode())
+    for rel in sorted(scanned.files):
+        if rel.endswith(_INSTALLED):
+            continue
+        st = scanned.files[rel]
+        if rel.rsplit("/", 1)[-1] == "__init__.py":
+            try:
+                text = shim.remove((tree / rel).read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, FlashbuildError):
+                text = str(st.st_mtime_ns)
+            h.update(f"{rel}\0{hashlib.sha256(text.encode()).hexdigest()}\n".encode())
+            continue
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _read_json(path: Path) -> dict[str, object] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,148 @@
+"""Which recipe `flashbuild build TREE` uses without --recipe (building/choose.py): a bundled
+recipe matched by the tree's content, else a draft made by `recipe init`'s own function,
+cached per tree state, never overwriting the user's edits, stopped by a TODO it cannot build
+without. Scans only; nothing is compiled."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from flashbuild.building import choose
+from flashbuild.errors import RecipeError, UsageError
+from flashbuild.scanning import draft
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+MINIKERN = FIXTURES / "build" / "minikern"
+CAUSAL_SETUP = """from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+setup(name="causal_conv1d", packages=["causal_conv1d"],
+      ext_modules=[CUDAExtension(name="causal_conv1d_cuda",
+                                 sources=["csrc/causal_conv1d.cpp", "csrc/causal_conv1d_fwd.cu"])],
+      cmdclass={"build_ext": BuildExtension})
+"""
+NO_PACKAGE_SETUP = """from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+setup(name="top", ext_modules=[CUDAExtension(name="top_ext", sources=["csrc/k.cu"])],
+      cmdclass={"build_ext": BuildExtension})
+"""
+
+
+def _choose(source: Path | None, root: Path, recipe: str | None = None,
+            installing: bool = True) -> tuple[choose.Chosen, list[str]]:
+    said: list[str] = []
+    chosen = choose.choose_recipe(recipe, source, arch="sm_90a", platform="linux",
+                                  installing=installing, build_root=root, say=said.append)
+    return chosen, said
+
+
+def _causal_tree(path: Path) -> Path:
+    (path / "csrc").mkdir(parents=True)
+    (path / "causal_conv1d").mkdir()
+    (path / "causal_conv1d" / "__init__.py").write_text("")
+    (path / "setup.py").write_text(CAUSAL_SETUP)
+    (path / "csrc" / "causal_conv1d.cpp").write_text("int x;\n")
+    (path / "csrc" / "causal_conv1d_fwd.cu").write_text("__global__ void k() {}\n")
+    return path
+
+
+def _minikern(path: Path) -> Path:
+    shutil.copytree(MINIKERN, path)
+    (path / "minikern.toml").unlink()
+    return path
+
+
+def test_a_bundled_recipe_is_found_by_content_not_by_folder_name(tmp_path: Path) -> None:
+    tree = _causal_tree(tmp_path / "renamed-clone")
+    chosen, said = _choose(tree, tmp_path / "build")
+    assert (chosen.how, chosen.recipe.name, chosen.tree) == ("bundled", "causal-conv1d", tree)
+    assert "causal_conv1d" in said[0] and "csrc/causal_conv1d.cpp" in said[0]
+    assert not (tmp_path / "build").exists()  # nothing drafted
+
+
+def test_a_tree_named_like_a_bundled_recipe_is_not_taken_for_it(tmp_path: Path) -> None:
+    # Before: `build --source FlashMLA` used the csrc recipe. A tree that merely has the
+    # recipe's folder name is not that project either.
+    tree = _minikern(tmp_path / "csrc")
+    chosen, _ = _choose(tree, tmp_path / "build")
+    assert chosen.how == "drafted" and chosen.recipe.name == "csrc"  # the draft's own name
+    assert chosen.recipe.build.targets == ("_C", "minikern_attn")
+    assert chosen.recipe.install is not None
+    assert chosen.recipe.install.package == "minikern"
+
+
+def test_a_recipe_file_given_as_the_tree_is_a_usage_error(tmp_path: Path) -> None:
+    recipe = tmp_path / "my.toml"
+    recipe.write_text("[recipe]\nname = 'x'\n")
+    with pytest.raises(UsageError) as err:
+        _choose(recipe, tmp_path / "build")
+    assert f"--recipe {recipe}" in err.value.fix
+
+
+def test_recipe_wins_and_no_tree_is_the_bundled_library(tmp_path: Path) -> None:
+    tree = _causal_tree(tmp_path / "t")
+    chosen, _ = _choose(tree, tmp_path / "build", recipe="csrc")
+    assert (chosen.how, chosen.recipe.name, chosen.tree) == ("--recipe", "csrc", tree)
+    chosen, _ = _choose(None, tmp_path / "build")
+    assert (chosen.how, chosen.recipe.name) == ("default", "csrc")
+
+
+def test_a_draft_is_written_for_review_said_and_reused(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = _minikern(tmp_path / "mk")
+    before = sorted(p.relative_to(tree) for p in tree.rglob("*"))
+    chosen, said = _choose(tree, tmp_path / "build")
+    assert chosen.draft == tmp_path / "build" / "mk.draft.toml" and chosen.draft.is_file()
+    assert sorted(p.relative_to(tree) for p in tree.rglob("*")) == before  # tree untouched
+    text = "\n".join(said)
+    assert "backend cmake" in text and "targets _C, minikern_attn" in text
+    assert "installs package `minikern` from python/minikern" in text
+
+    def no_scan(*_a: object, **_k: object) -> int:
+        raise AssertionError("an unchanged tree was drafted again")
+
+    monkeypatch.setattr(draft, "run_init", no_scan)
+    again, _ = _choose(tree, tmp_path / "build")
+    assert again.recipe.build.targets == chosen.recipe.build.targets
+    # The user's edit of the draft is theirs: used, never overwritten, even after the tree
+    # changes.
+    edited = chosen.draft.read_text().replace('name = "mk"', 'name = "mine"')
+    chosen.draft.write_text(edited)
+    (tree / "kernels" / "add.cu").write_text((tree / "kernels" / "add.cu").read_text() + "\n")
+    mine, said = _choose(tree, tmp_path / "build")
+    assert mine.recipe.name == "mine" and "as you edited it" in said[0]
+    assert chosen.draft.read_text() == edited
+
+
+def test_a_changed_tree_is_drafted_again(tmp_path: Path) -> None:
+    tree = _minikern(tmp_path / "mk")
+    _choose(tree, tmp_path / "build")
+    (tree / "python" / "minikern" / "__init__.py").unlink()  # no package any more
+    chosen, _ = _choose(tree, tmp_path / "build", installing=False)
+    assert chosen.recipe.install is None
+
+
+def test_a_todo_the_build_needs_stops_it_with_its_text(tmp_path: Path) -> None:
+    tree = tmp_path / "top"
+    (tree / "csrc").mkdir(parents=True)
+    (tree / "setup.py").write_text(NO_PACKAGE_SETUP)
+    (tree / "csrc" / "k.cu").write_text("__global__ void k() {}\n")
+    with pytest.raises(RecipeError) as err:
+        _choose(tree, tmp_path / "build")
+    assert "no package for the extension modules of setup.py" in str(err.value)
+    assert "modules: top_ext" in err.value.evidence
+    assert "add [install] package" in err.value.fix and "--install none" in err.value.fix
+    assert not any(p.name == "build" for p in tree.iterdir())
+    # Without installing, the same TODO does not block: it is listed.
+    chosen, said = _choose(tree, tmp_path / "build", installing=False)
+    assert chosen.recipe.install is None
+    assert any("TODO [install]" in line for line in said)
+
+
+def test_parse_todos_reads_the_rendered_blocks() -> None:
+    text = ("# TODO: [install] no package\n#   evidence: modules: x\n#   fix:      add it\n\n"
+            "# TODO: FB220 (setup-hardcoded-gencode, error) setup.py:4:1\n")
+    assert choose.parse_todos(text) == [choose.Todo("install", "no package", "modules: x",
+                                                    "add it")]
