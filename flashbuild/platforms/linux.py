@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 import platform as _pyplatform
 from pathlib import Path, PurePath, PurePosixPath
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from flashbuild.platforms.environ import find_program
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Mapping, MutableMapping
 
     from flashbuild.platforms.base import HostCompilerFamily, RegistryReader
+    from flashbuild.platforms.children import ChildTree
 
 
 class LinuxPlatform:
@@ -44,6 +46,14 @@ class LinuxPlatform:
         # os.access alone says yes to root for a folder marked read-only (chmod a-w); the
         # mode bits say what the owner meant, so both must allow writing.
         return os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
+
+    def child_start_options(self) -> dict[str, Any]:
+        return {"start_new_session": True}
+
+    def child_tree(self, proc: subprocess.Popen[Any]) -> ChildTree:
+        from flashbuild.platforms.children import ProcessGroup
+
+        return ProcessGroup(proc)
 
     def standard_toolkit_roots(self, env: Mapping[str, str]) -> list[str]:
         return ["/usr/local/cuda", "/usr/local/cuda-*", "/opt/cuda", "/usr/lib/cuda"]

@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from flashbuild.platforms.environ import CaseInsensitiveEnv, find_program, windows_extensions
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Mapping, MutableMapping, Sequence
 
     from flashbuild.platforms.base import HostCompilerFamily, RegistryReader
+    from flashbuild.platforms.children import ChildTree
     from flashbuild.proc import Completed, Runner
 
 _LONG_PATHS_KEY = r"SYSTEM\CurrentControlSet\Control\FileSystem"
@@ -57,6 +59,18 @@ class WindowsPlatform:
         if stat.S_ISDIR(mode):
             return os.access(path, os.W_OK)
         return os.access(path, os.W_OK) and bool(mode & 0o222)
+
+    def child_start_options(self) -> dict[str, Any]:
+        from flashbuild.platforms.children import CREATE_NEW_PROCESS_GROUP
+
+        # Its own console process group: a Ctrl-C in the console reaches flashbuild only, and
+        # flashbuild passes it on as CTRL_BREAK to the group (children.JobObject.stop).
+        return {"creationflags": CREATE_NEW_PROCESS_GROUP}
+
+    def child_tree(self, proc: subprocess.Popen[Any]) -> ChildTree:
+        from flashbuild.platforms.children import JobObject, Kernel32Jobs
+
+        return JobObject(proc, Kernel32Jobs())
 
     def standard_toolkit_roots(self, env: Mapping[str, str]) -> list[str]:
         program_files = env.get("ProgramFiles", env.get("PROGRAMFILES", r"C:\Program Files"))

@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from flashbuild.errors import ProcessError, ProcessTimeout, ToolchainError
@@ -107,7 +108,13 @@ def test_sigint_to_the_group_during_ninja_is_an_interruption(tmp_path: Path,
         while not (tmp_path / "started").exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert (tmp_path / "started").exists(), "ninja never started its step"
-        os.killpg(outer.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        # ninja leads its own process group (proc.py): a terminal's Ctrl-C reaches the outer
+        # process alone. Signal ninja's group too, as `kill -INT` of every process would: the
+        # child then dies of SIGINT whatever the outer handler does.
+        groups = {os.getpgid(p.pid) for p in psutil.Process(outer.pid).children()}
+        os.killpg(outer.pid, signal.SIGINT)
+        for group in groups:
+            os.killpg(group, signal.SIGINT)
         out, _ = outer.communicate(timeout=120)
     finally:
         if outer.poll() is None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flashbuild import interrupts
 from flashbuild.building import archcheck, cmake, progress
 from flashbuild.building.backends import BackendContext, BackendResult, wrong_tree
 from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_host
@@ -162,8 +163,8 @@ def _configure(setup: _Setup, runner: StreamRunner) -> None:
                                  cwd=build_dir)
     except (KeyboardInterrupt, Interrupted):
         raise Interrupted(
-            "the build was interrupted (CMake configure)",
-            evidence=f"log: {log_path}",
+            f"the build was interrupted by {interrupts.describe()} (CMake configure)",
+            evidence=f"every process it started was ended; log: {log_path}",
             fix="run the same command again: it configures afresh; the previous install was "
             "not touched",
             details={"log": str(log_path)},

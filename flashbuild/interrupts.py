@@ -1,0 +1,167 @@
+"""How flashbuild is stopped: one model for Ctrl-C, SIGTERM and a closed terminal.
+
+Every signal that asks a program to stop (SIGINT = Ctrl-C, SIGTERM = `kill` or a service
+manager, SIGHUP = the terminal went away, SIGBREAK = Ctrl-Break on Windows) is turned into the
+same thing: a `KeyboardInterrupt` in the main thread, with the signal's name noted here. The
+stages already treat a KeyboardInterrupt as "stop, keep things consistent" (the patch journal,
+the build's log, the previous install), `proc.py` ends the whole tree of processes it started
+(see `flashbuild.platforms.children`), and the CLI prints one paragraph and exits 130.
+
+Python's defaults do not do that: SIGTERM and SIGHUP kill the interpreter at once (exit -15, no
+message, no `finally:`), so a `pip wheel` or `ninja` it started keeps running, re-parented to
+init. And a Ctrl-C that lands while the CLI's modules load prints a traceback. So the entry
+point (`flashbuild/__main__.py`) calls `install()` before it imports anything heavy.
+
+This module imports nothing but the standard library's `signal`, `threading` and `contextlib`:
+it runs in the first milliseconds of every command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+#: The signals that mean "stop", by name. Each OS has a subset (SIGHUP is POSIX-only, SIGBREAK
+#: Windows-only): `getattr` decides which exist, so no platform test is needed here. A closed
+#: Windows console sends no signal Python sees; the Job Object's KILL_ON_JOB_CLOSE ends the
+#: children when flashbuild itself is ended (platforms/children.py).
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK")
+
+#: How each signal is named to people.
+_SAID = {"SIGINT": "Ctrl-C (SIGINT)", "SIGTERM": "SIGTERM",
+         "SIGHUP": "SIGHUP (the terminal was closed)", "SIGBREAK": "Ctrl-Break (SIGBREAK)"}
+
+class _State:
+    def __init__(self) -> None:
+        self.received: list[str] = []
+        """Names of the stop signals that arrived, in order."""
+        self.shield = 0
+        """While > 0 a stop signal is noted but raises nothing (a child tree is being ended)."""
+        self.done = False
+        """The command has finished: a late signal changes nothing."""
+
+
+_state = _State()
+
+
+def _name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _handler(signum: int, frame: Any) -> None:
+    """The one handler of every stop signal: note it, then stop the main thread."""
+    _state.received.append(_name(signum))
+    if _state.shield or _state.done:
+        return
+    raise KeyboardInterrupt
+
+
+def _available() -> list[signal.Signals]:
+    return [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
+
+
+def install() -> None:
+    """Make every stop signal a KeyboardInterrupt (noted here) for the rest of the process.
+
+    A signal the parent set to be ignored stays ignored (`nohup`, or a shell's background
+    job, which ignores SIGINT on purpose). Only the main thread may set handlers; elsewhere
+    this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in _available():
+        with contextlib.suppress(ValueError, OSError):
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                signal.signal(sig, _handler)
+
+
+def finished() -> None:
+    """The command is done (its exit code is decided): a signal from now on is only noted,
+    so it cannot turn a finished run into a traceback during interpreter shutdown."""
+    _state.done = True
+
+
+def received() -> str | None:
+    """The first stop signal that arrived (its name, e.g. `SIGTERM`), or None."""
+    return _state.received[0] if _state.received else None
+
+
+def count() -> int:
+    """How many stop signals have arrived so far (a mark for `since`)."""
+    return len(_state.received)
+
+
+def since(mark: int) -> str | None:
+    """The first stop signal that arrived after `count()` returned `mark`, or None."""
+    return _state.received[mark] if len(_state.received) > mark else None
+
+
+def describe(name: str | None = None) -> str:
+    """A signal's name for people: `Ctrl-C (SIGINT)`, `SIGTERM`, … (default: the first one
+    that arrived; `Ctrl-C` when none was noted, as a KeyboardInterrupt raised by Python's own
+    handler means)."""
+    name = name or received()
+    return _SAID.get(name, name) if name else "Ctrl-C"
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """While the block runs, a stop signal is noted but raises nothing: ending a child tree
+    (a polite signal, a grace period, a kill) must not itself be cut short by an impatient
+    second Ctrl-C, or the tree is left running. The block must be bounded in time. Only the
+    main thread is shielded (signals are delivered there); elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _state.shield += 1
+    try:
+        yield
+    finally:
+        _state.shield -= 1
+
+
+@contextlib.contextmanager
+def watching() -> Iterator[None]:
+    """Note every stop signal while the block runs, for callers that did not `install()`
+    (flashbuild used as a library, the test suite): a signal whose handler is the default
+    (SIGTERM's kills the interpreter and orphans the children) gets flashbuild's handler for
+    the block's duration; a custom handler is kept and called after the signal is noted
+    (Python's own SIGINT handler raises KeyboardInterrupt, as flashbuild's does). Ignored
+    signals stay ignored. Outside the main thread nothing can be set: the child's exit code is
+    then the only evidence."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[signal.Signals, Any] = {}
+    for sig in _available():
+        try:
+            old = signal.getsignal(sig)
+            if old is _handler or (not callable(old) and old is not signal.SIG_DFL):
+                continue  # flashbuild's own already, or ignored (SIG_IGN), or not Python's
+            signal.signal(sig, _noting(old) if callable(old) else _handler)
+            previous[sig] = old
+        except (ValueError, OSError):  # an embedded interpreter without signal support
+            continue
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(sig, old)
+
+
+def _noting(previous: Callable[[int, Any], Any]) -> Callable[[int, Any], Any]:
+    def note(signum: int, frame: Any) -> Any:
+        _state.received.append(_name(signum))
+        if _state.shield:
+            return None
+        return previous(signum, frame)
+
+    return note
