@@ -195,6 +195,7 @@ def _check_arch(setup: _Setup, request: BuildRequest) -> None:
     name = next(iter(n for n in variables if not n.startswith(("CMAKE_", "_"))), "GPU_ARCH")
     archcheck.check(
         flags, request.arch, where=build_ninja,
+        env_flags=archcheck.environment_flags(setup.env, request.build_env),
         extra_evidence=f"CMake cache: {', '.join(shown)}" if shown else "",
         fix=f"the CMakeLists chooses its arch from {hint}: hand --arch to it in the recipe, "
         f"e.g. `[[build.options]] define = {{ {name} = \"{{arch_numbers}}\" }}` "

@@ -1,0 +1,158 @@
+"""The process-tree model on its own: the Windows Job Object logic against a fake Win32 API
+(the ctypes calls run only on Windows), the structures' layout, and the stop-signal state."""
+
+from __future__ import annotations
+
+import ctypes
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from flashbuild import interrupts
+from flashbuild.building import archcheck
+from flashbuild.errors import BuildError
+from flashbuild.platforms import children, get
+
+
+@dataclass
+class FakeJobs:
+    """A JobApi that records calls; `active` processes stay in the job until terminated."""
+
+    calls: list[tuple[object, ...]] = field(default_factory=list)
+    active: int = 2
+    fail_assign: bool = False
+
+    def create(self) -> int:
+        self.calls.append(("create",))
+        return 77
+
+    def set_limits(self, job: int, flags: int) -> None:
+        self.calls.append(("limits", job, flags))
+
+    def assign(self, job: int, pid: int) -> None:
+        self.calls.append(("assign", job, pid))
+        if self.fail_assign:
+            raise OSError(5, "access denied")
+
+    def active_processes(self, job: int) -> int:
+        return self.active
+
+    def terminate(self, job: int, exit_code: int) -> None:
+        self.calls.append(("terminate", job, exit_code))
+        self.active = 0
+
+    def close(self, job: int) -> None:
+        self.calls.append(("close", job))
+
+
+@dataclass
+class FakeChild:
+    pid: int = 4242
+    returncode: int | None = None
+    killed: bool = False
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def kill(self) -> None:
+        self.killed = True
+        self.returncode = 1
+
+
+def test_the_child_goes_into_a_kill_on_close_job_and_is_ended_with_it() -> None:
+    api, child, breaks = FakeJobs(), FakeChild(), []
+    job = children.JobObject(child, api, send_break=breaks.append)  # type: ignore[arg-type]
+    assert job.in_job
+    flags = api.calls[1][2]
+    assert isinstance(flags, int) and flags & children.JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE
+    assert api.calls[2] == ("assign", 77, 4242)
+    job.stop()
+    assert breaks == [4242], "Ctrl-Break goes to the child's process group"
+    child.returncode = 0  # the child exited; its own children still run in the job
+    assert job.alive()
+    job.close()
+    assert ("close", 77) not in api.calls, "a job with live processes is not closed early"
+    job.kill()
+    assert ("terminate", 77, children.INTERRUPTED_EXIT) in api.calls
+    assert not job.alive()
+    job.close()
+    assert api.calls[-1] == ("close", 77)
+
+
+def test_a_job_the_child_cannot_join_falls_back_to_the_one_process() -> None:
+    api, child = FakeJobs(fail_assign=True), FakeChild()
+    job = children.JobObject(child, api, send_break=lambda pid: None)  # type: ignore[arg-type]
+    assert not job.in_job and ("close", 77) in api.calls
+    job.kill()
+    assert child.killed and not any(c[0] == "terminate" for c in api.calls)
+
+
+def test_job_structures_have_the_sdk_layout() -> None:
+    limits, accounting = children.job_structures()
+    if ctypes.sizeof(ctypes.c_void_p) == 8:
+        assert (ctypes.sizeof(limits), ctypes.sizeof(accounting)) == (144, 48)
+
+
+def test_each_platform_starts_children_as_the_leader_of_their_own_tree() -> None:
+    assert get("linux").child_start_options() == {"start_new_session": True}
+    assert get("windows").child_start_options() == {
+        "creationflags": children.CREATE_NEW_PROCESS_GROUP}
+
+
+def test_a_stop_signal_becomes_a_noted_keyboard_interrupt() -> None:
+    mark = interrupts.count()
+    with pytest.raises(KeyboardInterrupt):
+        interrupts._handler(signal.SIGTERM, None)
+    assert interrupts.since(mark) == "SIGTERM"
+    assert interrupts.describe("SIGTERM") == "SIGTERM"
+    with interrupts.shielded():
+        interrupts._handler(signal.SIGINT, None)  # noted, not raised
+    assert interrupts.count() == mark + 2
+
+
+def test_an_ignored_signal_stays_ignored() -> None:
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        interrupts.install()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT
+                          else signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, previous)
+
+
+# --- nvcc's environment in the arch proof --------------------------------------------------
+
+def test_arch_flags_from_nvccs_environment_are_read_and_named() -> None:
+    env = {"NVCC_APPEND_FLAGS": "-gencode arch=compute_80,code=sm_80 -lineinfo",
+           "NVCC_PREPEND_FLAGS": "-O3"}
+    flags = archcheck.environment_flags(env, {"NVCC_APPEND_FLAGS": env["NVCC_APPEND_FLAGS"]})
+    assert flags.sass == {"sm_80"}
+    assert flags.lines == ["NVCC_APPEND_FLAGS=-gencode arch=compute_80,code=sm_80 -lineinfo "
+                           "(from the recipe's [[build.env]])"]
+    user = archcheck.environment_flags({"NVCC_PREPEND_FLAGS": "-arch=native"}, {})
+    assert user.wide == {"native"} and "(from your environment)" in user.lines[0]
+
+
+def _ccbin(env: dict[str, str], recipe: dict[str, str], chosen: str, tmp: Path) -> None:
+    archcheck.check_host_compiler(env, recipe, chosen=chosen,
+                                  which=lambda name: str(tmp / name) if "/" not in name
+                                  else name, user_value=None if recipe else env.get(
+                                      "NVCC_CCBIN"))
+
+
+def test_a_recipe_ccbin_other_than_the_checked_compiler_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "g++").write_text("")
+    (tmp_path / "g++-9").write_text("")
+    chosen = str(tmp_path / "g++")
+    _ccbin({"NVCC_CCBIN": "g++"}, {"NVCC_CCBIN": "g++"}, chosen, tmp_path)  # the same: fine
+    _ccbin({"NVCC_CCBIN": "g++-9"}, {}, chosen, tmp_path)  # the user's: doctor probed it
+    with pytest.raises(BuildError) as err:
+        _ccbin({"NVCC_CCBIN": "g++-9"}, {"NVCC_CCBIN": "g++-9"}, chosen, tmp_path)
+    assert "from the recipe's [[build.env]]" in err.value.evidence
+    with pytest.raises(BuildError) as err:  # MSVC: flashbuild activates the toolset itself
+        _ccbin({"NVCC_CCBIN": "cl.exe"}, {}, "", tmp_path)
+    assert "unset NVCC_CCBIN" in err.value.fix
