@@ -148,8 +148,11 @@ def test_an_ordinary_failure_is_still_a_code() -> None:
 
 # A child that starts a grandchild (as ninja starts nvcc, which starts cicc), which writes its
 # pid to argv[1] once it runs; the child then waits for ever.
-TREE = """import os, subprocess, sys, time
+TREE = """import os, signal, subprocess, sys, time
 if len(sys.argv) > 2:
+    if os.environ.get("STUBBORN"):  # a process that ignores every polite stop
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     open(sys.argv[1], "w").write(str(os.getpid()))
     time.sleep(900)
 subprocess.Popen([sys.executable, __file__, sys.argv[1], "grandchild"])
@@ -183,7 +186,7 @@ def test_a_timeout_of_run_ends_the_grandchildren_too(tmp_path: Path) -> None:
     try:
         # Generous: the grandchild only has to start before the limit, on a loaded machine.
         with pytest.raises(ProcessTimeout, match="ended with every process it started"):
-            ProcessRunner().run([PY, str(script), str(pid_file)], timeout=10)
+            ProcessRunner().run([PY, str(script), str(pid_file)], timeout=5)
         assert pid_file.exists(), "the grandchild never started within the time limit"
         assert not _running(int(pid_file.read_text())), "the grandchild outlived the timeout"
     finally:
@@ -195,25 +198,29 @@ def test_a_timeout_of_stream_ends_the_grandchildren_too(tmp_path: Path) -> None:
     lines: list[str] = []
     try:
         code = ProcessRunner().stream([PY, str(script), str(pid_file)], on_line=lines.append,
-                                      timeout=10)
+                                      timeout=5)
         assert code != 0 and lines == ["ready"]
         assert not _running(int(pid_file.read_text())), "the grandchild outlived the timeout"
     finally:
         _reap(pid_file)
 
 
-@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
-def test_a_stop_signal_to_the_runner_ends_its_tree(tmp_path: Path, sig: str) -> None:
+@pytest.mark.parametrize(("sig", "stubborn"), [("SIGTERM", False), ("SIGINT", False),
+                                               ("SIGTERM", True)])
+def test_a_stop_signal_to_the_runner_ends_its_tree(tmp_path: Path, sig: str,
+                                                   stubborn: bool) -> None:
     """Sent to the outer process only (as `kill` does): before, SIGTERM killed it at once and
-    the child and grandchild ran on, re-parented to init."""
+    the child and grandchild ran on, re-parented to init. A grandchild that ignores SIGINT
+    and SIGTERM is killed after the grace period."""
     import signal
     import subprocess
     import time
 
     script, pid_file = _tree_script(tmp_path)
+    env = {**os.environ, **({"STUBBORN": "1"} if stubborn else {})}
     outer = subprocess.Popen([PY, "-c", OUTER, "default", PY, str(script), str(pid_file)],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             start_new_session=True)
+                             start_new_session=True, env=env)
     try:
         deadline = time.monotonic() + 120
         while not pid_file.exists() and time.monotonic() < deadline:
