@@ -19,8 +19,7 @@ def main() -> None:
         from flashbuild.cli import main as cli_main
     except KeyboardInterrupt:
         interrupts.finished()
-        sys.stderr.write(f"flashbuild: interrupted by {interrupts.describe()} while starting; "
-                         "nothing was done\n")
+        sys.stderr.write(interrupts.startup_message())
         sys.exit(130)
     cli_main()
 

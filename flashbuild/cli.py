@@ -383,8 +383,7 @@ def main() -> None:
         app()
     except KeyboardInterrupt:  # during Typer's own parsing, outside any command's _edge
         interrupts.finished()
-        sys.stderr.write(f"flashbuild: interrupted by {interrupts.describe()}; nothing was "
-                         "done\n")
+        sys.stderr.write(interrupts.startup_message())
         sys.exit(130)
     finally:
         # The exit code is decided: a signal from now on cannot print a traceback.

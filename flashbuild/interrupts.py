@@ -118,6 +118,14 @@ def describe(name: str | None = None) -> str:
     return _SAID.get(name, name) if name else "Ctrl-C"
 
 
+def startup_message() -> str:
+    """The paragraph for a stop signal that arrived before any command ran (while the CLI's
+    modules loaded or Typer parsed the command line): plain text, Rich is not loaded yet."""
+    return (f"error: flashbuild was interrupted by {describe()} while starting.\n"
+            "Nothing was run or changed.\n"
+            "fix: run the same command again.\n")
+
+
 @contextlib.contextmanager
 def shielded() -> Iterator[None]:
     """While the block runs, a stop signal is noted but raises nothing: ending a child tree
