@@ -137,6 +137,7 @@ class ProcessRunner:
         input: str | None = None,
     ) -> Completed:
         args = self._resolve(argv, env)
+        _check_not_stopping(args)
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -221,6 +222,7 @@ class ProcessRunner:
     def _stream(self, args: list[str], *, on_line: Callable[[str], None],
                 log: IO[str] | None, env: Mapping[str, str] | None, cwd: Path | None,
                 timeout: float | None) -> int:
+        _check_not_stopping(args)
         proc = subprocess.Popen(
             args, env=dict(env) if env is not None else None, cwd=cwd,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -252,8 +254,18 @@ class ProcessRunner:
 
 # --- the trees of running children -----------------------------------------------------------
 
-_live: set[ChildTree] = set()
-_live_lock = threading.Lock()
+class _Children:
+    """The trees of children running now, from every thread."""
+
+    def __init__(self) -> None:
+        self.live: set[ChildTree] = set()
+        self.lock = threading.Lock()
+        self.stopping = False
+        """Set by end_all_children: flashbuild is stopping, and a worker thread that goes on
+        probing must not start what nobody will end (Python's exit waits for its threads)."""
+
+
+_children = _Children()
 
 
 def _tree_options() -> dict[str, Any]:
@@ -266,14 +278,33 @@ def _adopt(proc: subprocess.Popen[str]) -> ChildTree:
     from flashbuild import platforms
 
     tree = platforms.current().child_tree(proc)
-    with _live_lock:
-        _live.add(tree)
+    with _children.lock:
+        stopping = _children.stopping
+        if not stopping:
+            _children.live.add(tree)
+    if stopping:  # started in the instant end_all_children ran: end it here
+        _end(tree, proc, polite=False)
+        _release(tree, proc)
+        raise _refusal(proc.args)
     return tree
 
 
+def _refusal(argv: object) -> Interrupted:
+    args = [str(a) for a in argv] if isinstance(argv, list | tuple) else [str(argv)]
+    return Interrupted(
+        f"interrupted by {interrupts.describe()}: `{Path(args[0]).name}` was not started",
+        evidence="flashbuild is stopping and ends every process it started",
+        fix="run the same command again", details={"argv": args})
+
+
+def _check_not_stopping(args: list[str]) -> None:
+    if _children.stopping:
+        raise _refusal(args)
+
+
 def _release(tree: ChildTree, proc: subprocess.Popen[str]) -> None:
-    with _live_lock:
-        _live.discard(tree)
+    with _children.lock:
+        _children.live.discard(tree)
     tree.close()
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         if stream is not None:
@@ -313,10 +344,12 @@ def _end(tree: ChildTree, proc: subprocess.Popen[str], *, polite: bool) -> None:
 
 def end_all_children() -> int:
     """End every child tree still running, whichever thread started it (doctor's probes run
-    in worker threads: an interrupt in the main thread must not wait for their timeouts).
-    Returns how many there were."""
-    with _live_lock:
-        trees = list(_live)
+    in worker threads: an interrupt in the main thread must not wait for their timeouts),
+    and start no process from now on (a worker that goes on gets Interrupted instead).
+    For the CLI's edge, once the run is over. Returns how many trees there were."""
+    with _children.lock:
+        _children.stopping = True
+        trees = list(_children.live)
     if trees:
         _end_trees(trees, polite=True)
     return len(trees)

@@ -187,12 +187,17 @@ class JobObject:
             return False
 
     def close(self) -> None:
-        # Closing the last handle of a KILL_ON_JOB_CLOSE job ends what is still in it. A
-        # finished child's tree is only closed once nothing in it runs (`alive()` False), so
-        # this never ends a process that outlived a successful build on purpose.
-        if self._job is not None and not self.alive():
-            self._api.close(self._job)
-            self._job = None
+        # Closing the last handle of a KILL_ON_JOB_CLOSE job ends what is still in it. After
+        # a command that ended normally, a process that outlives it on purpose (a compiler-
+        # cache server) is left alone, as on POSIX: the limit is dropped before the close.
+        # (On an interrupt the tree was killed before this, so nothing is left to spare.)
+        if self._job is None:
+            return
+        if self.alive():
+            with contextlib.suppress(OSError):
+                self._api.set_limits(self._job, JOB_OBJECT_LIMIT_BREAKAWAY_OK)
+        self._api.close(self._job)
+        self._job = None
 
 
 def _kernel32() -> Any:

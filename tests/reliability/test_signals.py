@@ -290,3 +290,37 @@ def test_sigterm_at_spawn_never_prints_a_traceback(tmp_path: Path) -> None:
     assert proc.returncode in (130, -signal.SIGTERM, 0), out
     if proc.returncode == 130:
         assert outcome.clear_error(), out
+
+
+# --- a child of a worker thread: doctor's probes --------------------------------------------
+
+FAKE_NVCC = """#!{python}
+import os, subprocess, sys, time
+marks = os.environ["FB_MARKS"]
+name = "nvcc-child" if sys.argv[1:2] == ["child"] else "nvcc"
+if name == "nvcc":  # hangs, as a licence prompt or a stuck network drive would
+    subprocess.Popen([sys.executable, __file__, "child"])
+open(os.path.join(marks, f"{{name}}.{{os.getpid()}}"), "w").close()
+time.sleep(900)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_during_doctors_probes_ends_the_probes_of_every_thread(
+        tmp_path: Path, sig: str) -> None:
+    """doctor probes in worker threads; a signal reaches the main thread only. Before, the
+    run waited for the hung probe's own timeout and left its processes running."""
+    toolkit = tmp_path / "toolkit"
+    (toolkit / "bin").mkdir(parents=True)
+    (toolkit / "include").mkdir()
+    nvcc = toolkit / "bin" / "nvcc"
+    nvcc.write_text(FAKE_NVCC.format(python=sys.executable))
+    nvcc.chmod(0o755)
+    argv = [sys.executable, "-m", "flashbuild", "doctor", "--cuda", str(toolkit), "--no-cache"]
+    out, left = _interrupt_build(argv, base=tmp_path, point="nvcc", sig=sig)
+    record(f"signals: {sig} during doctor's probes", clear_error=out.clear_error(),
+           data_lost=False, tree_changed=False, hang=out.hang, left_running=bool(left))
+    assert not out.hang, f"doctor did not exit within {EXIT_S:g} s"
+    assert not left, f"processes of the probe still run: {left}\n{out.output}"
+    assert out.code == 130 and out.clear_error(), out.output
+    assert f"interrupted by {SAID[sig]}" in out.output and "Traceback" not in out.output

@@ -72,13 +72,21 @@ def test_the_child_goes_into_a_kill_on_close_job_and_is_ended_with_it() -> None:
     assert breaks == [4242], "Ctrl-Break goes to the child's process group"
     child.returncode = 0  # the child exited; its own children still run in the job
     assert job.alive()
-    job.close()
-    assert ("close", 77) not in api.calls, "a job with live processes is not closed early"
     job.kill()
     assert ("terminate", 77, children.INTERRUPTED_EXIT) in api.calls
     assert not job.alive()
     job.close()
-    assert api.calls[-1] == ("close", 77)
+    assert api.calls[-2:] == [("terminate", 77, children.INTERRUPTED_EXIT), ("close", 77)]
+
+
+def test_a_process_that_outlives_a_finished_command_is_spared_by_the_close() -> None:
+    """A compiler-cache server left running after a successful build: the job's handle is
+    closed without KILL_ON_JOB_CLOSE, as POSIX leaves it running too."""
+    api, child = FakeJobs(), FakeChild(returncode=0)
+    job = children.JobObject(child, api, send_break=lambda pid: None)  # type: ignore[arg-type]
+    job.close()
+    assert api.calls[-2:] == [("limits", 77, children.JOB_OBJECT_LIMIT_BREAKAWAY_OK),
+                              ("close", 77)]
 
 
 def test_a_job_the_child_cannot_join_falls_back_to_the_one_process() -> None:
