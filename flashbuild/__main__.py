@@ -21,7 +21,11 @@ def main() -> None:
         interrupts.finished()
         sys.stderr.write(interrupts.startup_message())
         sys.exit(130)
-    cli_main()
+    try:
+        cli_main()
+    except KeyboardInterrupt:  # in the instant between the command's end and finished()
+        interrupts.finished()
+        sys.exit(130)
 
 
 if __name__ == "__main__":

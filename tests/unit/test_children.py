@@ -111,8 +111,9 @@ def test_each_platform_starts_children_as_the_leader_of_their_own_tree() -> None
 
 def test_a_stop_signal_becomes_a_noted_keyboard_interrupt() -> None:
     mark = interrupts.count()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(KeyboardInterrupt) as raised:
         interrupts._handler(signal.SIGTERM, None)
+    assert type(raised.value) is interrupts.StopRequested
     assert interrupts.since(mark) == "SIGTERM"
     assert interrupts.describe("SIGTERM") == "SIGTERM"
     with interrupts.shielded():
