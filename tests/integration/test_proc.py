@@ -206,7 +206,7 @@ def test_a_timeout_of_stream_ends_the_grandchildren_too(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("sig", "stubborn"), [("SIGTERM", False), ("SIGINT", False),
-                                               ("SIGTERM", True)])
+                                               ("SIGHUP", False), ("SIGTERM", True)])
 def test_a_stop_signal_to_the_runner_ends_its_tree(tmp_path: Path, sig: str,
                                                    stubborn: bool) -> None:
     """Sent to the outer process only (as `kill` does): before, SIGTERM killed it at once and
