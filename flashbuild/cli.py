@@ -76,6 +76,7 @@ def _edge(func: Callable[P, int | None]) -> Callable[P, None]:
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+        interrupts.begin()
         try:
             code = func(*args, **kwargs) or 0
         except FlashbuildError as exc:

@@ -48,6 +48,8 @@ class _State:
         """While > 0 a stop signal is noted but raises nothing (a child tree is being ended)."""
         self.done = False
         """The command has finished: a late signal changes nothing."""
+        self.stopping = False
+        """The command is being stopped: no new child may start (proc.end_all_children)."""
 
 
 _state = _State()
@@ -110,6 +112,21 @@ def finished() -> None:
     for sig in _available():
         with contextlib.suppress(ValueError, OSError):  # ValueError: not the main thread
             signal.signal(sig, signal.SIG_IGN)
+
+
+def begin() -> None:
+    """A command starts (the CLI's edge): children may be started again. Matters only where
+    one process runs several commands (tests, flashbuild as a library)."""
+    _state.stopping = False
+
+
+def stop_children() -> None:
+    """From now on flashbuild starts no child (proc.py refuses with Interrupted)."""
+    _state.stopping = True
+
+
+def stopping() -> bool:
+    return _state.stopping
 
 
 def received() -> str | None:

@@ -260,9 +260,6 @@ class _Children:
     def __init__(self) -> None:
         self.live: set[ChildTree] = set()
         self.lock = threading.Lock()
-        self.stopping = False
-        """Set by end_all_children: flashbuild is stopping, and a worker thread that goes on
-        probing must not start what nobody will end (Python's exit waits for its threads)."""
 
 
 _children = _Children()
@@ -279,7 +276,7 @@ def _adopt(proc: subprocess.Popen[str]) -> ChildTree:
 
     tree = platforms.current().child_tree(proc)
     with _children.lock:
-        stopping = _children.stopping
+        stopping = interrupts.stopping()
         if not stopping:
             _children.live.add(tree)
     if stopping:  # started in the instant end_all_children ran: end it here
@@ -298,7 +295,7 @@ def _refusal(argv: object) -> Interrupted:
 
 
 def _check_not_stopping(args: list[str]) -> None:
-    if _children.stopping:
+    if interrupts.stopping():
         raise _refusal(args)
 
 
@@ -348,7 +345,9 @@ def end_all_children() -> int:
     and start no process from now on (a worker that goes on gets Interrupted instead).
     For the CLI's edge, once the run is over. Returns how many trees there were."""
     with _children.lock:
-        _children.stopping = True
+        # A worker thread that goes on probing must not start what nobody will end (Python's
+        # exit waits for its threads); interrupts.begin() allows children again.
+        interrupts.stop_children()
         trees = list(_children.live)
     if trees:
         _end_trees(trees, polite=True)

@@ -165,3 +165,20 @@ def test_a_recipe_ccbin_other_than_the_checked_compiler_is_refused(tmp_path: Pat
     with pytest.raises(BuildError) as err:  # MSVC: flashbuild activates the toolset itself
         _ccbin({"NVCC_CCBIN": "cl.exe"}, {}, "", tmp_path)
     assert "unset NVCC_CCBIN" in err.value.fix
+
+
+def test_once_stopping_no_child_starts_until_the_next_command() -> None:
+    """After a stop signal the CLI's edge ends every child; a doctor probe thread that goes on
+    must get Interrupted instead of a new process that nobody would end."""
+    import sys
+
+    from flashbuild.errors import Interrupted
+    from flashbuild.proc import ProcessRunner
+
+    interrupts.stop_children()
+    try:
+        with pytest.raises(Interrupted, match="was not started"):
+            ProcessRunner().run([sys.executable, "--version"])
+    finally:
+        interrupts.begin()
+    assert not interrupts.stopping()
