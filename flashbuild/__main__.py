@@ -1,8 +1,32 @@
-"""`python -m flashbuild` runs the same CLI as the console script."""
+"""The entry point of `flashbuild` (console script) and `python -m flashbuild`.
+
+Kept light on purpose: the stop signals are made flashbuild's (interrupts.py) before the CLI's
+modules load (Typer, Rich: about 0.1 s), so a Ctrl-C or SIGTERM in that window ends the run with
+one line and exit 130 instead of a KeyboardInterrupt traceback (or, for SIGTERM, a silent -15).
+Nothing but the standard library is imported before `install()`.
+"""
 
 from __future__ import annotations
 
-from flashbuild.cli import main
+import sys
+
+from flashbuild import interrupts
+
+
+def main() -> None:
+    interrupts.install()
+    try:
+        from flashbuild.cli import main as cli_main
+    except KeyboardInterrupt:
+        interrupts.finished()
+        sys.stderr.write(interrupts.startup_message())
+        sys.exit(130)
+    try:
+        cli_main()
+    except KeyboardInterrupt:  # in the instant between the command's end and finished()
+        interrupts.finished()
+        sys.exit(130)
+
 
 if __name__ == "__main__":
     main()

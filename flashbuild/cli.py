@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ParamSpec
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from flashbuild import __version__
+from flashbuild import __version__, interrupts
 from flashbuild.console import prepare_streams, ui
 from flashbuild.errors import FlashbuildError, Interrupted
 
@@ -170,14 +170,19 @@ def _edge(func: Callable[P, int | None]) -> Callable[P, None]:
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+        interrupts.begin()
         try:
             code = func(*args, **kwargs) or 0
         except FlashbuildError as exc:
+            if isinstance(exc, Interrupted):
+                _end_children()
             _report(exc)
             code = exc.exit_code
         except KeyboardInterrupt:
+            _end_children()
             exc2 = Interrupted(
-                "interrupted",
+                f"interrupted by {interrupts.describe()}",
+                evidence="every process flashbuild had started was ended",
                 fix="run the same command again: patching repairs or reverts, and the build "
                 "resumes where ninja stopped")
             _report(exc2)
@@ -200,7 +205,22 @@ def _edge(func: Callable[P, int | None]) -> Callable[P, None]:
     return wrapper
 
 
+def _end_children() -> None:
+    """A stop signal ends every child still running, also those a worker thread started
+    (doctor's probes), before the message: nothing outlives the run (proc.py)."""
+    from flashbuild.proc import end_all_children
+
+    with interrupts.shielded():
+        end_all_children()
+
+
 def _report(exc: FlashbuildError) -> None:
+    # A second Ctrl-C while the message prints must not turn it into a traceback.
+    with interrupts.shielded():
+        _print_error(exc)
+
+
+def _print_error(exc: FlashbuildError) -> None:
     if ui.debug:
         import traceback
 
@@ -528,10 +548,17 @@ def ci_init(  # noqa: PLR0917 - Typer maps each option to a parameter
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Run the CLI (flashbuild/__main__.py is the entry point: it installs the stop signals'
+    handler before this module's imports; installing it again here is harmless)."""
+    interrupts.install()
     # Before Typer prints anything (--help included): output must survive a legacy code page.
     prepare_streams()
     try:
         app()
-    except KeyboardInterrupt:  # pragma: no cover - during Typer's own parsing
+    except KeyboardInterrupt:  # during Typer's own parsing, outside any command's _edge
+        interrupts.finished()
+        sys.stderr.write(interrupts.startup_message())
         sys.exit(130)
+    finally:
+        # The exit code is decided: a signal from now on cannot print a traceback.
+        interrupts.finished()

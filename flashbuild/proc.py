@@ -5,22 +5,31 @@ against the PATH of the environment it is given (not the caller's), the quoted c
 with `-v`, every call has a timeout, and a failure raises an error that carries the command, the
 exit code and the tail of the output. Detection functions take a `Runner` argument so tests can
 replay recorded output instead (see tests/fakes.py).
+
+Lifetime: every child leads its own tree of processes (platforms/children.py: a process group
+on POSIX, a Job Object on Windows). A timeout kills the whole tree; a stop signal (Ctrl-C,
+SIGTERM, SIGHUP; see interrupts.py) stops it, waits STOP_GRACE_S, kills what is left, and waits
+until it is gone before the interrupt goes on — so nothing flashbuild started keeps running
+after it exits (a nvcc under ninja under pip included).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from flashbuild import interrupts
 from flashbuild.errors import Interrupted, ProcessError, ProcessTimeout, ToolchainError
+
+if TYPE_CHECKING:
+    from flashbuild.platforms.children import ChildTree
 
 #: Lines of output an error keeps.
 TAIL_LINES = 30
@@ -29,6 +38,13 @@ TAIL_LINES = 30
 #: ninja convention 128 + SIGINT (ninja's ExitInterrupted is 130), and Windows'
 #: STATUS_CONTROL_C_EXIT 0xC000013A (unsigned, and as the signed value Python may report).
 INTERRUPTED_CODES = frozenset({-2, 130, 0xC000013A, 0xC000013A - (1 << 32)})
+
+#: Seconds a stopped child tree gets to end by itself (ninja waits for the nvcc it runs, pip
+#: removes its temp folders) before every process of it is killed.
+STOP_GRACE_S = 5.0
+#: Seconds to wait for a killed tree to be gone (a process in uninterruptible I/O outlives
+#: SIGKILL until the I/O returns); past it flashbuild goes on and says nothing more.
+KILL_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -123,26 +139,18 @@ class ProcessRunner:
         input: str | None = None,
     ) -> Completed:
         args = self._resolve(argv, env)
+        _check_not_stopping(args)
         start = time.monotonic()
         try:
-            proc = subprocess.run(
+            proc = subprocess.Popen(
                 args,
                 env=dict(env) if env is not None else None,
                 cwd=cwd,
-                input=None if input is None else input.encode("utf-8"),
-                capture_output=True,
-                timeout=timeout,
-                check=False,
-                stdin=None if input is not None else subprocess.DEVNULL,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                **_tree_options(),
             )
-        except subprocess.TimeoutExpired as exc:
-            raise ProcessTimeout(
-                f"`{Path(args[0]).name}` did not finish within {timeout:g} s",
-                evidence=f"command: {quote(args)}",
-                fix="the tool may be hanging (a licence prompt, a network drive, a stuck "
-                "driver); run the command by hand to see what it waits for",
-                details={"argv": args, "timeout": timeout},
-            ) from exc
         except OSError as exc:
             raise ProcessError(
                 f"`{Path(args[0]).name}` could not be started",
@@ -150,11 +158,30 @@ class ProcessRunner:
                 fix="check that the file is an executable for this machine",
                 details={"argv": args},
             ) from exc
+        tree = _adopt(proc)
+        try:
+            with interrupts.watching():
+                stdout, stderr = proc.communicate(
+                    None if input is None else input.encode("utf-8"), timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            _end(tree, proc, polite=False)
+            raise ProcessTimeout(
+                f"`{Path(args[0]).name}` did not finish within {timeout:g} s",
+                evidence=f"command: {quote(args)}; it was ended with every process it started",
+                fix="the tool may be hanging (a licence prompt, a network drive, a stuck "
+                "driver); run the command by hand to see what it waits for",
+                details={"argv": args, "timeout": timeout},
+            ) from exc
+        except BaseException:
+            _end(tree, proc, polite=True)
+            raise
+        finally:
+            _release(tree, proc)
         # Bytes decoded by the platform: cl, link and nvcc print in the OEM code page on
         # Windows; never crash on a bad byte.
         decode = _decoder()
-        done = Completed(tuple(args), proc.returncode, _newlines(decode(proc.stdout or b"")),
-                         _newlines(decode(proc.stderr or b"")), time.monotonic() - start)
+        done = Completed(tuple(args), proc.returncode, _newlines(decode(stdout or b"")),
+                         _newlines(decode(stderr or b"")), time.monotonic() - start)
         if check and not done.ok:
             raise failed(done)
         return done
@@ -171,37 +198,47 @@ class ProcessRunner:
     ) -> int:
         """Run a long command, passing each output line (stdout and stderr merged) to
         `on_line` and to `log`. Returns the exit code; the caller decides what failure means.
-        On KeyboardInterrupt the child is terminated before the interrupt propagates.
 
-        Ctrl-C in a terminal sends SIGINT to the whole process group: the child (ninja) often
-        exits first, and its non-zero code would reach the caller as a failed build before
-        Python raises KeyboardInterrupt. So a child that died of SIGINT (INTERRUPTED_CODES),
-        or a SIGINT that arrived while it ran, raises `Interrupted` (exit 130) here instead
-        of returning a code."""
+        The child leads its own process tree (a new session / a Job Object), so a Ctrl-C in
+        the terminal reaches flashbuild alone; flashbuild stops the whole tree, waits until
+        it is gone, and raises `Interrupted` (exit 130). SIGTERM and SIGHUP do the same
+        (interrupts.py); they used to kill flashbuild at once and leave the tree running.
+        A child that died of SIGINT (INTERRUPTED_CODES: someone signalled it directly, or
+        ninja's own exit 130) is an interruption too, never a failed build."""
         args = self._resolve(argv, env)
-        with _sigint_seen() as seen:
+        mark = interrupts.count()
+        with interrupts.watching():
             code = self._stream(args, on_line=on_line, log=log, env=env, cwd=cwd,
                                 timeout=timeout)
-        if seen or code in INTERRUPTED_CODES:
+        signal_name = interrupts.since(mark)
+        if signal_name is not None or code in INTERRUPTED_CODES:
+            said = interrupts.describe(signal_name) if signal_name else "Ctrl-C"
             raise Interrupted(
-                f"interrupted: `{Path(args[0]).name}` was stopped by Ctrl-C",
+                f"interrupted: `{Path(args[0]).name}` was stopped by {said}",
                 evidence=f"it exited with code {code}"
-                + (" after a SIGINT reached flashbuild" if seen else ""),
+                + (f" after {signal_name} reached flashbuild" if signal_name else "")
+                + "; every process it started was ended",
                 fix="run the same command again: the build resumes where it stopped",
-                details={"argv": args, "returncode": code})
+                details={"argv": args, "returncode": code, "signal": signal_name})
         return code
 
     def _stream(self, args: list[str], *, on_line: Callable[[str], None],
                 log: IO[str] | None, env: Mapping[str, str] | None, cwd: Path | None,
                 timeout: float | None) -> int:
+        _check_not_stopping(args)
         proc = subprocess.Popen(
             args, env=dict(env) if env is not None else None, cwd=cwd,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            **_tree_options(),
         )
+        tree = _adopt(proc)
         decode = _decoder()  # bytes per line, decoded as in `run`
         timer: threading.Timer | None = None
         if timeout is not None:
-            timer = threading.Timer(timeout, proc.kill)
+            # The whole tree, not only the child: killing ninja alone leaves its nvcc running
+            # (and holding the pipe, so the loop below would not even end).
+            timer = threading.Timer(timeout, _end, (tree, proc), {"polite": False})
+            timer.daemon = True
             timer.start()
         try:
             assert proc.stdout is not None
@@ -212,17 +249,12 @@ class ProcessRunner:
                     on_line(line.rstrip("\n"))
             return proc.wait()
         except BaseException:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            _end(tree, proc, polite=True)
             raise
         finally:
             if timer is not None:
                 timer.cancel()
-            if proc.stdout is not None:
-                proc.stdout.close()
+            _release(tree, proc)
 
 
 def _decoder() -> Callable[[bytes], str]:
@@ -242,44 +274,106 @@ def _universal_lines(text: str) -> list[str]:
     return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
-class _Seen:
-    """Whether a SIGINT arrived (truthy once one did)."""
+# --- the trees of running children -----------------------------------------------------------
+
+class _Children:
+    """The trees of children running now, from every thread."""
 
     def __init__(self) -> None:
-        self.hit = False
-
-    def __bool__(self) -> bool:
-        return self.hit
+        self.live: set[ChildTree] = set()
+        self.lock = threading.Lock()
 
 
-@contextlib.contextmanager
-def _sigint_seen() -> Iterator[_Seen]:
-    """Note every SIGINT while the block runs, then hand it to the handler that was there
-    (Python's own raises KeyboardInterrupt). Signal handlers can only be set from the main
-    thread; elsewhere the child's exit code is the only evidence."""
-    seen = _Seen()
-    if threading.current_thread() is not threading.main_thread():
-        yield seen
-        return
-    previous = signal.getsignal(signal.SIGINT)
-    if previous in (signal.SIG_IGN, None):
-        yield seen  # SIGINT is ignored here (and in the child, which inherits that)
-        return
+_children = _Children()
 
-    def note(signum: int, frame: Any) -> None:
-        seen.hit = True
-        if callable(previous):
-            previous(signum, frame)
 
-    try:
-        signal.signal(signal.SIGINT, note)
-    except (ValueError, OSError):  # an embedded interpreter without signal support
-        yield seen
-        return
-    try:
-        yield seen
-    finally:
-        signal.signal(signal.SIGINT, previous)
+def _tree_options() -> dict[str, Any]:
+    from flashbuild import platforms
+
+    return platforms.current().child_start_options()
+
+
+def _adopt(proc: subprocess.Popen[str]) -> ChildTree:
+    from flashbuild import platforms
+
+    tree = platforms.current().child_tree(proc)
+    with _children.lock:
+        stopping = interrupts.stopping()
+        if not stopping:
+            _children.live.add(tree)
+    if stopping:  # started in the instant end_all_children ran: end it here
+        _end(tree, proc, polite=False)
+        _release(tree, proc)
+        raise _refusal(proc.args)
+    return tree
+
+
+def _refusal(argv: object) -> Interrupted:
+    args = [str(a) for a in argv] if isinstance(argv, list | tuple) else [str(argv)]
+    return Interrupted(
+        f"interrupted by {interrupts.describe()}: `{Path(args[0]).name}` was not started",
+        evidence="flashbuild is stopping and ends every process it started",
+        fix="run the same command again", details={"argv": args})
+
+
+def _check_not_stopping(args: list[str]) -> None:
+    if interrupts.stopping():
+        raise _refusal(args)
+
+
+def _release(tree: ChildTree, proc: subprocess.Popen[str]) -> None:
+    with _children.lock:
+        _children.live.discard(tree)
+    tree.close()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
+def _wait_gone(trees: Sequence[ChildTree], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while any(t.alive() for t in trees):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _end_trees(trees: Sequence[ChildTree], *, polite: bool) -> None:
+    """Stop (polite: SIGINT / CTRL_BREAK, then STOP_GRACE_S) and kill every process of
+    `trees`, and wait until they are gone. A second stop signal meanwhile is noted, not
+    raised: cutting this short is what leaves a tree running."""
+    with interrupts.shielded():
+        if polite:
+            for tree in trees:
+                tree.stop()
+            if _wait_gone(trees, STOP_GRACE_S):
+                return
+        for tree in trees:
+            tree.kill()
+        _wait_gone(trees, KILL_WAIT_S)
+
+
+def _end(tree: ChildTree, proc: subprocess.Popen[str], *, polite: bool) -> None:
+    _end_trees([tree], polite=polite)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=1)
+
+
+def end_all_children() -> int:
+    """End every child tree still running, whichever thread started it (doctor's probes run
+    in worker threads: an interrupt in the main thread must not wait for their timeouts),
+    and start no process from now on (a worker that goes on gets Interrupted instead).
+    For the CLI's edge, once the run is over. Returns how many trees there were."""
+    with _children.lock:
+        # A worker thread that goes on probing must not start what nobody will end (Python's
+        # exit waits for its threads); interrupts.begin() allows children again.
+        interrupts.stop_children()
+        trees = list(_children.live)
+    if trees:
+        _end_trees(trees, polite=True)
+    return len(trees)
 
 
 def failed(done: Completed) -> ProcessError:

@@ -7,6 +7,15 @@ configures without complaint and builds the wrong code. So after configure (CMak
 build (torch's `build/temp*/build.ninja`) flashbuild reads the arch flags every nvcc command
 carries and compares the SASS they ask for with `--arch`: a difference is an error before the
 binary is installed, never a silent wrong build.
+
+nvcc also reads flags from its own environment, which no build.ninja shows: it adds
+`NVCC_PREPEND_FLAGS` and `NVCC_APPEND_FLAGS` to every command line (CUDA Toolkit docs, "NVCC
+environment variables"), and `NVCC_CCBIN` picks the host compiler when the command line names
+none. Whether they come from the recipe's `[[build.env]]` or the user's shell, they are part of
+the proof: their arch flags are read with the same parser as build.ninja's and join the build's
+own (`environment_flags`); arch flags in them that --arch does not ask for are refused with
+the variable named (`check`), and a host compiler other than the one flashbuild judged is
+refused (`check_host_compiler`).
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from typing import TYPE_CHECKING
 from flashbuild.errors import BuildError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable, Mapping
     from pathlib import Path
 
     from flashbuild.arch import ArchSpec
@@ -71,6 +80,38 @@ def read_arch_flags(lines: Iterable[str]) -> ArchFlags:
     return flags
 
 
+#: The variables nvcc adds to every command line it runs.
+NVCC_FLAG_VARS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
+
+
+def environment_flags(env: Mapping[str, str], recipe_env: Mapping[str, str]) -> ArchFlags:
+    """The arch flags nvcc reads from `env` (the build's whole environment); each evidence
+    line names the variable and where it came from (`recipe_env`: the recipe's
+    `[[build.env]]`, else the user's environment)."""
+    flags = ArchFlags()
+    for name in NVCC_FLAG_VARS:
+        value = env.get(name, "")
+        found = read_arch_flags([value])
+        if not found.found:
+            continue
+        where = "the recipe's [[build.env]]" if name in recipe_env else "your environment"
+        flags.sass |= found.sass
+        flags.ptx |= found.ptx
+        flags.wide |= found.wide
+        flags.lines.append(f"{name}={value} (from {where})")
+    return flags
+
+
+def merged(*parts: ArchFlags) -> ArchFlags:
+    out = ArchFlags()
+    for part in parts:
+        out.sass |= part.sass
+        out.ptx |= part.ptx
+        out.wide |= part.wide
+        out.lines += part.lines
+    return out
+
+
 def ninja_arch_flags(build_ninja: Path) -> ArchFlags:
     try:
         text = build_ninja.read_text(encoding="utf-8", errors="replace")
@@ -84,9 +125,14 @@ def expected_sass(spec: ArchSpec) -> set[str]:
 
 
 def check(flags: ArchFlags, spec: ArchSpec, *, where: Path, fix: str,
-          extra_evidence: str = "") -> None:
-    """Raise BuildError when the compiled SASS differs from `--arch`'s."""
+          extra_evidence: str = "", env_flags: ArchFlags | None = None) -> None:
+    """Raise BuildError when the compiled SASS differs from `--arch`'s. `env_flags`: what
+    nvcc's environment adds (`environment_flags`): an arch --arch does not ask for there is
+    its own error, naming the variable; the rest joins the build's flags."""
     want = expected_sass(spec)
+    if env_flags is not None and env_flags.found and want:
+        _check_environment(env_flags, spec, want)
+        flags = merged(flags, env_flags)
     if not flags.found or not want:
         return
     missing = sorted(want - flags.sass)
@@ -110,6 +156,65 @@ def check(flags: ArchFlags, spec: ArchSpec, *, where: Path, fix: str,
         details={"requested": sorted(want), "sass": sorted(flags.sass),
                  "ptx": sorted(flags.ptx), "file": str(where)},
     )
+
+
+def _check_environment(env_flags: ArchFlags, spec: ArchSpec, want: set[str]) -> None:
+    extra = sorted(env_flags.sass - want)
+    if not (extra or env_flags.wide):
+        return
+    names = sorted({line.split("=", 1)[0] for line in env_flags.lines})
+    what = ", ".join(extra) if extra else f"-arch={', '.join(sorted(env_flags.wide))}"
+    raise BuildError(
+        f"nvcc's environment adds {what} to a build for --arch {spec.label}: "
+        f"{' and '.join(names)} carry arch flags, which nvcc adds to every command line "
+        "where no build file shows them",
+        evidence="\n".join(env_flags.lines),
+        fix=f"remove the -gencode/-arch/-code flags from {' and '.join(names)} (the recipe's "
+        "[[build.env]], or `unset` it in your shell): flashbuild hands --arch to the build "
+        "itself; to build several archs, name them all in --arch (e.g. '90a;120')",
+        details={"requested": sorted(want), "sass": sorted(env_flags.sass),
+                 "variables": names},
+    )
+
+
+def check_host_compiler(env: Mapping[str, str], recipe_env: Mapping[str, str], *,
+                        chosen: str, which: Callable[[str], str | None],
+                        user_value: str | None) -> None:
+    """NVCC_CCBIN in the build's environment must name the host compiler flashbuild judged
+    (`chosen`, its path; empty when flashbuild activates MSVC itself). The user's own
+    NVCC_CCBIN is what doctor probed on Linux (detect/compilers.py), so it passes there; one
+    the recipe sets, or any on an MSVC host, must resolve to `chosen`."""
+    value = env.get("NVCC_CCBIN", "")
+    if not value:
+        return
+    from_recipe = "NVCC_CCBIN" in recipe_env
+    if not from_recipe and chosen and value == user_value:
+        return
+    found = which(value)
+    if found and chosen and _same_file(found, chosen):
+        return
+    where = "the recipe's [[build.env]]" if from_recipe else "your environment"
+    raise BuildError(
+        f"NVCC_CCBIN makes nvcc use the host compiler `{value}`, not the one flashbuild "
+        f"checked ({chosen or 'the MSVC toolset it activates'})",
+        evidence=f"NVCC_CCBIN={value} (from {where}) resolves to {found or 'nothing on PATH'}; "
+        "nvcc reads it when its command line names no -ccbin, so the compiler's version was "
+        "never checked against nvcc's supported window",
+        fix=("set NVCC_CCBIN in your shell before running flashbuild (doctor then checks that "
+             "compiler), or remove it from the recipe's [[build.env]]" if chosen else
+             "unset NVCC_CCBIN: flashbuild activates an MSVC toolset inside nvcc's window "
+             "itself"),
+        details={"NVCC_CCBIN": value, "resolved": found, "checked": chosen},
+    )
+
+
+def _same_file(a: str, b: str) -> bool:
+    from pathlib import Path
+
+    try:
+        return Path(a).samefile(b)
+    except OSError:
+        return a == b
 
 
 def _shorten(line: str, width: int = 240) -> str:

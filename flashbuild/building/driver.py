@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from flashbuild import __version__
 from flashbuild.building import (
+    archcheck,
     backends,
     builddir,
     cmake,
@@ -156,6 +157,10 @@ def build(request: BuildRequest, *, runner: StreamRunner,
         )
     nvcc = _nvcc(request.toolkit, request.cmake_toolkit_root)
     _validate_arch(request, nvcc, runner)
+    env = {**request.env, **request.build_env}
+    archcheck.check_host_compiler(env, request.build_env, chosen=request.host_compiler.path,
+                                  which=lambda name: runner.which(name, env),
+                                  user_value=request.env.get("NVCC_CCBIN"))
     backend.preflight(request, runner)
     steps.append(StepTime("checks", time.monotonic() - t0))
 

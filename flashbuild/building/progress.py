@@ -214,6 +214,7 @@ def run_tool(argv: Sequence[str], *, runner: ToolRunner, env: Mapping[str, str],
     A Ctrl-C becomes Interrupted (exit 130): the previous install was not touched and Ninja
     resumes where it stopped. Returns the exit code; the caller turns a failure into its own
     BuildError (`failure()` below)."""
+    from flashbuild import interrupts
     from flashbuild.errors import Interrupted
 
     monitor = NinjaMonitor()
@@ -228,8 +229,9 @@ def run_tool(argv: Sequence[str], *, runner: ToolRunner, env: Mapping[str, str],
                 code = runner.stream(argv, on_line=monitor.feed, log=log, env=env, cwd=cwd)
     except (KeyboardInterrupt, Interrupted):
         raise Interrupted(
-            f"the build was interrupted ({what})",
-            evidence=f"stopped at step {monitor.done}/{monitor.total}; log: {log_path}",
+            f"the build was interrupted by {interrupts.describe()} ({what})",
+            evidence=f"stopped at step {monitor.done}/{monitor.total}; every process it "
+            f"started was ended; log: {log_path}",
             fix="run the same command again: Ninja resumes where it stopped, and the previous "
             "install was not touched",
             details={"log": str(log_path)},

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
+    import subprocess
     from pathlib import Path, PurePath
+
+    from flashbuild.platforms.children import ChildTree
 
 PlatformName = Literal["linux", "windows"]
 HostCompilerFamily = Literal["msvc", "gnu"]
@@ -103,6 +106,17 @@ class Platform(Protocol):
     def replace(self, src: Path, dst: Path) -> None:
         """`os.replace(src, dst)`; on Windows retried for a moment while a scanner holds
         either file (flashbuild.platforms.files)."""
+        ...
+
+    # --- child processes (flashbuild.proc; see platforms/children.py) ----------------------
+    def child_start_options(self) -> dict[str, Any]:
+        """`subprocess.Popen` arguments that make a child the leader of its own tree (a new
+        session on POSIX, a new process group on Windows)."""
+        ...
+
+    def child_tree(self, proc: subprocess.Popen[Any]) -> ChildTree:
+        """The tree a child started with `child_start_options()` leads (a process group on
+        POSIX, a Job Object on Windows), to stop or kill as one."""
         ...
 
     # --- detection (flashbuild.detect) -------------------------------------------------

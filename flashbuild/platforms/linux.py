@@ -6,14 +6,16 @@ import os
 import platform as _pyplatform
 import shlex
 from pathlib import Path, PurePath, PurePosixPath
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from flashbuild.platforms.environ import find_program
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Mapping, MutableMapping, Sequence
 
     from flashbuild.platforms.base import HostCompilerFamily, Prerequisite, RegistryReader
+    from flashbuild.platforms.children import ChildTree
 
 
 #: Package names per distribution family (the first ID or ID_LIKE of /etc/os-release that
@@ -93,6 +95,14 @@ class LinuxPlatform:
 
     def replace(self, src: Path, dst: Path) -> None:
         src.replace(dst)  # no scanner holds files here: a failure is real
+
+    def child_start_options(self) -> dict[str, Any]:
+        return {"start_new_session": True}
+
+    def child_tree(self, proc: subprocess.Popen[Any]) -> ChildTree:
+        from flashbuild.platforms.children import ProcessGroup
+
+        return ProcessGroup(proc)
 
     def standard_toolkit_roots(self, env: Mapping[str, str]) -> list[str]:
         return ["/usr/local/cuda", "/usr/local/cuda-*", "/opt/cuda", "/usr/lib/cuda"]

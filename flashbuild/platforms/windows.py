@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, MutableMapping, Sequence
 
     from flashbuild.platforms.base import HostCompilerFamily, Prerequisite, RegistryReader
+    from flashbuild.platforms.children import ChildTree
     from flashbuild.proc import Completed, Runner
 
 _LONG_PATHS_KEY = r"SYSTEM\CurrentControlSet\Control\FileSystem"
@@ -79,6 +80,18 @@ class WindowsPlatform:
     def replace(self, src: Path, dst: Path) -> None:
         # Defender and the indexer open new files briefly: WinError 5/32 for a moment.
         replace_with_retry(src, dst)
+
+    def child_start_options(self) -> dict[str, Any]:
+        from flashbuild.platforms.children import CREATE_NEW_PROCESS_GROUP
+
+        # Its own console process group: a Ctrl-C in the console reaches flashbuild only, and
+        # flashbuild passes it on as CTRL_BREAK to the group (children.JobObject.stop).
+        return {"creationflags": CREATE_NEW_PROCESS_GROUP}
+
+    def child_tree(self, proc: subprocess.Popen[Any]) -> ChildTree:
+        from flashbuild.platforms.children import JobObject, Kernel32Jobs
+
+        return JobObject(proc, Kernel32Jobs())
 
     def standard_toolkit_roots(self, env: Mapping[str, str]) -> list[str]:
         program_files = env.get("ProgramFiles", env.get("PROGRAMFILES", r"C:\Program Files"))

@@ -53,3 +53,22 @@ def test_the_arch_the_project_chose_is_checked_then_handed_over(
     built = [Path(str(a["path"])) for a in doc["artifacts"]]  # type: ignore[index,union-attr]
     images = list_images(built[0])
     assert {i.name for i in images.sass} == {"sm_90a"}
+
+
+def test_arch_flags_in_nvccs_environment_are_part_of_the_proof(
+        tmp_path: Path, cuda_toolkit_root: Path) -> None:
+    """NVCC_APPEND_FLAGS from the recipe's [[build.env]] reaches every nvcc command but no
+    build.ninja: it used to smuggle sm_80 into a --arch sm_90a build with exit 0."""
+    tree = tmp_path / "archvar"
+    shutil.copytree(FIXTURE, tree)
+    recipe = tree / "archvar.toml"
+    recipe.write_text(recipe.read_text() + '\n[[build.options]]\n'
+                      'define = { GPU_ARCH = "{arch_codes}" }\n'
+                      '\n[[build.env]]\n'
+                      'set = { NVCC_APPEND_FLAGS = "-gencode arch=compute_80,code=sm_80" }\n')
+    code, doc, err = _build(tree, cuda_toolkit_root, tmp_path / "b")
+    assert code == 6, (doc, err)
+    assert "nvcc's environment adds sm_80" in str(doc["what"]), doc
+    assert "NVCC_APPEND_FLAGS=-gencode arch=compute_80,code=sm_80 (from the recipe's " \
+        "[[build.env]])" in str(doc["evidence"]), doc
+    assert not list((tmp_path / "b").rglob("kernel.cu.o")), "nothing may compile"

@@ -154,3 +154,20 @@ def test_a_wheel_without_any_extension_module_is_an_error(
     assert "without any extension module" in str(err.value)
     assert not list((tmp_path / "b").glob("flashbuild-install.json")), "nothing installed"
     shutil.rmtree(tmp_path / "b")
+
+
+def test_a_cuda_extension_without_device_code_is_an_error(
+        tmp_path: Path, cuda_toolkit_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CUDAExtension whose sources hold no .cu file used to build "compiled 0 step(s)",
+    exit 0, with no arch proof (its wheel then failed verify)."""
+    monkeypatch.setattr(st, "check_torch_cuda", lambda torch, request: None)
+    tree = _tree(tmp_path, extra=(
+        "open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'csrc', 'host.cpp'),"
+        " 'w').write('int host_only() { return 1; }\\n')\n"
+        "ext[0].sources = ['csrc/host.cpp']  # as a glob that matched no .cu would\n"))
+    with pytest.raises(BuildError) as err:
+        _run_build(tree, cuda_toolkit_root, tmp_path / "b")
+    text = str(err.value)
+    assert "declares `tinyext._C` a CUDA extension" in text, text
+    assert "compiled no device code" in text and "csrc/host.cpp" in err.value.evidence
+    assert "CppExtension" in err.value.fix

@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from flashbuild.errors import ProcessError, ProcessTimeout, ToolchainError
@@ -107,7 +108,13 @@ def test_sigint_to_the_group_during_ninja_is_an_interruption(tmp_path: Path,
         while not (tmp_path / "started").exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert (tmp_path / "started").exists(), "ninja never started its step"
-        os.killpg(outer.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        # ninja leads its own process group (proc.py): a terminal's Ctrl-C reaches the outer
+        # process alone. Signal ninja's group too, as `kill -INT` of every process would: the
+        # child then dies of SIGINT whatever the outer handler does.
+        groups = {os.getpgid(p.pid) for p in psutil.Process(outer.pid).children()}
+        os.killpg(outer.pid, signal.SIGINT)
+        for group in groups:
+            os.killpg(group, signal.SIGINT)
         out, _ = outer.communicate(timeout=120)
     finally:
         if outer.poll() is None:
@@ -135,3 +142,98 @@ def test_a_child_stopped_by_ctrl_c_raises_interrupted(script: str) -> None:
 def test_an_ordinary_failure_is_still_a_code() -> None:
     assert ProcessRunner().stream([PY, "-c", "import sys; sys.exit(1)"],
                                   on_line=lambda line: None) == 1
+
+
+# --- lifetime: a timeout or a stop signal ends the whole tree, not only the child -----------
+
+# A child that starts a grandchild (as ninja starts nvcc, which starts cicc), which writes its
+# pid to argv[1] once it runs; the child then waits for ever.
+TREE = """import os, signal, subprocess, sys, time
+if len(sys.argv) > 2:
+    if os.environ.get("STUBBORN"):  # a process that ignores every polite stop
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    open(sys.argv[1], "w").write(str(os.getpid()))
+    time.sleep(900)
+subprocess.Popen([sys.executable, __file__, sys.argv[1], "grandchild"])
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.02)
+print("ready", flush=True)
+time.sleep(900)
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _tree_script(tmp_path: Path) -> tuple[Path, Path]:
+    script = tmp_path / "tree.py"
+    script.write_text(TREE)
+    return script, tmp_path / "grandchild.pid"
+
+
+def _reap(pid_file: Path) -> None:
+    if pid_file.exists() and _running(int(pid_file.read_text())):
+        psutil.Process(int(pid_file.read_text())).kill()
+
+
+def test_a_timeout_of_run_ends_the_grandchildren_too(tmp_path: Path) -> None:
+    script, pid_file = _tree_script(tmp_path)
+    try:
+        # Generous: the grandchild only has to start before the limit, on a loaded machine.
+        with pytest.raises(ProcessTimeout, match="ended with every process it started"):
+            ProcessRunner().run([PY, str(script), str(pid_file)], timeout=5)
+        assert pid_file.exists(), "the grandchild never started within the time limit"
+        assert not _running(int(pid_file.read_text())), "the grandchild outlived the timeout"
+    finally:
+        _reap(pid_file)
+
+
+def test_a_timeout_of_stream_ends_the_grandchildren_too(tmp_path: Path) -> None:
+    script, pid_file = _tree_script(tmp_path)
+    lines: list[str] = []
+    try:
+        code = ProcessRunner().stream([PY, str(script), str(pid_file)], on_line=lines.append,
+                                      timeout=5)
+        assert code != 0 and lines == ["ready"]
+        assert not _running(int(pid_file.read_text())), "the grandchild outlived the timeout"
+    finally:
+        _reap(pid_file)
+
+
+@pytest.mark.parametrize(("sig", "stubborn"), [("SIGTERM", False), ("SIGINT", False),
+                                               ("SIGHUP", False), ("SIGTERM", True)])
+def test_a_stop_signal_to_the_runner_ends_its_tree(tmp_path: Path, sig: str,
+                                                   stubborn: bool) -> None:
+    """Sent to the outer process only (as `kill` does): before, SIGTERM killed it at once and
+    the child and grandchild ran on, re-parented to init. A grandchild that ignores SIGINT
+    and SIGTERM is killed after the grace period."""
+    import signal
+    import subprocess
+    import time
+
+    script, pid_file = _tree_script(tmp_path)
+    env = {**os.environ, **({"STUBBORN": "1"} if stubborn else {})}
+    outer = subprocess.Popen([PY, "-c", OUTER, "default", PY, str(script), str(pid_file)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert pid_file.exists(), "the grandchild never started"
+        family = [p.pid for p in psutil.Process(outer.pid).children(recursive=True)]
+        outer.send_signal(getattr(signal, sig))
+        out, _ = outer.communicate(timeout=120)
+    finally:
+        if outer.poll() is None:
+            os.killpg(outer.pid, signal.SIGKILL)
+            outer.communicate()
+        _reap(pid_file)
+    assert outer.returncode == 130, out
+    assert "Traceback" not in out
+    assert not [pid for pid in family if _running(pid)], f"{family} outlived the signal"

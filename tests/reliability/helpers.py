@@ -7,7 +7,7 @@ message with what / evidence / fix, the tree byte-identical (or restorable where
 changes it on purpose), and no file outside the tree touched (the sentinel, and the recipe
 folder, compared before and after). The outcome of each case goes to the ledger
 (`record`), and `tests/conftest.py` prints the totals at the end of the run: cases, clear
-errors, data lost, tree changed, hangs.
+errors, data lost, tree changed, hangs, processes left running, false passes.
 """
 
 from __future__ import annotations
@@ -234,20 +234,23 @@ def proc(*args: str, env: dict[str, str] | None = None, timeout: float = HANG_S,
 
 
 def record(case: str, *, clear_error: bool | None, data_lost: bool, tree_changed: bool,
-           hang: bool) -> None:
-    """Write one case's outcome to the ledger (a no-op when no ledger is set)."""
+           hang: bool, left_running: bool = False, false_pass: bool = False) -> None:
+    """Write one case's outcome to the ledger (a no-op when no ledger is set).
+    `left_running`: a process flashbuild started outlived it; `false_pass`: exit 0 where
+    the input was wrong (a build for another arch, a damaged binary)."""
     folder = os.environ.get(LEDGER_ENV)
     if not folder:
         return
     path = Path(folder) / f"{uuid.uuid4().hex}.json"
     path.write_text(json.dumps({"case": case, "clear_error": clear_error,
                                 "data_lost": data_lost, "tree_changed": tree_changed,
-                                "hang": hang}))
+                                "hang": hang, "left_running": left_running,
+                                "false_pass": false_pass}))
 
 
 def totals(folder: Path) -> dict[str, int]:
     """Sum of the ledger: cases, clear errors (of the cases that expect an error), data lost,
-    tree changed, hangs."""
+    tree changed, hangs, processes left running, false passes."""
     rows = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
     return {
         "cases": len(rows),
@@ -256,6 +259,8 @@ def totals(folder: Path) -> dict[str, int]:
         "data lost": sum(1 for r in rows if r["data_lost"]),
         "tree changed": sum(1 for r in rows if r["tree_changed"]),
         "hangs": sum(1 for r in rows if r["hang"]),
+        "left running": sum(1 for r in rows if r.get("left_running")),
+        "false passes": sum(1 for r in rows if r.get("false_pass")),
     }
 
 

@@ -6,7 +6,9 @@ the bytes a Windows tool would."""
 from __future__ import annotations
 
 import io
+import subprocess
 import sys
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -16,14 +18,28 @@ from flashbuild.platforms.linux import LinuxPlatform
 from flashbuild.platforms.windows import WindowsPlatform
 from flashbuild.proc import ProcessRunner, quote
 
+if TYPE_CHECKING:
+    from flashbuild.platforms.children import ChildTree
+
 # A German cl.exe in the OEM code page 850: "Pfad für Datei nicht gefunden: C:\Users\José".
 CL_OEM_850 = "Pfad für Datei nicht gefunden: C:\\Users\\José\r\n".encode("cp850")
 PRINT = "import sys; sys.stdout.buffer.write(bytes.fromhex(sys.argv[1])); sys.stdout.flush()"
 
 
+class _WindowsOutput(WindowsPlatform):
+    """Windows' decoding and quoting, with this host's way of starting a child (the process
+    group flags and Job Objects of the real Windows platform exist only on Windows)."""
+
+    def child_start_options(self) -> dict[str, Any]:
+        return LinuxPlatform().child_start_options()
+
+    def child_tree(self, proc: subprocess.Popen[Any]) -> ChildTree:
+        return LinuxPlatform().child_tree(proc)
+
+
 @pytest.fixture
 def as_windows(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(platforms, "current", WindowsPlatform)
+    monkeypatch.setattr(platforms, "current", _WindowsOutput)
     monkeypatch.setattr(windows, "oem_code_page", lambda: 850)
 
 

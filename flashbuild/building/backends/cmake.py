@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flashbuild import interrupts
 from flashbuild.building import archcheck, builddir, cmake, progress
 from flashbuild.building.backends import BackendContext, BackendResult, wrong_tree
 from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_host
@@ -165,8 +166,8 @@ def _configure(setup: _Setup, runner: StreamRunner) -> None:
                                  cwd=build_dir)
     except (KeyboardInterrupt, Interrupted):
         raise Interrupted(
-            "the build was interrupted (CMake configure)",
-            evidence=f"log: {log_path}",
+            f"the build was interrupted by {interrupts.describe()} (CMake configure)",
+            evidence=f"every process it started was ended; log: {log_path}",
             fix="run the same command again: it configures afresh; the previous install was "
             "not touched",
             details={"log": str(log_path)},
@@ -197,6 +198,7 @@ def _check_arch(setup: _Setup, request: BuildRequest) -> None:
     name = next(iter(n for n in variables if not n.startswith(("CMAKE_", "_"))), "GPU_ARCH")
     archcheck.check(
         flags, request.arch, where=build_ninja,
+        env_flags=archcheck.environment_flags(setup.env, request.build_env),
         extra_evidence=f"CMake cache: {', '.join(shown)}" if shown else "",
         fix=f"the CMakeLists chooses its arch from {hint}: hand --arch to it in the recipe, "
         f"e.g. `[[build.options]] define = {{ {name} = \"{{arch_numbers}}\" }}` "

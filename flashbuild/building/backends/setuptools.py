@@ -123,6 +123,9 @@ class SetuptoolsBackend:
                                           cwd=ctx.tree, console=ctx.console,
                                           show_progress=ctx.show_progress,
                                           what="building (setup.py)")
+        # Before the exit code: a CUDAExtension without device code is the cause to name
+        # even when the build then failed (at the link, for want of what it never compiled).
+        _check_device_code(report, log)
         if code != 0:
             raise too_long(report, request, folder) or _failure(monitor, log)
         _check_arch(request, ctx.tree, env, report)
@@ -333,15 +336,40 @@ def _check_arch(request: BuildRequest, tree: Path, env: Mapping[str, str],
     ninjas = [p for root in roots for p in root.rglob("build.ninja")] if roots else []
     fresh = [p for p in ninjas if "cuda_cflags" in p.read_text(encoding="utf-8",
                                                                errors="replace")]
-    if not fresh and not read_hook_report(report):
+    if not fresh and not [r for r in read_hook_report(report) if "removed" in r]:
         return  # no CUDA extension was compiled: _extract_modules says what was built
     for ninja in fresh:
         archcheck.check(
             archcheck.ninja_arch_flags(ninja), request.arch, where=ninja,
+            env_flags=archcheck.environment_flags(env, request.build_env),
             fix="the setup.py passes arch flags flashbuild could not replace (outside "
             "BuildExtension's extra_compile_args): set the project's own arch switch in the "
             "recipe's [[build.env]] (e.g. `FLASH_ATTN_CUDA_ARCHS = \"{arch_numbers}\"`) or "
             "patch its gencode list with a [[patch]] step")
+
+
+def _check_device_code(report: Path, log: Path) -> None:
+    """A CUDAExtension (it links cudart) whose sources hold no .cu file compiles no device
+    code: the build ends "compiled 0 step(s)" with nothing to prove the arch by, and the wheel
+    then fails verify. The build hook reports such extensions; each is an error here."""
+    empty = [r for r in read_hook_report(report) if r.get("no_device_code")]
+    if not empty:
+        return
+    names = ", ".join(f"`{r.get('extension')}`" for r in empty)
+    shown = []
+    for record in empty:
+        sources = record.get("sources")
+        listed = ", ".join(str(s) for s in sources) if isinstance(sources, list) else ""
+        shown.append(f"{record.get('extension')}: {listed or 'no sources'}")
+    raise BuildError(
+        f"the setup.py declares {names} a CUDA extension (CUDAExtension) but gives it no CUDA "
+        "source (.cu): the build compiled no device code for --arch",
+        evidence=f"sources: {'; '.join(shown)}; log: {log}",
+        fix="check the setup.py's source list for this configuration (a glob that matched "
+        "nothing, a switch such as SKIP_CUDA_BUILD or a missing submodule, set in the recipe's "
+        "[[build.env]]); an extension that really holds only host code is a CppExtension",
+        details={"extensions": [str(r.get("extension")) for r in empty], "log": str(log)},
+    )
 
 
 def _the_wheel(dist: Path, log: Path) -> Path:

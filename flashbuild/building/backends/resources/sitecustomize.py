@@ -89,6 +89,12 @@ def _has_cuda_sources(ext: object) -> bool:
     return any(str(s).endswith(_CUDA_SUFFIXES) for s in sources)
 
 
+def _declares_cuda(ext: object) -> bool:
+    """torch's CUDAExtension links cudart (a CppExtension does not; ROCm builds link
+    amdhip64): the setup.py said this extension holds device code."""
+    return "cudart" in (getattr(ext, "libraries", None) or [])
+
+
 def _rewrite(ext: object) -> dict[str, object]:
     gencode = _settings("FLASHBUILD_GENCODE")
     nvcc_extra = _settings("FLASHBUILD_NVCC_FLAGS")
@@ -158,8 +164,13 @@ def _patch(module: object) -> None:
     original = build_ext.build_extensions
 
     def build_extensions(self: object) -> object:
-        records = [_rewrite(ext) for ext in getattr(self, "extensions", [])
-                   if _has_cuda_sources(ext)]
+        extensions = getattr(self, "extensions", [])
+        records = [_rewrite(ext) for ext in extensions if _has_cuda_sources(ext)]
+        # A CUDAExtension with no .cu source compiles no device code at all: no arch to
+        # prove, and its wheel fails verify later. Reported, so the build stops here.
+        records += [{"extension": getattr(ext, "name", "?"), "no_device_code": True,
+                     "sources": [str(s) for s in getattr(ext, "sources", None) or []][:8]}
+                    for ext in extensions if _declares_cuda(ext) and not _has_cuda_sources(ext)]
         temp = os.environ.get("FLASHBUILD_BUILD_TEMP")
         if temp:
             self.build_temp = temp  # type: ignore[attr-defined]
