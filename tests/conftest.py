@@ -109,4 +109,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(
             f"cases {counts['cases']}, clear errors {counts['clear errors']} of "
             f"{counts['error cases']} error cases, data lost {counts['data lost']}, tree "
-            f"changed {counts['tree changed']}, hangs {counts['hangs']}")
+            f"changed {counts['tree changed']}, hangs {counts['hangs']}, false passes "
+            f"{counts['false passes']}, internal errors {counts['internal errors']}")

@@ -124,10 +124,12 @@ class Outcome:
         return "internal error" in self.output
 
     def clear_error(self) -> bool:
-        """One paragraph with what, evidence and fix, a documented code, no traceback."""
+        """One paragraph with what, evidence and fix, a documented code, no traceback; or, from
+        `verify`, a report whose failed check carries its evidence and a fix."""
         text = " ".join(self.output.split())
+        failed_check = " FAIL " in f" {text} " and "check(s) failed" in text
         return (self.code not in (0, 1) and not self.traceback and not self.internal
-                and "error:" in text and "fix:" in text)
+                and ("error:" in text or failed_check) and "fix:" in text)
 
 
 @dataclass
@@ -234,20 +236,22 @@ def proc(*args: str, env: dict[str, str] | None = None, timeout: float = HANG_S,
 
 
 def record(case: str, *, clear_error: bool | None, data_lost: bool, tree_changed: bool,
-           hang: bool) -> None:
-    """Write one case's outcome to the ledger (a no-op when no ledger is set)."""
+           hang: bool, false_pass: bool = False, internal: bool = False) -> None:
+    """Write one case's outcome to the ledger (a no-op when no ledger is set). `false_pass`:
+    exit 0 where the case expects a failure; `internal`: a traceback or an internal error."""
     folder = os.environ.get(LEDGER_ENV)
     if not folder:
         return
     path = Path(folder) / f"{uuid.uuid4().hex}.json"
     path.write_text(json.dumps({"case": case, "clear_error": clear_error,
                                 "data_lost": data_lost, "tree_changed": tree_changed,
-                                "hang": hang}))
+                                "hang": hang, "false_pass": false_pass,
+                                "internal": internal}))
 
 
 def totals(folder: Path) -> dict[str, int]:
     """Sum of the ledger: cases, clear errors (of the cases that expect an error), data lost,
-    tree changed, hangs."""
+    tree changed, hangs, false passes, internal errors."""
     rows = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
     return {
         "cases": len(rows),
@@ -256,7 +260,25 @@ def totals(folder: Path) -> dict[str, int]:
         "data lost": sum(1 for r in rows if r["data_lost"]),
         "tree changed": sum(1 for r in rows if r["tree_changed"]),
         "hangs": sum(1 for r in rows if r["hang"]),
+        "false passes": sum(1 for r in rows if r.get("false_pass")),
+        "internal errors": sum(1 for r in rows if r.get("internal")),
     }
+
+
+def judge_outcome(case: str, out: Outcome, *, code: int, say: str = "") -> None:
+    """`judge` for a case with no tree (verify of a hostile binary or wheel): record it and
+    assert exit `code`, a clear error when non-zero, no traceback, `say` in the message."""
+    clear = out.clear_error() if code != 0 else None
+    record(case, clear_error=clear, data_lost=False, tree_changed=False, hang=out.hang,
+           false_pass=code != 0 and out.code == 0,
+           internal=out.traceback or out.internal or out.code == 1)
+    assert not out.hang, f"{case}: no answer within {HANG_S:g} s"
+    assert out.code == code, f"{case}: exit {out.code}, expected {code}\n{out.output}"
+    assert not out.traceback and not out.internal, out.output
+    if code != 0:
+        assert clear, f"{case}: not a clear error (what, evidence, fix):\n{out.output}"
+    if say:
+        assert say in " ".join(out.output.split()), out.output
 
 
 def judge(case: str, box: Sandbox, out: Outcome, *, code: int,
@@ -267,7 +289,9 @@ def judge(case: str, box: Sandbox, out: Outcome, *, code: int,
     changed = tree is not None and snapshot(box.tree) != tree
     lost = lost or box.outside_touched()
     clear = out.clear_error() if code != 0 else None
-    record(case, clear_error=clear, data_lost=lost, tree_changed=changed, hang=out.hang)
+    record(case, clear_error=clear, data_lost=lost, tree_changed=changed, hang=out.hang,
+           false_pass=code != 0 and out.code == 0,
+           internal=out.traceback or out.internal or out.code == 1)
     assert not out.hang, f"{case}: no answer within {HANG_S:g} s"
     assert out.code == code, f"{case}: exit {out.code}, expected {code}\n{out.output}"
     assert not out.traceback and not out.internal, out.output
