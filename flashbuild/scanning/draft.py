@@ -989,9 +989,10 @@ def compile_check(d: Draft, root: Path, result: ScanResult) -> None:
 
 
 def run_init(source: Path, *, platform: str | None, arch: str, output: Path | None,
-             as_json: bool, check: bool = False) -> int:
+             as_json: bool, check: bool = False, force: bool = False) -> int:
     """The `recipe init` stage: scan, draft, plan for expect counts, validate, write."""
     from flashbuild.console import ui
+    from flashbuild.outputs import refuse_over_tree
     from flashbuild.scanning.report import resolve_platform
     from flashbuild.scanning.scan import make_target, scan_tree
 
@@ -999,6 +1000,7 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
     root = source.resolve()
     if output is not None:
         _check_output(output)
+        refuse_over_tree(output, root, option="-o", force=force)
     result = scan_tree(root, target)
     base = (output.resolve().parent if output is not None else Path.cwd())
     rel = os.path.relpath(root, base).replace(os.sep, "/")
