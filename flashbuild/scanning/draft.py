@@ -25,17 +25,19 @@ from __future__ import annotations
 import ast
 import json
 import os
+import posixpath
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
-from flashbuild.errors import UsageError
+from flashbuild.errors import TreeError, UsageError
 from flashbuild.scanning.checks_cmake import _commands as cmake_commands
 from flashbuild.scanning.checks_cmake import _parser as cmake_parser
 from flashbuild.scanning.rules import RULES
 from flashbuild.scanning.scan import ScanOptions, read_source, walk_tree
+from flashbuild.scanning.setuppy import parse_python
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -330,8 +332,6 @@ def _cmake_commands(root: Path, rel: str) -> list[_CMakeCommand]:
     seen: set[str] = set()
 
     def visit(path: str) -> None:
-        if path in seen:
-            return
         seen.add(path)
         text = _read(root, path)
         if text is None:
@@ -339,12 +339,24 @@ def _cmake_commands(root: Path, rel: str) -> list[_CMakeCommand]:
         tree = cmake_parser().parse(text.encode("utf-8"))
         folder = PurePosixPath(path).parent
         for cmd in cmake_commands(tree.root_node, ()):
-            out.append(_CMakeCommand(path, cmd.node.start_point[0] + 1, cmd.name, cmd.args))
+            line = cmd.node.start_point[0] + 1
+            out.append(_CMakeCommand(path, line, cmd.name, cmd.args))
             if cmd.name == "add_subdirectory" and cmd.args and "${" not in cmd.args[0]:
-                sub = (folder / cmd.args[0] / "CMakeLists.txt").as_posix()
-                visit(sub.removeprefix("./"))
+                sub = posixpath.normpath((folder / cmd.args[0] / "CMakeLists.txt").as_posix())
+                if sub.startswith("../") or posixpath.isabs(sub):
+                    continue  # a folder outside the tree: not the tree's to draft
+                if sub in seen:
+                    # CMake refuses it too ("binary directory ... is already used"); without
+                    # this check the walk recursed forever (issue 22).
+                    raise TreeError(
+                        f"{path} adds a folder that is already part of the build",
+                        evidence=f"{path}:{line}: add_subdirectory({cmd.args[0]}) reaches "
+                        f"{sub} again (a loop)",
+                        fix="remove that add_subdirectory line (CMake stops on it as well: "
+                        "\"binary directory ... is already used to build a source directory\")")
+                visit(sub)
 
-    visit(rel)
+    visit(posixpath.normpath(rel))
     return out
 
 
@@ -549,7 +561,7 @@ def _install(root: Path, python_files: Sequence[str], b: BuildDraft) -> ast.Modu
         if text is None:
             continue
         try:
-            tree = ast.parse(text, filename=rel)
+            tree = parse_python(text, rel)
         except SyntaxError:
             continue
         package, folder = _package_of(rel, files)
@@ -1002,6 +1014,14 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
         _check_output(output)
         refuse_over_tree(output, root, option="-o", force=force)
     result = scan_tree(root, target)
+    if result.setup_unreadable and not (root / "CMakeLists.txt").is_file():
+        # The draft's [build] comes from setup.py: without it, it would be a guess.
+        raise TreeError(
+            "recipe init cannot read the tree's setup.py, so it cannot draft the build",
+            evidence=f"{root / 'setup.py'}: {result.setup_unreadable.split('; what it')[0]}",
+            fix="fix setup.py so that Python parses it (`python -c \"import ast; "
+            "ast.parse(open('setup.py').read())\"`), make it a regular file inside the tree, "
+            "or write the recipe's [build] by hand")
     base = (output.resolve().parent if output is not None else Path.cwd())
     rel = os.path.relpath(root, base).replace(os.sep, "/")
     d = draft_recipe(result, name=re.sub(r"[^a-z0-9-]+", "-", root.name.lower()) or "tree",
