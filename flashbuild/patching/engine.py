@@ -208,9 +208,14 @@ def _plan_diff(recipe: Recipe, step: PatchStep, tree: Tree) -> StepReport:
         raise RecipeError(f"step `{step.id}`: cannot read the diff {path}", evidence=str(exc),
                           fix="the path is relative to the recipe file") from exc
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise PatchError(f"{step.diff} is not a text diff", evidence=str(exc)) from exc
+        # Read like the sources it edits (tree.decode_text): a diff of a Latin-1 file holds
+        # Latin-1 bytes.
+        text = decode_text(str(step.diff), data)
+    except PatchError as exc:
+        raise PatchError(
+            f"{step.diff} is not a text diff", evidence=f"{path}: {exc.evidence}",
+            fix="regenerate it as a text diff (`git diff -- '*.cu' '*.h' ...` or `diff -u`); "
+            "a binary file cannot be patched by a diff: leave it out") from exc
     done = plan_diff(text, tree, fuzz=step.fuzz, name=str(step.diff))
     _expect(step, "hunks", step.expect.hunks, done.hunk_count, str(step.diff))
     _expect(step, "files", step.expect.files, len(done.files), str(step.diff))

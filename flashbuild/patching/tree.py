@@ -249,8 +249,8 @@ def decode_text(path: str, data: bytes) -> str:
                       "file, or UTF-16 without a BOM)" if nul >= 0 and not
                       data.startswith((b"\xff\xfe", b"\xfe\xff")) else
                       "it starts with a UTF-16 byte-order mark but is not valid UTF-16"),
-            fix="convert it to UTF-8 (or UTF-16 with a BOM), or leave it out of the step's "
-            "`files` globs")
+            fix="convert it to UTF-8 (or UTF-16 with a BOM), or leave it out of the step (its "
+            "`files` globs, or the diff)")
     return data.decode(encoding)
 
 

@@ -122,3 +122,33 @@ def test_a_unified_diff_keeps_a_latin1_file_latin1(box: Sandbox) -> None:
     assert applied.code == 0 and reverted.code == 0, applied.output + reverted.output
     assert edited.startswith(b"// caf\xe9 (Latin-1)\n") and b"return a * b;" in edited
     assert after == box.pristine
+
+
+@pytest.mark.parametrize(("name", "diff"), [
+    ("NUL bytes in the diff", b"--- a/src/math.cpp\n+++ b/src/math.cpp\n@@ -1 +1 @@\n"
+                              b"-int add(int a, int b) {\n+int add(int a, int b) {\x00\n"),
+    ("GIT binary patch", b"diff --git a/src/b.bin b/src/b.bin\nindex 1111111..2222222 100644\n"
+                         b"GIT binary patch\nliteral 5\nMcmZQzVr2OA000gM00RI3\n\n"),
+    ("Binary files differ", b"diff --git a/src/b.bin b/src/b.bin\nindex 1111111..2222222 "
+                            b"100644\nBinary files a/src/b.bin and b/src/b.bin differ\n"),
+])
+def test_a_binary_diff_is_one_paragraph_with_a_fix(box: Sandbox, name: str,
+                                                   diff: bytes) -> None:
+    (box.recipe_dir / "add_mul.patch").write_bytes(diff)
+    box._outside = box.outside()
+    out = box.cli(*box.patch_args("--platform", "linux", "--arch", "sm_90a"))
+    judge(f"encoding: a unified diff with {name}", box, out, code=PATCH, tree=box.pristine)
+
+
+def test_a_latin1_diff_edits_a_latin1_file(box: Sandbox) -> None:
+    from tests.reliability.helpers import MATH
+
+    (box.tree / "src" / "math.cpp").write_bytes(b"// caf\xe9\n" + MATH)
+    box.pristine = snapshot(box.tree)
+    (box.recipe_dir / "add_mul.patch").write_bytes(
+        b"--- a/src/math.cpp\n+++ b/src/math.cpp\n@@ -1,2 +1,2 @@\n-// caf\xe9\n+// na\xefve\n"
+        b" int add(int a, int b) {\n")
+    box._outside = box.outside()
+    out = box.cli(*box.patch_args("--platform", "linux", "--arch", "sm_90a"))
+    judge("encoding: a Latin-1 diff of a Latin-1 file", box, out, code=0)
+    assert (box.tree / "src" / "math.cpp").read_bytes() == b"// na\xefve\n" + MATH
