@@ -27,12 +27,13 @@ import json
 import os
 import posixpath
 import re
+import textwrap
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
-from flashbuild.errors import TreeError, UsageError
+from flashbuild.errors import PatchError, TreeError, UsageError
 from flashbuild.scanning.checks_cmake import _commands as cmake_commands
 from flashbuild.scanning.checks_cmake import _parser as cmake_parser
 from flashbuild.scanning.rules import RULES
@@ -78,6 +79,9 @@ class Draft:
     """Findings a transform could edit but a draft must not (it would harm): why not."""
     check_summary: str = ""
     """Which code steps were compile-checked (or why none was)."""
+    unplanned: list[tuple[str, str]] = field(default_factory=list)
+    """Edits a drafted step could not make when planned (step id, the transform's paragraph):
+    left out of the draft and rendered as TODOs, so one refused site does not kill it."""
 
 
 def _arch_when(codes: Sequence[int]) -> dict[str, Any]:
@@ -794,9 +798,35 @@ def _setuptools_build(  # noqa: PLR0912 - one branch per table it drafts
 
 # --- planning the drafted steps: exact expect counts ---------------------------------------
 
+class _StepFailed(Exception):
+    def __init__(self, index: int, error: PatchError | TreeError) -> None:
+        super().__init__(error.what)
+        self.index, self.error = index, error
+
+
 def fill_expect(d: Draft, root: Path) -> None:
     """Plan every step on the tree with the transform itself (in memory, nothing written) and
-    record the sites it finds as the step's `expect`."""
+    record the sites it finds as the step's `expect`. A step the transform refuses (a site it
+    cannot edit safely) loses the file it names, or is left out when it names none, and the
+    refusal becomes a TODO: the user never wrote that step, so "fix step X" (exit 5) would
+    send them to fix flashbuild's draft (issue 22). Each round drops a file or a step."""
+    while True:
+        try:
+            _fill_expect(d, root)
+            return
+        except _StepFailed as failed:
+            step = d.steps[failed.index]
+            error = failed.error
+            path = error.details.get("path")
+            files = step.params.get("files")
+            d.unplanned.append((step.id, error.paragraph()))
+            if isinstance(files, list) and path in files and len(files) > 1:
+                step.params = {**step.params, "files": [f for f in files if f != path]}
+            else:
+                del d.steps[failed.index]
+
+
+def _fill_expect(d: Draft, root: Path) -> None:
     from flashbuild.patching.transforms import registry
     from flashbuild.patching.transforms.base import TransformContext
     from flashbuild.patching.tree import Tree
@@ -807,9 +837,12 @@ def fill_expect(d: Draft, root: Path) -> None:
     archs = tuple(a.sm for a in d.target.archs)
     ctx = TransformContext(platform=d.target.platform, archs=archs, sources=tuple(sources))
     reg = registry()
-    for step, drafted in zip(recipe.patch, d.steps, strict=True):
+    for index, (step, drafted) in enumerate(zip(recipe.patch, d.steps, strict=True)):
         assert step.transform is not None
-        result = reg[step.transform].apply(tree, step.params, ctx)
+        try:
+            result = reg[step.transform].apply(tree, step.params, ctx)
+        except (PatchError, TreeError) as exc:
+            raise _StepFailed(index, exc) from exc
         for rel, new in result.changes.items():
             tree.plan(rel, new.encode("utf-8"))
         counted = [s for s in result.sites if s.action in ("edit", "already")]
@@ -883,6 +916,10 @@ def render(d: Draft) -> str:
         out.append("")
     if d.build is not None:
         out += _render_build(d.build)
+    for step_id, paragraph in d.unplanned:
+        out += [f"# TODO: the drafted step `{step_id}` could not make this edit, so it was "
+                "left out of the step:", *(f"#   {line}" for line in
+                                          textwrap.wrap(_safe_comment(paragraph), 96)), ""]
     if d.refused:
         out.append("# Not drafted (the edit would harm):")
         out += [f"#   {f.rule} {f.path}:{f.line}: {why}" for f, why in d.refused]
