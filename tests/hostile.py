@@ -55,23 +55,45 @@ def fatbin(*entries: bytes) -> bytes:
     return struct.pack("<IHHQ", FATBIN_MAGIC, 1, 16, len(body)) + body
 
 
+SHT_PROGBITS, SHT_NOBITS = 1, 8
+SHF_COMPRESSED = 0x800
+
+
+def elf_with_sections(*sections: tuple[str, int, int, bytes, int | None],
+                      machine: int = 62) -> bytes:
+    """A minimal ELF64 relocatable object: each section (name, sh_type, sh_flags, data,
+    sh_size or None for len(data)), then .shstrtab."""
+    names = b"\0" + b"".join(n.encode() + b"\0" for n, *_ in sections) + b".shstrtab\0"
+    body = bytearray()
+    headers = [struct.pack("<IIQQQQIIQQ", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)]
+    name_at = 1
+    for name, kind, flags, data, size in sections:
+        off = 64 + len(body)
+        body += data + b"\0" * (-len(data) % 8)
+        headers.append(struct.pack("<IIQQQQIIQQ", name_at, kind, flags, 0, off,
+                                   len(data) if size is None else size, 0, 0, 8, 0))
+        name_at += len(name) + 1
+    names_off = 64 + len(body)
+    headers.append(struct.pack("<IIQQQQIIQQ", name_at, 3, 0, 0, names_off, len(names), 0, 0,
+                               1, 0))
+    body += names + b"\0" * (-len(names) % 8)
+    sh_off = 64 + len(body)
+    ident = b"\x7fELF" + bytes([2, 1, 1, 0]) + b"\0" * 8
+    ehdr = ident + struct.pack("<HHIQQQIHHHHHH", 1, machine, 1, 0, 0, sh_off, 0, 64, 0, 0, 64,
+                               len(headers), len(headers) - 1)
+    return ehdr + bytes(body) + b"".join(headers)
+
+
 def elf_with_fatbin(section: bytes) -> bytes:
     """A minimal ELF64 relocatable object with one `.nv_fatbin` section (and .shstrtab)."""
-    names = b"\0.nv_fatbin\0.shstrtab\0"
-    data_off = 64
-    names_off = data_off + len(section)
-    sh_off = (names_off + len(names) + 7) // 8 * 8
-    ident = b"\x7fELF" + bytes([2, 1, 1, 0]) + b"\0" * 8
-    ehdr = ident + struct.pack("<HHIQQQIHHHHHH", 1, 62, 1, 0, 0, sh_off, 0, 64, 0, 0, 64, 3, 2)
+    return elf_with_sections((".nv_fatbin", SHT_PROGBITS, 0, section, None))
 
-    def shdr(name: int, kind: int, off: int, size: int) -> bytes:
-        return struct.pack("<IIQQQQIIQQ", name, kind, 0, 0, off, size, 0, 0, 8, 0)
 
-    out = bytearray(ehdr + section + names)
-    out += b"\0" * (sh_off - len(out))
-    out += shdr(0, 0, 0, 0) + shdr(1, 1, data_off, len(section)) + shdr(11, 3, names_off,
-                                                                          len(names))
-    return bytes(out)
+def zlib_section_claiming(size: int) -> bytes:
+    """The bytes of an SHF_COMPRESSED section (Elf64_Chdr, zlib) whose header claims `size`."""
+    import zlib
+
+    return struct.pack("<IIQQ", 1, 0, size, 8) + zlib.compress(b"\0" * 4096)
 
 
 def bomb_object(size: int, *, arch: int = 90, claim: int | None = None,

@@ -43,7 +43,7 @@ import stat
 import struct
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from flashbuild.arch import Arch, Suffix
 from flashbuild.errors import VerifyError
@@ -322,6 +322,23 @@ def fatbin_sections(path: Path) -> tuple[BinaryFormat, list[bytes]]:
     )
 
 
+def section_data(section: Any, where: str) -> bytes:
+    """`section.data()` of a pyelftools section, refused when it would allocate more than
+    `MAX_IMAGE_BYTES` from a claim rather than from the file: an SHT_NOBITS section is made of
+    `sh_size` zeros, an SHF_COMPRESSED one inflates to the size its header claims."""
+    size = int(section.data_size)
+    if (section["sh_type"] == "SHT_NOBITS" or section.compressed) and size > MAX_IMAGE_BYTES:
+        raise BinaryFormatError(
+            f"section {section.name} of {where} is larger than flashbuild reads "
+            f"({_mib(MAX_IMAGE_BYTES)}, a cap that keeps verify's memory bounded)",
+            evidence=f"its header claims {size:,} bytes "
+            f"({'compressed' if section.compressed else 'SHT_NOBITS: zeros'})",
+            fix="rebuild and reinstall the module (`flashbuild build`); the file is damaged "
+            "or hostile")
+    data: bytes = section.data()
+    return data
+
+
 def _elf_sections(path: Path, blob: bytes) -> list[bytes]:
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
@@ -335,7 +352,7 @@ def _elf_sections(path: Path, blob: bytes) -> list[bytes]:
                 if offset + size > len(blob):
                     raise _damaged(str(path), f"section {section.name} ends at byte "
                                    f"{offset + size}, the file has {len(blob)}")
-                out.append(section.data())
+                out.append(section_data(section, str(path)))
         return out
     except (ELFError, struct.error, ValueError, OSError, EOFError) as exc:
         raise BinaryFormatError(

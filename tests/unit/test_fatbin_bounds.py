@@ -16,7 +16,20 @@ from flashbuild.verifying.fatbin import (
     parse_fatbin,
 )
 from flashbuild.verifying.verify import Status
-from tests.hostile import GiB, TiB, bomb_object, elf_with_fatbin, fatbin, fatbin_entry, zstd_zeros
+from tests.hostile import (
+    SHF_COMPRESSED,
+    SHT_NOBITS,
+    SHT_PROGBITS,
+    GiB,
+    TiB,
+    bomb_object,
+    elf_with_fatbin,
+    elf_with_sections,
+    fatbin,
+    fatbin_entry,
+    zlib_section_claiming,
+    zstd_zeros,
+)
 from tests.unit.test_verify_inputs import V, run
 
 if TYPE_CHECKING:
@@ -79,3 +92,20 @@ def test_an_unreadable_image_of_another_arch_warns(tmp_path: Path) -> None:
     assert report.ok, report.failures
     warned = [c.summary for c in report.warnings if "unreadable" in c.summary]
     assert warned == ["the sm_120 image is unreadable"]
+
+
+def test_a_compressed_fatbin_section_claiming_16_gib_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "_C.so").write_bytes(elf_with_sections(
+        (".nv_fatbin", SHT_PROGBITS, SHF_COMPRESSED, zlib_section_claiming(16 * GiB), None)))
+    with pytest.raises(BinaryFormatError, match="larger than flashbuild reads") as err:
+        list_images(tmp_path / "_C.so")
+    assert "claims 17,179,869,184 bytes (compressed)" in err.value.evidence
+
+
+def test_a_cubin_whose_info_section_claims_1_tib_of_zeros_fails(tmp_path: Path) -> None:
+    # SHT_NOBITS data is made of sh_size zeros: pyelftools would allocate them all.
+    cubin = elf_with_sections((".nv.info", SHT_NOBITS, 0, b"", TiB), machine=190)
+    (tmp_path / "_C.so").write_bytes(elf_with_fatbin(fatbin(fatbin_entry(cubin))))
+    report = run(tmp_path / "_C.so", "sm_90")
+    fail = next(c for c in report.failures if "unreadable" in c.summary)
+    assert "section .nv.info of the sm_90 cubin is larger than flashbuild reads" in fail.evidence
