@@ -19,7 +19,7 @@ import importlib.util
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -476,8 +476,10 @@ def _artifact_checks(binary: Binary, *, spec: ArchSpec | None, strict: bool,
         return _ArtifactResult(checks, None, 0, cache, proof=ArchProof(
             subject, str(binary.path), binary.kind, "unknown", readable=False))
     targets = spec.targets if spec is not None else ()
-    proof = arch_proof(found, targets, subject=subject, kind=binary.kind)
     kernels, names_by_code, damaged, unreadable = _read_images(found, targets, subject)
+    # An image that cannot be read is no image for the proof either (`missing` in --json).
+    usable = replace(found, images=tuple(i for i in found.images if i.name not in unreadable))
+    proof = arch_proof(usable, targets, subject=subject, kind=binary.kind)
     if not found.images:
         if binary.required:
             checks.append(Check(

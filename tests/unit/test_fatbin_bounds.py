@@ -80,6 +80,8 @@ def test_an_unreadable_target_image_fails_and_is_not_reported_present(tmp_path: 
     images = [(c.status, c.summary) for c in report.checks if c.area == "images"]
     assert images == [(Status.FAIL, "the sm_90 image is unreadable: the target arch has no "
                        "usable GPU code")]
+    (proof,) = report.binaries
+    assert proof.missing == ("sm_90",) and proof.sass == ()
 
 
 def test_an_unreadable_image_of_another_arch_warns(tmp_path: Path) -> None:
