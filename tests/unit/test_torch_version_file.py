@@ -44,7 +44,8 @@ def test_an_unreadable_torch_version_file_is_one_paragraph(tmp_path: Path, name:
     with pytest.raises(ToolchainError) as err:
         setuptools.probe_torch(request,  # type: ignore[arg-type]
                                _FindSpec(tmp_path / "torch" / "__init__.py"))  # type: ignore[arg-type]
-    assert err.value.what == f"torch's version file {tmp_path}/torch/version.py cannot be read"
+    where = tmp_path / "torch" / "version.py"
+    assert err.value.what == f"torch's version file {where} cannot be read"
     assert "--force-reinstall torch" in err.value.fix and err.value.exit_code == 3
 
 
