@@ -445,6 +445,9 @@ def recipe_check(
     return check_recipe(file, as_json=json)
 
 
+ForceOpt = Annotated[bool, typer.Option(
+    "--force", help="Overwrite an existing file inside the tree being read (refused without "
+    "it: the tree's own files are not output).")]
 ScanArchOpt = Annotated[str, typer.Option(
     "--arch", "-a", help="Target GPU(s) to judge the tree for: sm120, sm_90a, '90a;120'.")]
 
@@ -465,6 +468,7 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
     = False,
     jobs: Annotated[int | None, typer.Option(
         "--jobs", "-j", help="Worker processes (default: all cores).")] = None,
+    force: ForceOpt = False,
 ) -> int:
     """List what will break in a kernel tree for a platform and GPU.
 
@@ -474,7 +478,7 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
     from flashbuild.scanning.report import run_scan
 
     return run_scan(source, platform=platform, arch=arch, as_json=json, sarif=sarif,
-                    include_vendored=include_vendored, jobs=jobs)
+                    include_vendored=include_vendored, jobs=jobs, force=force)
 
 
 @recipe_app.command(cls=_Command, name="init")
@@ -489,6 +493,7 @@ def recipe_init(  # noqa: PLR0917 - Typer maps each option to a parameter
     compile_check: Annotated[bool, typer.Option(
         "--compile-check", help="Compile each translation unit a drafted code step touches "
         "with nvcc for the target, before and after the step, and say so in the draft.")] = False,
+    force: ForceOpt = False,
 ) -> int:
     """Draft a recipe for a tree from a scan.
 
@@ -498,7 +503,7 @@ def recipe_init(  # noqa: PLR0917 - Typer maps each option to a parameter
     from flashbuild.scanning.draft import run_init
 
     return run_init(source, platform=platform, arch=arch, output=output, as_json=json,
-                    check=compile_check)
+                    check=compile_check, force=force)
 
 
 @ci_app.command(cls=_Command, name="init")

@@ -110,4 +110,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"cases {counts['cases']}, clear errors {counts['clear errors']} of "
             f"{counts['error cases']} error cases, data lost {counts['data lost']}, tree "
             f"changed {counts['tree changed']}, hangs {counts['hangs']}, left running "
-            f"{counts['left running']}, false passes {counts['false passes']}")
+            f"{counts['left running']}, false passes {counts['false passes']}, internal errors "
+            f"{counts['internal errors']}")

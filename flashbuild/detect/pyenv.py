@@ -163,6 +163,9 @@ def parse_torch_version_file(text: str) -> dict[str, str | None]:
         tree = ast.parse(text)
     except SyntaxError as exc:
         raise ValueError(f"not Python: {exc.msg} (line {exc.lineno})") from exc
+    except (RecursionError, MemoryError) as exc:
+        raise ValueError("not Python flashbuild can read: nested too deeply for the parser "
+                         f"({type(exc).__name__})") from exc
     out: dict[str, str | None] = {}
     for node in tree.body:
         target: ast.expr | None = None

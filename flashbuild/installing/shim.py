@@ -11,7 +11,9 @@ block only imports it, so the add_dll_directory handles live in that module (FAC
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING
 
@@ -128,15 +130,29 @@ def insert(init_text: str) -> str:
     return bom + head + block + "".join(lines[at:])
 
 
+def _marker_lines(text: str, marker: str) -> list[int]:
+    """0-based indexes of the lines that are `marker` as a comment of their own. Found with
+    `tokenize`, so the same words inside a string (a docstring that quotes the block) are
+    not a marker: they were taken for one, and the shim refused the file or cut the string
+    (issue 22). A file that does not tokenize falls back to whole lines."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text, newline="").readline))
+    except (tokenize.TokenError, SyntaxError):
+        return [i for i, line in enumerate(_lines(text)) if line.rstrip("\r\n") == marker]
+    return [t.start[0] - 1 for t in tokens
+            if t.type == tokenize.COMMENT and t.start[1] == 0 and t.string == marker]
+
+
 def remove(init_text: str) -> str:
     """`__init__.py` text without the shim block (byte for byte what it was before)."""
     bom = _BOM if init_text.startswith(_BOM) else ""
-    lines = _lines(init_text.removeprefix(_BOM))
-    starts = [i for i, line in enumerate(lines) if line.rstrip("\r\n") == BEGIN]
+    body = init_text.removeprefix(_BOM)
+    lines = _lines(body)
+    starts = _marker_lines(body, BEGIN)
     if not starts:
         return init_text
     start = starts[0]
-    ends = [i for i, line in enumerate(lines) if i > start and line.rstrip("\r\n") == END]
+    ends = [i for i in _marker_lines(body, END) if i > start]
     if not ends:
         raise InstallError(
             "the loader shim block in __init__.py has no end marker",
@@ -147,7 +163,7 @@ def remove(init_text: str) -> str:
 
 
 def has_block(init_text: str) -> bool:
-    return any(line.rstrip("\r\n") == BEGIN for line in _lines(init_text.removeprefix(_BOM)))
+    return bool(_marker_lines(init_text.removeprefix(_BOM), BEGIN))
 
 
 def _insertion_line(text: str) -> int:

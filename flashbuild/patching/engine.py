@@ -27,7 +27,7 @@ from flashbuild import __version__
 from flashbuild.errors import FlashbuildError, PatchError, RecipeError, TreeError
 from flashbuild.patching import journal as jr
 from flashbuild.patching.transforms.base import Site, TransformContext
-from flashbuild.patching.tree import Tree, check_rel, decode_text
+from flashbuild.patching.tree import Tree, check_rel, decode_text, encode_like
 from flashbuild.patching.unified import HunkReport, plan_diff
 from flashbuild.recipes.when import ClauseResult, WhenContext, evaluate
 
@@ -208,9 +208,14 @@ def _plan_diff(recipe: Recipe, step: PatchStep, tree: Tree) -> StepReport:
         raise RecipeError(f"step `{step.id}`: cannot read the diff {path}", evidence=str(exc),
                           fix="the path is relative to the recipe file") from exc
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise PatchError(f"{step.diff} is not a text diff", evidence=str(exc)) from exc
+        # Read like the sources it edits (tree.decode_text): a diff of a Latin-1 file holds
+        # Latin-1 bytes.
+        text = decode_text(str(step.diff), data)
+    except PatchError as exc:
+        raise PatchError(
+            f"{step.diff} is not a text diff", evidence=f"{path}: {exc.evidence}",
+            fix="regenerate it as a text diff (`git diff -- '*.cu' '*.h' ...` or `diff -u`); "
+            "a binary file cannot be patched by a diff: leave it out") from exc
     done = plan_diff(text, tree, fuzz=step.fuzz, name=str(step.diff))
     _expect(step, "hunks", step.expect.hunks, done.hunk_count, str(step.diff))
     _expect(step, "files", step.expect.files, len(done.files), str(step.diff))
@@ -242,9 +247,21 @@ def _plan_transform(step: PatchStep, tree: Tree, tctx: TransformContext,
                     if isinstance(value := getattr(params, name, ""), str) and value}
         if resolved:
             params = dataclasses.replace(params, **resolved)
+    tree.undecodable.clear()
+    tree.not_utf8.clear()
     result = definition.apply(tree, params, tctx)
     for rel, text in result.changes.items():
-        tree.plan(check_rel(rel), text.encode("utf-8"))
+        tree.plan(check_rel(rel), encode_like(rel, text, tree.read_bytes(rel)))
+    unread = dict(tree.undecodable)
+    if unread and (step.expect.sites is not None or step.expect.files is not None):
+        # A file the step cannot read may hold sites it would count (a Latin-1 or UTF-16 .cu
+        # was skipped in silence and `expect sites = N` passed): the count proves nothing.
+        raise PatchError(
+            f"step `{step.id}`: {len(unread)} file(s) of its globs could not be read, so its "
+            "`expect` count cannot be trusted",
+            evidence="; ".join(f"{p}: {why}" for p, why in sorted(unread.items())[:5]),
+            fix="convert each to UTF-8 (or UTF-16 with a BOM), or narrow the step's `files` "
+            "globs so they leave it out", details={"step": step.id, "unread": sorted(unread)})
     counted = [s for s in result.sites if s.action in ("edit", "already")]
     by_file: dict[str, int] = {}
     for s in counted:
@@ -256,7 +273,15 @@ def _plan_transform(step: PatchStep, tree: Tree, tctx: TransformContext,
     return StepReport(step.id, step.description, "transform", True, "", (),
                       sha256=_params_hash(step.params), files=tuple(sorted(result.changes)),
                       sites=tuple(result.sites), build_excludes=tuple(result.build_excludes),
-                      notes=tuple(result.notes))
+                      notes=tuple(result.notes) + _encoding_notes(unread, tree.not_utf8))
+
+
+def _encoding_notes(unread: dict[str, str], not_utf8: dict[str, str]) -> tuple[str, ...]:
+    """Say every file a step's globs matched but could not read (it was not searched), and
+    every file read in another encoding than UTF-8 (kept in it when edited)."""
+    return tuple([f"{p}: not read, not searched ({why})" for p, why in sorted(unread.items())]
+                 + [f"{p}: read as {enc}; written back in {enc}, byte for byte where unedited"
+                    for p, enc in sorted(not_utf8.items())])
 
 
 def _text(path: str, data: bytes | None) -> str | None:

@@ -13,6 +13,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
 from flashbuild.errors import PatchError, TreeError
 
@@ -104,6 +105,11 @@ class Tree:
     root: Path
     base: dict[str, bytes | None] = field(default_factory=dict)
     planned: dict[str, bytes | None] = field(default_factory=dict)
+    #: Files `read` could not decode (path → why), and files read in an encoding other than
+    #: UTF-8 (path → encoding), since the engine last cleared them: a step reports both, and
+    #: a step with `expect` fails when a file of its globs could not be read.
+    undecodable: dict[str, str] = field(default_factory=dict)
+    not_utf8: dict[str, str] = field(default_factory=dict)
     _files: list[str] | None = None
 
     def __post_init__(self) -> None:
@@ -150,7 +156,15 @@ class Tree:
         if data is None:
             raise PatchError(f"`{path}` does not exist in the tree {self.root}",
                              fix="check the path in the recipe or the `--source` tree")
-        return decode_text(path, data)
+        try:
+            text = decode_text(path, data)
+        except PatchError as exc:
+            self.undecodable[check_rel(path)] = exc.evidence
+            raise
+        encoding = sniff_encoding(data)
+        if encoding != "utf-8":
+            self.not_utf8[check_rel(path)] = str(encoding)
+        return text
 
     def exists(self, path: str) -> bool:
         return self.read_bytes(path) is not None
@@ -193,13 +207,63 @@ class Tree:
                 if data != self.pristine_bytes(rel)}
 
 
-def decode_text(path: str, data: bytes) -> str:
-    """Source text of a file; binary files are refused (a NUL byte or invalid UTF-8)."""
-    if b"\0" in data[:8192]:
-        raise PatchError(f"`{path}` is a binary file", evidence="it contains NUL bytes",
-                         fix="flashbuild only patches text sources; leave it out of the step")
+#: How patch reads a file and writes it back (docs/reliability.md "Encodings"). Each is a
+#: byte-exact round trip: a BOM stays in the text as U+FEFF and is written back, and Latin-1
+#: maps each byte to one character, so bytes no edit touches are written back unchanged.
+Encoding = Literal["utf-8", "utf-16-le", "utf-16-be", "latin-1"]
+
+
+def sniff_encoding(data: bytes) -> Encoding | None:
+    """The encoding patch reads `data` in, None for a file it cannot read as text.
+
+    UTF-8 first (with or without a BOM); then UTF-16 declared by its BOM (MSVC writes it,
+    and its NUL bytes would otherwise look binary); then, for NUL-free bytes that are not
+    UTF-8 (a Latin-1 or CP1252 source, which upstream trees hold), Latin-1, byte for byte.
+    NUL bytes without a UTF-16 BOM (a binary file, BOM-less UTF-16) or a UTF-16 BOM before
+    invalid UTF-16 are not text."""
+    for bom, name in ((b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be")):
+        if data.startswith(bom) and not data.startswith(b"\xff\xfe\0\0"):
+            try:
+                data.decode(name)
+            except UnicodeDecodeError:
+                return None
+            return name  # type: ignore[return-value]
+    if b"\0" in data:
+        return None
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise PatchError(f"`{path}` is not UTF-8 text", evidence=str(exc),
-                         fix="convert the file to UTF-8 or leave it out of the step") from exc
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "latin-1"
+    return "utf-8"
+
+
+def decode_text(path: str, data: bytes) -> str:
+    """Source text of a file in the encoding `sniff_encoding` finds; a file that is not text
+    (NUL bytes without a UTF-16 BOM, damaged UTF-16) is refused."""
+    encoding = sniff_encoding(data)
+    if encoding is None:
+        nul = data.find(b"\0")
+        raise PatchError(
+            f"`{path}` is not a text file flashbuild can read",
+            evidence=(f"a NUL byte at offset {nul} and no UTF-16 byte-order mark (a binary "
+                      "file, or UTF-16 without a BOM)" if nul >= 0 and not
+                      data.startswith((b"\xff\xfe", b"\xfe\xff")) else
+                      "it starts with a UTF-16 byte-order mark but is not valid UTF-16"),
+            fix="convert it to UTF-8 (or UTF-16 with a BOM), or leave it out of the step (its "
+            "`files` globs, or the diff)")
+    return data.decode(encoding)
+
+
+def encode_like(path: str, text: str, original: bytes | None) -> bytes:
+    """`text` in the encoding of the file's `original` bytes (UTF-8 for a new file), so a
+    Latin-1 or UTF-16 source stays Latin-1 or UTF-16 after an edit."""
+    encoding = sniff_encoding(original) if original is not None else None
+    encoding = encoding or "utf-8"
+    try:
+        return text.encode(encoding)
+    except UnicodeEncodeError as exc:
+        raise PatchError(
+            f"the edit of `{path}` adds text its encoding ({encoding}) cannot hold",
+            evidence=f"{text[exc.start:exc.end]!r} at character {exc.start}; flashbuild keeps "
+            "each file in the encoding it was read in",
+            fix="write the recipe's inserted text in ASCII, or convert the file to UTF-8") from exc

@@ -23,7 +23,7 @@ from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchedFile, PatchSet
 
 from flashbuild.errors import PatchError, TreeError
-from flashbuild.patching.tree import check_rel, decode_text
+from flashbuild.patching.tree import check_rel, decode_text, encode_like
 
 if TYPE_CHECKING:
     from flashbuild.patching.tree import Tree
@@ -207,7 +207,8 @@ def plan_diff(text: str, tree: Tree, *, fuzz: int = 0, name: str = "the diff",
             if current is None:
                 raise PatchError(f"{name} changes `{path}`, which does not exist in the tree",
                                  fix="check `[source]` / `--source`, or regenerate the patch")
-            report, new = _modify(path, decode_text(path, current), hunks, fuzz, name)
+            report, text = _modify(path, decode_text(path, current), hunks, fuzz, name)
+            new = encode_like(path, text, current)
         reports.append(report)
         if report.status == "applied":
             changes[path] = new
@@ -265,7 +266,7 @@ def _search(text: _Text, needle: list[str], pos: int, floor: int) -> int | None:
 
 
 def _modify(path: str, source: str, hunks: list[_Hunk], fuzz: int,
-            name: str) -> tuple[FileReport, bytes]:
+            name: str) -> tuple[FileReport, str]:
     text = _Text.parse(source)
     eol = text.dominant
     offset = 0
@@ -311,7 +312,7 @@ def _modify(path: str, source: str, hunks: list[_Hunk], fuzz: int,
         reports.append(HunkReport(h.header, "applied", at + 1, offset, dropped))
     overall: HunkStatus = ("already" if all(r.status == "already" for r in reports)
                            else "applied")
-    return FileReport(path, "modify", overall, tuple(reports)), text.render().encode("utf-8")
+    return FileReport(path, "modify", overall, tuple(reports)), text.render()
 
 
 def _place(text: _Text, h: _Hunk, pos: int, floor: int,

@@ -195,7 +195,10 @@ class BuildOptions:
 
     def __post_init__(self) -> None:
         for name, value in self.define.items():
+            _no_nul(f"define.{name}", value)
             check_placeholders(f"define.{name}", value)
+        for i, arg in enumerate(self.args):
+            _no_nul(f"args[{i}]", arg)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,7 +216,17 @@ class BuildEnv:
         for name, value in self.set.items():
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 raise ValueError(f"`set.{name}` is not an environment variable name")
+            _no_nul(f"set.{name}", value)
             check_placeholders(f"set.{name}", value)
+
+
+def _no_nul(name: str, value: str) -> None:
+    """A NUL cannot reach a process: the OS ends an environment value or an argument there,
+    and Python refuses it ("embedded null byte") only when the build starts, after staging."""
+    if "\0" in value:
+        raise ValueError(f"`{name}` holds a NUL character (\\0 or \\u0000) at position "
+                         f"{value.index(chr(0))}: an environment value or command-line "
+                         "argument cannot carry one; remove it")
 
 
 @dataclass(frozen=True, kw_only=True)

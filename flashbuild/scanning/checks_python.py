@@ -23,6 +23,7 @@ from flashbuild.scanning.scan import (
     ScanTarget,
     Severity,
 )
+from flashbuild.scanning.setuppy import parse_python
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -182,7 +183,7 @@ def check_python(file: FileText, target: ScanTarget) -> FileReport:
     if not init and not _NEEDS_AST.search(file.text):
         return report
     try:
-        tree = ast.parse(file.text, filename=file.path)
+        tree = parse_python(file.text, file.path)
     except SyntaxError as exc:
         report.facts["note"] = f"not parsed as Python: {exc.msg} (line {exc.lineno})"
         return report

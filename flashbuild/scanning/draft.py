@@ -25,17 +25,20 @@ from __future__ import annotations
 import ast
 import json
 import os
+import posixpath
 import re
+import textwrap
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
-from flashbuild.errors import UsageError
+from flashbuild.errors import PatchError, TreeError, UsageError
 from flashbuild.scanning.checks_cmake import _commands as cmake_commands
 from flashbuild.scanning.checks_cmake import _parser as cmake_parser
 from flashbuild.scanning.rules import RULES
 from flashbuild.scanning.scan import ScanOptions, read_source, walk_tree
+from flashbuild.scanning.setuppy import parse_python
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -76,6 +79,9 @@ class Draft:
     """Findings a transform could edit but a draft must not (it would harm): why not."""
     check_summary: str = ""
     """Which code steps were compile-checked (or why none was)."""
+    unplanned: list[tuple[str, str]] = field(default_factory=list)
+    """Edits a drafted step could not make when planned (step id, the transform's paragraph):
+    left out of the draft and rendered as TODOs, so one refused site does not kill it."""
 
 
 def _arch_when(codes: Sequence[int]) -> dict[str, Any]:
@@ -333,8 +339,6 @@ def _cmake_commands(root: Path, rel: str) -> list[_CMakeCommand]:
     seen: set[str] = set()
 
     def visit(path: str) -> None:
-        if path in seen:
-            return
         seen.add(path)
         text = _read(root, path)
         if text is None:
@@ -342,12 +346,24 @@ def _cmake_commands(root: Path, rel: str) -> list[_CMakeCommand]:
         tree = cmake_parser().parse(text.encode("utf-8"))
         folder = PurePosixPath(path).parent
         for cmd in cmake_commands(tree.root_node, ()):
-            out.append(_CMakeCommand(path, cmd.node.start_point[0] + 1, cmd.name, cmd.args))
+            line = cmd.node.start_point[0] + 1
+            out.append(_CMakeCommand(path, line, cmd.name, cmd.args))
             if cmd.name == "add_subdirectory" and cmd.args and "${" not in cmd.args[0]:
-                sub = (folder / cmd.args[0] / "CMakeLists.txt").as_posix()
-                visit(sub.removeprefix("./"))
+                sub = posixpath.normpath((folder / cmd.args[0] / "CMakeLists.txt").as_posix())
+                if sub.startswith("../") or posixpath.isabs(sub):
+                    continue  # a folder outside the tree: not the tree's to draft
+                if sub in seen:
+                    # CMake refuses it too ("binary directory ... is already used"); without
+                    # this check the walk recursed forever (issue 22).
+                    raise TreeError(
+                        f"{path} adds a folder that is already part of the build",
+                        evidence=f"{path}:{line}: add_subdirectory({cmd.args[0]}) reaches "
+                        f"{sub} again (a loop)",
+                        fix="remove that add_subdirectory line (CMake stops on it as well: "
+                        "\"binary directory ... is already used to build a source directory\")")
+                visit(sub)
 
-    visit(rel)
+    visit(posixpath.normpath(rel))
     return out
 
 
@@ -552,7 +568,7 @@ def _install(root: Path, python_files: Sequence[str], b: BuildDraft) -> ast.Modu
         if text is None:
             continue
         try:
-            tree = ast.parse(text, filename=rel)
+            tree = parse_python(text, rel)
         except SyntaxError:
             continue
         package, folder = _package_of(rel, files)
@@ -785,9 +801,35 @@ def _setuptools_build(  # noqa: PLR0912 - one branch per table it drafts
 
 # --- planning the drafted steps: exact expect counts ---------------------------------------
 
+class _StepFailed(Exception):
+    def __init__(self, index: int, error: PatchError | TreeError) -> None:
+        super().__init__(error.what)
+        self.index, self.error = index, error
+
+
 def fill_expect(d: Draft, root: Path) -> None:
     """Plan every step on the tree with the transform itself (in memory, nothing written) and
-    record the sites it finds as the step's `expect`."""
+    record the sites it finds as the step's `expect`. A step the transform refuses (a site it
+    cannot edit safely) loses the file it names, or is left out when it names none, and the
+    refusal becomes a TODO: the user never wrote that step, so "fix step X" (exit 5) would
+    send them to fix flashbuild's draft (issue 22). Each round drops a file or a step."""
+    while True:
+        try:
+            _fill_expect(d, root)
+            return
+        except _StepFailed as failed:
+            step = d.steps[failed.index]
+            error = failed.error
+            path = error.details.get("path")
+            files = step.params.get("files")
+            d.unplanned.append((step.id, error.paragraph()))
+            if isinstance(files, list) and path in files and len(files) > 1:
+                step.params = {**step.params, "files": [f for f in files if f != path]}
+            else:
+                del d.steps[failed.index]
+
+
+def _fill_expect(d: Draft, root: Path) -> None:
     from flashbuild.patching.transforms import registry
     from flashbuild.patching.transforms.base import TransformContext
     from flashbuild.patching.tree import Tree
@@ -798,9 +840,12 @@ def fill_expect(d: Draft, root: Path) -> None:
     archs = tuple(a.sm for a in d.target.archs)
     ctx = TransformContext(platform=d.target.platform, archs=archs, sources=tuple(sources))
     reg = registry()
-    for step, drafted in zip(recipe.patch, d.steps, strict=True):
+    for index, (step, drafted) in enumerate(zip(recipe.patch, d.steps, strict=True)):
         assert step.transform is not None
-        result = reg[step.transform].apply(tree, step.params, ctx)
+        try:
+            result = reg[step.transform].apply(tree, step.params, ctx)
+        except (PatchError, TreeError) as exc:
+            raise _StepFailed(index, exc) from exc
         for rel, new in result.changes.items():
             tree.plan(rel, new.encode("utf-8"))
         counted = [s for s in result.sites if s.action in ("edit", "already")]
@@ -874,6 +919,10 @@ def render(d: Draft) -> str:
         out.append("")
     if d.build is not None:
         out += _render_build(d.build)
+    for step_id, paragraph in d.unplanned:
+        out += [f"# TODO: the drafted step `{step_id}` could not make this edit, so it was "
+                "left out of the step:", *(f"#   {line}" for line in
+                                          textwrap.wrap(_safe_comment(paragraph), 96)), ""]
     if d.refused:
         out.append("# Not drafted (the edit would harm):")
         out += [f"#   {f.rule} {f.path}:{f.line}: {why}" for f, why in d.refused]
@@ -992,9 +1041,10 @@ def compile_check(d: Draft, root: Path, result: ScanResult) -> None:
 
 
 def run_init(source: Path, *, platform: str | None, arch: str, output: Path | None,
-             as_json: bool, check: bool = False) -> int:
+             as_json: bool, check: bool = False, force: bool = False) -> int:
     """The `recipe init` stage: scan, draft, plan for expect counts, validate, write."""
     from flashbuild.console import ui
+    from flashbuild.outputs import refuse_over_tree
     from flashbuild.scanning.report import resolve_platform
     from flashbuild.scanning.scan import make_target, scan_tree
 
@@ -1002,7 +1052,16 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
     root = source.resolve()
     if output is not None:
         _check_output(output)
+        refuse_over_tree(output, root, option="-o", force=force)
     result = scan_tree(root, target)
+    if result.setup_unreadable and not (root / "CMakeLists.txt").is_file():
+        # The draft's [build] comes from setup.py: without it, it would be a guess.
+        raise TreeError(
+            "recipe init cannot read the tree's setup.py, so it cannot draft the build",
+            evidence=f"{root / 'setup.py'}: {result.setup_unreadable.split('; what it')[0]}",
+            fix="fix setup.py so that Python parses it (`python -c \"import ast; "
+            "ast.parse(open('setup.py').read())\"`), make it a regular file inside the tree, "
+            "or write the recipe's [build] by hand")
     base = (output.resolve().parent if output is not None else Path.cwd())
     rel = os.path.relpath(root, base).replace(os.sep, "/")
     d = draft_recipe(result, name=re.sub(r"[^a-z0-9-]+", "-", root.name.lower()) or "tree",

@@ -127,18 +127,22 @@ def resolve_platform(platform: str | None) -> str:
 
 
 def run_scan(source: Path, *, platform: str | None, arch: str, as_json: bool,
-             sarif: Path | None, include_vendored: bool = False, jobs: int | None = None) -> int:
+             sarif: Path | None, include_vendored: bool = False, jobs: int | None = None,
+             force: bool = False) -> int:
     """The `scan` stage: scan, print (Rich or JSON), write SARIF; the exit code says whether
     blocking findings exist (0 none, 11 some)."""
     import json
 
     from flashbuild.console import lit, ui
     from flashbuild.errors import BlockingFindings, UsageError
+    from flashbuild.outputs import refuse_over_tree
     from flashbuild.scanning.sarif import to_sarif
     from flashbuild.scanning.scan import ScanOptions, make_target, scan_tree
 
     if jobs is not None and jobs < 1:
         raise UsageError("--jobs must be 1 or more", fix="pass e.g. --jobs 2, or leave it out")
+    if sarif is not None:
+        refuse_over_tree(sarif, source, option="--sarif", force=force)
     target = make_target(resolve_platform(platform), arch)
     result = scan_tree(source, target, ScanOptions(include_vendored=include_vendored, jobs=jobs))
     if sarif is not None:

@@ -170,6 +170,9 @@ class ScanResult:
     setuptools build from it); None for CMake trees."""
     vendored: tuple[str, ...] = ()
     """Vendored folders left out (tree-relative): recipe init never edits inside them."""
+    setup_unreadable: str = ""
+    """Why the tree's top-level setup.py was not read ("" when it was, or there is none): a
+    syntax error, nesting too deep to parse, not a regular file, a link out of the tree."""
 
     @property
     def blocking(self) -> tuple[Finding, ...]:
@@ -363,13 +366,40 @@ def walk_tree(root: Path, *, include_vendored: bool = False  # noqa: PLR0912, PL
                 subdirs.append(rel)
             elif is_file:
                 kind = file_kind(entry.name)
-                if kind is not None:
+                if kind is None:
+                    continue
+                outside = _outside(root, rel) if entry.is_symlink() else None
+                if outside is not None:
+                    out.skipped.append(Skipped(rel, f"a link to {outside}, outside the tree: "
+                                               "not read (scan reads only the tree)"))
+                else:
                     out.files.append((rel, kind))
-            elif entry.is_symlink():
-                out.skipped.append(Skipped(rel, "broken symlink"))
+            elif file_kind(entry.name) is not None or entry.is_symlink():
+                out.skipped.append(Skipped(rel, _not_regular(entry)))
         stack.extend(reversed(subdirs))
     out.files.sort()
     return out
+
+
+def _outside(root: Path, rel: str) -> str | None:
+    """Where a symlinked file leads when that is outside the tree, else None."""
+    real = os.path.realpath(root / rel)
+    return None if Path(real).is_relative_to(root) else real
+
+
+def _not_regular(entry: os.DirEntry[str]) -> str:
+    """Why a directory entry that is neither a folder nor a regular file was not read: a
+    FIFO would block the reader, a device never ends."""
+    try:
+        mode = entry.stat(follow_symlinks=True).st_mode
+    except OSError:
+        return "broken symlink"
+    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else
+            "a character device" if stat.S_ISCHR(mode) else
+            "a block device" if stat.S_ISBLK(mode) else
+            "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+    via = " (through a symlink)" if entry.is_symlink() else ""
+    return f"{kind}{via}, not a regular file: not read"
 
 
 # --- the scan -------------------------------------------------------------------------------
@@ -393,7 +423,7 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
     start = time.perf_counter()
     root = root.resolve()
     walk = walk_tree(root, include_vendored=opts.include_vendored)
-    reach = build_reach(root, walk, target, opts.max_file_bytes)
+    reach, setup_note = build_reach(root, walk, target, opts.max_file_bytes)
     files = walk.files
     not_built: list[Skipped] = []
     if reach is not None:
@@ -417,20 +447,24 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
                                     chunksize=max(8, len(work) // (jobs * 8))))
     findings = combine(root, reports, target, reach)
     skipped = [*walk.skipped, *not_built, *(s for r in reports for s in r.skipped)]
+    if setup_note and not any(s.path == "setup.py" for s in skipped):
+        skipped.append(Skipped("setup.py", setup_note))
+    unread = next((s.reason for s in skipped if s.path == "setup.py"), "")
     return ScanResult(
         root=root, target=target, findings=tuple(sorted(findings, key=Finding.sort_key)),
         skipped=tuple(sorted(skipped, key=lambda s: s.path)),
         files_scanned=sum(1 for r in reports if not r.skipped),
         seconds=time.perf_counter() - start,
-        setup=reach.setup if reach is not None else None, vendored=tuple(walk.vendored))
+        setup=reach.setup if reach is not None else None, vendored=tuple(walk.vendored),
+        setup_unreadable=unread)
 
 
-def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> Any:
+def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> tuple[Any, str]:
     """What the tree's top-level setup.py compiles for the target (a `reach.Reach`), or None
     for a tree without one or with a top-level CMakeLists.txt (CMake trees keep the
-    build-gate reading of their lists)."""
+    build-gate reading of their lists); and why a setup.py that is there was not read ("")."""
     from flashbuild.scanning.reach import compute_reach
-    from flashbuild.scanning.setuppy import setup_for
+    from flashbuild.scanning.setuppy import read_setup
 
     paths = [rel for rel, _kind in walk.files]
 
@@ -441,11 +475,15 @@ def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> A
     if "CMakeLists.txt" in paths:
         # A CMake project (perhaps with a setup.py as a second way in): its lists and their
         # gates decide what is compiled, as before.
-        return None
-    setup = setup_for(paths, read, platform=target.platform, archs=target.archs)
+        return None, ""
+    setup, why = read_setup(paths, read, platform=target.platform, archs=target.archs)
+    if why:
+        why = (f"not read as Python: {why}; what it builds is unknown, so every C/C++ file "
+               "was checked (fix: make `python setup.py --help` run, or scan with a "
+               "CMakeLists.txt)")
     if setup is None:
-        return None
-    return compute_reach(setup, paths, read)
+        return None, why
+    return compute_reach(setup, paths, read), why
 
 
 def _header_facts(args: tuple[str, str, int]) -> tuple[str, Any]:

@@ -822,15 +822,38 @@ def _strings(value: Any) -> tuple[str, ...]:
 
 # --- entry point ---------------------------------------------------------------------------
 
+def parse_python(text: str, filename: str) -> ast.Module:
+    """`ast.parse`, with the parser's other failures as SyntaxError: an expression nested
+    deeper than Python's recursion limit (RecursionError), a NUL byte (ValueError)."""
+    try:
+        return ast.parse(text, filename=filename)
+    except (RecursionError, MemoryError) as exc:
+        raise SyntaxError(f"nested too deeply for Python's parser ({type(exc).__name__})",
+                          (filename, None, None, None)) from exc
+    except ValueError as exc:
+        raise SyntaxError(str(exc), (filename, None, None, None)) from exc
+
+
+def syntax_problem(exc: SyntaxError) -> str:
+    """`SyntaxError` as the evidence of a message: `invalid syntax at line 3`."""
+    return exc.msg + (f" at line {exc.lineno}" if exc.lineno else "")
+
+
 def analyze_setup(text: str, path: str, *, platform: str, archs: Sequence[Arch],
                   files: Sequence[str]) -> SetupPy | None:
     """Read `text` (the setup.py at tree-relative `path`) for the target. `files` lists the
-    tree's files (tree-relative) for `glob` and `find_packages`. None when it does not parse.
-    Paths in the result are tree-relative (a setup.py in a sub-folder is resolved there)."""
+    tree's files (tree-relative) for `glob` and `find_packages`. None when it does not parse
+    (`read_setup` says why). Paths in the result are tree-relative (a setup.py in a
+    sub-folder is resolved there)."""
     try:
-        tree = ast.parse(text, filename=path)
+        return _analyze(text, path, platform=platform, archs=archs, files=files)
     except SyntaxError:
         return None
+
+
+def _analyze(text: str, path: str, *, platform: str, archs: Sequence[Arch],
+             files: Sequence[str]) -> SetupPy:
+    tree = parse_python(text, path)
     base = posixpath.dirname(path)
     local_files = [f[len(base) + 1:] for f in files if f.startswith(f"{base}/")] if base \
         else list(files)
@@ -842,8 +865,9 @@ def analyze_setup(text: str, path: str, *, platform: str, archs: Sequence[Arch],
         interp.run(tree.body, env)
     except _Return:
         pass
-    except RecursionError:
-        return None
+    except RecursionError as exc:
+        raise SyntaxError("nested too deeply for flashbuild's reader (RecursionError)",
+                          (path, None, None, None)) from exc
 
     def rel(p: str) -> str:
         return _join(base, _norm(p)) if base else _norm(p)
@@ -956,12 +980,20 @@ def setup_for(root_files: Sequence[str], read: Callable[[str], str | None], *,
               platform: str, archs: Sequence[Arch]) -> SetupPy | None:
     """The top-level setup.py of a tree, analysed; None when there is none (or it builds no
     extension)."""
+    return read_setup(root_files, read, platform=platform, archs=archs)[0]
+
+
+def read_setup(root_files: Sequence[str], read: Callable[[str], str | None], *,
+               platform: str, archs: Sequence[Arch]) -> tuple[SetupPy | None, str]:
+    """`setup_for`, and why a setup.py that is there could not be read ("" when it was, or
+    there is none): a syntax error, nesting too deep to parse."""
     if "setup.py" not in root_files:
-        return None
+        return None, ""
     text = read("setup.py")
     if text is None:
-        return None
-    result = analyze_setup(text, "setup.py", platform=platform, archs=archs, files=root_files)
-    if result is None or not result.extensions:
-        return None
-    return result
+        return None, ""
+    try:
+        result = _analyze(text, "setup.py", platform=platform, archs=archs, files=root_files)
+    except SyntaxError as exc:
+        return None, syntax_problem(exc)
+    return (result if result.extensions else None), ""

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from flashbuild.platforms.environ import CaseInsensitiveEnv
-from flashbuild.verifying.fatbin import BinaryFormat, BinaryFormatError
+from flashbuild.verifying.fatbin import BinaryFormat, BinaryFormatError, read_regular
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -104,10 +104,7 @@ LINUX_DEFAULT_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64")
 
 def read_link_info(path: Path) -> LinkInfo:
     """DT_NEEDED / RPATH / RUNPATH of an ELF file, or the import table of a PE file."""
-    try:
-        blob = path.read_bytes()
-    except OSError as exc:
-        raise BinaryFormatError(f"{path} cannot be read", evidence=str(exc)) from exc
+    blob = read_regular(path)
     if blob.startswith(b"\x7fELF"):
         return _elf_info(path, blob)
     if blob.startswith(b"MZ"):

@@ -26,15 +26,24 @@ entry:
 Compression in CUDA 13.0 is Zstandard (payloads start with the zstd frame magic 28 B5 2F FD),
 decoded with the `zstandard` package; an unknown codec makes the image's contents unknown, not
 the listing wrong.
+
+Memory is bounded whatever a file claims (issue 22): a file is refused before `open()` unless
+it is a regular file (a FIFO would block, `/dev/zero` never ends), and an image decompresses
+to at most `MAX_IMAGE_BYTES` (128 MiB; the largest cubin of the corpus trees is a few MiB),
+checked against the entry's claim before decoding and against the bytes while decoding
+(streamed, so a 16 GiB "bomb" stops at the cap). An image over the cap is unreadable, and an
+unreadable image a target needs fails verify.
 """
 
 from __future__ import annotations
 
 import io
+import os
+import stat
 import struct
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from flashbuild.arch import Arch, Suffix
 from flashbuild.errors import VerifyError
@@ -55,6 +64,10 @@ FLAG_FAMILY = 0x200000
 _CONTAINER = struct.Struct("<IHHQ")
 _ENTRY = struct.Struct("<HHIQ")
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+#: The most bytes one GPU image may decompress to (said in the message and in
+#: docs/reliability.md); keeps verify under 512 MiB of memory whatever an entry claims.
+MAX_IMAGE_BYTES = 128 * 1024 * 1024
+_CHUNK = 1024 * 1024
 
 BinaryFormat = Literal["elf", "pe"]
 
@@ -67,6 +80,56 @@ class ImageKind(StrEnum):
 class BinaryFormatError(VerifyError):
     """A file that should hold GPU code is not a readable ELF/PE file or its fatbinary is
     damaged (truncated, garbled)."""
+
+
+class UnknownCodecError(BinaryFormatError):
+    """An image compressed with a codec flashbuild cannot decode: its contents are unknown,
+    not damaged (a newer toolkit may change the codec), so this warns where damage fails."""
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1024 * 1024):,.0f} MiB" if n < 1024 ** 4 else f"{n / 1024 ** 4:,.1f} TiB"
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of `path`, refused before `open()` unless it is a regular file (after
+    symlinks): a FIFO named `.so` blocks a reader forever and `/dev/zero` never ends."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise BinaryFormatError(f"{path} cannot be read", evidence=str(exc),
+                                fix="check that the install finished and the path is right"
+                                ) from exc
+    if not stat.S_ISREG(mode):
+        raise not_regular(path, mode)
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise BinaryFormatError(f"{path} cannot be read", evidence=str(exc),
+                                fix="check that the install finished and the path is right"
+                                ) from exc
+
+
+def file_kind(mode: int) -> str:
+    """`a FIFO`, `a character device`, … for a non-regular file's mode."""
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def not_regular(path: Path, mode: int) -> BinaryFormatError:
+    target = os.path.realpath(path)
+    via = f" (a symlink to {target})" if target != str(path) else ""
+    return BinaryFormatError(
+        f"{path.name} is not a regular file, so it was not opened",
+        evidence=f"{path}{via} is {file_kind(mode)}; reading it could block forever or never "
+        "end",
+        fix="point verify at the built .so/.pyd file itself (a regular file), its package "
+        "folder or its wheel")
 
 
 @dataclass(frozen=True)
@@ -85,6 +148,8 @@ class FatbinImage:
     flags: int
     payload: bytes = field(default=b"", repr=False, compare=False)
     compressed_size: int = field(default=0, repr=False)
+    #: The uncompressed size the entry header claims (0: none given).
+    uncompressed_size: int = field(default=0, repr=False)
 
     @property
     def name(self) -> str:
@@ -92,26 +157,57 @@ class FatbinImage:
         return self.arch.sm if self.kind is ImageKind.SASS else self.arch.compute
 
     def data(self) -> bytes:
-        """The image's bytes (a cubin ELF or PTX text), decompressed when needed."""
+        """The image's bytes (a cubin ELF or PTX text), decompressed when needed: at most
+        `MAX_IMAGE_BYTES`, streamed, so memory stays bounded whatever the entry claims."""
         if not self.compressed:
             return self.payload
         raw = self.payload[: self.compressed_size or len(self.payload)]
         if not raw.startswith(_ZSTD_MAGIC):
-            raise BinaryFormatError(
+            raise UnknownCodecError(
                 f"the {self.name} image is compressed with a codec flashbuild cannot decode",
                 evidence=f"first bytes {raw[:4].hex()} (not a Zstandard frame)",
                 fix="build with nvcc `--no-compress` to keep device code uncompressed",
             )
         import zstandard
 
+        claim = self.uncompressed_size
+        if claim > MAX_IMAGE_BYTES:
+            raise self._too_big(f"its entry header claims {claim:,} bytes ({_mib(claim)}) "
+                                "uncompressed")
+        limit = claim or MAX_IMAGE_BYTES
+        out = bytearray()
         try:
-            return zstandard.ZstdDecompressor().decompress(raw, max_output_size=self.size)
+            with zstandard.ZstdDecompressor(max_window_size=MAX_IMAGE_BYTES).stream_reader(
+                    io.BytesIO(raw), read_across_frames=True) as reader:
+                while chunk := reader.read(_CHUNK):
+                    out += chunk
+                    if len(out) > limit:
+                        break
         except zstandard.ZstdError as exc:
             raise BinaryFormatError(
                 f"the {self.name} image could not be decompressed",
                 evidence=str(exc),
                 fix="rebuild the module; the file is damaged",
             ) from exc
+        if len(out) > MAX_IMAGE_BYTES:
+            raise self._too_big(f"decompressing it passed {MAX_IMAGE_BYTES:,} bytes "
+                                f"(its header claims {claim or 'no size'})")
+        if claim and len(out) != claim:
+            raise BinaryFormatError(
+                f"the {self.name} image is damaged",
+                evidence=f"it decompresses to {'more than ' if len(out) > claim else ''}"
+                f"{len(out):,} bytes; its entry header claims {claim:,}",
+                fix="rebuild and reinstall the module (`flashbuild build`)")
+        return bytes(out)
+
+    def _too_big(self, evidence: str) -> BinaryFormatError:
+        return BinaryFormatError(
+            f"the {self.name} image is larger than flashbuild reads "
+            f"({_mib(MAX_IMAGE_BYTES)} per image, a cap that keeps verify's memory bounded)",
+            evidence=evidence,
+            fix="rebuild and reinstall the module (`flashbuild build`); a genuine GPU image "
+            "this large is far beyond any seen in real trees, so the file is most likely "
+            "damaged or hostile")
 
     def to_json(self) -> dict[str, object]:
         return {"kind": str(self.kind), "arch": self.name, "compressed": self.compressed,
@@ -204,6 +300,7 @@ def parse_fatbin(data: bytes, *, where: str = "the binary") -> tuple[FatbinImage
                 flags=flags,
                 payload=bytes(data[body:body + payload_size]),
                 compressed_size=compressed_size,
+                uncompressed_size=uncompressed if compressed else 0,
             ))
             pos = body + payload_size
         off = end
@@ -213,12 +310,7 @@ def parse_fatbin(data: bytes, *, where: str = "the binary") -> tuple[FatbinImage
 def fatbin_sections(path: Path) -> tuple[BinaryFormat, list[bytes]]:
     """The raw fatbin sections of an ELF or PE file. Raises BinaryFormatError for a file that
     is neither or cannot be parsed."""
-    try:
-        blob = path.read_bytes()
-    except OSError as exc:
-        raise BinaryFormatError(f"{path} cannot be read", evidence=str(exc),
-                                fix="check that the install finished and the path is right"
-                                ) from exc
+    blob = read_regular(path)
     if blob.startswith(b"\x7fELF"):
         return "elf", _elf_sections(path, blob)
     if blob.startswith(b"MZ"):
@@ -228,6 +320,23 @@ def fatbin_sections(path: Path) -> tuple[BinaryFormat, list[bytes]]:
         evidence=f"{path}: first bytes {blob[:4].hex() or '(empty file)'}",
         fix="rebuild and reinstall the module (`flashbuild build`)",
     )
+
+
+def section_data(section: Any, where: str) -> bytes:
+    """`section.data()` of a pyelftools section, refused when it would allocate more than
+    `MAX_IMAGE_BYTES` from a claim rather than from the file: an SHT_NOBITS section is made of
+    `sh_size` zeros, an SHF_COMPRESSED one inflates to the size its header claims."""
+    size = int(section.data_size)
+    if (section["sh_type"] == "SHT_NOBITS" or section.compressed) and size > MAX_IMAGE_BYTES:
+        raise BinaryFormatError(
+            f"section {section.name} of {where} is larger than flashbuild reads "
+            f"({_mib(MAX_IMAGE_BYTES)}, a cap that keeps verify's memory bounded)",
+            evidence=f"its header claims {size:,} bytes "
+            f"({'compressed' if section.compressed else 'SHT_NOBITS: zeros'})",
+            fix="rebuild and reinstall the module (`flashbuild build`); the file is damaged "
+            "or hostile")
+    data: bytes = section.data()
+    return data
 
 
 def _elf_sections(path: Path, blob: bytes) -> list[bytes]:
@@ -243,7 +352,7 @@ def _elf_sections(path: Path, blob: bytes) -> list[bytes]:
                 if offset + size > len(blob):
                     raise _damaged(str(path), f"section {section.name} ends at byte "
                                    f"{offset + size}, the file has {len(blob)}")
-                out.append(section.data())
+                out.append(section_data(section, str(path)))
         return out
     except (ELFError, struct.error, ValueError, OSError, EOFError) as exc:
         raise BinaryFormatError(

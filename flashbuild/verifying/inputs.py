@@ -26,19 +26,22 @@ code. Other binaries found by walking a folder, wheel or distribution may be hos
 from __future__ import annotations
 
 import contextlib
+import csv
 import importlib.machinery
 import importlib.metadata
 import importlib.util
 import re
+import stat
 import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Literal
 
 from flashbuild.errors import UsageError, VerifyError
 from flashbuild.installing.manifest import MANIFEST_NAME, Manifest
+from flashbuild.verifying.fatbin import not_regular
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -129,6 +132,8 @@ def _with_manifest(kind: SubjectKind, label: str, manifest_path: Path, root: Pat
                    no_import: str = "") -> Subject:
     manifest = Manifest.load(manifest_path)
     folder = manifest_path.parent
+    if kind == "wheel":
+        _members_only(manifest, manifest_path, root, label)
     # The manifest names what was installed: exactly those binaries are checked.
     binaries = tuple(Binary(folder / a.path, _rel(folder / a.path, root), a.kind,
                             required=a.kind == "module", listed=True)
@@ -136,6 +141,25 @@ def _with_manifest(kind: SubjectKind, label: str, manifest_path: Path, root: Pat
     return Subject(kind, label, binaries, manifest, manifest_path, package=package,
                    search_path=search_path, no_import=no_import,
                    has_selfcheck=package is not None and _has_selfcheck(folder))
+
+
+def _members_only(manifest: Manifest, manifest_path: Path, root: Path, label: str) -> None:
+    """A wheel's manifest may name only members of that wheel: `../x.so` (or an absolute
+    path) would make verify check a file outside it, next to the temp folder, and pass."""
+    folder = manifest_path.parent
+    outside = []
+    for artifact in manifest.artifacts:
+        rel = (folder.relative_to(root) / artifact.path).as_posix()
+        if (Path(artifact.path).is_absolute() or PureWindowsPath(artifact.path).is_absolute()
+                or not _safe_member(rel)):
+            outside.append(artifact.path)
+    if outside:
+        raise VerifyError(
+            f"the {MANIFEST_NAME} in {Path(label).name} names files outside the wheel",
+            evidence=f"{(manifest_path.relative_to(root)).as_posix()} lists "
+            f"{', '.join(outside[:5])}; a wheel's manifest may name only members of that wheel",
+            fix="do not install it; rebuild the wheel from its source tree (`flashbuild build` "
+            "writes artifact paths relative to the manifest's folder)")
 
 
 def _no_binaries(where: str, evidence: str) -> VerifyError:
@@ -240,7 +264,7 @@ def _find_spec(name: str) -> ModuleSpec | None:
 def _distributions(name: str) -> list[importlib.metadata.Distribution]:
     """Distributions that provide the import name `name` (or are named `name`)."""
     top = name.split(".", maxsplit=1)[0]
-    dist_names = importlib.metadata.packages_distributions().get(top, [])
+    dist_names = _packages_distributions().get(top, [])
     out: list[importlib.metadata.Distribution] = []
     for dist_name in [*dist_names, name]:
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
@@ -250,16 +274,56 @@ def _distributions(name: str) -> list[importlib.metadata.Distribution]:
     return out
 
 
+def _packages_distributions() -> dict[str, list[str]]:
+    """importlib.metadata.packages_distributions(), except that one distribution with a
+    damaged RECORD or top_level.txt (anywhere in the environment) is left out instead of
+    failing the whole lookup; asked for by name, it gets its own paragraph (`_dist_files`)."""
+    out: dict[str, list[str]] = {}
+    for dist in importlib.metadata.distributions():
+        try:
+            text = dist.read_text("top_level.txt")
+            tops = ([n.strip() for n in text.splitlines() if n.strip()] if text else
+                    # What the standard library infers: top folders of .py files.
+                    list(dict.fromkeys(f.parts[0] if len(f.parts) > 1 else
+                                       f.with_suffix("").name
+                                       for f in dist.files or [] if f.suffix == ".py")))
+        except (UnicodeError, csv.Error, ValueError, OSError):
+            continue
+        for top in tops:
+            out.setdefault(top, []).append(dist.metadata["Name"])
+    return out
+
+
+def _dist_files(dist: importlib.metadata.Distribution) -> list[importlib.metadata.PackagePath]:
+    """The distribution's RECORD, or one paragraph when it is not readable (garbage bytes,
+    UTF-16, a NUL) instead of an internal error."""
+    try:
+        return list(dist.files or [])
+    except (UnicodeError, csv.Error, ValueError, OSError) as exc:
+        name = dist.metadata["Name"] or "?"
+        where = getattr(dist, "_path", None)
+        raise VerifyError(
+            f"the file list (RECORD) of the installed distribution {name} is unreadable",
+            evidence=f"{where}/RECORD: {type(exc).__name__}: {exc}" if where else
+            f"RECORD: {type(exc).__name__}: {exc}",
+            fix=f"reinstall it (`pip install --force-reinstall {name}`, or `flashbuild build` "
+            "for a tree you build); RECORD is UTF-8 CSV written by pip, so a damaged one means "
+            "the install was interrupted or edited by hand") from exc
+
+
 def _dist_binaries(dist: importlib.metadata.Distribution) -> list[Path]:
-    return [Path(str(dist.locate_file(f))) for f in (dist.files or [])
+    return [Path(str(dist.locate_file(f))) for f in _dist_files(dist)
             if is_binary_name(f.name)]
 
 
 def _top_level(dist: importlib.metadata.Distribution) -> str | None:
-    text = dist.read_text("top_level.txt")
+    try:
+        text = dist.read_text("top_level.txt")
+    except UnicodeError:
+        text = None  # a damaged top_level.txt: fall back to the RECORD below
     names = [n.strip() for n in (text or "").splitlines() if n.strip()]
     if not names:
-        names = [f.parts[0] for f in (dist.files or [])
+        names = [f.parts[0] for f in _dist_files(dist)
                  if len(f.parts) == 2 and f.name == "__init__.py"]
     packages = [n for n in names if not n.startswith("_")]
     return next(iter(packages or names), None)
@@ -322,6 +386,10 @@ def open_subject(path: Path | None = None, *, package: str | None = None) -> Ite
                          evidence=f"the PATH argument, made absolute from {Path.cwd()}",
                          fix="name an existing .so/.pyd, package folder, wheel or "
                          f"{MANIFEST_NAME}, or use `--package NAME`")
+    mode = path.stat().st_mode
+    if not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
+        # Before any open(): a FIFO named `.so` blocks a reader forever, /dev/zero never ends.
+        raise not_regular(path, mode)
     if path.is_dir():
         yield _folder(path)
     elif path.suffix.lower() == ".whl":

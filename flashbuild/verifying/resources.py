@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from flashbuild.arch import MAX_REGISTERS_PER_THREAD, REGISTERS_PER_SM, Arch
-from flashbuild.verifying.fatbin import BinaryFormatError, FatbinImage
+from flashbuild.verifying.fatbin import BinaryFormatError, FatbinImage, section_data
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -131,7 +131,7 @@ def cubin_resources(  # noqa: PLR0912 - one pass over the sections, one branch p
     smem: dict[str, int] = {}
     for section in sections:
         if section.name == ".nv.info":
-            for _fmt, attr, value in _records(section.data()):
+            for _fmt, attr, value in _records(section_data(section, f"the {arch} cubin")):
                 if isinstance(value, bytes) and len(value) >= 8 and attr in (
                         EIATTR_REGCOUNT, EIATTR_FRAME_SIZE):
                     index, amount = struct.unpack_from("<II", value)
@@ -140,7 +140,7 @@ def cubin_resources(  # noqa: PLR0912 - one pass over the sections, one branch p
                         target[symbols[index].name] = amount
         elif section.name.startswith(".nv.info."):
             kernel = section.name[len(".nv.info."):]
-            for _fmt, attr, value in _records(section.data()):
+            for _fmt, attr, value in _records(section_data(section, f"the {arch} cubin")):
                 if attr in (EIATTR_MAX_THREADS, EIATTR_REQNTID) and isinstance(
                         value, bytes) and len(value) >= 12:
                     x, y, z = struct.unpack_from("<III", value)
@@ -186,7 +186,7 @@ def declared_dynamic_smem(cubin: bytes, symbols: Mapping[str, str], *,
                     f"{sym.name} = <bytes>;`")
             # st_value is an address; cubin sections have sh_addr 0, so it is the offset.
             offset = int(sym["st_value"]) - int(section["sh_addr"])
-            raw = section.data()[offset:offset + size]
+            raw = section_data(section, f"the {arch} cubin")[offset:offset + size]
             if len(raw) != size:
                 raise BinaryFormatError(f"`{sym.name}` lies outside {section.name}",
                                         evidence=f"offset {offset}, size {size}, section "

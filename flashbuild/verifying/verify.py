@@ -19,7 +19,7 @@ import importlib.util
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,12 +33,13 @@ from flashbuild.verifying.fatbin import (
     BinaryFormatError,
     BinaryImages,
     FatbinImage,
+    UnknownCodecError,
     list_images,
 )
 from flashbuild.verifying.inputs import DEFAULT_PACKAGE, Binary, Subject, open_subject
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Collection, Mapping, Sequence
 
     from flashbuild.proc import Runner
 
@@ -158,7 +159,9 @@ def arch_proof(found: BinaryImages, targets: Sequence[Target], *, subject: str,
 
 
 def _check_images(found: BinaryImages, targets: Sequence[Target], subject: str, *,
-                  strict: bool = True) -> list[Check]:
+                  strict: bool = True, unreadable: Collection[str] = ()) -> list[Check]:
+    """The image checks of one binary; an image in `unreadable` is not reported present (its
+    own failure says why)."""
     checks: list[Check] = []
     have = ", ".join(found.names()) or "no GPU code"
     sass = found.sass
@@ -169,8 +172,9 @@ def _check_images(found: BinaryImages, targets: Sequence[Target], subject: str, 
             exact = [i for i in sass if i.arch == arch]
             same_code = [i for i in sass if i.arch.code == arch.code]
             if exact:
-                checks.append(Check("images", subject, Status.OK, f"{arch.sm} SASS present",
-                                    f"holds {have}"))
+                if any(i.name not in unreadable for i in exact):
+                    checks.append(Check("images", subject, Status.OK,
+                                        f"{arch.sm} SASS present", f"holds {have}"))
             elif same_code:
                 checks.append(Check(
                     "images", subject, Status.WARN,
@@ -203,7 +207,7 @@ def _check_images(found: BinaryImages, targets: Sequence[Target], subject: str, 
                     f"{arch.dotted} has PTX only ({jit.name})",
                     f"holds {have}; {JIT_COST}",
                     f"add SASS: `flashbuild build --arch {arch.sm}` (or `{arch.dotted}+PTX`)"))
-            else:
+            elif jit.name not in unreadable:
                 checks.append(Check("images", subject, Status.OK,
                                     f"{jit.name} PTX present", f"holds {have}"))
     codes = {t.arch.code for t in targets}
@@ -472,7 +476,10 @@ def _artifact_checks(binary: Binary, *, spec: ArchSpec | None, strict: bool,
         return _ArtifactResult(checks, None, 0, cache, proof=ArchProof(
             subject, str(binary.path), binary.kind, "unknown", readable=False))
     targets = spec.targets if spec is not None else ()
-    proof = arch_proof(found, targets, subject=subject, kind=binary.kind)
+    kernels, names_by_code, damaged, unreadable = _read_images(found, targets, subject)
+    # An image that cannot be read is no image for the proof either (`missing` in --json).
+    usable = replace(found, images=tuple(i for i in found.images if i.name not in unreadable))
+    proof = arch_proof(usable, targets, subject=subject, kind=binary.kind)
     if not found.images:
         if binary.required:
             checks.append(Check(
@@ -486,25 +493,15 @@ def _artifact_checks(binary: Binary, *, spec: ArchSpec | None, strict: bool,
                                 f"no .nv_fatbin/.nv_fatb section in {binary.path.name}",
                                 "expected for a helper library; otherwise check the build"))
     else:
-        checks += _check_images(found, targets, subject, strict=strict)
+        checks += _check_images(found, targets, subject, strict=strict,
+                                unreadable=unreadable)
     if platform.name != "windows" and cache is None:
         cache = binaries.ld_cache(runner, env)
     deps = binaries.resolve(info, platform=platform, env=env, runner=runner,
                             dll_dirs=list(expect.dll_dirs), cache=cache or {},
                             app_dir=binaries.application_dir(python))
     checks += _dep_checks(_with_preloaded(deps, preloaded), subject)
-    kernels: list[resources.KernelResources] = []
-    names_by_code: dict[int, set[str]] = {}
-    for image in found.sass:
-        try:
-            mine = resources.image_resources(image)
-        except BinaryFormatError as exc:
-            checks.append(Check("resources", f"{subject} {image.name}", Status.WARN,
-                                "compressed: resources unknown", exc.paragraph(),
-                                "build with nvcc `--no-compress`"))
-            continue
-        kernels += mine
-        names_by_code.setdefault(image.arch.code, set()).update(k.name for k in mine)
+    checks += damaged
     if expect.ptxas_info:
         kernels += resources.parse_ptxas_info(expect.ptxas_info)
     declared, declared_checks = ((frozenset(), []) if spec is None else _declared_smem_checks(
@@ -524,6 +521,64 @@ def _artifact_checks(binary: Binary, *, spec: ArchSpec | None, strict: bool,
                            sass_codes=frozenset(i.arch.code for i in found.sass),
                            proof=proof,
                            names_by_code={c: frozenset(n) for c, n in names_by_code.items()})
+
+
+def _read_images(found: BinaryImages, targets: Sequence[Target], subject: str) -> tuple[
+        list[resources.KernelResources], dict[int, set[str]], list[Check], set[str]]:
+    """Read every SASS image (its kernels' resources) and each PTX image a target would JIT,
+    before the image checks: an image a target needs that cannot be read is not `present`.
+    Returns the kernels, kernel names per arch code, the checks for unreadable images and
+    their names."""
+    kernels: list[resources.KernelResources] = []
+    names_by_code: dict[int, set[str]] = {}
+    codes = {t.arch.code for t in targets}
+    damaged: list[Check] = []
+    unreadable: set[str] = set()
+    for image in found.sass:
+        try:
+            mine = resources.image_resources(image)
+        except UnknownCodecError as exc:
+            damaged.append(Check("resources", f"{subject} {image.name}", Status.WARN,
+                                "compressed: resources unknown", exc.paragraph(),
+                                "build with nvcc `--no-compress`"))
+            continue
+        except BinaryFormatError as exc:
+            damaged.append(_unreadable(image, exc, subject, needed=image.arch.code in codes))
+            unreadable.add(image.name)
+            continue
+        kernels += mine
+        names_by_code.setdefault(image.arch.code, set()).update(k.name for k in mine)
+    damaged += _ptx_readable(found, targets, subject, unreadable)
+    return kernels, names_by_code, damaged, unreadable
+
+
+def _unreadable(image: FatbinImage, exc: BinaryFormatError, subject: str, *,
+                needed: bool) -> Check:
+    """A damaged GPU image (it cannot be decompressed, is over the size cap or is no cubin):
+    a failure when a target needs it (listing it would be a false pass: the driver cannot load
+    it either), a warning for an image of another arch."""
+    return Check("images" if needed else "resources", f"{subject} {image.name}",
+                 Status.FAIL if needed else Status.WARN,
+                 f"the {image.name} image is unreadable" + (
+                     ": the target arch has no usable GPU code" if needed else ""),
+                 f"{exc.what}: {exc.evidence}" if exc.evidence else exc.what,
+                 exc.fix or "rebuild and reinstall the module")
+
+
+def _ptx_readable(found: BinaryImages, targets: Sequence[Target], subject: str,
+                  unreadable: set[str]) -> list[Check]:
+    """Decompress (capped) each PTX image a PTX target would JIT, so a damaged one fails."""
+    checks: list[Check] = []
+    for image in dict.fromkeys(j for t in targets if t.ptx
+                               if (j := _ptx_for(found.ptx, t.arch)) is not None):
+        try:
+            image.data()
+        except UnknownCodecError:
+            continue
+        except BinaryFormatError as exc:
+            checks.append(_unreadable(image, exc, subject, needed=True))
+            unreadable.add(image.name)
+    return checks
 
 
 def _kernel_checks(wanted: Sequence[str], spec: ArchSpec | None, pkg: str,

@@ -98,6 +98,8 @@ def snapshot(folder: Path) -> Snapshot:
                 out[rel] = ("link", os.readlink(path).encode())
             elif path.is_dir():
                 out[rel] = ("dir", b"")
+            elif not path.is_file():
+                out[rel] = ("special", b"")  # a FIFO: reading it would block the test
             else:
                 out[rel] = ("file", path.read_bytes())
     return out
@@ -124,10 +126,12 @@ class Outcome:
         return "internal error" in self.output
 
     def clear_error(self) -> bool:
-        """One paragraph with what, evidence and fix, a documented code, no traceback."""
+        """One paragraph with what, evidence and fix, a documented code, no traceback; or, from
+        `verify`, a report whose failed check carries its evidence and a fix."""
         text = " ".join(self.output.split())
+        failed_check = " FAIL " in f" {text} " and "check(s) failed" in text
         return (self.code not in (0, 1) and not self.traceback and not self.internal
-                and "error:" in text and "fix:" in text)
+                and ("error:" in text or failed_check) and "fix:" in text)
 
 
 @dataclass
@@ -234,10 +238,12 @@ def proc(*args: str, env: dict[str, str] | None = None, timeout: float = HANG_S,
 
 
 def record(case: str, *, clear_error: bool | None, data_lost: bool, tree_changed: bool,
-           hang: bool, left_running: bool = False, false_pass: bool = False) -> None:
+           hang: bool, left_running: bool = False, false_pass: bool = False,
+           internal: bool = False) -> None:
     """Write one case's outcome to the ledger (a no-op when no ledger is set).
     `left_running`: a process flashbuild started outlived it; `false_pass`: exit 0 where
-    the input was wrong (a build for another arch, a damaged binary)."""
+    the case expects a failure (a build for another arch, a damaged binary); `internal`: a
+    traceback or an internal error."""
     folder = os.environ.get(LEDGER_ENV)
     if not folder:
         return
@@ -245,12 +251,12 @@ def record(case: str, *, clear_error: bool | None, data_lost: bool, tree_changed
     path.write_text(json.dumps({"case": case, "clear_error": clear_error,
                                 "data_lost": data_lost, "tree_changed": tree_changed,
                                 "hang": hang, "left_running": left_running,
-                                "false_pass": false_pass}))
+                                "false_pass": false_pass, "internal": internal}))
 
 
 def totals(folder: Path) -> dict[str, int]:
     """Sum of the ledger: cases, clear errors (of the cases that expect an error), data lost,
-    tree changed, hangs, processes left running, false passes."""
+    tree changed, hangs, processes left running, false passes, internal errors."""
     rows = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
     return {
         "cases": len(rows),
@@ -261,7 +267,24 @@ def totals(folder: Path) -> dict[str, int]:
         "hangs": sum(1 for r in rows if r["hang"]),
         "left running": sum(1 for r in rows if r.get("left_running")),
         "false passes": sum(1 for r in rows if r.get("false_pass")),
+        "internal errors": sum(1 for r in rows if r.get("internal")),
     }
+
+
+def judge_outcome(case: str, out: Outcome, *, code: int, say: str = "") -> None:
+    """`judge` for a case with no tree (verify of a hostile binary or wheel): record it and
+    assert exit `code`, a clear error when non-zero, no traceback, `say` in the message."""
+    clear = out.clear_error() if code != 0 else None
+    record(case, clear_error=clear, data_lost=False, tree_changed=False, hang=out.hang,
+           false_pass=code != 0 and out.code == 0,
+           internal=out.traceback or out.internal or out.code == 1)
+    assert not out.hang, f"{case}: no answer within {HANG_S:g} s"
+    assert out.code == code, f"{case}: exit {out.code}, expected {code}\n{out.output}"
+    assert not out.traceback and not out.internal, out.output
+    if code != 0:
+        assert clear, f"{case}: not a clear error (what, evidence, fix):\n{out.output}"
+    if say:
+        assert say in " ".join(out.output.split()), out.output
 
 
 def judge(case: str, box: Sandbox, out: Outcome, *, code: int,
@@ -272,7 +295,9 @@ def judge(case: str, box: Sandbox, out: Outcome, *, code: int,
     changed = tree is not None and snapshot(box.tree) != tree
     lost = lost or box.outside_touched()
     clear = out.clear_error() if code != 0 else None
-    record(case, clear_error=clear, data_lost=lost, tree_changed=changed, hang=out.hang)
+    record(case, clear_error=clear, data_lost=lost, tree_changed=changed, hang=out.hang,
+           false_pass=code != 0 and out.code == 0,
+           internal=out.traceback or out.internal or out.code == 1)
     assert not out.hang, f"{case}: no answer within {HANG_S:g} s"
     assert out.code == code, f"{case}: exit {out.code}, expected {code}\n{out.output}"
     assert not out.traceback and not out.internal, out.output

@@ -165,6 +165,10 @@ INITS = {
     "no-final-newline": '"""Doc."""',
     "nel-in-string": 'X = "a\x85b"\n',
     "empty": "",
+    # Issue 22: the shim's markers quoted inside a string are text, not a block: refused
+    # ("no end marker") or, with both quoted, the string was cut.
+    "begin-marker-in-a-string": f'X = """\n{shim.BEGIN}\nquoted\n"""\nY = 1\n',
+    "both-markers-in-a-string": f'"""Doc.\n{shim.BEGIN}\nquoted\n{shim.END}\n"""\nY = 1\n',
 }
 
 

@@ -250,6 +250,12 @@ def test_a_source_no_step_edits_does_not_block_the_bundled_recipe(box: Sandbox, 
     box.tree = tree
     before = snapshot(tree)
     out = box.cli("patch", "--source", str(tree), *WIN120)
+    if kind == "binary":
+        # Issue 22: a file of the globs that cannot be read may hide sites (BOM-less UTF-16),
+        # so a step with `expect` (the instantiations step has one) fails, naming it.
+        judge("tree: csrc with a binary source in a step's globs (patch)", box, out, code=5,
+              tree=before, say="kernels/odd.cu: a NUL byte at offset 0")
+        return
     judge(f"tree: csrc with a {kind} source no step edits (patch)", box, out, code=0)
     out = box.cli("patch", "--source", str(tree), "--revert")
     judge(f"tree: csrc with a {kind} source no step edits (revert)", box, out, code=0,

@@ -176,6 +176,13 @@ def probe_torch(request: BuildRequest, runner: StreamRunner) -> dict[str, str]:
                   if version_py is not None else {})
     except OSError:
         fields = {}
+    except ValueError as exc:  # not UTF-8 (UnicodeDecodeError), or not Python
+        raise ToolchainError(
+            f"torch's version file {version_py} cannot be read",
+            evidence=f"{type(exc).__name__}: {exc}; torch/version.py is the UTF-8 Python file "
+            "torch's installer writes, and Python could not import it either",
+            fix=f"reinstall torch: `{request.python} -m pip install --force-reinstall torch` "
+            "(with the index URL of your CUDA build)") from exc
     if not fields.get("__version__"):
         raise ToolchainError(
             "torch is not installed for the Python that builds this setup.py project",

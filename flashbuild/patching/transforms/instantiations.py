@@ -498,6 +498,7 @@ def _check_own_lines(src: cxx.Source, item: InstantiationSite) -> None:
             evidence=one_line(src.slice(src.line_start(item.start), src.line_end(item.end))),
             fix="use a unified diff (`patches/*.patch`) for this site, or a `replace-block` "
             "step that first puts it on its own line",
+            details={"path": src.path, "line": src.line_of(item.start)},
         )
 
 

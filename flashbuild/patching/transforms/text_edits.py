@@ -68,8 +68,24 @@ class MacroEditParams:
     def __post_init__(self) -> None:
         if self.regex:  # compiled when the recipe loads: exit 4 with its file:line
             _check_regex("find", self.find)
+            _check_template(self.find, self.replace)
             if self.already:
                 _check_regex("already", self.already)
+
+
+def _check_template(pattern: str, replace: str) -> None:
+    """Raise ValueError for a `replace` that names a group `find` lacks (`\\2` with one
+    group): it failed only at patch time, as an internal error, after `recipe check` said the
+    recipe was valid (issue 22). `sub` compiles the template before it looks for a match."""
+    compiled = re.compile(pattern)
+    try:
+        compiled.sub(replace, "")
+    except (re.error, IndexError) as exc:
+        groups = compiled.groups
+        named = ", ".join(f"<{n}>" for n in compiled.groupindex) or "none named"
+        raise ValueError(f"`replace` = {replace!r} does not fit `find`: {exc} (`find` has "
+                         f"{groups} group(s), {named}; refer only to those, or escape a "
+                         "literal backslash as `\\\\`)") from exc
 
 
 def _check_regex(name: str, pattern: str) -> None:
