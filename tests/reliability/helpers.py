@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -129,7 +130,9 @@ class Outcome:
         """One paragraph with what, evidence and fix, a documented code, no traceback; or, from
         `verify`, a report whose failed check carries its evidence and a fix."""
         text = " ".join(self.output.split())
-        failed_check = " FAIL " in f" {text} " and "check(s) failed" in text
+        # verify's report: a check marked `error` and the closing "N check(s) failed".
+        failed_check = (" error " in f" {text} "
+                        and re.search(r"\b\d+ checks? failed\b", text) is not None)
         return (self.code not in (0, 1) and not self.traceback and not self.internal
                 and ("error:" in text or failed_check) and "fix:" in text)
 
