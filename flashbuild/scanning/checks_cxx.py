@@ -5,7 +5,7 @@ Candidates are found by a regex over the text (fast, in C) and then judged on th
 match inside a comment or a string is dropped (except PTX inside `asm`), and every site is
 checked against the preprocessor branches around it for the compilation pass that matters
 (the Windows host pass for POSIX/GCC problems, the target's device pass for arch problems),
-with `flashbuild.scanning.pp`. Explicit instantiations are decided by the
+with `flashbuild.source.pp`. Explicit instantiations are decided by the
 `explicit-instantiations` transform's own public analysis, so scan reports exactly the sites
 the transform touches or keeps: its per-file half (`file_facts`) runs here, in the worker, on
 the parse the other checks use; its tree-wide half in `instantiation_findings`.
@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from flashbuild.arch import Arch
 from flashbuild.patching import cxx
 from flashbuild.patching.transforms import instantiations as inst
-from flashbuild.scanning.pp import NOT_DEFINED, Evaluator, Pass, device_pass, host_pass
 from flashbuild.scanning.ptx_table import INSTRUCTIONS
 from flashbuild.scanning.scan import (
     Category,
@@ -32,6 +31,7 @@ from flashbuild.scanning.scan import (
     ScanTarget,
     Severity,
 )
+from flashbuild.source.pp import NOT_DEFINED, Evaluator, Pass, device_pass, host_pass
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence

@@ -11,14 +11,14 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from flashbuild.scanning.reach import includes_header
 from flashbuild.scanning.scan import Category, Finding, Fix, ScanTarget, Severity, read_source
+from flashbuild.source.reach import includes_header
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from flashbuild.scanning.reach import Reach
-    from flashbuild.scanning.setuppy import Extension, SetupPy
+    from flashbuild.source.reach import Reach
+    from flashbuild.source.setuppy import Extension, SetupPy
 
 #: cl.exe options that mean "GCC syntax": D9002 "ignoring unknown option".
 _GCC_ONLY = re.compile(r"^-(?:O3|Ofast|f[\w-]+|g\d?|std=[\w+]+|Wno-[\w-]+|Wextra|Wpedantic|"

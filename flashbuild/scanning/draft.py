@@ -945,7 +945,7 @@ def compile_check(d: Draft, root: Path, result: ScanResult) -> None:
     from flashbuild.detect.cuda import find_toolkits
     from flashbuild.proc import ProcessRunner
     from flashbuild.scanning.compilecheck import StepEdit, check_steps
-    from flashbuild.scanning.ppgraph import build_graph
+    from flashbuild.source.ppgraph import build_graph
 
     code = [s for s in d.steps if s.transform in _CODE_STEPS]
     if not code:

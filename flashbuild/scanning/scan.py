@@ -310,7 +310,7 @@ def walk_tree(root: Path, *, include_vendored: bool = False  # noqa: PLR0912, PL
                          fix="pass the root folder of the source tree")
     seen: set[tuple[int, int]] = {(st.st_dev, st.st_ino)}
     stack: list[str] = [""]
-    from flashbuild.scanning.reach import count_files, gitmodule_paths, vendored_library
+    from flashbuild.source.reach import count_files, gitmodule_paths, vendored_library
 
     submodules = gitmodule_paths(root)
     while stack:
@@ -427,8 +427,8 @@ def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> A
     """What the tree's top-level setup.py compiles for the target (a `reach.Reach`), or None
     for a tree without one or with a top-level CMakeLists.txt (CMake trees keep the
     build-gate reading of their lists)."""
-    from flashbuild.scanning.reach import compute_reach
-    from flashbuild.scanning.setuppy import setup_for
+    from flashbuild.source.reach import compute_reach
+    from flashbuild.source.setuppy import setup_for
 
     paths = [rel for rel, _kind in walk.files]
 
@@ -448,7 +448,7 @@ def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> A
 
 def _header_facts(args: tuple[str, str, int]) -> tuple[str, Any]:
     """What one C++ file defines (with conditions) and includes (`ppgraph.scan_header`)."""
-    from flashbuild.scanning.ppgraph import scan_header
+    from flashbuild.source.ppgraph import scan_header
 
     root, rel, max_bytes = args
     text = read_source(Path(root), rel, max_bytes)
@@ -462,7 +462,7 @@ def _work(root: Path, files: Sequence[tuple[str, FileKind]], target: ScanTarget,
           ) -> list[tuple[str, str, FileKind, ScanTarget, int, Any]]:
     """The check jobs, each C++ file with the object-like macros its included headers define
     (`ppgraph`): the preprocessor state along the include graph."""
-    from flashbuild.scanning.ppgraph import as_wire, graph_from
+    from flashbuild.source.ppgraph import as_wire, graph_from
 
     dirs: list[str] = []
     if reach is not None:

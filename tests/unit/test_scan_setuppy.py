@@ -1,4 +1,4 @@
-"""setup.py read with ast (`scanning.setuppy`), what the scan then leaves out (reachability,
+"""setup.py read with ast (`source.setuppy`), what the scan then leaves out (reachability,
 vendored code), the setup.py rules, and the grouped report. Small trees written to tmp_path."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from rich.console import Console
 from flashbuild.arch import parse_arch_spec
 from flashbuild.scanning.report import print_report
 from flashbuild.scanning.scan import ScanOptions, make_target, scan_tree
-from flashbuild.scanning.setuppy import analyze_setup
+from flashbuild.source.setuppy import analyze_setup
 
 SM120 = parse_arch_spec("sm120").archs
 
