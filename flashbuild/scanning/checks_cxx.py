@@ -250,6 +250,19 @@ class _Ctx:
             snippet=_snippet(self.file, line), fix=fix, data=data))
 
 
+def context_for(file: FileText, target: ScanTarget, inherited: Any = None) -> _Ctx | None:
+    """The parse and preprocessor state of one file, for the tree-wide call graph
+    (`callgraph`); None when the file does not parse."""
+    try:
+        src = cxx.parse(file.text, file.path)
+    except (ValueError, RecursionError):
+        return None
+    defines: dict[str, list[cxx.MacroDef]] = {}
+    for macro in cxx.macro_definitions(src):
+        defines.setdefault(macro.name, []).append(macro)
+    return _Ctx(file, src, target, FileReport(file.path), defines, inherited or {})
+
+
 def check_cxx(file: FileText, target: ScanTarget, inherited: Any = None) -> FileReport:
     report = FileReport(file.path)
     text = file.text
@@ -570,11 +583,15 @@ def _instructions(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Ar
                         f"{arch.sm}; else exclude or gate the source"),
                     needs="compiled-for-target", instruction=name, arch=arch.code)
             continue
+        from flashbuild.scanning.callgraph import owner_of
+
+        owner = owner_of(ctx.src.node_text, node)
         ctx.add(start, "FB160", Category.ARCH_INSTRUCTIONS, Severity.ERROR,
                 f"`{name}` is compiled for {arch.sm}, which lacks it (needs {needs})",
                 f"inline PTX `{name}` in code the {arch.sm} device pass compiles",
                 Fix(transform="exclude-sources", params={"globs": [ctx.file.path]}),
-                needs="compiled-for-target", instruction=name, arch=arch.code)
+                needs="compiled-for-target", instruction=name, arch=arch.code,
+                suffix=arch.suffix.value, owner=owner.kind, owner_names=list(owner.names))
 
 
 def _line_text(ctx: _Ctx, byte: int) -> str:

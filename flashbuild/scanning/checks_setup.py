@@ -9,7 +9,7 @@ switch), which a recipe can also say with `[[build.env]]`.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flashbuild.scanning.scan import Category, Finding, Fix, ScanTarget, Severity, read_source
 from flashbuild.source.reach import includes_header
@@ -54,6 +54,10 @@ def setup_findings(root: Path, reach: Reach, target: ScanTarget) -> list[Finding
         _gcc_cxx_flags(setup, built, add)
         _long_paths(reach, add)
     _gencode(setup, built, target, add)
+    if setup.gencode:
+        _several_archs(setup, built, lines, add)
+    _host_cccl(root, built, target, lines, add)
+    _version_timestamp(root, setup, text if isinstance(text, str) else "", add)
     for line, what in setup.downloads:
         add("FB230", Category.SETUP_BUILD, Severity.WARNING, line,
             f"setup.py fetches during the build ({what}): an offline build fails here",
@@ -115,6 +119,14 @@ def _torch_headers(reach: Reach, built: list[Extension], add: _Add) -> None:
     if not sites:
         return
     path, line, ext = sites[0]
+    for other, other_line, _e in sites[1:]:
+        # One error for the missing flag; each further site as a note, so every file that
+        # breaks is named where it breaks.
+        add("FB210", Category.TORCH_HEADERS, Severity.NOTE, other_line,
+            f"this .cu file also pulls in <torch/extension.h> without -DUSE_CUDA (see "
+            f"{path}:{line})", f"`{ext.name}` nvcc flags have no -DUSE_CUDA",
+            Fix(manual="the same fix as the error at the first site"), path=other,
+            snip=f"#include <{_TORCH_EXTENSION}> (directly or through this include)")
     others = sorted({p for p, _l, _e in sites[1:]})
     also = f"; also {len(others)} more .cu file(s): {', '.join(others[:4])}" + (
         " …" if len(others) > 4 else "") if others else ""
@@ -171,6 +183,141 @@ def _gencode(setup: SetupPy, built: list[Extension], target: ScanTarget, add: _A
         "arch flags when one names an arch",
         Fix(manual="to build only the target, narrow the list in setup.py (a recipe step); "
             "the tree's own arch switch, if any, through [[build.env]]"))
+
+
+_ARCH_IN_PATH = re.compile(r"(?:^|[/_.-])sm_?(\d{2,3})[af]?(?=[/_.-]|$)", re.IGNORECASE)
+
+
+def _several_archs(setup: SetupPy, built: list[Extension], lines: list[str],
+                   add: _Add) -> None:
+    """FB221: sources named for two or more archs in one extension, under a hard-coded
+    gencode list (so every source is compiled for every listed arch)."""
+    for ext in built:
+        by_arch: dict[int, list[str]] = {}
+        for src in ext.sources:
+            m = _ARCH_IN_PATH.search(src)
+            if m and src.endswith(".cu"):
+                by_arch.setdefault(int(m[1]), []).append(src)
+        if len(by_arch) < 2 or ext.condition:
+            continue
+        first = min((s for group in by_arch.values() for s in group),
+                    key=lambda s: _line_of(lines, s, ext.line))
+        line = _line_of(lines, first, ext.line)
+        counts = " and ".join(f"{len(v)} sm{k}" for k, v in sorted(by_arch.items()))
+        add("FB221", Category.ARCH_SELECTION, Severity.WARNING, line,
+            f"`{ext.name}` lists {counts} sources unconditionally: each is compiled for every "
+            "arch of the hard-coded gencode list, and a switch that drops an arch's gencode "
+            "keeps its sources",
+            f"sources from line {line}; gencode at line {setup.gencode[0][0]}",
+            Fix(manual="none needed to build; to save build time, list each arch's sources "
+                "under the same switch as its gencode"))
+        return
+
+
+def _line_of(lines: list[str], needle: str, default: int) -> int:
+    name = needle.rpartition("/")[2]
+    return next((i for i, text in enumerate(lines, 1) if name in text), default)
+
+
+def _host_cccl(root: Path, built: list[Extension], target: ScanTarget,  # noqa: PLR0917
+               lines: list[str], add: _Add) -> None:
+    """FB222: a host-compiled source of a CUDA extension reaches a CCCL header, and nothing
+    puts <CUDA_HOME>/include/cccl on the host compiler's path."""
+    from flashbuild.source.hostinclude import first_cccl_include
+
+    def read(rel: str) -> str | None:
+        path = root / rel
+        try:
+            return path.read_text(encoding="utf-8", errors="replace") if path.is_file() \
+                else None
+        except OSError:
+            return None
+
+    for ext in built:
+        flags = " ".join((*ext.include_dirs, *ext.cxx_flags))
+        if "cccl" in flags:
+            continue
+        for src in ext.sources:
+            if src.endswith(".cu") or src.endswith(".cuh"):
+                continue
+            found = first_cccl_include(src, ext.include_dirs, read, target.platform)
+            if found is None:
+                continue
+            line = next((i for i, text in enumerate(lines, 1)
+                         if i >= ext.line and "include_dirs" in text), ext.line)
+            chain = " → ".join(found.chain)
+            add("FB222", Category.SETUP_FLAGS, Severity.ERROR, line,
+                f"include_dirs lack <CUDA_HOME>/include/cccl: with CUDA 13 the host compile "
+                f"of {src} reaches <{found.header}> and stops with 'No such file or "
+                "directory'",
+                f"{chain} → <{found.header}> (static reading: the `#if` branches a plain host "
+                "compile takes); torch's cpp_extension adds only <CUDA_HOME>/include",
+                Fix(manual="add os.path.join(CUDA_HOME, 'include', 'cccl') to include_dirs; "
+                    "flashbuild's build puts it on the host include path (CPLUS_INCLUDE_PATH "
+                    "/ INCLUDE) itself"))
+            return
+
+
+def _clock_names(tree: Any) -> tuple[dict[str, list[Any]], set[str]]:
+    """Each name's assignments, and the names some assignment takes from the clock
+    (directly or through another such name)."""
+    import ast
+
+    assigned: dict[str, list[ast.Assign]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for tgt in node.targets:
+                if isinstance(tgt, ast.Name):
+                    assigned.setdefault(tgt.id, []).append(node)
+    timed: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, nodes in assigned.items():
+            if name not in timed and any(
+                    _CLOCK.search(ast.unparse(n.value)) or
+                    {x.id for x in ast.walk(n.value) if isinstance(x, ast.Name)} & timed
+                    for n in nodes):
+                timed.add(name)
+                changed = True
+    return assigned, timed
+
+
+_CLOCK = re.compile(r"\b(?:now|utcnow|today|time|strftime|gmtime|localtime)\s*\(")
+
+
+def _version_timestamp(root: Path, setup: SetupPy, text: str, add: _Add) -> None:
+    """FB233: `setup(version=…)` built from a variable that one of its assignments takes
+    from the clock (typically the fallback when `git rev-parse` fails)."""
+    import ast
+
+    if "version" not in text or not _CLOCK.search(text):
+        return
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return
+    assigned, timed = _clock_names(tree)
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and ast.unparse(node.func).endswith("setup")):
+            continue
+        version = next((k.value for k in node.keywords if k.arg == "version"), None)
+        if version is None:
+            continue
+        used = [n.id for n in ast.walk(version) if isinstance(n, ast.Name) and n.id in timed]
+        if not used and not _CLOCK.search(ast.unparse(version)):
+            continue
+        first = min((a.lineno for n in used for a in assigned[n]), default=version.lineno)
+        has_git = (root / ".git").exists()
+        add("FB233", Category.SETUP_BUILD, Severity.WARNING if has_git else Severity.ERROR,
+            first, "the version can come from the clock: pip runs setup.py for the metadata "
+            "and again for the wheel, gets two versions and rejects the wheel",
+            f"setup(version={ast.unparse(version)}) at line {version.lineno}; "
+            f"{', '.join(used) or 'it'} is taken from the time when the first source fails"
+            + ("" if has_git else " (this tree has no .git, so it does)"),
+            Fix(manual="build from a git checkout, or pin the version (the tree's own version "
+                "variable, or a recipe step that replaces the timestamp)"))
+        return
 
 
 def _isolation(root: Path, setup: SetupPy, target: ScanTarget, add: _Add) -> None:

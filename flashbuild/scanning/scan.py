@@ -413,7 +413,9 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
             work = _work(root, files, target, opts, reach, headers)
             reports = list(pool.map(_check_file, work,
                                     chunksize=max(8, len(work) // (jobs * 8))))
+    inherited = {w[1]: w[5] for w in work if w[2] == "cxx"}
     findings = combine(root, reports, target, reach)
+    findings = unreached_instructions(root, findings, target, inherited, opts.max_file_bytes)
     skipped = [*walk.skipped, *not_built, *(s for r in reports for s in r.skipped)]
     return ScanResult(
         root=root, target=target, findings=tuple(sorted(findings, key=Finding.sort_key)),
@@ -421,6 +423,45 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
         files_scanned=sum(1 for r in reports if not r.skipped),
         seconds=time.perf_counter() - start,
         setup=reach.setup if reach is not None else None, vendored=tuple(walk.vendored))
+
+
+def unreached_instructions(root: Path, findings: list[Finding], target: ScanTarget,
+                           files: Mapping[str, Any], max_bytes: int) -> list[Finding]:
+    """FB160 errors in device functions that no kernel compiled for the target reaches
+    become notes (`callgraph`): ptxas never sees them."""
+    from flashbuild.arch import Arch, Suffix
+    from flashbuild.scanning.callgraph import CallGraph
+    from flashbuild.source.pp import device_pass
+
+    def read(rel: str) -> str | None:
+        text = read_source(root, rel, max_bytes)
+        return text if isinstance(text, str) else None
+
+    graphs: dict[tuple[int, str], CallGraph] = {}
+    out: list[Finding] = []
+    for f in findings:
+        names = tuple(f.data.get("owner_names", ()))
+        if f.rule != "FB160" or f.severity is not Severity.ERROR or \
+                f.data.get("owner") != "entity" or not names:
+            out.append(f)
+            continue
+        key = (int(f.data["arch"]), str(f.data.get("suffix", "")))
+        if key not in graphs:
+            arch = Arch(key[0] // 10, key[0] % 10, Suffix(key[1]))
+            graphs[key] = CallGraph(files, read, target, device_pass(target.platform, arch))
+        graph = graphs[key]
+        if graph.reached(names):
+            out.append(f)
+            continue
+        what = ", ".join(f"`{n}`" for n in names)
+        out.append(replace(
+            f, severity=Severity.NOTE,
+            message=f"`{f.data['instruction']}` sits in {what}, which no kernel compiled for "
+            f"{graph.device.name.removeprefix('device ')} reaches: ptxas never sees it there",
+            evidence=f"{f.evidence}; every use of {what} in the compiled files is behind an "
+            "#if that is false for this pass, or in code only such uses reach (static "
+            "reading)"))
+    return out
 
 
 def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> Any:

@@ -220,6 +220,13 @@ class _Interp:
             raise _Return(self.expr(node.value, env) if node.value is not None else None)
         elif isinstance(node, ast.Global | ast.Nonlocal):
             pass  # names resolve through the parent chain already
+        elif isinstance(node, ast.ImportFrom) and node.module == "torch.utils.cpp_extension":
+            # torch's own platform constants (`if IS_WINDOWS:` picks the cl.exe flags).
+            known = {"IS_WINDOWS": self.platform == "windows",
+                     "IS_LINUX": self.platform == "linux", "IS_MACOS": False}
+            for alias in node.names:
+                if alias.name in known:
+                    env.names[alias.asname or alias.name] = known[alias.name]
 
     def assign(self, target: ast.expr, value: Any, env: _Env) -> None:
         if isinstance(target, ast.Name):
