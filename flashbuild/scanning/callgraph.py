@@ -50,7 +50,8 @@ class Owner:
     names: tuple[str, ...] = ()
 
 
-def owner_of(src_text: Callable[[Node], str], node: Node, searched: str = "") -> Owner:
+def owner_of(  # noqa: PLR0911 - one return per kind of owner
+        src_text: Callable[[Node], str], node: Node, searched: str = "") -> Owner:
     """The entity `node` sits in (see `Owner`). `src_text` gives a node's text. A class
     specialised on `searched` (`struct MMA_Traits<searched<…>>`) belongs to `searched`: it is
     used only where `searched` is, so it adds nothing to follow."""

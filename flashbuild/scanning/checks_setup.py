@@ -219,7 +219,7 @@ def _line_of(lines: list[str], needle: str, default: int) -> int:
     return next((i for i, text in enumerate(lines, 1) if name in text), default)
 
 
-def _host_cccl(root: Path, built: list[Extension], target: ScanTarget,  # noqa: PLR0917
+def _host_cccl(root: Path, built: list[Extension], target: ScanTarget,
                lines: list[str], add: _Add) -> None:
     """FB222: a host-compiled source of a CUDA extension reaches a CCCL header, and nothing
     puts <CUDA_HOME>/include/cccl on the host compiler's path."""
