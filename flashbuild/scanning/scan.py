@@ -552,7 +552,9 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
         gates=build_gates(reports), defines=tree_defines(reports),
         paths=frozenset(r.path for r in reports),
         dlsym=any(r.facts.get("dlsym") for r in reports), reach=reach,
-        exported={name: r.path for r in reports for name in r.facts.get("exported", ())})
+        exported={name: r.path for r in reports for name in r.facts.get("exported", ())},
+        libraries={name: (kind, gates) for r in reports
+                   for name, kind, gates in r.facts.get("libraries", ())})
     out: list[Finding] = []
     for report in reports:
         for finding in report.findings:
@@ -560,6 +562,8 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
             if kept is not None:
                 out.append(kept)
     out.extend(instantiation_findings(root, reports, target))
+    if target.platform == "windows":
+        out.extend(_package_dll_directory(root, reports, tree, target, out))
     if reach is not None:
         from flashbuild.scanning.checks_setup import setup_findings
 
@@ -577,6 +581,19 @@ class TreeFacts:
     """`reach.Reach` for a setup.py tree, else None."""
     exported: Mapping[str, str] = field(default_factory=dict)
     """Function names some file declares with an export macro → that file."""
+    libraries: Mapping[str, tuple[str, Any]] = field(default_factory=dict)
+    """CMake library targets (shared libraries and Python modules) → (kind, their gates)."""
+
+    def library_gate(self, name: str, target: ScanTarget) -> str | None:
+        """The gate that keeps library `name` out of the target's build, if the build files
+        define it and one of its gates is false for the target; else None."""
+        hit = self.libraries.get(name)
+        if hit is None:
+            return None
+        for gate in hit[1]:
+            if gate.holds(target.platform, target.archs) is False:
+                return str(gate.text)
+        return None
 
 
 def _apply_tree_facts(  # noqa: PLR0911 - one return per kind of tree fact
@@ -596,10 +613,15 @@ def _apply_tree_facts(  # noqa: PLR0911 - one return per kind of tree fact
         return replace(finding, evidence=f"{finding.evidence}; {why}")
     if needs == "no-nominmax" and "NOMINMAX" in tree.defines:
         return None
+    if needs == "library-built":
+        return _library_not_built(finding, tree, target)
     if needs == "plugin-source":
         shared = tree.gates.shared_library(finding.path)
         if not tree.dlsym or shared is None:
             return None
+        verdict = tree.gates.compiled_for(finding.path, target)
+        if verdict is not None and not verdict.compiled:
+            return None  # the plugin is not built for this target
         declared = tree.exported.get(finding.data.get("symbol", ""))
         if declared is not None:
             return None  # declared with an export macro (a header's): exported already
@@ -611,6 +633,58 @@ def _apply_tree_facts(  # noqa: PLR0911 - one return per kind of tree fact
         if f"{prefix}.py" in tree.paths or f"{prefix}/__init__.py" in tree.paths:
             return None
     return finding
+
+
+def _library_not_built(finding: Finding, tree: TreeFacts, target: ScanTarget) -> Finding:
+    """A hard-coded `libX.so` whose CMake target X this configuration does not build (its
+    gate is false for the target) breaks nothing here: a note, not an error."""
+    stem = finding.data.get("literal", "").replace("\\", "/").rpartition("/")[2]
+    stem = stem.removesuffix(".so")
+    gate = tree.library_gate(stem, target) or (
+        tree.library_gate(stem.removeprefix("lib"), target) if stem.startswith("lib")
+        else None)
+    if gate is None:
+        return finding
+    return replace(finding, severity=Severity.NOTE,
+                   message=f"{finding.message} (the build makes this library only when "
+                   f"`{gate}`, not for {target.label})",
+                   evidence=f"{finding.evidence}; its CMake target is gated by `{gate}`")
+
+
+def _package_dll_directory(root: Path, reports: Sequence[FileReport], tree: TreeFacts,
+                           target: ScanTarget, found: Sequence[Finding]) -> list[Finding]:
+    """FB181 for a package whose modules import an extension module the CMake build makes
+    (`from pkg import mod`, `mod` a `pybind11_add_module` target, no `mod.py`), when the
+    package's `__init__.py` registers no DLL folder."""
+    out: list[Finding] = []
+    flagged = {f.path for f in found if f.rule == "FB181"}
+    for report in reports:
+        for package, module, line in report.facts.get("package_imports", ()):
+            init = f"{package}/__init__.py"
+            hit = tree.libraries.get(module)
+            if hit is None or hit[0] != "module" or init in flagged or \
+                    init not in tree.paths or tree.library_gate(module, target) or \
+                    f"{package}/{module}.py" in tree.paths or \
+                    f"{package}/{module}/__init__.py" in tree.paths:
+                continue
+            text = read_source(root, init, 1 << 22)
+            if not isinstance(text, str) or "add_dll_directory" in text:
+                continue
+            flagged.add(init)
+            out.append(Finding(
+                rule="FB181", category=Category.PYTHON_PACKAGING, path=init, line=1, col=1,
+                severity=Severity.WARNING,
+                message=f"`{package}` holds `{module}`, an extension module the CMake build "
+                "makes, and never registers DLL folders: on Windows its import fails with "
+                "'DLL load failed' unless the CUDA DLLs happen to be loaded already",
+                evidence=f"{report.path}:{line} imports {package}.{module}; no {module}.py, "
+                f"and no os.add_dll_directory in {init}",
+                snippet="", fix=Fix(manual="the install step of `flashbuild build` adds a "
+                                    "loader shim to this __init__.py; without flashbuild, "
+                                    "call os.add_dll_directory for the CUDA runtime's folder "
+                                    "before the first import of the module"),
+                data={"module": module}))
+    return out
 
 
 def iter_rules() -> Iterable[Rule]:
