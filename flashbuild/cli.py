@@ -322,6 +322,9 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
     = False,
     jobs: Annotated[int | None, typer.Option(
         "--jobs", "-j", help="Worker processes (default: all cores).")] = None,
+    static: Annotated[bool, typer.Option(
+        "--static", help="Execute nothing: read the text only (no preprocessor, no compiler); "
+        "for untrusted trees.")] = False,
 ) -> int:
     """Read a kernel tree (C++/CUDA, CMake, setup.py, Python) and list what will break for the
     target platform and arch, with the fix for each. Exit 11 when errors were found."""
@@ -329,7 +332,7 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
     from flashbuild.scanning.report import run_scan
 
     return run_scan(source, platform=platform, arch=arch, as_json=json, sarif=sarif,
-                    include_vendored=include_vendored, jobs=jobs)
+                    include_vendored=include_vendored, jobs=jobs, static=static)
 
 
 @recipe_app.command(cls=_Command, name="init")

@@ -575,13 +575,18 @@ def _instructions(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Ar
             # Undecidable here (a macro defined elsewhere, a project option): a note naming
             # the macros, never an error.
             macros = ctx.undecided(node, dev)
+            from flashbuild.scanning.callgraph import owner_of
+
+            owner = owner_of(ctx.src.node_text, node)
             ctx.add(start, "FB160", Category.ARCH_INSTRUCTIONS, Severity.NOTE,
                     f"`{name}` may be compiled for {arch.sm} (needs {needs}): it depends on "
                     f"{', '.join(macros) or 'a condition'} the scan cannot decide",
                     f"inline PTX `{name}` under `{' / '.join(macros) or '?'}`",
                     Fix(manual=f"none if {', '.join(macros) or 'the condition'} is off for "
                         f"{arch.sm}; else exclude or gate the source"),
-                    needs="compiled-for-target", instruction=name, arch=arch.code)
+                    needs="compiled-for-target", instruction=name, arch=arch.code,
+                    suffix=arch.suffix.value, owner=owner.kind, owner_names=list(owner.names),
+                    undecided=macros, needs_name=needs)
             continue
         from flashbuild.scanning.callgraph import owner_of
 

@@ -41,10 +41,12 @@ def setup_findings(root: Path, reach: Reach, target: ScanTarget) -> list[Finding
 
     def add(rule: str, category: Category, severity: Severity,  # noqa: PLR0917
             line: int, message: str,
-            evidence: str, fix: Fix, path: str | None = None, snip: str | None = None) -> None:
+            evidence: str, fix: Fix, path: str | None = None, snip: str | None = None,
+            data: dict[str, Any] | None = None) -> None:
         out.append(Finding(rule=rule, category=category, path=path or setup.path, line=line,
                            col=1, severity=severity, message=message, evidence=evidence,
-                           snippet=snippet(line) if snip is None else snip, fix=fix))
+                           snippet=snippet(line) if snip is None else snip, fix=fix,
+                           data=data or {}))
 
     out: list[Finding] = []
     built = [e for e in setup.built_for_target() if e.cuda]
@@ -254,7 +256,8 @@ def _host_cccl(root: Path, built: list[Extension], target: ScanTarget,
                 "compile takes); torch's cpp_extension adds only <CUDA_HOME>/include",
                 Fix(manual="add os.path.join(CUDA_HOME, 'include', 'cccl') to include_dirs; "
                     "flashbuild's build puts it on the host include path (CPLUS_INCLUDE_PATH "
-                    "/ INCLUDE) itself"))
+                    "/ INCLUDE) itself"),
+                data={"source": src, "header": found.header})
             return
 
 
@@ -364,4 +367,4 @@ if TYPE_CHECKING:
         def __call__(self, rule: str, category: Category,  # noqa: PLR0917
                      severity: Severity, line: int,
                      message: str, evidence: str, fix: Fix, path: str | None = None,
-                     snip: str | None = None) -> None: ...
+                     snip: str | None = None, data: dict[str, Any] | None = None) -> None: ...

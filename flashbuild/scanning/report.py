@@ -40,6 +40,7 @@ def to_json(result: ScanResult) -> dict[str, Any]:
         "seconds": round(result.seconds, 3),
         "counts": result.counts(),
         "blocking": bool(result.blocking),
+        "truth": result.truth,
         "findings": [finding_json(f) for f in result.findings],
         "skipped": [{"path": s.path, "reason": s.reason} for s in result.skipped],
     }
@@ -50,6 +51,7 @@ def finding_json(f: Finding) -> dict[str, Any]:
         "rule": f.rule, "name": RULES[f.rule].name, "category": f.category.value,
         "path": f.path, "line": f.line, "col": f.col, "severity": f.severity.value,
         "message": f.message, "evidence": f.evidence, "snippet": f.snippet,
+        "truth": f.truth.value,
         "fix": {"transform": f.fix.transform, "params": f.fix.params, "manual": f.fix.manual},
     }
 
@@ -75,6 +77,8 @@ def print_report(result: ScanResult, console: Console) -> None:
     _line(console, ("flashbuild scan ", "bold"),
           (f"{result.root} for {result.target.label}: {result.files_scanned} files in "
            f"{result.seconds:.2f} s", ""))
+    if result.truth:
+        _line(console, ("gates: ", "dim"), (result.truth, "dim"))
     groups = group_findings(result.findings)
     shown = [g for g in groups if g[0].severity is not Severity.NOTE]
     for group in shown:
@@ -85,7 +89,8 @@ def print_report(result: ScanResult, console: Console) -> None:
               (f.message, ""))
         if f.snippet:
             _line(console, ("    | ", "dim"), (clip(f.snippet, 160), "dim"))
-        _line(console, ("    evidence: ", "dim"), (f.evidence, ""))
+        _line(console, ("    evidence: ", "dim"), (f.evidence, ""),
+              (f" [{f.truth.value}]", "dim"))
         _line(console, ("    fix: ", "dim"), (f.fix.describe(), ""))
         if len(group) > 1:
             lines = ", ".join(str(g.line) for g in group[1:12])
@@ -125,7 +130,8 @@ def resolve_platform(platform: str | None) -> str:
 
 
 def run_scan(source: Path, *, platform: str | None, arch: str, as_json: bool,
-             sarif: Path | None, include_vendored: bool = False, jobs: int | None = None) -> int:
+             sarif: Path | None, include_vendored: bool = False, jobs: int | None = None,
+             static: bool = False) -> int:
     """The `scan` stage: scan, print (Rich or JSON), write SARIF; the exit code says whether
     blocking findings exist (0 none, 11 some)."""
     import json
@@ -138,7 +144,8 @@ def run_scan(source: Path, *, platform: str | None, arch: str, as_json: bool,
     if jobs is not None and jobs < 1:
         raise UsageError("--jobs must be 1 or more", fix="pass e.g. --jobs 2, or leave it out")
     target = make_target(resolve_platform(platform), arch)
-    result = scan_tree(source, target, ScanOptions(include_vendored=include_vendored, jobs=jobs))
+    result = scan_tree(source, target, ScanOptions(include_vendored=include_vendored, jobs=jobs,
+                                                   static=static))
     if sarif is not None:
         try:
             sarif.write_text(json.dumps(to_sarif(result), indent=2) + "\n", encoding="utf-8")

@@ -64,6 +64,19 @@ class Category(StrEnum):
     """How the setup.py build runs: downloads, build isolation, path lengths."""
 
 
+class Truth(StrEnum):
+    """What a finding rests on, strongest first."""
+
+    BUILD = "build"
+    """The configured build (its real targets, sources and flags)."""
+    PREPROCESSOR = "preprocessor"
+    """The real preprocessor's pass for the target (`nvcc --dryrun`'s own commands)."""
+    COMPILER = "compiler"
+    """Compiling the translation unit for the target."""
+    STATIC = "static"
+    """flashbuild's own reading of the text (its `#if` evaluator, its build-file readers)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Fix:
     """How a finding is fixed: a built-in transform with a params sketch, or a manual step."""
@@ -114,6 +127,8 @@ class Finding:
     fix: Fix
     data: dict[str, Any] = field(default_factory=dict, compare=False)
     """Rule-specific facts recipe init uses (e.g. the matched macro text, the traits struct)."""
+    truth: Truth = Truth.STATIC
+    """What the finding rests on (see `Truth`)."""
 
     @property
     def blocking(self) -> bool:
@@ -150,6 +165,9 @@ class ScanOptions:
     """Also scan vendored folders (third_party/, 3rdparty/, vendor/, external/, extern/)."""
     jobs: int | None = None
     """Workers; None = all cores. Trees under `SERIAL_BELOW` files run in-process."""
+    static: bool = False
+    """Read only: run no preprocessor or compiler (for untrusted trees). Otherwise, with a
+    CUDA toolkit, the real preprocessor decides the gates of the findings it can check."""
     executor: Literal["process", "thread"] = "process"
     """How workers run. Processes: the per-file work is Python walking tree-sitter nodes and
     matching regexes, which holds the GIL, so threads do not scale (the README's benchmark
@@ -169,6 +187,9 @@ class ScanResult:
     setuptools build from it); None for CMake trees."""
     vendored: tuple[str, ...] = ()
     """Vendored folders left out (tree-relative): recipe init never edits inside them."""
+    truth: str = ""
+    """One line: what decided the gates (the preprocessor and how much of it ran, or why the
+    static reading was the fallback)."""
 
     @property
     def blocking(self) -> tuple[Finding, ...]:
@@ -415,6 +436,11 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
                                     chunksize=max(8, len(work) // (jobs * 8))))
     inherited = {w[1]: w[5] for w in work if w[2] == "cxx"}
     findings = combine(root, reports, target, reach)
+    from flashbuild.scanning.truth import apply_preprocessor
+
+    # The preprocessor first (it can decide a gate the static reader could not), then the
+    # call graph (an instruction the pass keeps still needs a kernel that reaches it).
+    findings, truth = apply_preprocessor(root, findings, reach, target, opts)
     findings = unreached_instructions(root, findings, target, inherited, opts.max_file_bytes)
     skipped = [*walk.skipped, *not_built, *(s for r in reports for s in r.skipped)]
     return ScanResult(
@@ -422,7 +448,8 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
         skipped=tuple(sorted(skipped, key=lambda s: s.path)),
         files_scanned=sum(1 for r in reports if not r.skipped),
         seconds=time.perf_counter() - start,
-        setup=reach.setup if reach is not None else None, vendored=tuple(walk.vendored))
+        setup=reach.setup if reach is not None else None, vendored=tuple(walk.vendored),
+        truth=truth)
 
 
 def unreached_instructions(root: Path, findings: list[Finding], target: ScanTarget,
