@@ -325,6 +325,10 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
     static: Annotated[bool, typer.Option(
         "--static", help="Execute nothing: read the text only (no preprocessor, no compiler); "
         "for untrusted trees.")] = False,
+    compile_units: Annotated[bool, typer.Option(
+        "--compile", help="Confirm instruction findings (FB160/FB170) by compiling their "
+        "units for the target, however many (by default only when two or fewer are needed).")]
+    = False,
 ) -> int:
     """Read a kernel tree (C++/CUDA, CMake, setup.py, Python) and list what will break for the
     target platform and arch, with the fix for each. Exit 11 when errors were found."""
@@ -332,7 +336,8 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
     from flashbuild.scanning.report import run_scan
 
     return run_scan(source, platform=platform, arch=arch, as_json=json, sarif=sarif,
-                    include_vendored=include_vendored, jobs=jobs, static=static)
+                    include_vendored=include_vendored, jobs=jobs, static=static,
+                    compile_units=compile_units)
 
 
 @recipe_app.command(cls=_Command, name="init")

@@ -131,7 +131,7 @@ def resolve_platform(platform: str | None) -> str:
 
 def run_scan(source: Path, *, platform: str | None, arch: str, as_json: bool,
              sarif: Path | None, include_vendored: bool = False, jobs: int | None = None,
-             static: bool = False) -> int:
+             static: bool = False, compile_units: bool = False) -> int:
     """The `scan` stage: scan, print (Rich or JSON), write SARIF; the exit code says whether
     blocking findings exist (0 none, 11 some)."""
     import json
@@ -144,8 +144,12 @@ def run_scan(source: Path, *, platform: str | None, arch: str, as_json: bool,
     if jobs is not None and jobs < 1:
         raise UsageError("--jobs must be 1 or more", fix="pass e.g. --jobs 2, or leave it out")
     target = make_target(resolve_platform(platform), arch)
-    result = scan_tree(source, target, ScanOptions(include_vendored=include_vendored, jobs=jobs,
-                                                   static=static))
+    if static and compile_units:
+        raise UsageError("--static and --compile contradict each other",
+                         fix="--static runs nothing; leave out one of them")
+    result = scan_tree(source, target, ScanOptions(
+        include_vendored=include_vendored, jobs=jobs, static=static,
+        compile="always" if compile_units else "auto"))
     if sarif is not None:
         try:
             sarif.write_text(json.dumps(to_sarif(result), indent=2) + "\n", encoding="utf-8")

@@ -168,6 +168,9 @@ class ScanOptions:
     static: bool = False
     """Read only: run no preprocessor or compiler (for untrusted trees). Otherwise, with a
     CUDA toolkit, the real preprocessor decides the gates of the findings it can check."""
+    compile: Literal["auto", "always", "never"] = "auto"
+    """Confirm FB160/FB170 errors by compiling their unit for the target: `auto` when few
+    units are needed (`compiletruth.AUTO_UNITS`), `always` (`scan --compile`), `never`."""
     executor: Literal["process", "thread"] = "process"
     """How workers run. Processes: the per-file work is Python walking tree-sitter nodes and
     matching regexes, which holds the GIL, so threads do not scale (the README's benchmark
@@ -442,6 +445,11 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
     # call graph (an instruction the pass keeps still needs a kernel that reaches it).
     findings, truth = apply_preprocessor(root, findings, reach, target, opts)
     findings = unreached_instructions(root, findings, target, inherited, opts.max_file_bytes)
+    from flashbuild.scanning.compiletruth import confirm_by_compiling
+
+    findings, compiled = confirm_by_compiling(root, findings, reach, target, opts)
+    if compiled:
+        truth = f"{truth}; {compiled}"
     skipped = [*walk.skipped, *not_built, *(s for r in reports for s in r.skipped)]
     return ScanResult(
         root=root, target=target, findings=tuple(sorted(findings, key=Finding.sort_key)),

@@ -22,7 +22,7 @@ import os
 import sysconfig
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from flashbuild.scanning.scan import Finding, ScanOptions, ScanTarget, Severity, Truth
 
@@ -57,7 +57,7 @@ def apply_preprocessor(root: Path, findings: list[Finding], reach: Reach | None,
     if toolchain is None:
         return findings, ("static reading: no CUDA toolkit with nvcc was found, so the gates "
                           "were evaluated by flashbuild's own reader")
-    units, capped = _units(reach, {f.path for f in wanted if f.rule != "FB222"},
+    units, capped = units_for(reach, {f.path for f in wanted if f.rule != "FB222"},
                            {str(f.data.get("source", "")) for f in wanted if f.rule == "FB222"})
     if not units:
         return findings, "static reading: no compiled unit includes the files of the findings"
@@ -66,11 +66,11 @@ def apply_preprocessor(root: Path, findings: list[Finding], reach: Reach | None,
     from flashbuild.source.preprocess import Preprocessor
 
     cache = platforms.current().user_cache_dir(os.environ) / "preprocess"
-    pp = Preprocessor(root, toolchain, ProcessRunner(), cache, _host_includes(),
+    pp = Preprocessor(root, toolchain, ProcessRunner(), cache, host_includes(),
                       jobs=opts.jobs or 0)
     arch = target.archs[0]
     passes = pp.run(list(units.values()), arch, windows=target.platform == "windows")
-    includers = _includers(reach)
+    includers = includers_of(reach)
     out = [_judge(f, passes, includers, target, capped) if f in wanted else f for f in findings]
     stubbed = sorted({s for ps in passes.values() for p in ps for s in p.stubbed})
     line = (f"preprocessor (nvcc {toolchain.version} --dryrun passes, {arch.sm} device pass"
@@ -109,7 +109,7 @@ def find_toolchain() -> Toolchain | None:
                      version=str(tk.version) if tk.version else "?")
 
 
-def _host_includes() -> tuple[str, ...]:
+def host_includes() -> tuple[str, ...]:
     """torch's and Python's include folders, found without importing torch."""
     import importlib.util
 
@@ -122,7 +122,7 @@ def _host_includes() -> tuple[str, ...]:
     return tuple(p for p in out if Path(p).is_dir())
 
 
-def _includers(reach: Reach) -> dict[str, set[str]]:
+def includers_of(reach: Reach) -> dict[str, set[str]]:
     """File → the compiled units that include it (transitively), the unit itself included."""
     out: dict[str, set[str]] = {}
     for unit in reach.compiled:
@@ -139,7 +139,7 @@ def _includers(reach: Reach) -> dict[str, set[str]]:
     return out
 
 
-def _units(reach: Reach, paths: set[str], sources: set[str]
+def units_for(reach: Reach, paths: set[str], sources: set[str]
            ) -> tuple[dict[str, Unit], set[str]]:
     """The units to preprocess (per source), and the files more units include than are
     checked (their absence from the checked passes proves nothing)."""
@@ -151,7 +151,7 @@ def _units(reach: Reach, paths: set[str], sources: set[str]
             cuda = src.endswith(".cu")
             flags.setdefault(src, Unit(src, ext.include_dirs,
                                        ext.nvcc_flags if cuda else ext.cxx_flags))
-    includers = _includers(reach)
+    includers = includers_of(reach)
     chosen: dict[str, Unit] = {s: flags[s] for s in sorted(sources) if s in flags}
     capped: set[str] = set()
     for path in sorted(paths):
@@ -223,8 +223,3 @@ def _judge_cccl(f: Finding, passes: Mapping[str, Sequence[PassResult]]) -> Findi
                        evidence=f"{f.evidence}; but the host compiler's preprocessor finds "
                        "every header of it with this toolkit")
     return f
-
-
-def as_dict(passes: Mapping[str, Sequence[PassResult]]) -> dict[str, Any]:
-    """The passes for `--json` debugging and tests: unit → [(name, ok, stubbed)]."""
-    return {u: [(p.name, p.ok, list(p.stubbed)) for p in ps] for u, ps in passes.items()}
