@@ -146,12 +146,16 @@ class Preprocessor:
         except OSError as exc:
             return [PassResult(unit.source, "host", None, {}, ok=False, error=str(exc))]
         out: list[PassResult] = []
-        for name, code, argv in commands:
-            out.append(self._pass(unit, name, code, argv, emulated=False))
-            if windows and code is None:
-                win = [*argv, *LINUX_UNDEFINES, *MSVC_DEFINES]
-                out.append(self._pass(unit, "host (Windows, emulated)", None, win,
-                                      emulated=True))
+        # The passes of one unit share their stubs: the first pass that runs finds the
+        # missing headers (one `-M -MG` run), the others reuse them.
+        with tempfile.TemporaryDirectory(prefix="flashbuild-pp-") as tmp:
+            stubs = _Stubs(Path(tmp))
+            for name, code, argv in commands:
+                out.append(self._pass(unit, name, code, argv, stubs, emulated=False))
+                if windows and code is None:
+                    win = [*argv, *LINUX_UNDEFINES, *MSVC_DEFINES]
+                    out.append(self._pass(unit, "host (Windows, emulated)", None, win, stubs,
+                                          emulated=True))
         return out
 
     def _includes(self, unit: Unit) -> list[str]:
@@ -175,8 +179,8 @@ class Preprocessor:
         done = self.runner.run(argv, timeout=60.0, check=False, cwd=self.root)
         return parse_dryrun(done.stdout + "\n" + done.stderr)
 
-    def _pass(self, unit: Unit, name: str, code: int | None, argv: list[str], *,
-              emulated: bool) -> PassResult:
+    def _pass(self, unit: Unit, name: str, code: int | None,
+              argv: list[str], stubs: _Stubs, *, emulated: bool) -> PassResult:
         key = self._key(unit, name, argv)
         hit = self._load(key)
         if hit is not None:
@@ -185,34 +189,25 @@ class Preprocessor:
                               error=hit["error"], stubbed=tuple(hit["stubbed"]),
                               emulated=emulated, cached=True)
         self.stats["run"] += 1
-        stubbed: list[str] = []
-        with tempfile.TemporaryDirectory(prefix="flashbuild-pp-") as stubs:
-            cmd = [*argv, f"-idirafter{stubs}"]
-            # One dependency pass (-M -MG treats a missing header as one to be generated)
-            # names every header this machine lacks; they are stubbed at once, so the real
-            # pass runs once instead of once per missing header.
+        cmd = [*argv, f"-idirafter{stubs.folder}"]
+        if not stubs.probed:
+            # One dependency run (-M -MG takes a missing header for one still to be
+            # generated) names every header this machine lacks; stubbing them at once lets
+            # the real pass run once instead of once per missing header.
             deps = self.runner.run([*cmd, "-M", "-MG"], timeout=TIMEOUT_S, check=False,
                                    cwd=self.root)
-            for header in missing_headers(deps.stdout, self.root)[:MAX_STUBS]:
-                stub = Path(stubs) / header
-                stub.parent.mkdir(parents=True, exist_ok=True)
-                stub.write_text("", encoding="utf-8")
-                stubbed.append(header)
-            while True:
-                done = self.runner.run(cmd, timeout=TIMEOUT_S, check=False, cwd=self.root)
-                missing = _MISSING.search(done.stderr)
-                if done.returncode == 0 or missing is None or len(stubbed) >= MAX_STUBS:
-                    break
-                header = missing[1].strip()
-                if header in stubbed or header.startswith("/") or ".." in header:
-                    break
-                stub = Path(stubs) / header
-                stub.parent.mkdir(parents=True, exist_ok=True)
-                stub.write_text("", encoding="utf-8")
-                stubbed.append(header)
+            for header in missing_headers(deps.stdout, self.root):
+                stubs.add(header)
+            stubs.probed = True
+        while True:
+            done = self.runner.run(cmd, timeout=TIMEOUT_S, check=False, cwd=self.root)
+            missing = _MISSING.search(done.stderr)
+            if done.returncode == 0 or missing is None or not stubs.add(missing[1].strip()):
+                break
         lines, files = survivors(done.stdout, self.root)
         ok = done.returncode == 0
         error = "" if ok else (done.stderr.strip().splitlines() or ["failed"])[-1][:300]
+        stubbed = list(stubs.headers)
         self._store(key, lines, files, ok=ok, error=error, stubbed=stubbed)
         return PassResult(unit.source, name, code, lines, ok=ok, error=error,
                           stubbed=tuple(stubbed), emulated=emulated)
@@ -268,6 +263,26 @@ class Preprocessor:
             tmp.replace(self.cache_dir / f"{key}.json")
         except OSError:
             pass  # a cache that cannot be written only costs time
+
+
+@dataclass
+class _Stubs:
+    """Empty stand-ins for headers this machine lacks, shared by the passes of one unit."""
+
+    folder: Path
+    headers: list[str] = field(default_factory=list)
+    probed: bool = False
+
+    def add(self, header: str) -> bool:
+        """Stub `header`; False when it cannot be (already stubbed, a path, too many)."""
+        if header in self.headers or Path(header).is_absolute() or ".." in header or \
+                len(self.headers) >= MAX_STUBS:
+            return False
+        stub = self.folder / header
+        stub.parent.mkdir(parents=True, exist_ok=True)
+        stub.write_text("", encoding="utf-8")
+        self.headers.append(header)
+        return True
 
 
 def missing_headers(rule: str, root: Path) -> list[str]:
