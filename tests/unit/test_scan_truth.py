@@ -271,3 +271,21 @@ def test_package_holding_a_cmake_built_module_needs_dll_directories(tmp_path: Pa
     (root / "pkg" / "__init__.py").write_text(
         "import os\nos.add_dll_directory('.')\nfrom pkg.api import run\n", encoding="utf-8")
     assert _by_rule(_scan(root, "windows"), "FB181") == []
+
+
+def test_disable_switch_for_an_arch_keeps_that_arch_s_gencode() -> None:
+    text = ("import os\nfrom setuptools import setup\n"
+            "from torch.utils.cpp_extension import CUDAExtension\n"
+            "def flag(name):\n    return os.getenv(name, 'FALSE').lower() in ['1', 'true']\n"
+            "DISABLE_SM100 = flag('X_DISABLE_SM100')\nDISABLE_SM90 = flag('X_DISABLE_SM90')\n"
+            "cc = []\nif not DISABLE_SM100:\n"
+            "    cc.extend(['-gencode', 'arch=compute_100f,code=sm_100f'])\n"
+            "if not DISABLE_SM90:\n    cc.extend(['-gencode', 'arch=compute_90a,code=sm_90a'])\n"
+            "setup(ext_modules=[CUDAExtension(name='m', sources=['a.cu'], "
+            "extra_compile_args={'nvcc': cc})])\n")
+    for arch in ("sm_90a", "sm_100f", "sm120"):
+        setup = analyze_setup(text, "setup.py", platform="linux",
+                              archs=parse_arch_spec(arch).archs, files=["setup.py", "a.cu"])
+        assert setup is not None
+        assert "arch=compute_90a,code=sm_90a" in setup.extensions[0].nvcc_flags, arch
+        assert "arch=compute_100f,code=sm_100f" in setup.extensions[0].nvcc_flags, arch
