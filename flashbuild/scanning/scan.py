@@ -490,7 +490,7 @@ def unreached_instructions(root: Path, findings: list[Finding], target: ScanTarg
             continue
         what = ", ".join(f"`{n}`" for n in names)
         out.append(replace(
-            f, severity=Severity.NOTE,
+            f, severity=Severity.NOTE, truth=Truth.STATIC,
             message=f"`{f.data['instruction']}` sits in {what}, which no kernel compiled for "
             f"{graph.device.name.removeprefix('device ')} reaches: ptxas never sees it there",
             evidence=f"{f.evidence}; every use of {what} in the compiled files is behind an "

@@ -182,7 +182,8 @@ def _judge(  # noqa: PLR0911 - one return per verdict
     if not relevant or any(not p.ok for p in relevant):
         return f
     what = relevant[0].name
-    emulated = " (emulated on Linux: MSVC's macros on GCC's headers)" if not device else ""
+    emulated = " (emulated on Linux: MSVC's macros, GCC's library headers)" \
+        if not device else ""
     keeps = [p.unit for p in relevant if f.line in p.lines.get(f.path, frozenset())]
     if keeps and f.severity is Severity.NOTE:
         sm = target.archs[0].sm

@@ -12,9 +12,10 @@ itself would.
 
 * A `.cpp` of a CUDA extension is compiled by the host compiler alone: one `g++ -E` pass with
   the include folders torch gives it.
-* The Windows host pass is emulated on Linux: the host command with the Linux macros undefined
-  and `_WIN32`, `_WIN64`, `_MSC_VER`, `_MSVC_LANG` defined as MSVC defines them (GCC's own
-  library headers stay, so `__GNUC__` is still defined there). Results say so.
+* The Windows host pass is emulated on Linux: the host command with the Linux and GCC macros
+  undefined (`__linux__`, `__unix__`, `__GNUC__`, …) and `_WIN32`, `_WIN64`, `_MSC_VER`,
+  `_MSVC_LANG`, `_M_X64` defined as MSVC defines them; the C++ library headers are still
+  GCC's (MSVC's CRT headers, absent here, are stubbed). Results say so.
 * A header the machine lacks (torch's, when torch is not installed) is replaced by an empty
   stub so the pass runs to the end; the pass lists the stubs.
 * Results are cached under the user cache folder, keyed by the unit's text, its flags, the
@@ -52,7 +53,8 @@ _MISSING = re.compile(r"fatal error: ([^:\n]+): No such file or directory")
 MSVC_DEFINES = ("-D_WIN32=1", "-D_WIN64=1", "-D_MSC_VER=1944", "-D_MSC_FULL_VER=194435211",
                 "-D_MSVC_LANG=201703L", "-D_M_X64=100", "-D_M_AMD64=100")
 LINUX_UNDEFINES = ("-U__linux__", "-U__linux", "-Ulinux", "-U__unix__", "-U__unix", "-Uunix",
-                   "-U__gnu_linux__", "-U__ELF__")
+                   "-U__gnu_linux__", "-U__ELF__", "-U__GNUC__", "-U__GNUC_MINOR__",
+                   "-U__GNUC_PATCHLEVEL__", "-U__GNUG__")
 #: nvcc flags that change what the preprocessor sees (the rest is code generation), and
 #: those of them that take their value as the next argument.
 _PP_FLAG = re.compile(r"^(?:-[DUI].*|-isystem.*|-include.*|-std=.*|--std=.*|-std|--std|"
