@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from tree_sitter import Node
 
-    from flashbuild.scanning.scan import FileText, ScanTarget
+    from flashbuild.scanning.scan import ScanTarget
     from flashbuild.source.pp import Pass
 
 _KERNEL = re.compile(r"\b__global__\b|\b[A-Z_]*GLOBAL[A-Z_]*\b|\b__launch_bounds__\b")
@@ -182,9 +182,3 @@ class CallGraph:
                                           self.files.get(path))
         return self._ctx[path]
 
-
-def instruction_owner(file: FileText, ctx: Any, node: Node) -> Owner:
-    """The owner of an instruction site: for a member function, its class (atoms are used as
-    types); for a free device function, the function; inside a macro, the macro."""
-    del file
-    return owner_of(ctx.src.node_text, node)

@@ -8,7 +8,11 @@ folder → the macros each C++ file's headers define (`ppgraph`) → run the che
 file's kind (C++/CUDA, CMake, Python) in worker processes (binary, non-UTF-8 and oversized
 files are skipped with a note) → combine what needs the whole tree (build-system gating of
 arch-specific sources, explicit-instantiation sites as the `explicit-instantiations`
-transform sees them, NOMINMAX defined by the build, the setup.py rules) → one `ScanResult`.
+transform sees them, NOMINMAX defined by the build, the setup.py rules) → the findings whose
+verdict hangs on a gate checked against the real preprocessor when a toolkit is found
+(`truth`) → instruction findings no kernel compiled for the target reaches made notes
+(`callgraph`) → the remaining instruction findings confirmed by compiling when that is cheap
+(`compiletruth`) → one `ScanResult`. `ScanOptions.static` runs no tool at all.
 
 Every `Finding` names its rule, category, place (file:line:col), a snippet, a severity for the
 target, the evidence that triggered it, and the fix: a transform with a params sketch, or a
