@@ -150,6 +150,7 @@ def _store(cache: Path, key: str, verdict: tuple[int, str]) -> None:
 
 def _compile(root: Path, unit: Unit, toolchain: Toolchain, target: ScanTarget,
              extra: tuple[str, ...]) -> tuple[int, str]:
+    from flashbuild.errors import FlashbuildError
     from flashbuild.proc import ProcessRunner
     from flashbuild.source.preprocess import preprocessor_flags
 
@@ -161,5 +162,8 @@ def _compile(root: Path, unit: Unit, toolchain: Toolchain, target: ScanTarget,
         argv = [str(toolchain.nvcc), "-c", str(root / unit.source), "-o",
                 str(Path(tmp) / "unit.o"), "-gencode", gencode,
                 *preprocessor_flags(unit.flags), *dirs]
-        done = ProcessRunner().run(argv, timeout=TIMEOUT_S, check=False, cwd=root)
+        try:
+            done = ProcessRunner().run(argv, timeout=TIMEOUT_S, check=False, cwd=root)
+        except FlashbuildError as exc:  # nvcc would not start, or hung: no verdict
+            return -1, str(exc)
     return done.returncode, (done.stdout + "\n" + done.stderr)[-4000:]

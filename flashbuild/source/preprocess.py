@@ -143,9 +143,11 @@ class Preprocessor:
 
     # --- one unit --------------------------------------------------------------------------
     def _unit(self, unit: Unit, arch: Arch, *, windows: bool) -> list[PassResult]:
+        from flashbuild.errors import FlashbuildError
+
         try:
             commands = self._commands(unit, arch)
-        except OSError as exc:
+        except (OSError, FlashbuildError) as exc:
             return [PassResult(unit.source, "host", None, {}, ok=False, error=str(exc))]
         out: list[PassResult] = []
         # The passes of one unit share their stubs: the first pass that runs finds the
@@ -153,11 +155,11 @@ class Preprocessor:
         with tempfile.TemporaryDirectory(prefix="flashbuild-pp-") as tmp:
             stubs = _Stubs(Path(tmp))
             for name, code, argv in commands:
-                out.append(self._pass(unit, name, code, argv, stubs, emulated=False))
+                out.append(self._safe_pass(unit, name, code, argv, stubs, emulated=False))
                 if windows and code is None:
                     win = [*argv, *LINUX_UNDEFINES, *MSVC_DEFINES]
-                    out.append(self._pass(unit, "host (Windows, emulated)", None, win, stubs,
-                                          emulated=True))
+                    out.append(self._safe_pass(unit, "host (Windows, emulated)", None, win,
+                                               stubs, emulated=True))
         return out
 
     def _includes(self, unit: Unit) -> list[str]:
@@ -180,6 +182,18 @@ class Preprocessor:
                 "-gencode", gencode, *flags, *self._includes(unit)]
         done = self.runner.run(argv, timeout=60.0, check=False, cwd=self.root)
         return parse_dryrun(done.stdout + "\n" + done.stderr)
+
+    def _safe_pass(self, unit: Unit, name: str, code: int | None,
+                   argv: list[str], stubs: _Stubs, *, emulated: bool) -> PassResult:
+        """`_pass`, with a tool that cannot start or hangs (timeout) as a failed pass: the
+        static verdict then stands for what it would have decided."""
+        from flashbuild.errors import FlashbuildError
+
+        try:
+            return self._pass(unit, name, code, argv, stubs, emulated=emulated)
+        except FlashbuildError as exc:
+            return PassResult(unit.source, name, code, {}, ok=False, error=str(exc)[:300],
+                              emulated=emulated)
 
     def _pass(self, unit: Unit, name: str, code: int | None,
               argv: list[str], stubs: _Stubs, *, emulated: bool) -> PassResult:

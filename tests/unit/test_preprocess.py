@@ -63,3 +63,27 @@ def test_only_preprocessor_flags_are_kept_with_their_values() -> None:
     assert preprocessor_flags(flags) == ["-D", "X=1", "-DY", "-isystem", "/opt/inc",
                                          "--expt-relaxed-constexpr", "-std=c++20",
                                          "-U__CUDA_NO_HALF_OPERATORS__"]
+
+
+def test_a_hanging_preprocessor_is_a_failed_pass_not_a_crash(tmp_path: Path) -> None:
+    from flashbuild.arch import parse_arch_spec
+    from flashbuild.errors import ProcessTimeout
+    from flashbuild.proc import Completed
+    from flashbuild.source.preprocess import Preprocessor, Toolchain, Unit
+
+    class Hangs:
+        def run(self, argv: list[str], **_kw: object) -> Completed:
+            if "--dryrun" in argv:
+                return Completed(tuple(argv), 0, DRYRUN, "")
+            raise ProcessTimeout("`gcc` did not finish within 300 s")
+
+        def which(self, program: str, env: object = None) -> str | None:
+            return program
+
+    (tmp_path / "k.cu").write_text("__global__ void k() {}\n", encoding="utf-8")
+    pp = Preprocessor(tmp_path, Toolchain(tmp_path / "nvcc", tmp_path, "13.0"), Hangs(),
+                      cache_dir=None)
+    out = pp.run([Unit("k.cu")], parse_arch_spec("sm120").archs[0], windows=True)
+    passes = out["k.cu"]
+    assert [p.name for p in passes] == ["host", "host (Windows, emulated)", "sm_120", "sm_90"]
+    assert all(not p.ok and "did not finish" in p.error for p in passes)
