@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pytest
+
 from flashbuild.arch import parse_arch_spec
 from flashbuild.scanning.scan import ScanOptions, make_target, scan_tree
 from flashbuild.source.hostinclude import first_cccl_include
@@ -60,6 +62,7 @@ def test_clion_gate_ending_before_sm120_is_reported(tmp_path: Path) -> None:
 
 # --- FB160 and the device call graph ----------------------------------------------------------
 
+_ASM = 'asm volatile("tcgen05.commit.cta_group::1.b64 [%0];" :: "r"(b));'
 _WRAPPER = ("#pragma once\n"
             "__device__ __forceinline__ void commit_arrive(unsigned bar) {\n"
             "  asm volatile(\"tcgen05.commit.cta_group::1.b64 [%0];\" :: \"r\"(bar));\n"
@@ -289,3 +292,20 @@ def test_disable_switch_for_an_arch_keeps_that_arch_s_gencode() -> None:
         assert setup is not None
         assert "arch=compute_90a,code=sm_90a" in setup.extensions[0].nvcc_flags, arch
         assert "arch=compute_100f,code=sm_100f" in setup.extensions[0].nvcc_flags, arch
+
+
+def test_without_a_toolkit_the_static_reader_decides_and_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashbuild.scanning import truth
+
+    monkeypatch.setattr(truth, "find_toolchain", lambda: None)
+    root = _tree(tmp_path, {
+        "setup.py": ("from setuptools import setup\n"
+                     "from torch.utils.cpp_extension import CUDAExtension\n"
+                     "setup(name='m', version='1', ext_modules=[CUDAExtension(name='m', "
+                     "sources=['k.cu'])])\n"),
+        "k.cu": f"__global__ void k(unsigned b) {{ {_ASM} }}\n"})
+    result = scan_tree(root, make_target("linux", "sm120"), ScanOptions(compile="never"))
+    assert result.truth.startswith("static reading: no CUDA toolkit with nvcc was found")
+    assert [(f.severity.value, f.truth.value) for f in result.findings if f.rule == "FB160"] \
+        == [("error", "static")]
