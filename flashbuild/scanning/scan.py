@@ -22,6 +22,7 @@ manual step. False positives are bugs, so each rule fires only on positive evide
 from __future__ import annotations
 
 import os
+import re
 import stat
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -516,7 +517,8 @@ def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> A
         text = read_source(root, rel, max_bytes)
         return text if isinstance(text, str) else None
 
-    if "CMakeLists.txt" in paths:
+    if "CMakeLists.txt" in paths and not ("setup.py" in paths and
+                                          _ide_only_cmake(read("CMakeLists.txt") or "")):
         # A CMake project (perhaps with a setup.py as a second way in): its lists and their
         # gates decide what is compiled, as before.
         return None
@@ -524,6 +526,23 @@ def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> A
     if setup is None:
         return None
     return compute_reach(setup, paths, read)
+
+
+#: A leading comment that says the CMake file serves an IDE, not the build.
+_IDE_ONLY_CMAKE = re.compile(r"\b(?:IDEs?|CLion|IntelliSense|VS ?Code|code completion|"
+                             r"code navigation|indexing|clangd|compile_commands)\b", re.I)
+
+
+def _ide_only_cmake(text: str) -> bool:
+    """Whether a top-level CMakeLists.txt says, in its leading comments, that it exists for
+    IDE indexing (then the tree's setup.py is the build)."""
+    head: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            break
+        head.append(stripped)
+    return bool(_IDE_ONLY_CMAKE.search(" ".join(head)))
 
 
 def _header_facts(args: tuple[str, str, int]) -> tuple[str, Any]:

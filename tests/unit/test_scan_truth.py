@@ -309,3 +309,18 @@ def test_without_a_toolkit_the_static_reader_decides_and_says_so(
     assert result.truth.startswith("static reading: no CUDA toolkit with nvcc was found")
     assert [(f.severity.value, f.truth.value) for f in result.findings if f.rule == "FB160"] \
         == [("error", "static")]
+
+
+def test_a_cmake_file_for_ide_indexing_leaves_the_build_to_setup_py(tmp_path: Path) -> None:
+    setup = ("from setuptools import setup\nfrom torch.utils.cpp_extension import "
+             "CUDAExtension\nsetup(name='m', version='1', ext_modules=[CUDAExtension(name='m', "
+             "sources=['k.cu'], extra_compile_args={'nvcc': ['-gencode', "
+             "'arch=compute_90a,code=sm_90a']})])\n")
+    files = {"setup.py": setup, "k.cu": "__global__ void k() {}\n",
+             "CMakeLists.txt": "# For IDE indexing only (CLion); the build is setup.py.\n"
+                               "cmake_minimum_required(VERSION 3.24)\nproject(m CUDA CXX)\n"}
+    ide = _by_rule(_scan(_tree(tmp_path / "ide", files)), "FB220")
+    assert [f.path for f in ide] == ["setup.py"]
+    real = {**files, "CMakeLists.txt": "cmake_minimum_required(VERSION 3.24)\n"
+                                       "project(m CUDA CXX)\n"}
+    assert _by_rule(_scan(_tree(tmp_path / "real", real)), "FB220") == []
