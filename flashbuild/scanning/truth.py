@@ -181,7 +181,7 @@ def _judge(  # noqa: PLR0911 - one return per verdict
                 relevant.append(p)
     if not relevant or any(not p.ok for p in relevant):
         return f
-    what = relevant[0].name
+    what = relevant[0].name if device else "Windows host"
     emulated = " (emulated on Linux: MSVC's macros, GCC's library headers)" \
         if not device else ""
     keeps = [p.unit for p in relevant if f.line in p.lines.get(f.path, frozenset())]
