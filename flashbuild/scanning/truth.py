@@ -69,7 +69,13 @@ def apply_preprocessor(root: Path, findings: list[Finding], reach: Reach | None,
     pp = Preprocessor(root, toolchain, ProcessRunner(), cache, host_includes(),
                       jobs=opts.jobs or 0)
     arch = target.archs[0]
-    passes = pp.run(list(units.values()), arch, windows=target.platform == "windows")
+    # Only the passes a finding asks about: the device pass for instructions, the (emulated)
+    # Windows host pass for host-compiler findings, the host compiler's for FB222.
+    kinds = {"device" for f in wanted if f.rule in DEVICE_RULES}
+    kinds |= {"windows-host" for f in wanted if f.rule in HOST_RULES}
+    kinds |= {"host" for f in wanted if f.rule == "FB222"}
+    passes = pp.run(list(units.values()), arch, windows=target.platform == "windows",
+                    kinds=frozenset(kinds))
     includers = includers_of(reach)
     out = [_judge(f, passes, includers, target, capped) if f in wanted else f for f in findings]
     stubbed = sorted({s for ps in passes.values() for p in ps for s in p.stubbed})

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from flashbuild.proc import Runner
 
 CACHE_VERSION = 1
+ALL_KINDS = frozenset({"host", "cuda-host", "device", "windows-host"})
 TIMEOUT_S = 300.0
 #: Stub rounds per pass: each round stubs the header gcc stopped at.
 MAX_STUBS = 24
@@ -133,16 +134,20 @@ class Preprocessor:
     jobs: int = 0
     stats: dict[str, int] = field(default_factory=lambda: {"run": 0, "cached": 0})
 
-    def run(self, units: Sequence[Unit], arch: Arch, *, windows: bool
-            ) -> dict[str, list[PassResult]]:
-        """Every pass that matters for the target, per unit source."""
+    def run(self, units: Sequence[Unit], arch: Arch, *, windows: bool,
+            kinds: frozenset[str] = ALL_KINDS) -> dict[str, list[PassResult]]:
+        """The passes of `kinds` for each unit, per unit source: `host` (a `.cpp` unit's host
+        compiler), `cuda-host` (a `.cu` unit's host pass), `device`, `windows-host` (the
+        emulated Windows host pass, only with `windows`)."""
         jobs = self.jobs or os.cpu_count() or 1
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            results = list(pool.map(lambda u: self._unit(u, arch, windows=windows), units))
+            results = list(pool.map(
+                lambda u: self._unit(u, arch, windows=windows, kinds=kinds), units))
         return {u.source: r for u, r in zip(units, results, strict=True)}
 
     # --- one unit --------------------------------------------------------------------------
-    def _unit(self, unit: Unit, arch: Arch, *, windows: bool) -> list[PassResult]:
+    def _unit(self, unit: Unit, arch: Arch, *, windows: bool,
+              kinds: frozenset[str]) -> list[PassResult]:
         from flashbuild.errors import FlashbuildError
 
         try:
@@ -154,9 +159,14 @@ class Preprocessor:
         # missing headers (one `-M -MG` run), the others reuse them.
         with tempfile.TemporaryDirectory(prefix="flashbuild-pp-") as tmp:
             stubs = _Stubs(Path(tmp))
+            # A .cu unit's own host pass is asked for as `cuda-host` (the host findings are
+            # Windows ones, answered by the emulated pass built from the same command).
+            host = "cuda-host" if unit.cuda else "host"
             for name, code, argv in commands:
-                out.append(self._safe_pass(unit, name, code, argv, stubs, emulated=False))
-                if windows and code is None:
+                if (host if code is None else "device") in kinds:
+                    out.append(self._safe_pass(unit, name, code, argv, stubs,
+                                               emulated=False))
+                if windows and code is None and "windows-host" in kinds:
                     win = [*argv, *LINUX_UNDEFINES, *MSVC_DEFINES]
                     out.append(self._safe_pass(unit, "host (Windows, emulated)", None, win,
                                                stubs, emulated=True))
