@@ -70,7 +70,7 @@ class Category(StrEnum):
 
 
 class Truth(StrEnum):
-    """What a finding rests on, strongest first."""
+    """What a finding rests on: a tool that ran, or flashbuild's own reading."""
 
     BUILD = "build"
     """The configured build (its real targets, sources and flags)."""
