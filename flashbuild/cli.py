@@ -469,6 +469,13 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
     jobs: Annotated[int | None, typer.Option(
         "--jobs", "-j", help="Worker processes (default: all cores).")] = None,
     force: ForceOpt = False,
+    static: Annotated[bool, typer.Option(
+        "--static", help="Execute nothing: read the text only (no preprocessor, no compiler); "
+        "for untrusted trees.")] = False,
+    compile_units: Annotated[bool, typer.Option(
+        "--compile", help="Confirm instruction findings (FB160/FB170) by compiling their "
+        "units for the target, however many (by default only when two or fewer are needed).")]
+    = False,
 ) -> int:
     """List what will break in a kernel tree for a platform and GPU.
 
@@ -478,7 +485,8 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
     from flashbuild.scanning.report import run_scan
 
     return run_scan(source, platform=platform, arch=arch, as_json=json, sarif=sarif,
-                    include_vendored=include_vendored, jobs=jobs, force=force)
+                    include_vendored=include_vendored, jobs=jobs, force=force, static=static,
+                    compile_units=compile_units)
 
 
 @recipe_app.command(cls=_Command, name="init")

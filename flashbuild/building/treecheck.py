@@ -4,7 +4,7 @@
   `.gitmodules` names empty; the build then fails deep inside the compile on a missing CUTLASS
   header (xformers), or the setup.py tries to fetch it. Only submodules the build uses count:
   a folder an extension built for the target takes includes or sources from (setup.py, read
-  with scanning/setuppy.py), or a path the tree's CMake files name. An empty ROCm-only
+  with source/setuppy.py), or a path the tree's CMake files name. An empty ROCm-only
   submodule (xformers' composable_kernel_tiled) does not stop a CUDA build.
 - **A version that cannot be read.** A tree versioned by setuptools_scm with neither git
   metadata nor a PKG-INFO (a tarball of the repository) stops setuptools_scm with "unable to
@@ -64,7 +64,7 @@ def _empty(folder: Path) -> bool:
 
 def _users(tree: Path, sub: str, *, platform: str, archs: Sequence[Arch]) -> list[str]:
     """What in the build uses the submodule folder `sub` (empty: nothing found)."""
-    from flashbuild.scanning.setuppy import setup_for
+    from flashbuild.source.setuppy import setup_for
 
     def inside(rel: str) -> bool:
         path = PurePosixPath(rel.replace("\\", "/"))

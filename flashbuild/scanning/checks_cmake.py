@@ -71,12 +71,25 @@ def _args(node: Node) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _commands(node: Node, gates: tuple[Gate, ...]) -> Iterator[Command]:
-    """Every command with the gates that must hold for it to run (if/elseif/else chains)."""
+_ON = frozenset({"ON", "TRUE", "YES", "1", "Y"})
+
+
+def _commands(node: Node, gates: tuple[Gate, ...],
+              aliases: dict[str, Gate | None] | None = None) -> Iterator[Command]:
+    """Every command with the gates that must hold for it to run (if/elseif/else chains).
+
+    A switch set ON under one readable gate and tested later (`if(GPU_ARCH STREQUAL "100")
+    set(ENABLE_SM100 ON) … if(ENABLE_SM100)`) stands for that gate: `aliases` carries it, so
+    the later `if` is judged by the arch the first one names."""
+    if aliases is None:
+        aliases = {}
     for child in node.children:
         if child.type == "normal_command":
             name = _text(child.children[0]).lower()
-            yield Command(name, _args(child), child, gates)
+            args = _args(child)
+            if name == "set" and len(args) >= 2 and args[1].upper() in _ON:
+                _remember(aliases, args[0], gates)
+            yield Command(name, args, child, gates)
         elif child.type == "if_condition":
             prior: list[Gate] = []
             current: Gate | None = None
@@ -84,20 +97,42 @@ def _commands(node: Node, gates: tuple[Gate, ...]) -> Iterator[Command]:
                 if part.type in ("if_command", "elseif_command"):
                     words = _args(part)
                     text = " ".join(words)
-                    current = gate_from_words(text, words, negated=False)
+                    current = _alias_gate(words, aliases) or \
+                        gate_from_words(text, words, negated=False)
                     yield Command(part.type.removesuffix("_command"), words, part, gates)
                 elif part.type == "else_command":
                     current = None
                 elif part.type == "body":
                     inner = (*gates, *prior, *([current] if current else []))
-                    yield from _commands(part, inner)
+                    yield from _commands(part, inner, aliases)
                     if current is not None:
                         prior.append(Gate(text=f"not ({current.text})", archs=current.archs,
                                           platform=current.platform,
                                           negated=not current.negated))
         elif child.type in ("foreach_loop", "function_def", "macro_def", "while_loop",
                             "block_def", "body"):
-            yield from _commands(child, gates)
+            yield from _commands(child, gates, aliases)
+
+
+def _remember(aliases: dict[str, Gate | None], var: str, gates: tuple[Gate, ...]) -> None:
+    """`set(var ON)` under `gates`: an alias when exactly one readable gate decides it and no
+    other `set(var ON)` does otherwise; None (not an alias) from then on."""
+    judged = [g for g in gates if g.archs or g.platform]
+    if var in aliases and (aliases[var] is None or not judged or aliases[var] != judged[-1]):
+        aliases[var] = None
+    elif var not in aliases:
+        aliases[var] = judged[0] if len(judged) == 1 and len(gates) == 1 else None
+
+
+def _alias_gate(words: Sequence[str], aliases: dict[str, Gate | None]) -> Gate | None:
+    names = [w for w in words if w.upper() != "NOT"]
+    if len(names) != 1 or not aliases.get(names[0]):
+        return None
+    gate = aliases[names[0]]
+    assert gate is not None
+    negate = sum(1 for w in words if w.upper() == "NOT") % 2 == 1
+    return Gate(text=f"{' '.join(words)} (set ON under `{gate.text}`)", archs=gate.archs,
+                platform=gate.platform, negated=gate.negated != negate)
 
 
 def _pos(node: Node) -> tuple[int, int]:
@@ -123,12 +158,104 @@ def check_cmake(file: FileText, target: ScanTarget) -> FileReport:
                     defines.add(name)
     report.facts["mentions"] = mentions
     report.facts["defines"] = sorted(defines)
+    report.facts["libraries"] = _libraries(commands)
     if target.platform == "windows":
         report.findings += _msvc_block(file, commands)
         report.findings += _dll_outputs(file, commands)
         report.findings += _hardcoded_dl(file, commands)
+        report.findings += _gcc_warning_flags(file, commands, target)
     report.findings += _strequal_gates(file, commands, target)
+    report.findings += _arch_from_gpu(file, commands)
     return report
+
+
+#: Commands that make a loadable library: a Python module or a plugin.
+_LIBRARY_COMMANDS = frozenset({"add_library", "pybind11_add_module", "nanobind_add_module",
+                               "python_add_library", "python3_add_library"})
+
+
+def _libraries(commands: Sequence[Command]) -> list[tuple[str, str, tuple[Gate, ...]]]:
+    """(target, kind, gates) of each shared/module library the file defines: `module` for
+    Python extension modules, `shared` for plain shared libraries."""
+    out: list[tuple[str, str, tuple[Gate, ...]]] = []
+    for cmd in commands:
+        if cmd.name not in _LIBRARY_COMMANDS or not cmd.args:
+            continue
+        if cmd.name == "add_library":
+            if "SHARED" in cmd.args[1:3]:
+                out.append((cmd.args[0], "shared", cmd.gates))
+            elif "MODULE" in cmd.args[1:3]:
+                out.append((cmd.args[0], "module", cmd.gates))
+        else:
+            out.append((cmd.args[0], "module", cmd.gates))
+    return out
+
+
+#: `-Xcompiler -Wno-foo` (also `=`, comma lists, SHELL: forms): cl.exe reads `-W…` as a
+#: warning level; `-Wall`, `-W0…4` and `-WX` are cl's own.
+_XCOMPILER_W = re.compile(r"-Xcompiler[\s=]+(?:\S*,)?(-W(?!all\b|[0-4]\b|X\b)[A-Za-z][\w=-]*)")
+_COMPILER_TESTS = re.compile(r"COMPILER_ID|MSVC|WIN32|UNIX|PLATFORM_ID|CMAKE_HOST_WIN32")
+
+
+def _gcc_warning_flags(file: FileText, commands: Sequence[Command],
+                       target: ScanTarget) -> list[Finding]:
+    """FB193: a GCC `-W…` flag forwarded to the host compiler with no compiler test around
+    it, in a command the target's configuration runs."""
+    out: list[Finding] = []
+    for cmd in commands:
+        if cmd.name not in DEFINE_COMMANDS and cmd.name not in ("set", "string", "list"):
+            continue
+        text = " ".join(cmd.args)
+        m = _XCOMPILER_W.search(text)
+        if m is None or _COMPILER_TESTS.search(text) or \
+                any(g.platform is not None for g in cmd.gates) or \
+                any(g.holds(target.platform, target.archs) is False for g in cmd.gates):
+            continue
+        line = cmd.node.start_point[0] + 1 + _text(cmd.node)[:_text(cmd.node).find(
+            m[1])].count("\n") if m[1] in _text(cmd.node) else _pos(cmd.node)[0]
+        out.append(Finding(
+            rule="FB193", category=Category.CMAKE, path=file.path, line=line, col=1,
+            severity=Severity.ERROR,
+            message=f"`-Xcompiler {m[1]}` reaches cl.exe on Windows, which reads it as a "
+            "warning level and stops with D8021 'invalid numeric argument'",
+            evidence=f"{cmd.name}({cmd.args[0] if cmd.args else ''} …) passes it with no "
+            "compiler or platform test around it"
+            + (f" (under {' and '.join(g.text for g in cmd.gates)})" if cmd.gates else ""),
+            snippet=_snippet(file, line),
+            fix=Fix(manual=f"give {m[1]} to GCC/Clang only: `$<$<NOT:$<CXX_COMPILER_ID:MSVC>>:"
+                    f"-Xcompiler={m[1]}>` or an `if(NOT MSVC)` block")))
+    return out
+
+
+def _arch_from_gpu(file: FileText, commands: Sequence[Command]) -> list[Finding]:
+    """FB194: an arch variable taken from `nvidia-smi` at configure time, with a fixed value
+    when there is no GPU to ask."""
+    probe = next((c for c in commands if c.name == "execute_process" and
+                  any("nvidia-smi" in a for a in c.args)), None)
+    if probe is None:
+        return []
+    out: list[Finding] = []
+    for cmd in commands:
+        if cmd.name != "set" or len(cmd.args) < 2 or "ARCH" not in cmd.args[0].upper() or \
+                not cmd.gates or arch_literal(cmd.args[1]) is None:
+            continue
+        line, col = _pos(cmd.node)
+        var, value = cmd.args[0], cmd.args[1]
+        out.append(Finding(
+            rule="FB194", category=Category.ARCH_SELECTION, path=file.path, line=line, col=col,
+            severity=Severity.WARNING,
+            message=f"{var} comes from the build machine's GPU (nvidia-smi at line "
+            f"{_pos(probe.node)[0]}) and is `{value}` when there is none: the build targets "
+            "whatever GPU the build box has, not the one it will run on",
+            evidence=f"execute_process(COMMAND nvidia-smi …) at line {_pos(probe.node)[0]}; "
+            f"set({var} {value}) under `{cmd.gates[-1].text}`",
+            snippet=_snippet(file, line),
+            fix=Fix(manual=f"pass -D{var}=<the target's arch> (a recipe's [build] cmake "
+                    "defines; `flashbuild build --arch` sets it when the recipe names the "
+                    "variable)"),
+            data={"variable": var, "fallback": value}))
+        break
+    return out
 
 
 _VAR = re.compile(r"^\$\{(\w+)\}$")
@@ -278,6 +405,11 @@ def _strequal_gates(file: FileText, commands: Sequence[Command],
                 if code == arch.code and suffix != arch.suffix.value and \
                         (arch.code, arch.suffix.value) in spelled:
                     continue
+                if code == arch.code and suffix == arch.suffix.value and \
+                        _single_arch_spelled_both_ways(file, var, spelled, code):
+                    continue
+                if code == arch.code and _picks_suffix(cmd, var):
+                    continue
                 if code == arch.code:
                     why = (f"`{arch.code}{arch.suffix}` is not the string `{code}{suffix}`"
                            if suffix != arch.suffix.value else
@@ -302,6 +434,40 @@ def _strequal_gates(file: FileText, commands: Sequence[Command],
                         data={"literal": f"{code}{suffix}"}))
                     break
     return out
+
+
+def _single_arch_spelled_both_ways(file: FileText, var: str, spelled: set[tuple[int, str]],
+                                   code: int) -> bool:
+    """The gate names `code` with and without a suffix (`"120" OR "120a"`), and `var` holds
+    one arch (the file pastes it into one `compute_${var}` flag): no spelling of the target
+    is left out, and no list can hold a second arch."""
+    spellings = {s for c, s in spelled if c == code}
+    return len(spellings) > 1 and re.search(
+        rf"(?:compute|sm)_\$\{{{re.escape(var)}\}}", file.text) is not None
+
+
+def _picks_suffix(cmd: Command, var: str) -> bool:
+    """An `if()` whose branch only appends a suffix to `var` (`compute_${var}a`) while its
+    `else()` uses `${var}` as is: a suffixed value takes the else branch and ends with the same
+    flag, so the exact match does no harm."""
+    chain = cmd.node.parent
+    if chain is None or chain.type != "if_condition":
+        return False
+    parts = list(chain.children)
+    try:
+        at = next(i for i, p in enumerate(parts) if p.id == cmd.node.id)
+    except StopIteration:
+        return False
+    body = parts[at + 1] if at + 1 < len(parts) and parts[at + 1].type == "body" else None
+    other = next((parts[i + 1] for i, p in enumerate(parts)
+                  if p.type == "else_command" and i + 1 < len(parts)
+                  and parts[i + 1].type == "body"), None)
+    if body is None or other is None:
+        return False
+    ref = re.escape(f"${{{var}}}")
+    return re.search(ref + r"[af]\b", _text(body)) is not None and \
+        re.search(ref + r"(?![af]\b)", _text(other)) is not None and \
+        re.sub(ref + r"[af]\b", f"${{{var}}}", _text(body)).strip() == _text(other).strip()
 
 
 # --- tree-wide facts ---------------------------------------------------------------------

@@ -5,7 +5,7 @@ Candidates are found by a regex over the text (fast, in C) and then judged on th
 match inside a comment or a string is dropped (except PTX inside `asm`), and every site is
 checked against the preprocessor branches around it for the compilation pass that matters
 (the Windows host pass for POSIX/GCC problems, the target's device pass for arch problems),
-with `flashbuild.scanning.pp`. Explicit instantiations are decided by the
+with `flashbuild.source.pp`. Explicit instantiations are decided by the
 `explicit-instantiations` transform's own public analysis, so scan reports exactly the sites
 the transform touches or keeps: its per-file half (`file_facts`) runs here, in the worker, on
 the parse the other checks use; its tree-wide half in `instantiation_findings`.
@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from flashbuild.arch import Arch
 from flashbuild.patching import cxx
 from flashbuild.patching.transforms import instantiations as inst
-from flashbuild.scanning.pp import NOT_DEFINED, Evaluator, Pass, device_pass, host_pass
 from flashbuild.scanning.ptx_table import INSTRUCTIONS
 from flashbuild.scanning.scan import (
     Category,
@@ -32,6 +31,7 @@ from flashbuild.scanning.scan import (
     ScanTarget,
     Severity,
 )
+from flashbuild.source.pp import NOT_DEFINED, Evaluator, Pass, device_pass, host_pass
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
@@ -248,6 +248,19 @@ class _Ctx:
             rule=rule, category=category, path=self.file.path, line=line, col=col,
             severity=severity, message=message, evidence=evidence,
             snippet=_snippet(self.file, line), fix=fix, data=data))
+
+
+def context_for(file: FileText, target: ScanTarget, inherited: Any = None) -> _Ctx | None:
+    """The parse and preprocessor state of one file, for the tree-wide call graph
+    (`callgraph`); None when the file does not parse."""
+    try:
+        src = cxx.parse(file.text, file.path)
+    except (ValueError, RecursionError):
+        return None
+    defines: dict[str, list[cxx.MacroDef]] = {}
+    for macro in cxx.macro_definitions(src):
+        defines.setdefault(macro.name, []).append(macro)
+    return _Ctx(file, src, target, FileReport(file.path), defines, inherited or {})
 
 
 def check_cxx(file: FileText, target: ScanTarget, inherited: Any = None) -> FileReport:
@@ -562,19 +575,28 @@ def _instructions(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Ar
             # Undecidable here (a macro defined elsewhere, a project option): a note naming
             # the macros, never an error.
             macros = ctx.undecided(node, dev)
+            from flashbuild.scanning.callgraph import owner_of
+
+            owner = owner_of(ctx.src.node_text, node)
             ctx.add(start, "FB160", Category.ARCH_INSTRUCTIONS, Severity.NOTE,
                     f"`{name}` may be compiled for {arch.sm} (needs {needs}): it depends on "
                     f"{', '.join(macros) or 'a condition'} the scan cannot decide",
                     f"inline PTX `{name}` under `{' / '.join(macros) or '?'}`",
                     Fix(manual=f"none if {', '.join(macros) or 'the condition'} is off for "
                         f"{arch.sm}; else exclude or gate the source"),
-                    needs="compiled-for-target", instruction=name, arch=arch.code)
+                    needs="compiled-for-target", instruction=name, arch=arch.code,
+                    suffix=arch.suffix.value, owner=owner.kind, owner_names=list(owner.names),
+                    undecided=macros, needs_name=needs)
             continue
+        from flashbuild.scanning.callgraph import owner_of
+
+        owner = owner_of(ctx.src.node_text, node)
         ctx.add(start, "FB160", Category.ARCH_INSTRUCTIONS, Severity.ERROR,
                 f"`{name}` is compiled for {arch.sm}, which lacks it (needs {needs})",
                 f"inline PTX `{name}` in code the {arch.sm} device pass compiles",
                 Fix(transform="exclude-sources", params={"globs": [ctx.file.path]}),
-                needs="compiled-for-target", instruction=name, arch=arch.code)
+                needs="compiled-for-target", instruction=name, arch=arch.code,
+                suffix=arch.suffix.value, owner=owner.kind, owner_names=list(owner.names))
 
 
 def _line_text(ctx: _Ctx, byte: int) -> str:

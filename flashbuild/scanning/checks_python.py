@@ -23,7 +23,7 @@ from flashbuild.scanning.scan import (
     ScanTarget,
     Severity,
 )
-from flashbuild.scanning.setuppy import parse_python
+from flashbuild.source.setuppy import parse_python
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -148,7 +148,8 @@ class _Visitor(ast.NodeVisitor):
                       "libraries .dll",
                       f"string literal {value!r}",
                       Fix(manual="build the name from importlib.machinery.EXTENSION_SUFFIXES "
-                          "(modules) or pick .dll/.so by platform (libraries)"))
+                          "(modules) or pick .dll/.so by platform (libraries)"),
+                      needs="library-built", literal=value)
 
     def _cdll(self, call: ast.Call, name: str) -> None:
         if any((g.platform == "posix") != g.negated for g in self.gates if g.platform):
@@ -169,12 +170,13 @@ class _Visitor(ast.NodeVisitor):
 
     def _add(self, node  # noqa: PLR0917 - one call shape for every rule
             : ast.expr | ast.stmt, rule: str, sev: Severity, message: str,
-             evidence: str, fix: Fix) -> None:
+             evidence: str, fix: Fix, **data: str) -> None:
         line, col = node.lineno, node.col_offset + 1
         cat = Category.PYTHON_PACKAGING
         self.report.findings.append(Finding(
             rule=rule, category=cat, path=self.file.path, line=line, col=col, severity=sev,
-            message=message, evidence=evidence, snippet=_snippet(self.file, line), fix=fix))
+            message=message, evidence=evidence, snippet=_snippet(self.file, line), fix=fix,
+            data=dict(data)))
 
 
 def check_python(file: FileText, target: ScanTarget) -> FileReport:
@@ -190,7 +192,30 @@ def check_python(file: FileText, target: ScanTarget) -> FileReport:
     _Visitor(file, target, report).visit(tree)
     if target.platform == "windows" and file.path.rpartition("/")[2] == "__init__.py":
         _dll_directory(file, tree, report)
+    if target.platform == "windows":
+        report.facts["package_imports"] = _package_imports(file, tree)
     return report
+
+
+def _package_imports(file: FileText, tree: ast.Module) -> list[tuple[str, str, int]]:
+    """(package, module, line) for each `import pkg.mod` / `from pkg import mod` /
+    `from pkg.mod import x` where `pkg` is the top folder this file lives in: the tree-wide
+    pass asks which of them are extension modules the build makes."""
+    top = file.path.split("/")[0] if "/" in file.path else ""
+    if not top:
+        return []
+    out: list[tuple[str, str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            parts = node.module.split(".")
+            if parts[0] != top:
+                continue
+            mods = parts[1:2] or [a.name for a in node.names]
+            out.extend((top, m, node.lineno) for m in mods)
+        elif isinstance(node, ast.Import):
+            out.extend((top, a.name.split(".")[1], node.lineno) for a in node.names
+                       if a.name.split(".")[0] == top and "." in a.name)
+    return out
 
 
 def _dll_directory(file: FileText, tree: ast.Module, report: FileReport) -> None:

@@ -9,16 +9,16 @@ switch), which a recipe can also say with `[[build.env]]`.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from flashbuild.scanning.reach import includes_header
 from flashbuild.scanning.scan import Category, Finding, Fix, ScanTarget, Severity, read_source
+from flashbuild.source.reach import includes_header
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from flashbuild.scanning.reach import Include, Reach
-    from flashbuild.scanning.setuppy import Extension, SetupPy
+    from flashbuild.source.reach import Reach
+    from flashbuild.source.setuppy import Extension, SetupPy
 
 #: cl.exe options that mean "GCC syntax": D9002 "ignoring unknown option".
 _GCC_ONLY = re.compile(r"^-(?:O3|Ofast|f[\w-]+|g\d?|std=[\w+]+|Wno-[\w-]+|Wextra|Wpedantic|"
@@ -41,10 +41,12 @@ def setup_findings(root: Path, reach: Reach, target: ScanTarget) -> list[Finding
 
     def add(rule: str, category: Category, severity: Severity,  # noqa: PLR0917
             line: int, message: str,
-            evidence: str, fix: Fix, path: str | None = None, snip: str | None = None) -> None:
+            evidence: str, fix: Fix, path: str | None = None, snip: str | None = None,
+            data: dict[str, Any] | None = None) -> None:
         out.append(Finding(rule=rule, category=category, path=path or setup.path, line=line,
                            col=1, severity=severity, message=message, evidence=evidence,
-                           snippet=snippet(line) if snip is None else snip, fix=fix))
+                           snippet=snippet(line) if snip is None else snip, fix=fix,
+                           data=data or {}))
 
     out: list[Finding] = []
     built = [e for e in setup.built_for_target() if e.cuda]
@@ -54,6 +56,10 @@ def setup_findings(root: Path, reach: Reach, target: ScanTarget) -> list[Finding
         _gcc_cxx_flags(setup, built, add)
         _long_paths(reach, add)
     _gencode(setup, built, target, add)
+    if setup.gencode:
+        _several_archs(setup, built, lines, add)
+    _host_cccl(root, built, target, lines, add)
+    _version_timestamp(root, setup, text if isinstance(text, str) else "", add)
     for line, what in setup.downloads:
         add("FB230", Category.SETUP_BUILD, Severity.WARNING, line,
             f"setup.py fetches during the build ({what}): an offline build fails here",
@@ -61,63 +67,7 @@ def setup_findings(root: Path, reach: Reach, target: ScanTarget) -> list[Finding
             Fix(manual="set the tree's force-build switch (e.g. *_FORCE_BUILD=TRUE) with a "
                 "recipe [[build.env]] table, and fetch submodules before building"))
     _isolation(root, setup, target, add)
-    _host_cccl(reach, built, add)
     return out
-
-
-#: CCCL's own headers: they count when the tree does not hold them itself (a folder of its
-#: own named `cuda/` is not CCCL).
-_CCCL_INCLUDES = ("cuda/", "cub/", "thrust/")
-#: CUTLASS, wherever its copy sits: it includes <cuda/std/utility> (cutlass/cutlass.h).
-_CUTLASS_INCLUDES = ("cutlass/", "cute/")
-_HOST_SOURCES = (".cpp", ".cc", ".cxx", ".c++", ".C")
-
-
-def _cccl_include(reach: Reach, source: str) -> tuple[int, str] | None:
-    """(line in `source`, the CCCL/CUTLASS header as spelled) when `source` includes one,
-    directly or through the tree's own headers; the line is that of `source`'s own include."""
-    def needs(inc: Include) -> bool:
-        return inc.spelled.startswith(_CUTLASS_INCLUDES) or (
-            inc.resolved is None and inc.spelled.startswith(_CCCL_INCLUDES))
-
-    for inc in reach.includes.get(source, []):
-        if needs(inc):
-            return inc.line, inc.spelled
-        stack = [inc.resolved] if inc.resolved else []
-        seen = {source}
-        while stack:
-            cur = stack.pop()
-            if cur in seen:
-                continue
-            seen.add(cur)
-            for inner in reach.includes.get(cur, []):
-                if needs(inner):
-                    return inc.line, inner.spelled
-                if inner.resolved:
-                    stack.append(inner.resolved)
-    return None
-
-
-def _host_cccl(reach: Reach, built: list[Extension], add: _Add) -> None:
-    """FB240: a host-compiled source of a CUDA extension that needs CCCL (CUDA 13 keeps it
-    in include/cccl, which torch's cpp_extension does not give the host compiler)."""
-    sites = [(src, hit, ext) for ext in built for src in ext.sources
-             if src.endswith(_HOST_SOURCES) and (hit := _cccl_include(reach, src)) is not None]
-    if not sites:
-        return
-    src, (line, header), ext = sites[0]
-    others = sorted({s for s, _h, _e in sites[1:]})
-    also = f"; also {', '.join(others[:4])}" + (" …" if len(others) > 4 else "") \
-        if others else ""
-    add("FB240", Category.SETUP_BUILD, Severity.WARNING, line,
-        "this .cpp is compiled by the host compiler, not nvcc, and includes CUTLASS/CCCL: "
-        "with CUDA 13 it stops at `cuda/std/utility: No such file or directory`",
-        f"`{ext.name}` compiles {src} with g++/cl; it reaches <{header}>; CUDA 13 keeps CCCL "
-        f"in <toolkit>/include/cccl, which torch's cpp_extension does not pass{also}",
-        Fix(manual="`flashbuild build` gives the host compiler that folder; for a plain `pip "
-            "install`, set CPLUS_INCLUDE_PATH=$CUDA_HOME/include/cccl (Windows: append "
-            "%CUDA_PATH%\\include\\cccl to INCLUDE) for the build"),
-        path=src, snip=f"#include <{header}> (directly or through this include)")
 
 
 def _flag_present(flags: tuple[str, ...], flag: str) -> bool:
@@ -171,6 +121,14 @@ def _torch_headers(reach: Reach, built: list[Extension], add: _Add) -> None:
     if not sites:
         return
     path, line, ext = sites[0]
+    for other, other_line, _e in sites[1:]:
+        # One error for the missing flag; each further site as a note, so every file that
+        # breaks is named where it breaks.
+        add("FB210", Category.TORCH_HEADERS, Severity.NOTE, other_line,
+            f"this .cu file also pulls in <torch/extension.h> without -DUSE_CUDA (see "
+            f"{path}:{line})", f"`{ext.name}` nvcc flags have no -DUSE_CUDA",
+            Fix(manual="the same fix as the error at the first site"), path=other,
+            snip=f"#include <{_TORCH_EXTENSION}> (directly or through this include)")
     others = sorted({p for p, _l, _e in sites[1:]})
     also = f"; also {len(others)} more .cu file(s): {', '.join(others[:4])}" + (
         " …" if len(others) > 4 else "") if others else ""
@@ -229,6 +187,142 @@ def _gencode(setup: SetupPy, built: list[Extension], target: ScanTarget, add: _A
             "the tree's own arch switch, if any, through [[build.env]]"))
 
 
+_ARCH_IN_PATH = re.compile(r"(?:^|[/_.-])sm_?(\d{2,3})[af]?(?=[/_.-]|$)", re.IGNORECASE)
+
+
+def _several_archs(setup: SetupPy, built: list[Extension], lines: list[str],
+                   add: _Add) -> None:
+    """FB221: sources named for two or more archs in one extension, under a hard-coded
+    gencode list (so every source is compiled for every listed arch)."""
+    for ext in built:
+        by_arch: dict[int, list[str]] = {}
+        for src in ext.sources:
+            m = _ARCH_IN_PATH.search(src)
+            if m and src.endswith(".cu"):
+                by_arch.setdefault(int(m[1]), []).append(src)
+        if len(by_arch) < 2 or ext.condition:
+            continue
+        first = min((s for group in by_arch.values() for s in group),
+                    key=lambda s: _line_of(lines, s, ext.line))
+        line = _line_of(lines, first, ext.line)
+        counts = " and ".join(f"{len(v)} sm{k}" for k, v in sorted(by_arch.items()))
+        add("FB221", Category.ARCH_SELECTION, Severity.WARNING, line,
+            f"`{ext.name}` lists {counts} sources unconditionally: each is compiled for every "
+            "arch of the hard-coded gencode list, and a switch that drops an arch's gencode "
+            "keeps its sources",
+            f"sources from line {line}; gencode at line {setup.gencode[0][0]}",
+            Fix(manual="none needed to build; to save build time, list each arch's sources "
+                "under the same switch as its gencode"))
+        return
+
+
+def _line_of(lines: list[str], needle: str, default: int) -> int:
+    name = needle.rpartition("/")[2]
+    return next((i for i, text in enumerate(lines, 1) if name in text), default)
+
+
+def _host_cccl(root: Path, built: list[Extension], target: ScanTarget,
+               lines: list[str], add: _Add) -> None:
+    """FB222: a host-compiled source of a CUDA extension reaches a CCCL header, and nothing
+    puts <CUDA_HOME>/include/cccl on the host compiler's path."""
+    from flashbuild.source.hostinclude import first_cccl_include
+
+    def read(rel: str) -> str | None:
+        path = root / rel
+        try:
+            return path.read_text(encoding="utf-8", errors="replace") if path.is_file() \
+                else None
+        except OSError:
+            return None
+
+    for ext in built:
+        flags = " ".join((*ext.include_dirs, *ext.cxx_flags))
+        if "cccl" in flags:
+            continue
+        for src in ext.sources:
+            if src.endswith(".cu") or src.endswith(".cuh"):
+                continue
+            found = first_cccl_include(src, ext.include_dirs, read, target.platform)
+            if found is None:
+                continue
+            line = next((i for i, text in enumerate(lines, 1)
+                         if i >= ext.line and "include_dirs" in text), ext.line)
+            chain = " → ".join(found.chain)
+            add("FB222", Category.SETUP_FLAGS, Severity.ERROR, line,
+                f"include_dirs lack <CUDA_HOME>/include/cccl: with CUDA 13 the host compile "
+                f"of {src} reaches <{found.header}> and stops with 'No such file or "
+                "directory'",
+                f"{chain} → <{found.header}> (static reading: the `#if` branches a plain host "
+                "compile takes); torch's cpp_extension adds only <CUDA_HOME>/include",
+                Fix(manual="add os.path.join(CUDA_HOME, 'include', 'cccl') to include_dirs; "
+                    "flashbuild's build puts it on the host include path (CPLUS_INCLUDE_PATH "
+                    "/ INCLUDE) itself"),
+                data={"source": src, "header": found.header})
+            return
+
+
+def _clock_names(tree: Any) -> tuple[dict[str, list[Any]], set[str]]:
+    """Each name's assignments, and the names some assignment takes from the clock
+    (directly or through another such name)."""
+    import ast
+
+    assigned: dict[str, list[ast.Assign]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for tgt in node.targets:
+                if isinstance(tgt, ast.Name):
+                    assigned.setdefault(tgt.id, []).append(node)
+    timed: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, nodes in assigned.items():
+            if name not in timed and any(
+                    _CLOCK.search(ast.unparse(n.value)) or
+                    {x.id for x in ast.walk(n.value) if isinstance(x, ast.Name)} & timed
+                    for n in nodes):
+                timed.add(name)
+                changed = True
+    return assigned, timed
+
+
+_CLOCK = re.compile(r"\b(?:now|utcnow|today|time|strftime|gmtime|localtime)\s*\(")
+
+
+def _version_timestamp(root: Path, setup: SetupPy, text: str, add: _Add) -> None:
+    """FB233: `setup(version=…)` built from a variable that one of its assignments takes
+    from the clock (typically the fallback when `git rev-parse` fails)."""
+    import ast
+
+    if "version" not in text or not _CLOCK.search(text):
+        return
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return
+    assigned, timed = _clock_names(tree)
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and ast.unparse(node.func).endswith("setup")):
+            continue
+        version = next((k.value for k in node.keywords if k.arg == "version"), None)
+        if version is None:
+            continue
+        used = [n.id for n in ast.walk(version) if isinstance(n, ast.Name) and n.id in timed]
+        if not used and not _CLOCK.search(ast.unparse(version)):
+            continue
+        first = min((a.lineno for n in used for a in assigned[n]), default=version.lineno)
+        has_git = (root / ".git").exists()
+        add("FB233", Category.SETUP_BUILD, Severity.WARNING if has_git else Severity.ERROR,
+            first, "the version can come from the clock: pip runs setup.py for the metadata "
+            "and again for the wheel, gets two versions and rejects the wheel",
+            f"setup(version={ast.unparse(version)}) at line {version.lineno}; "
+            f"{', '.join(used) or 'it'} is taken from the time when the first source fails"
+            + ("" if has_git else " (this tree has no .git, so it does)"),
+            Fix(manual="build from a git checkout, or pin the version (the tree's own version "
+                "variable, or a recipe step that replaces the timestamp)"))
+        return
+
+
 def _isolation(root: Path, setup: SetupPy, target: ScanTarget, add: _Add) -> None:
     if not setup.uses_cpp_extension:
         return
@@ -273,4 +367,4 @@ if TYPE_CHECKING:
         def __call__(self, rule: str, category: Category,  # noqa: PLR0917
                      severity: Severity, line: int,
                      message: str, evidence: str, fix: Fix, path: str | None = None,
-                     snip: str | None = None) -> None: ...
+                     snip: str | None = None, data: dict[str, Any] | None = None) -> None: ...

@@ -38,7 +38,7 @@ from flashbuild.scanning.checks_cmake import _commands as cmake_commands
 from flashbuild.scanning.checks_cmake import _parser as cmake_parser
 from flashbuild.scanning.rules import RULES
 from flashbuild.scanning.scan import ScanOptions, read_source, walk_tree
-from flashbuild.scanning.setuppy import parse_python
+from flashbuild.source.setuppy import parse_python
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -132,11 +132,11 @@ def draft_recipe(result: ScanResult, *, name: str, source_path: str) -> Draft:
     for f in by_rule["FB181"]:
         d.handled.append((f, "the install step of `flashbuild build` adds the loader shim to "
                           "this __init__.py"))
-    for f in by_rule["FB240"]:
+    for f in by_rule["FB222"]:
         d.handled.append((f, "`flashbuild build` gives the host compiler CUDA 13's "
                           "include/cccl"))
     fixable = {"FB140", "FB141", "FB142", "FB101", "FB102", "FB150", "FB151", "FB160",
-               "FB170", "FB181", "FB240"}
+               "FB170", "FB181", "FB222"}
     refused = {id(f) for f, _why in d.refused}
     d.todos += [f for f in result.findings if f.rule not in fixable and id(f) not in refused]
     return d
@@ -997,7 +997,7 @@ def compile_check(d: Draft, root: Path, result: ScanResult) -> None:
     from flashbuild.detect.cuda import find_toolkits
     from flashbuild.proc import ProcessRunner
     from flashbuild.scanning.compilecheck import StepEdit, check_steps
-    from flashbuild.scanning.ppgraph import build_graph
+    from flashbuild.source.ppgraph import build_graph
 
     code = [s for s in d.steps if s.transform in _CODE_STEPS]
     if not code:

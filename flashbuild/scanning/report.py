@@ -41,6 +41,7 @@ def to_json(result: ScanResult) -> dict[str, Any]:
         "seconds": round(result.seconds, 3),
         "counts": result.counts(),
         "blocking": bool(result.blocking),
+        "truth": result.truth,
         "findings": [finding_json(f) for f in result.findings],
         "skipped": [{"path": s.path, "reason": s.reason} for s in result.skipped],
     }
@@ -51,6 +52,7 @@ def finding_json(f: Finding) -> dict[str, Any]:
         "rule": f.rule, "name": RULES[f.rule].name, "category": f.category.value,
         "path": f.path, "line": f.line, "col": f.col, "severity": f.severity.value,
         "message": f.message, "evidence": f.evidence, "snippet": f.snippet,
+        "truth": f.truth.value,
         "fix": {"transform": f.fix.transform, "params": f.fix.params, "manual": f.fix.manual},
     }
 
@@ -76,6 +78,8 @@ def print_report(result: ScanResult, console: Console) -> None:
     _line(console, ("flashbuild scan ", "bold"),
           (f"{result.root} for {result.target.label}: {result.files_scanned} files in "
            f"{result.seconds:.2f} s", ""))
+    if result.truth:
+        _line(console, ("gates: ", "dim"), (result.truth, "dim"))
     groups = group_findings(result.findings)
     shown = [g for g in groups if g[0].severity is not Severity.NOTE]
     for group in shown:
@@ -87,7 +91,8 @@ def print_report(result: ScanResult, console: Console) -> None:
               (f.message, ""))
         if f.snippet:
             _line(console, ("    | ", "dim"), (clip(f.snippet, 160), "dim"))
-        _line(console, ("    evidence: ", "dim"), (f.evidence, ""))
+        _line(console, ("    evidence: ", "dim"), (f.evidence, ""),
+              (f" [{f.truth.value}]", "dim"))
         _line(console, ("    fix: ", "dim"), (f.fix.describe(), ""))
         if len(group) > 1:
             lines = ", ".join(str(g.line) for g in group[1:12])
@@ -128,7 +133,7 @@ def resolve_platform(platform: str | None) -> str:
 
 def run_scan(source: Path, *, platform: str | None, arch: str, as_json: bool,
              sarif: Path | None, include_vendored: bool = False, jobs: int | None = None,
-             force: bool = False) -> int:
+             force: bool = False, static: bool = False, compile_units: bool = False) -> int:
     """The `scan` stage: scan, print (Rich or JSON), write SARIF; the exit code says whether
     blocking findings exist (0 none, 11 some)."""
     import json
@@ -144,7 +149,12 @@ def run_scan(source: Path, *, platform: str | None, arch: str, as_json: bool,
     if sarif is not None:
         refuse_over_tree(sarif, source, option="--sarif", force=force)
     target = make_target(resolve_platform(platform), arch)
-    result = scan_tree(source, target, ScanOptions(include_vendored=include_vendored, jobs=jobs))
+    if static and compile_units:
+        raise UsageError("--static and --compile contradict each other",
+                         fix="--static runs nothing; leave out one of them")
+    result = scan_tree(source, target, ScanOptions(
+        include_vendored=include_vendored, jobs=jobs, static=static,
+        compile="always" if compile_units else "auto"))
     if sarif is not None:
         try:
             sarif.write_text(json.dumps(to_sarif(result), indent=2) + "\n", encoding="utf-8")

@@ -108,6 +108,18 @@ _RULES = [
     Rule(id="FB192", name="cmake-hardcoded-dl", category=Category.CMAKE,
          short="links `dl` by name",
          help="There is no libdl on Windows; link ${CMAKE_DL_LIBS} (empty there)."),
+    Rule(id="FB193", name="cmake-gcc-warning-flag-to-cl", category=Category.CMAKE,
+         short="-Xcompiler passes a GCC -W flag that cl.exe reads as a warning level",
+         help="nvcc hands `-Xcompiler -Wno-foo` to the host compiler as is; cl.exe reads "
+         "`-W` as a warning level and stops with D8021 \"invalid numeric argument\" (unlike "
+         "`-O3`, which it only warns about). Give the flag only to GCC/Clang, e.g. under "
+         "`if(NOT MSVC)`."),
+    Rule(id="FB194", name="cmake-arch-from-build-machine", category=Category.ARCH_SELECTION,
+         short="the arch variable comes from the build machine's GPU, with a fixed fallback",
+         help="An arch read from `nvidia-smi` at configure time builds for whatever GPU the "
+         "build box has, and for the fallback when it has none (a CI runner, a container "
+         "without the driver): the module then has no code for the GPU it runs on. Pass the "
+         "variable with -D (a recipe's cmake defines)."),
 ]
 
 _RULES += [
@@ -135,6 +147,18 @@ _RULES += [
          help="torch's cpp_extension adds no arch flags when any nvcc flag names an arch, so "
          "TORCH_CUDA_ARCH_LIST cannot choose the target (FACTS: torch cpp_extension); a list "
          "without the target gives 'no kernel image is available' on that GPU."),
+    Rule(id="FB221", name="setup-sources-of-several-archs", category=Category.ARCH_SELECTION,
+         short="one extension compiles sources written for several archs, for every listed arch",
+         help="With a hard-coded gencode list every source of the extension is compiled for "
+         "every arch in it: sources written for sm_90 are also compiled for sm_100 (to stubs "
+         "behind their `__CUDA_ARCH__` gates) and the other way round, and a switch that drops "
+         "one arch's gencode leaves its sources in the build. Costs build time, not a break."),
+    Rule(id="FB222", name="setup-host-cccl-include", category=Category.SETUP_FLAGS,
+         short="a host-compiled source reaches CCCL, whose CUDA 13 folder torch does not add",
+         help="CUDA 13 keeps CCCL (cuda/std, cub, thrust) in <CUDA_HOME>/include/cccl; nvcc "
+         "adds that folder itself, torch's cpp_extension gives the host compiler only "
+         "<CUDA_HOME>/include, so a .cpp that includes CUTLASS or CCCL stops with \"No such "
+         "file or directory\". Add the folder to include_dirs (flashbuild's build does)."),
     Rule(id="FB230", name="setup-downloads", category=Category.SETUP_BUILD,
          short="setup.py downloads or clones during the build",
          help="A download during the build fails offline and on locked-down CI runners, and "
@@ -144,19 +168,17 @@ _RULES += [
          help="pip's isolated build installs torch from PyPI, which is CPU-only on Windows, or "
          "no torch at all when the build requires omit it; a torch extension must build "
          "with --no-build-isolation against the CUDA torch already installed."),
+    Rule(id="FB233", name="setup-version-timestamp", category=Category.SETUP_BUILD,
+         short="the version falls back to a timestamp taken when setup.py runs",
+         help="pip runs setup.py twice (metadata, then the wheel); a version with the time in "
+         "it differs between the two and pip rejects the wheel (\"Built wheel is invalid: "
+         "expected …, got …\"). It happens wherever the version's first source (git) fails, "
+         "e.g. in a copy without .git."),
     Rule(id="FB232", name="setup-long-object-path", category=Category.SETUP_BUILD,
          short="object file path will pass 260 characters on Windows",
          help="setuptools writes objects under build/temp.<plat>-<py>/Release/<source path>; "
          "past MAX_PATH (260) cl, link and nvcc fail, LongPathsEnabled or not (they are not "
          "long-path aware)."),
-    Rule(id="FB240", name="setup-host-cccl", category=Category.SETUP_BUILD,
-         short="a .cpp of a CUDA extension includes CUTLASS/CCCL, which CUDA 13 hides from "
-         "the host compiler",
-         help="CUDA 13 moved CCCL (cuda/std, cub, thrust) to <toolkit>/include/cccl. nvcc adds "
-         "that folder itself; torch's cpp_extension gives the host compiler only "
-         "<toolkit>/include, so a .cpp (compiled by g++/cl, not nvcc) that includes CUTLASS or "
-         "CCCL stops at <cuda/std/utility>. flashbuild build adds the folder; a plain pip "
-         "build needs it on CPLUS_INCLUDE_PATH (Windows: INCLUDE)."),
 ]
 
 RULES: dict[str, Rule] = {r.id: r for r in _RULES}

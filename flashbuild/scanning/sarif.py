@@ -52,7 +52,8 @@ def to_sarif(result: ScanResult) -> dict[str, Any]:
                                "snippet": {"text": f.snippet}},
                 },
             }],
-            "properties": {"category": f.category.value, "target": result.target.label},
+            "properties": {"category": f.category.value, "target": result.target.label,
+                           "truth": f.truth.value},
         })
     notes = [{"level": "note", "message": {"text": f"{s.path}: skipped: {s.reason}"},
               "descriptor": {"id": "skipped"}} for s in result.skipped]

@@ -8,7 +8,11 @@ folder → the macros each C++ file's headers define (`ppgraph`) → run the che
 file's kind (C++/CUDA, CMake, Python) in worker processes (binary, non-UTF-8 and oversized
 files are skipped with a note) → combine what needs the whole tree (build-system gating of
 arch-specific sources, explicit-instantiation sites as the `explicit-instantiations`
-transform sees them, NOMINMAX defined by the build, the setup.py rules) → one `ScanResult`.
+transform sees them, NOMINMAX defined by the build, the setup.py rules) → the findings whose
+verdict hangs on a gate checked against the real preprocessor when a toolkit is found
+(`truth`) → instruction findings no kernel compiled for the target reaches made notes
+(`callgraph`) → the remaining instruction findings confirmed by compiling when that is cheap
+(`compiletruth`) → one `ScanResult`. `ScanOptions.static` runs no tool at all.
 
 Every `Finding` names its rule, category, place (file:line:col), a snippet, a severity for the
 target, the evidence that triggered it, and the fix: a transform with a params sketch, or a
@@ -18,6 +22,7 @@ manual step. False positives are bugs, so each rule fires only on positive evide
 from __future__ import annotations
 
 import os
+import re
 import stat
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -63,6 +68,19 @@ class Category(StrEnum):
     """The target arch is hard-coded, missing, or TORCH_CUDA_ARCH_LIST is ignored."""
     SETUP_BUILD = "setup-build"
     """How the setup.py build runs: downloads, build isolation, path lengths."""
+
+
+class Truth(StrEnum):
+    """What a finding rests on: a tool that ran, or flashbuild's own reading."""
+
+    BUILD = "build"
+    """The configured build (its real targets, sources and flags)."""
+    PREPROCESSOR = "preprocessor"
+    """The real preprocessor's pass for the target (`nvcc --dryrun`'s own commands)."""
+    COMPILER = "compiler"
+    """Compiling the translation unit for the target."""
+    STATIC = "static"
+    """flashbuild's own reading of the text (its `#if` evaluator, its build-file readers)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,6 +133,8 @@ class Finding:
     fix: Fix
     data: dict[str, Any] = field(default_factory=dict, compare=False)
     """Rule-specific facts recipe init uses (e.g. the matched macro text, the traits struct)."""
+    truth: Truth = Truth.STATIC
+    """What the finding rests on (see `Truth`)."""
 
     @property
     def blocking(self) -> bool:
@@ -151,6 +171,12 @@ class ScanOptions:
     """Also scan vendored folders (third_party/, 3rdparty/, vendor/, external/, extern/)."""
     jobs: int | None = None
     """Workers; None = all cores. Trees under `SERIAL_BELOW` files run in-process."""
+    static: bool = False
+    """Read only: run no preprocessor or compiler (for untrusted trees). Otherwise, with a
+    CUDA toolkit, the real preprocessor decides the gates of the findings it can check."""
+    compile: Literal["auto", "always", "never"] = "auto"
+    """Confirm FB160/FB170 errors by compiling their unit for the target: `auto` when few
+    units are needed (`compiletruth.AUTO_UNITS`), `always` (`scan --compile`), `never`."""
     executor: Literal["process", "thread"] = "process"
     """How workers run. Processes: the per-file work is Python walking tree-sitter nodes and
     matching regexes, which holds the GIL, so threads do not scale (the README's benchmark
@@ -173,6 +199,9 @@ class ScanResult:
     setup_unreadable: str = ""
     """Why the tree's top-level setup.py was not read ("" when it was, or there is none): a
     syntax error, nesting too deep to parse, not a regular file, a link out of the tree."""
+    truth: str = ""
+    """One line: what decided the gates (the preprocessor and how much of it ran, or why the
+    static reading was the fallback)."""
 
     @property
     def blocking(self) -> tuple[Finding, ...]:
@@ -314,7 +343,7 @@ def walk_tree(root: Path, *, include_vendored: bool = False  # noqa: PLR0912, PL
                          fix="pass the root folder of the source tree")
     seen: set[tuple[int, int]] = {(st.st_dev, st.st_ino)}
     stack: list[str] = [""]
-    from flashbuild.scanning.reach import count_files, gitmodule_paths, vendored_library
+    from flashbuild.source.reach import count_files, gitmodule_paths, vendored_library
 
     submodules = gitmodule_paths(root)
     while stack:
@@ -445,7 +474,19 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
             work = _work(root, files, target, opts, reach, headers)
             reports = list(pool.map(_check_file, work,
                                     chunksize=max(8, len(work) // (jobs * 8))))
+    inherited = {w[1]: w[5] for w in work if w[2] == "cxx"}
     findings = combine(root, reports, target, reach)
+    from flashbuild.scanning.truth import apply_preprocessor
+
+    # The preprocessor first (it can decide a gate the static reader could not), then the
+    # call graph (an instruction the pass keeps still needs a kernel that reaches it).
+    findings, truth = apply_preprocessor(root, findings, reach, target, opts)
+    findings = unreached_instructions(root, findings, target, inherited, opts.max_file_bytes)
+    from flashbuild.scanning.compiletruth import confirm_by_compiling
+
+    findings, compiled = confirm_by_compiling(root, findings, reach, target, opts)
+    if compiled:
+        truth = f"{truth}; {compiled}"
     skipped = [*walk.skipped, *not_built, *(s for r in reports for s in r.skipped)]
     if setup_note and not any(s.path == "setup.py" for s in skipped):
         skipped.append(Skipped("setup.py", setup_note))
@@ -456,15 +497,54 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
         files_scanned=sum(1 for r in reports if not r.skipped),
         seconds=time.perf_counter() - start,
         setup=reach.setup if reach is not None else None, vendored=tuple(walk.vendored),
-        setup_unreadable=unread)
+        setup_unreadable=unread, truth=truth)
+
+
+def unreached_instructions(root: Path, findings: list[Finding], target: ScanTarget,
+                           files: Mapping[str, Any], max_bytes: int) -> list[Finding]:
+    """FB160 errors in device functions that no kernel compiled for the target reaches
+    become notes (`callgraph`): ptxas never sees them."""
+    from flashbuild.arch import Arch, Suffix
+    from flashbuild.scanning.callgraph import CallGraph
+    from flashbuild.source.pp import device_pass
+
+    def read(rel: str) -> str | None:
+        text = read_source(root, rel, max_bytes)
+        return text if isinstance(text, str) else None
+
+    graphs: dict[tuple[int, str], CallGraph] = {}
+    out: list[Finding] = []
+    for f in findings:
+        names = tuple(f.data.get("owner_names", ()))
+        if f.rule != "FB160" or f.severity is not Severity.ERROR or \
+                f.data.get("owner") != "entity" or not names:
+            out.append(f)
+            continue
+        key = (int(f.data["arch"]), str(f.data.get("suffix", "")))
+        if key not in graphs:
+            arch = Arch(key[0] // 10, key[0] % 10, Suffix(key[1]))
+            graphs[key] = CallGraph(files, read, target, device_pass(target.platform, arch))
+        graph = graphs[key]
+        if graph.reached(names):
+            out.append(f)
+            continue
+        what = ", ".join(f"`{n}`" for n in names)
+        out.append(replace(
+            f, severity=Severity.NOTE, truth=Truth.STATIC,
+            message=f"`{f.data['instruction']}` sits in {what}, which no kernel compiled for "
+            f"{graph.device.name.removeprefix('device ')} reaches: ptxas never sees it there",
+            evidence=f"{f.evidence}; every use of {what} in the compiled files is behind an "
+            "#if that is false for this pass, or in code only such uses reach (static "
+            "reading)"))
+    return out
 
 
 def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> tuple[Any, str]:
     """What the tree's top-level setup.py compiles for the target (a `reach.Reach`), or None
     for a tree without one or with a top-level CMakeLists.txt (CMake trees keep the
     build-gate reading of their lists); and why a setup.py that is there was not read ("")."""
-    from flashbuild.scanning.reach import compute_reach
-    from flashbuild.scanning.setuppy import read_setup
+    from flashbuild.source.reach import compute_reach
+    from flashbuild.source.setuppy import read_setup
 
     paths = [rel for rel, _kind in walk.files]
 
@@ -472,7 +552,8 @@ def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> t
         text = read_source(root, rel, max_bytes)
         return text if isinstance(text, str) else None
 
-    if "CMakeLists.txt" in paths:
+    if "CMakeLists.txt" in paths and not ("setup.py" in paths and
+                                          _ide_only_cmake(read("CMakeLists.txt") or "")):
         # A CMake project (perhaps with a setup.py as a second way in): its lists and their
         # gates decide what is compiled, as before.
         return None, ""
@@ -486,9 +567,26 @@ def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> t
     return compute_reach(setup, paths, read), why
 
 
+#: A leading comment that says the CMake file serves an IDE, not the build.
+_IDE_ONLY_CMAKE = re.compile(r"\b(?:IDEs?|CLion|IntelliSense|VS ?Code|code completion|"
+                             r"code navigation|indexing|clangd|compile_commands)\b", re.I)
+
+
+def _ide_only_cmake(text: str) -> bool:
+    """Whether a top-level CMakeLists.txt says, in its leading comments, that it exists for
+    IDE indexing (then the tree's setup.py is the build)."""
+    head: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            break
+        head.append(stripped)
+    return bool(_IDE_ONLY_CMAKE.search(" ".join(head)))
+
+
 def _header_facts(args: tuple[str, str, int]) -> tuple[str, Any]:
     """What one C++ file defines (with conditions) and includes (`ppgraph.scan_header`)."""
-    from flashbuild.scanning.ppgraph import scan_header
+    from flashbuild.source.ppgraph import scan_header
 
     root, rel, max_bytes = args
     text = read_source(Path(root), rel, max_bytes)
@@ -502,7 +600,7 @@ def _work(root: Path, files: Sequence[tuple[str, FileKind]], target: ScanTarget,
           ) -> list[tuple[str, str, FileKind, ScanTarget, int, Any]]:
     """The check jobs, each C++ file with the object-like macros its included headers define
     (`ppgraph`): the preprocessor state along the include graph."""
-    from flashbuild.scanning.ppgraph import as_wire, graph_from
+    from flashbuild.source.ppgraph import as_wire, graph_from
 
     dirs: list[str] = []
     if reach is not None:
@@ -551,7 +649,9 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
         gates=build_gates(reports), defines=tree_defines(reports),
         paths=frozenset(r.path for r in reports),
         dlsym=any(r.facts.get("dlsym") for r in reports), reach=reach,
-        exported={name: r.path for r in reports for name in r.facts.get("exported", ())})
+        exported={name: r.path for r in reports for name in r.facts.get("exported", ())},
+        libraries={name: (kind, gates) for r in reports
+                   for name, kind, gates in r.facts.get("libraries", ())})
     out: list[Finding] = []
     for report in reports:
         for finding in report.findings:
@@ -559,6 +659,8 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
             if kept is not None:
                 out.append(kept)
     out.extend(instantiation_findings(root, reports, target))
+    if target.platform == "windows":
+        out.extend(_package_dll_directory(root, reports, tree, target, out))
     if reach is not None:
         from flashbuild.scanning.checks_setup import setup_findings
 
@@ -576,6 +678,19 @@ class TreeFacts:
     """`reach.Reach` for a setup.py tree, else None."""
     exported: Mapping[str, str] = field(default_factory=dict)
     """Function names some file declares with an export macro → that file."""
+    libraries: Mapping[str, tuple[str, Any]] = field(default_factory=dict)
+    """CMake library targets (shared libraries and Python modules) → (kind, their gates)."""
+
+    def library_gate(self, name: str, target: ScanTarget) -> str | None:
+        """The gate that keeps library `name` out of the target's build, if the build files
+        define it and one of its gates is false for the target; else None."""
+        hit = self.libraries.get(name)
+        if hit is None:
+            return None
+        for gate in hit[1]:
+            if gate.holds(target.platform, target.archs) is False:
+                return str(gate.text)
+        return None
 
 
 def _apply_tree_facts(  # noqa: PLR0911 - one return per kind of tree fact
@@ -595,10 +710,15 @@ def _apply_tree_facts(  # noqa: PLR0911 - one return per kind of tree fact
         return replace(finding, evidence=f"{finding.evidence}; {why}")
     if needs == "no-nominmax" and "NOMINMAX" in tree.defines:
         return None
+    if needs == "library-built":
+        return _library_not_built(finding, tree, target)
     if needs == "plugin-source":
         shared = tree.gates.shared_library(finding.path)
         if not tree.dlsym or shared is None:
             return None
+        verdict = tree.gates.compiled_for(finding.path, target)
+        if verdict is not None and not verdict.compiled:
+            return None  # the plugin is not built for this target
         declared = tree.exported.get(finding.data.get("symbol", ""))
         if declared is not None:
             return None  # declared with an export macro (a header's): exported already
@@ -610,6 +730,58 @@ def _apply_tree_facts(  # noqa: PLR0911 - one return per kind of tree fact
         if f"{prefix}.py" in tree.paths or f"{prefix}/__init__.py" in tree.paths:
             return None
     return finding
+
+
+def _library_not_built(finding: Finding, tree: TreeFacts, target: ScanTarget) -> Finding:
+    """A hard-coded `libX.so` whose CMake target X this configuration does not build (its
+    gate is false for the target) breaks nothing here: a note, not an error."""
+    stem = finding.data.get("literal", "").replace("\\", "/").rpartition("/")[2]
+    stem = stem.removesuffix(".so")
+    gate = tree.library_gate(stem, target) or (
+        tree.library_gate(stem.removeprefix("lib"), target) if stem.startswith("lib")
+        else None)
+    if gate is None:
+        return finding
+    return replace(finding, severity=Severity.NOTE,
+                   message=f"{finding.message} (the build makes this library only when "
+                   f"`{gate}`, not for {target.label})",
+                   evidence=f"{finding.evidence}; its CMake target is gated by `{gate}`")
+
+
+def _package_dll_directory(root: Path, reports: Sequence[FileReport], tree: TreeFacts,
+                           target: ScanTarget, found: Sequence[Finding]) -> list[Finding]:
+    """FB181 for a package whose modules import an extension module the CMake build makes
+    (`from pkg import mod`, `mod` a `pybind11_add_module` target, no `mod.py`), when the
+    package's `__init__.py` registers no DLL folder."""
+    out: list[Finding] = []
+    flagged = {f.path for f in found if f.rule == "FB181"}
+    for report in reports:
+        for package, module, line in report.facts.get("package_imports", ()):
+            init = f"{package}/__init__.py"
+            hit = tree.libraries.get(module)
+            if hit is None or hit[0] != "module" or init in flagged or \
+                    init not in tree.paths or tree.library_gate(module, target) or \
+                    f"{package}/{module}.py" in tree.paths or \
+                    f"{package}/{module}/__init__.py" in tree.paths:
+                continue
+            text = read_source(root, init, 1 << 22)
+            if not isinstance(text, str) or "add_dll_directory" in text:
+                continue
+            flagged.add(init)
+            out.append(Finding(
+                rule="FB181", category=Category.PYTHON_PACKAGING, path=init, line=1, col=1,
+                severity=Severity.WARNING,
+                message=f"`{package}` holds `{module}`, an extension module the CMake build "
+                "makes, and never registers DLL folders: on Windows its import fails with "
+                "'DLL load failed' unless the CUDA DLLs happen to be loaded already",
+                evidence=f"{report.path}:{line} imports {package}.{module}; no {module}.py, "
+                f"and no os.add_dll_directory in {init}",
+                snippet="", fix=Fix(manual="the install step of `flashbuild build` adds a "
+                                    "loader shim to this __init__.py; without flashbuild, "
+                                    "call os.add_dll_directory for the CUDA runtime's folder "
+                                    "before the first import of the module"),
+                data={"module": module}))
+    return out
 
 
 def iter_rules() -> Iterable[Rule]:

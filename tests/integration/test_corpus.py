@@ -1,7 +1,8 @@
 """Scan and recipe init on the real trees of ../shared/corpus (beside the repository): every
 tree and target of its answer key scores 0 with the corpus's own score.py, and the drafts
-never harm (nothing inside vendored code, setuptools trees drafted as such). Skips cleanly
-when the corpus is not there. Each tree is unpacked once into a temporary folder."""
+never harm (nothing inside vendored code, each tree drafted with the build system the answer
+key names). Skips cleanly when the corpus is not there. Each tree is unpacked once into a
+temporary folder."""
 
 from __future__ import annotations
 
@@ -56,6 +57,18 @@ def test_scan_scores(tree: str, target: str, corpus_trees: Path, tmp_path: Path)
     assert score.returncode == 0, score.stdout + score.stderr
 
 
+def _build_system(tree: str) -> str:
+    """`cmake` or `setuptools`, from the answer key's `build.build_system` text (`CMake (>=
+    3.24) + pybind11 …`, `setup.py + torch.utils.cpp_extension …`)."""
+    expected = json.loads((CORPUS / "expected.json").read_text(encoding="utf-8"))
+    text = str(expected[tree].get("build", {}).get("build_system", "")).lower()
+    if text.startswith("cmake"):
+        return "cmake"
+    if text.startswith("setup.py"):
+        return "setuptools"
+    pytest.fail(f"expected.json names no build system flashbuild drafts for {tree}: {text!r}")
+
+
 @pytest.mark.parametrize("tree", sorted({t for t, _target in _cases()}))
 def test_recipe_init_drafts_no_harm(tree: str, corpus_trees: Path, tmp_path: Path) -> None:
     out = tmp_path / "recipe.toml"
@@ -63,10 +76,14 @@ def test_recipe_init_drafts_no_harm(tree: str, corpus_trees: Path, tmp_path: Pat
                                    "--platform", "windows", "--arch", "sm120", "-o", str(out)])
     assert res.exit_code == 0, res.output
     text = out.read_text(encoding="utf-8")
-    # Every corpus tree is built by its setup.py.
-    assert '[build]\nbackend = "setuptools"' in text
-    assert "cmake_source" not in text
-    assert "[install]\npackage = " in text
+    # The draft builds the tree with the build system the answer key names.
+    if _build_system(tree) == "cmake":
+        assert "cmake_source = " in text
+        assert 'backend = "setuptools"' not in text
+    else:
+        assert '[build]\nbackend = "setuptools"' in text
+        assert "cmake_source" not in text
+        assert "[install]\npackage = " in text
     # No step touches vendored code (flash-attention's csrc/cutlass submodule).
     assert "cutlass/" not in "\n".join(line for line in text.splitlines()
                                        if not line.startswith("#"))

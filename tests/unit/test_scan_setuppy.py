@@ -1,4 +1,4 @@
-"""setup.py read with ast (`scanning.setuppy`), what the scan then leaves out (reachability,
+"""setup.py read with ast (`source.setuppy`), what the scan then leaves out (reachability,
 vendored code), the setup.py rules, and the grouped report. Small trees written to tmp_path."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from rich.console import Console
 from flashbuild.arch import parse_arch_spec
 from flashbuild.scanning.report import print_report
 from flashbuild.scanning.scan import ScanOptions, make_target, scan_tree
-from flashbuild.scanning.setuppy import analyze_setup
+from flashbuild.source.setuppy import analyze_setup
 
 SM120 = parse_arch_spec("sm120").archs
 
@@ -387,23 +387,24 @@ def test_long_object_path_fix_is_a_short_folder_not_long_paths(tmp_path: Path) -
     assert "short folder" in long.fix.manual and "does not help" in long.fix.manual
 
 
-def test_a_host_compiled_cpp_reaching_cutlass_or_cccl_is_fb240(tmp_path: Path) -> None:
+def test_a_host_compiled_cpp_reaching_cutlass_or_cccl_is_fb222(tmp_path: Path) -> None:
     # FlashMLA's csrc/api/api.cpp: g++ compiles it, a header of the tree includes CUTLASS,
     # which includes <cuda/std/utility> (CUDA 13: include/cccl, not given to g++ by torch).
     files = {**FILES,
              "csrc/bind.cpp": "#include <torch/extension.h>\n#include \"k.h\"\n"
                               "#include \"api.h\"\n",
-             "csrc/api.h": "#pragma once\n#include <cutlass/numeric_types.h>\n"}
+             "csrc/api.h": "#pragma once\n#include \"cutlass/numeric_types.h\"\n",
+             "csrc/cutlass/numeric_types.h": "#pragma once\n#include <cuda/std/utility>\n"}
     root = _tree(tmp_path, files)
-    found = [f for f in scan_tree(root, make_target("linux", "sm120")).findings
-             if f.rule == "FB240"]
-    assert [(f.path, f.line, f.severity.value) for f in found] == [
-        ("csrc/bind.cpp", 3, "warning")]
-    assert "cutlass/numeric_types.h" in found[0].evidence
+    found = [f for f in scan_tree(root, make_target("linux", "sm120"),
+                                  ScanOptions(static=True)).findings if f.rule == "FB222"]
+    assert len(found) == 1
+    assert "cuda/std/utility" in found[0].message
+    assert "csrc/bind.cpp" in found[0].message
     assert "CPLUS_INCLUDE_PATH" in found[0].fix.manual
 
 
-def test_cccl_in_cu_files_or_the_trees_own_cuda_folder_is_not_fb240(tmp_path: Path) -> None:
+def test_cccl_in_cu_files_or_the_trees_own_cuda_folder_is_not_fb222(tmp_path: Path) -> None:
     files = {**FILES,
              # nvcc compiles .cu files and adds include/cccl itself.
              "csrc/k.cu": "#include \"k.h\"\n#include <cub/cub.cuh>\n__global__ void g() {}\n",
@@ -411,5 +412,6 @@ def test_cccl_in_cu_files_or_the_trees_own_cuda_folder_is_not_fb240(tmp_path: Pa
              "csrc/bind.cpp": "#include \"k.h\"\n#include \"cuda/helpers.h\"\n",
              "csrc/cuda/helpers.h": "#pragma once\n"}
     root = _tree(tmp_path, files)
-    rules = {f.rule for f in scan_tree(root, make_target("linux", "sm120")).findings}
-    assert "FB240" not in rules
+    rules = {f.rule for f in scan_tree(root, make_target("linux", "sm120"),
+                                       ScanOptions(static=True)).findings}
+    assert "FB222" not in rules

@@ -34,13 +34,22 @@ class Pass:
     undefined: frozenset[str]
 
 
+#: Macros only IDE indexers and static analysers define (CLion, VS Code, IntelliSense, Qt
+#: Creator, clang-tidy's analyser), never a compiler that builds the tree: `#if … ||
+#: defined(__CLION_IDE__)` is decided by its other terms (FlashMLA's sm100 kernels).
+IDE_ONLY = frozenset({"__CLION_IDE__", "__CLION_IDE_", "__VSCODE_IDE__", "__INTELLISENSE__",
+                      "__JETBRAINS_IDE__", "__RESHARPER__", "Q_CREATOR_RUN", "__CDT_PARSER__",
+                      "__clang_analyzer__"})
+
+
 def host_pass(platform: str) -> Pass:
     if platform == "windows":
         return Pass("host (MSVC)", {"_WIN32": 1, "_WIN64": 1, "_MSC_VER": 1944, "__CUDACC__": 1},
                     frozenset({"__linux__", "__unix__", "__GNUC__", "__clang__", "__APPLE__",
-                               "__CUDA_ARCH__", "linux", "unix"}))
+                               "__CUDA_ARCH__", "linux", "unix", *IDE_ONLY}))
     return Pass("host (GCC)", {"__linux__": 1, "__unix__": 1, "__GNUC__": 13, "__CUDACC__": 1},
-                frozenset({"_WIN32", "_WIN64", "_MSC_VER", "__APPLE__", "__CUDA_ARCH__"}))
+                frozenset({"_WIN32", "_WIN64", "_MSC_VER", "__APPLE__", "__CUDA_ARCH__",
+                           *IDE_ONLY}))
 
 
 def device_pass(platform: str, arch: Arch) -> Pass:

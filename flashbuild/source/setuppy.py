@@ -51,6 +51,9 @@ UNKNOWN: Any = _Unknown()
 _MAX_DEPTH = 6
 _SM_FLAG = re.compile(r"(?:^|_)SM_?(\d{2,3})(?:[AF])?(?:$|_)", re.IGNORECASE)
 _ROCM = re.compile(r"rocm|hip", re.IGNORECASE)
+#: Names of switches that turn something off when set.
+_OFF_SWITCH = re.compile(r"(?:^|_)(?:DISABLE|DISABLED|SKIP|NO|WITHOUT|EXCLUDE)(?:_|$)",
+                         re.IGNORECASE)
 _GENCODE = re.compile(r"(?:arch=|-arch[= ]|--gpu-architecture[= ]|code=)(?:compute|sm)_\d")
 
 
@@ -220,6 +223,13 @@ class _Interp:
             raise _Return(self.expr(node.value, env) if node.value is not None else None)
         elif isinstance(node, ast.Global | ast.Nonlocal):
             pass  # names resolve through the parent chain already
+        elif isinstance(node, ast.ImportFrom) and node.module == "torch.utils.cpp_extension":
+            # torch's own platform constants (`if IS_WINDOWS:` picks the cl.exe flags).
+            known = {"IS_WINDOWS": self.platform == "windows",
+                     "IS_LINUX": self.platform == "linux", "IS_MACOS": False}
+            for alias in node.names:
+                if alias.name in known:
+                    env.names[alias.asname or alias.name] = known[alias.name]
 
     def assign(self, target: ast.expr, value: Any, env: _Env) -> None:
         if isinstance(target, ast.Name):
@@ -553,9 +563,15 @@ class _Interp:
 
     def _arch_flag(self, node: ast.expr) -> bool | None:
         name = _dotted(node) if isinstance(node, ast.Name | ast.Attribute) else ""
-        m = _SM_FLAG.search(name.rpartition(".")[2]) if name else None
+        last = name.rpartition(".")[2]
+        m = _SM_FLAG.search(last) if name else None
         if m is None:
             return None
+        if _OFF_SWITCH.search(last):
+            # `DISABLE_SM90` (from the environment, off unless set): a build for sm_90 does
+            # not disable sm_90, and one for another arch keeps the default, off. FlashMLA's
+            # `if not DISABLE_SM90: gencode += sm_90a` is then read as the union.
+            return False
         code = int(m[1])
         return any(a.code == code for a in self.archs)
 

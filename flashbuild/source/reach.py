@@ -1,6 +1,6 @@
 """What the build compiles for the target, and what those sources include.
 
-For a tree built by its `setup.py` (`flashbuild.scanning.setuppy`), the compiled sources are
+For a tree built by its `setup.py` (`flashbuild.source.setuppy`), the compiled sources are
 those of every extension the target builds (or may build: a test the scan cannot decide
 counts as built), and the reachable files are those sources plus every `#include` followed
 from them: a quoted include next to the including file first, then the extension's include
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from pathlib import Path
 
-    from flashbuild.scanning.setuppy import SetupPy
+    from flashbuild.source.setuppy import SetupPy
 
 INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.MULTILINE)
 

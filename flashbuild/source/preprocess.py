@@ -1,0 +1,373 @@
+"""What the real preprocessor keeps of a translation unit, pass by pass.
+
+nvcc preprocesses a `.cu` file once for the host and once per device arch, each with its own
+macros (`__CUDA_ARCH__`, `__CUDA_ARCH_FEAT_SM120_ALL`, …); `nvcc -E` shows only the first
+device pass. `nvcc --dryrun` prints every step it would run without running one (FACTS.md,
+"Reading what a build does without compiling"): the host `gcc -E … -D__CUDA_ARCH_LIST__=…`
+and one `gcc -E -D__CUDA_ARCH__=…` per device arch. This module takes those commands for a
+unit and the target's arch, runs each with its output on stdout (in parallel), and reads the
+line markers of the output: which lines of which tree files survive each pass. That settles
+every `#if`, every macro three headers away and every `__CUDA_ARCH__` test as the compiler
+itself would.
+
+* A `.cpp` of a CUDA extension is compiled by the host compiler alone: one `g++ -E` pass with
+  the include folders torch gives it.
+* The Windows host pass is emulated on Linux: the host command with the Linux and GCC macros
+  undefined (`__linux__`, `__unix__`, `__GNUC__`, …) and `_WIN32`, `_WIN64`, `_MSC_VER`,
+  `_MSVC_LANG`, `_M_X64` defined as MSVC defines them; the C++ library headers are still
+  GCC's (MSVC's CRT headers, absent here, are stubbed). Results say so.
+* A header the machine lacks (torch's, when torch is not installed) is replaced by an empty
+  stub so the pass runs to the end; the pass lists the stubs.
+* Results are cached under the user cache folder, keyed by the unit's text, its flags, the
+  toolkit and the pass, and checked against the size and mtime of every file the output
+  names; nothing is written into the tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from flashbuild.arch import Arch
+    from flashbuild.proc import Runner
+
+CACHE_VERSION = 1
+ALL_KINDS = frozenset({"host", "cuda-host", "device", "windows-host"})
+TIMEOUT_S = 300.0
+#: Stub rounds per pass: each round stubs the header gcc stopped at.
+MAX_STUBS = 24
+_MARKER = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"')
+_MISSING = re.compile(r"fatal error: ([^:\n]+): No such file or directory")
+#: MSVC's own predefined macros (x64, VS 2022 17.14 / VS 2026 level), for the emulated
+#: Windows host pass; the Linux ones are undefined.
+MSVC_DEFINES = ("-D_WIN32=1", "-D_WIN64=1", "-D_MSC_VER=1944", "-D_MSC_FULL_VER=194435211",
+                "-D_MSVC_LANG=201703L", "-D_M_X64=100", "-D_M_AMD64=100")
+LINUX_UNDEFINES = ("-U__linux__", "-U__linux", "-Ulinux", "-U__unix__", "-U__unix", "-Uunix",
+                   "-U__gnu_linux__", "-U__ELF__", "-U__GNUC__", "-U__GNUC_MINOR__",
+                   "-U__GNUC_PATCHLEVEL__", "-U__GNUG__")
+#: nvcc flags that change what the preprocessor sees (the rest is code generation), and
+#: those of them that take their value as the next argument.
+_PP_FLAG = re.compile(r"^(?:-[DUI].*|-isystem.*|-include.*|-std=.*|--std=.*|-std|--std|"
+                      r"--expt-.*)$")
+_PP_PAIRED = frozenset({"-D", "-U", "-I", "-isystem", "-include", "-std", "--std"})
+
+
+def preprocessor_flags(flags: Sequence[str]) -> list[str]:
+    """The flags of `flags` that change what the preprocessor sees, values kept."""
+    out: list[str] = []
+    take = False
+    for flag in flags:
+        if take:
+            out.append(flag)
+            take = False
+        elif _PP_FLAG.match(flag):
+            out.append(flag)
+            take = flag in _PP_PAIRED
+    return out
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One translation unit as the build compiles it."""
+
+    source: str
+    """Tree-relative, forward slashes."""
+    include_dirs: tuple[str, ...] = ()
+    """Tree-relative or absolute."""
+    flags: tuple[str, ...] = ()
+    """The unit's compiler flags (nvcc's for a .cu, the host compiler's for a .cpp)."""
+
+    @property
+    def cuda(self) -> bool:
+        return self.source.endswith(".cu")
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """One preprocessor pass of one unit."""
+
+    unit: str
+    name: str
+    """`host`, `host (Windows, emulated)` or the device target (`sm_120`)."""
+    arch: int | None
+    """`__CUDA_ARCH__` of a device pass; None for a host pass."""
+    lines: Mapping[str, frozenset[int]]
+    """Tree file → the lines of it that hold code after preprocessing."""
+    ok: bool
+    """False when the pass stopped early (an error other than a missing header)."""
+    error: str = ""
+    stubbed: tuple[str, ...] = ()
+    emulated: bool = False
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    nvcc: Path
+    include: Path
+    """The toolkit's include folder (torch hands it to the host compiler)."""
+    version: str
+    host_cxx: str = "g++"
+
+
+@dataclass
+class Preprocessor:
+    """Runs the passes of many units, in parallel, with a cache."""
+
+    root: Path
+    toolchain: Toolchain
+    runner: Runner
+    cache_dir: Path | None
+    extra_includes: tuple[str, ...] = ()
+    """Include folders every unit gets (torch's, Python's), absolute."""
+    jobs: int = 0
+    stats: dict[str, int] = field(default_factory=lambda: {"run": 0, "cached": 0})
+
+    def run(self, units: Sequence[Unit], arch: Arch, *, windows: bool,
+            kinds: frozenset[str] = ALL_KINDS) -> dict[str, list[PassResult]]:
+        """The passes of `kinds` for each unit, per unit source: `host` (a `.cpp` unit's host
+        compiler), `cuda-host` (a `.cu` unit's host pass), `device`, `windows-host` (the
+        emulated Windows host pass, only with `windows`)."""
+        jobs = self.jobs or os.cpu_count() or 1
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            results = list(pool.map(
+                lambda u: self._unit(u, arch, windows=windows, kinds=kinds), units))
+        return {u.source: r for u, r in zip(units, results, strict=True)}
+
+    # --- one unit --------------------------------------------------------------------------
+    def _unit(self, unit: Unit, arch: Arch, *, windows: bool,
+              kinds: frozenset[str]) -> list[PassResult]:
+        from flashbuild.errors import FlashbuildError
+
+        try:
+            commands = self._commands(unit, arch)
+        except (OSError, FlashbuildError) as exc:
+            return [PassResult(unit.source, "host", None, {}, ok=False, error=str(exc))]
+        out: list[PassResult] = []
+        # The passes of one unit share their stubs: the first pass that runs finds the
+        # missing headers (one `-M -MG` run), the others reuse them.
+        with tempfile.TemporaryDirectory(prefix="flashbuild-pp-") as tmp:
+            stubs = _Stubs(Path(tmp))
+            # A .cu unit's own host pass is asked for as `cuda-host` (the host findings are
+            # Windows ones, answered by the emulated pass built from the same command).
+            host = "cuda-host" if unit.cuda else "host"
+            for name, code, argv in commands:
+                if (host if code is None else "device") in kinds:
+                    out.append(self._safe_pass(unit, name, code, argv, stubs,
+                                               emulated=False))
+                if windows and code is None and "windows-host" in kinds:
+                    win = [*argv, *LINUX_UNDEFINES, *MSVC_DEFINES]
+                    out.append(self._safe_pass(unit, "host (Windows, emulated)", None, win,
+                                               stubs, emulated=True))
+        return out
+
+    def _includes(self, unit: Unit) -> list[str]:
+        out = []
+        for d in (*unit.include_dirs, *self.extra_includes):
+            path = Path(d) if Path(d).is_absolute() else self.root / d
+            out.append(f"-I{path}")
+        return out
+
+    def _commands(self, unit: Unit, arch: Arch) -> list[tuple[str, int | None, list[str]]]:
+        """(pass name, __CUDA_ARCH__ or None, argv writing to stdout) for each pass."""
+        flags = preprocessor_flags(unit.flags)
+        src = str(self.root / unit.source)
+        if not unit.cuda:
+            argv = [self.toolchain.host_cxx, "-E", "-x", "c++", *flags, *self._includes(unit),
+                    f"-I{self.toolchain.include}", src]
+            return [("host", None, argv)]
+        gencode = f"arch=compute_{arch.code}{arch.suffix},code=sm_{arch.code}{arch.suffix}"
+        argv = [str(self.toolchain.nvcc), "--dryrun", "-c", src, "-o", os.devnull,
+                "-gencode", gencode, *flags, *self._includes(unit)]
+        done = self.runner.run(argv, timeout=60.0, check=False, cwd=self.root)
+        return parse_dryrun(done.stdout + "\n" + done.stderr)
+
+    def _safe_pass(self, unit: Unit, name: str, code: int | None,
+                   argv: list[str], stubs: _Stubs, *, emulated: bool) -> PassResult:
+        """`_pass`, with a tool that cannot start or hangs (timeout) as a failed pass: the
+        static verdict then stands for what it would have decided."""
+        from flashbuild.errors import FlashbuildError
+
+        try:
+            return self._pass(unit, name, code, argv, stubs, emulated=emulated)
+        except FlashbuildError as exc:
+            return PassResult(unit.source, name, code, {}, ok=False, error=str(exc)[:300],
+                              emulated=emulated)
+
+    def _pass(self, unit: Unit, name: str, code: int | None,
+              argv: list[str], stubs: _Stubs, *, emulated: bool) -> PassResult:
+        key = self._key(unit, name, argv)
+        hit = self._load(key)
+        if hit is not None:
+            self.stats["cached"] += 1
+            return PassResult(unit.source, name, code, hit["lines"], ok=hit["ok"],
+                              error=hit["error"], stubbed=tuple(hit["stubbed"]),
+                              emulated=emulated, cached=True)
+        self.stats["run"] += 1
+        cmd = [*argv, f"-idirafter{stubs.folder}"]
+        if not stubs.probed:
+            # One dependency run (-M -MG takes a missing header for one still to be
+            # generated) names every header this machine lacks; stubbing them at once lets
+            # the real pass run once instead of once per missing header.
+            deps = self.runner.run([*cmd, "-M", "-MG"], timeout=TIMEOUT_S, check=False,
+                                   cwd=self.root)
+            for header in missing_headers(deps.stdout, self.root):
+                stubs.add(header)
+            stubs.probed = True
+        while True:
+            done = self.runner.run(cmd, timeout=TIMEOUT_S, check=False, cwd=self.root)
+            missing = _MISSING.search(done.stderr)
+            if done.returncode == 0 or missing is None or not stubs.add(missing[1].strip()):
+                break
+        lines, files = survivors(done.stdout, self.root)
+        ok = done.returncode == 0
+        error = "" if ok else (done.stderr.strip().splitlines() or ["failed"])[-1][:300]
+        stubbed = list(stubs.headers)
+        self._store(key, lines, files, ok=ok, error=error, stubbed=stubbed)
+        return PassResult(unit.source, name, code, lines, ok=ok, error=error,
+                          stubbed=tuple(stubbed), emulated=emulated)
+
+    # --- cache ------------------------------------------------------------------------------
+    def _key(self, unit: Unit, name: str, argv: Sequence[str]) -> str:
+        h = hashlib.sha256()
+        try:
+            h.update((self.root / unit.source).read_bytes())
+        except OSError:
+            h.update(b"?")
+        # nvcc names its intermediate files per run (tmpxft_…): not part of the key.
+        text = json.dumps([CACHE_VERSION, self.toolchain.version, name,
+                           [a for a in argv if "tmpxft_" not in a]])
+        h.update(text.encode("utf-8"))
+        return h.hexdigest()
+
+    def _load(self, key: str) -> dict[str, Any] | None:
+        if self.cache_dir is None:
+            return None
+        path = self.cache_dir / f"{key}.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        for rel, (size, mtime) in data["files"].items():
+            try:
+                st = (self.root / rel).stat()
+            except OSError:
+                return None
+            if st.st_size != size or int(st.st_mtime) != mtime:
+                return None
+        data["lines"] = {k: frozenset(v) for k, v in data["lines"].items()}
+        return dict(data)
+
+    def _store(self, key: str, lines: Mapping[str, frozenset[int]], files: Sequence[str], *,
+               ok: bool, error: str, stubbed: Sequence[str]) -> None:
+        if self.cache_dir is None:
+            return
+        stamps: dict[str, tuple[int, int]] = {}
+        for rel in files:
+            try:
+                st = (self.root / rel).stat()
+            except OSError:
+                continue
+            stamps[rel] = (st.st_size, int(st.st_mtime))
+        data = {"lines": {k: sorted(v) for k, v in lines.items()}, "files": stamps, "ok": ok,
+                "error": error, "stubbed": list(stubbed)}
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.cache_dir / f".{key}.{os.getpid()}.tmp"
+            tmp.write_text(json.dumps(data), encoding="utf-8")
+            tmp.replace(self.cache_dir / f"{key}.json")
+        except OSError:
+            pass  # a cache that cannot be written only costs time
+
+
+@dataclass
+class _Stubs:
+    """Empty stand-ins for headers this machine lacks, shared by the passes of one unit."""
+
+    folder: Path
+    headers: list[str] = field(default_factory=list)
+    probed: bool = False
+
+    def add(self, header: str) -> bool:
+        """Stub `header`; False when it cannot be (already stubbed, a path, too many)."""
+        if header in self.headers or Path(header).is_absolute() or ".." in header or \
+                len(self.headers) >= MAX_STUBS:
+            return False
+        stub = self.folder / header
+        stub.parent.mkdir(parents=True, exist_ok=True)
+        stub.write_text("", encoding="utf-8")
+        self.headers.append(header)
+        return True
+
+
+def missing_headers(rule: str, root: Path) -> list[str]:
+    """The headers a `-M -MG` make rule names that do not exist: `-MG` writes them as
+    spelled, relative, where existing ones have the path they were found at."""
+    body = rule.replace("\\\n", " ").partition(":")[2]
+    out: list[str] = []
+    for dep in body.split():
+        if Path(dep).is_absolute() or (root / dep).exists() or ".." in dep:
+            continue
+        if dep not in out:
+            out.append(dep)
+    return out
+
+
+def parse_dryrun(text: str) -> list[tuple[str, int | None, list[str]]]:
+    """The preprocessor commands of `nvcc --dryrun` output: (name, __CUDA_ARCH__, argv with
+    the output on stdout). The host pass is the `-E` command without `-D__CUDA_ARCH__=`."""
+    out: list[tuple[str, int | None, list[str]]] = []
+    for line in text.splitlines():
+        if not line.startswith("#$ "):
+            continue
+        cmd = line[3:].strip()
+        try:
+            argv = shlex.split(cmd)
+        except ValueError:
+            continue
+        if not argv or "-E" not in argv or Path(argv[0]).name not in (
+                "gcc", "g++", "cc", "c++", "clang", "clang++", "cl", "cl.exe"):
+            continue
+        if "-o" in argv:
+            at = argv.index("-o")
+            del argv[at:at + 2]
+        arch = next((int(a.split("=", 1)[1]) for a in argv
+                     if a.startswith("-D__CUDA_ARCH__=")), None)
+        name = "host" if arch is None else f"sm_{arch // 10}"
+        out.append((name, arch, argv))
+    return out
+
+
+def survivors(output: str, root: Path) -> tuple[dict[str, frozenset[int]], list[str]]:
+    """The lines of tree files that hold code in preprocessor output (read from its line
+    markers), and every tree file the output names."""
+    base = str(root.resolve()) + os.sep
+    lines: dict[str, set[int]] = {}
+    current: set[int] | None = None
+    number = 0
+    for text in output.splitlines():
+        m = _MARKER.match(text)
+        if m is not None:
+            number = int(m[1])
+            path = m[2].encode("utf-8").decode("unicode_escape")
+            full = os.path.normpath(path if Path(path).is_absolute() else root / path)
+            if full.startswith(base):
+                current = lines.setdefault(full[len(base):].replace(os.sep, "/"), set())
+            else:
+                current = None
+            continue
+        if current is not None and text.strip():
+            current.add(number)
+        number += 1
+    return {k: frozenset(v) for k, v in lines.items()}, sorted(lines)

@@ -1,0 +1,89 @@
+"""`source.preprocess` on recorded tool output: the passes `nvcc --dryrun` lists, the lines a
+pass keeps (from gcc -E line markers), the headers a `-M -MG` rule names as missing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flashbuild.source.preprocess import (
+    missing_headers,
+    parse_dryrun,
+    preprocessor_flags,
+    survivors,
+)
+
+#: nvcc 13.0.88 `--dryrun -c d.cu -gencode arch=compute_120,code=sm_120 -gencode
+#: arch=compute_90a,code=sm_90a -O3 -DFOO=1 -I/tmp/inc`, recorded (paths shortened, cicc
+#: lines cut).
+DRYRUN = (Path(__file__).resolve().parents[1] / "fixtures" / "scan" /
+          "nvcc-13.0-dryrun.txt").read_text(encoding="utf-8")
+
+
+def test_dryrun_lists_the_host_pass_and_one_pass_per_device_arch() -> None:
+    passes = parse_dryrun(DRYRUN)
+    assert [(name, arch) for name, arch, _argv in passes] == \
+        [("host", None), ("sm_120", 1200), ("sm_90", 900)]
+    for _name, _arch, argv in passes:
+        assert "-o" not in argv  # the output goes to stdout
+        assert argv[0] == "gcc" and "-E" in argv
+    assert passes[0][2][passes[0][2].index("-D"):][:2] == ["-D", "FOO=1"]
+
+
+def test_survivors_reads_line_markers(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    output = "\n".join([
+        f'# 1 "{root}/k.cu"',
+        '# 1 "/usr/include/stdio.h" 1 3',
+        "int printf(const char*, ...);",
+        f'# 3 "{root}/k.cu" 2',
+        "__global__ void k() {",
+        "",
+        "  asm(\"x\");",
+        f'# 12 "{root}/inc/w.cuh" 1',
+        "void w();",
+        '# 1 "k.cu"',
+        "int rel;",
+    ])
+    lines, files = survivors(output, root)
+    assert lines == {"k.cu": frozenset({1, 3, 5}), "inc/w.cuh": frozenset({12})}
+    assert files == ["inc/w.cuh", "k.cu"]
+
+
+def test_missing_headers_from_a_make_rule(tmp_path: Path) -> None:
+    (tmp_path / "k.cu").write_text("", encoding="utf-8")
+    rule = (f"k.o: {tmp_path}/k.cu /usr/include/stdio.h \\\n torch/extension.h \\\n"
+            " cuda/std/utility k.cu ../up.h\n")
+    assert missing_headers(rule, tmp_path) == ["torch/extension.h", "cuda/std/utility"]
+
+
+def test_only_preprocessor_flags_are_kept_with_their_values() -> None:
+    flags = ["-O3", "-gencode", "arch=compute_90a,code=sm_90a", "-D", "X=1", "-DY",
+             "-isystem", "/opt/inc", "--expt-relaxed-constexpr", "-std=c++20", "-Xcompiler",
+             "-fPIC", "-U__CUDA_NO_HALF_OPERATORS__", "--use_fast_math"]
+    assert preprocessor_flags(flags) == ["-D", "X=1", "-DY", "-isystem", "/opt/inc",
+                                         "--expt-relaxed-constexpr", "-std=c++20",
+                                         "-U__CUDA_NO_HALF_OPERATORS__"]
+
+
+def test_a_hanging_preprocessor_is_a_failed_pass_not_a_crash(tmp_path: Path) -> None:
+    from flashbuild.arch import parse_arch_spec
+    from flashbuild.errors import ProcessTimeout
+    from flashbuild.proc import Completed
+    from flashbuild.source.preprocess import Preprocessor, Toolchain, Unit
+
+    class Hangs:
+        def run(self, argv: list[str], **_kw: object) -> Completed:
+            if "--dryrun" in argv:
+                return Completed(tuple(argv), 0, DRYRUN, "")
+            raise ProcessTimeout("`gcc` did not finish within 300 s")
+
+        def which(self, program: str, env: object = None) -> str | None:
+            return program
+
+    (tmp_path / "k.cu").write_text("__global__ void k() {}\n", encoding="utf-8")
+    pp = Preprocessor(tmp_path, Toolchain(tmp_path / "nvcc", tmp_path, "13.0"), Hangs(),
+                      cache_dir=None)
+    out = pp.run([Unit("k.cu")], parse_arch_spec("sm120").archs[0], windows=True)
+    passes = out["k.cu"]
+    assert [p.name for p in passes] == ["host", "host (Windows, emulated)", "sm_120", "sm_90"]
+    assert all(not p.ok and "did not finish" in p.error for p in passes)
