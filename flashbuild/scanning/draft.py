@@ -42,9 +42,9 @@ if TYPE_CHECKING:
 
     from tree_sitter import Node
 
-    from flashbuild.patching import cxx
     from flashbuild.recipes.model import Recipe
     from flashbuild.scanning.scan import Finding, ScanResult, ScanTarget
+    from flashbuild.source import cxx
 
 
 @dataclass
@@ -590,7 +590,7 @@ def _exports(root: Path, cxx_files: Sequence[str], b: BuildDraft,
     """`[verify] exports`: the `m.def("name", …)` names of each module's PYBIND11_MODULE /
     NB_MODULE body, on the transforms' tree-sitter-cuda parse. verify looks names up on the
     package: one the `__init__.py` does not bind is written `module.name`."""
-    from flashbuild.patching import cxx
+    from flashbuild.source import cxx
 
     modules = [a.name for a in b.artifacts if a.kind == "module"]
     if not modules:
@@ -633,7 +633,7 @@ def _exports(root: Path, cxx_files: Sequence[str], b: BuildDraft,
 
 
 def _def_names(src: cxx.Source, body: Node, var: str) -> list[str]:
-    from flashbuild.patching import cxx
+    from flashbuild.source import cxx
 
     names: list[str] = []
     for call in cxx.walk(body):
