@@ -29,16 +29,17 @@ import re
 import shutil
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flashbuild.building import cmake
 from flashbuild.errors import FlashbuildError
 from flashbuild.source import cmake_fileapi, setup_record, treemodel
-from flashbuild.source.treemodel import ArchForm, ArchVariable, Introspection
+from flashbuild.source.treemodel import ArchForm, ArchVariable, Bindings, Introspection
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from flashbuild.arch import ArchSpec
     from flashbuild.building.request import BuildRequest, StreamRunner
@@ -81,6 +82,14 @@ def introspect(recipe: Recipe, tree: Path, spec: ArchSpec, *, platform: str | No
     return Introspection(model=_with_seconds(model, seconds), seconds=seconds)
 
 
+def introspect_for_draft(recipe: Recipe, tree: Path, spec: ArchSpec,
+                         platform: str) -> Introspection:
+    """`introspect` as recipe init calls it (one line said before it runs)."""
+    from flashbuild.console import ui
+
+    return introspect(recipe, tree, spec, platform=platform, say=ui.say)
+
+
 def _one_line(exc: FlashbuildError) -> str:
     text = exc.what.rstrip(".")
     if exc.evidence:
@@ -89,8 +98,6 @@ def _one_line(exc: FlashbuildError) -> str:
 
 
 def _with_seconds(model: treemodel.TreeModel, seconds: float) -> treemodel.TreeModel:
-    from dataclasses import replace
-
     return replace(model, seconds=seconds)
 
 
@@ -216,8 +223,53 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
             "introspection configured with an empty stand-in for "
             f"{'it' if len(stubs) == 1 else 'them'}; the build itself needs the library "
             "(cuBLAS: pip install the `cublas` extra of cuda-toolkit)")
-    return treemodel.from_cmake(reply, request.source_dir.resolve(), python_suffix=suffix,
-                                notes=tuple(notes), arch_variable=arch_var)
+    model = treemodel.from_cmake(reply, request.source_dir.resolve(), python_suffix=suffix,
+                                 notes=tuple(notes), arch_variable=arch_var)
+    compiler = reply.cache_value("CMAKE_CXX_COMPILER") or request.host_compiler.path or "c++"
+    return replace(model, bindings=_bindings(model, request.source_dir.resolve(), runner,
+                                             request.env, {"CXX": compiler}))
+
+
+def _bindings(model: treemodel.TreeModel, root: Path, runner: StreamRunner,
+              env: Mapping[str, str], compilers: Mapping[str, str]) -> tuple[Bindings, ...]:
+    """Preprocess each module's bindings unit with its real flags and read the names it
+    registers (see treemodel.registered_names). A unit that does not preprocess (a missing
+    header) gives no bindings: the draft then leaves [verify] exports to a person."""
+    found: list[Bindings] = []
+    for target in model.modules():
+        for unit in target.sources:
+            compiler = compilers.get(unit.path) or compilers.get(unit.language)
+            path = Path(unit.path) if Path(unit.path).is_absolute() else root / unit.path
+            if compiler is None or unit.language != "CXX":
+                continue
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            macro = treemodel.MODULE_MACRO.search(text)
+            if macro is None:
+                continue
+            includes = [i if Path(i).is_absolute() else str(root / i) for i in unit.includes]
+            argv = [compiler, "-E", *(f"-I{i}" for i in includes),
+                    *(f"-D{d}" for d in unit.defines),
+                    *(f for f in unit.flags if f.startswith(("-std", "-f", "-m", "-U", "-D"))),
+                    str(path)]
+            try:
+                done = runner.run(argv, env=env, cwd=root, timeout=180, check=False)
+            except FlashbuildError as exc:
+                found.append(Bindings(module=macro[1], source=unit.path, names=(),
+                                      error=exc.what))
+                continue
+            if done.ok:
+                found.append(Bindings(module=macro[1], source=unit.path,
+                                      names=treemodel.registered_names(done.stdout, path.name,
+                                                                       macro[2])))
+            else:
+                first = next((ln.strip() for ln in done.stderr.splitlines()
+                              if "error" in ln), f"exit {done.returncode}")
+                found.append(Bindings(module=macro[1], source=unit.path, names=(),
+                                      error=first.replace(str(root) + "/", "")))
+    return tuple(found)
 
 
 def _load(build_dir: Path) -> cmake_fileapi.Reply:
@@ -243,8 +295,6 @@ def _confirm_arch_variable(request: BuildRequest, base: cmake.ConfigureInputs,
                            suffix: str) -> ArchVariable | None:
     """Try the variables the CMake files build arch flags from, each in the forms projects
     read; the first whose configure asks for --arch's SASS is the tree's arch variable."""
-    from dataclasses import replace
-
     texts = {}
     for path in sorted(base.source_dir.rglob("CMakeLists.txt"))[:50] + \
             sorted(base.source_dir.rglob("*.cmake"))[:50]:
@@ -322,6 +372,8 @@ def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
         tail = done.output.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
         raise BuildError("setup.py ended before the record was written", evidence=tail[0])
     record = setup_record.load_record(record_file)
-    return treemodel.from_record(record, request.source_dir.resolve(), copy)
+    model = treemodel.from_record(record, request.source_dir.resolve(), copy)
+    compilers = {treemodel.relative(c.source, copy): c.compiler for c in record.commands}
+    return replace(model, bindings=_bindings(model, copy, runner, env, compilers))
 
 

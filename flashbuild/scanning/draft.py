@@ -38,13 +38,15 @@ from flashbuild.scanning.rules import RULES
 from flashbuild.scanning.scan import ScanOptions, read_source, walk_tree
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from tree_sitter import Node
 
+    from flashbuild.arch import ArchSpec
     from flashbuild.recipes.model import Recipe
     from flashbuild.scanning.scan import Finding, ScanResult, ScanTarget
     from flashbuild.source import cxx
+    from flashbuild.source.treemodel import Introspection
 
 
 @dataclass
@@ -76,6 +78,9 @@ class Draft:
     """Findings a transform could edit but a draft must not (it would harm): why not."""
     check_summary: str = ""
     """Which code steps were compile-checked (or why none was)."""
+    introspection: str = ""
+    """Which source of truth the build tables rest on (the configured build, or why static
+    reading was used)."""
 
 
 def _arch_when(codes: Sequence[int]) -> dict[str, Any]:
@@ -103,7 +108,10 @@ def draft_recipe(result: ScanResult, *, name: str, source_path: str) -> Draft:
             f"instantiation sites; {kept} host instantiation(s) kept (another file needs "
             "them)" if kept else ""))
     for f in by_rule["FB142"]:
-        d.handled.append((f, "kept by the explicit-instantiations step"))
+        # Name the step only when the draft has one (issue 21: a note never names a step the
+        # draft lacks).
+        d.handled.append((f, "kept by the explicit-instantiations step" if inst else
+                          "kept: no step of this draft edits explicit instantiations"))
     dl_files = sorted({f.path for f in by_rule["FB101"]})
     plugins = sorted({f.path for f in by_rule["FB102"]})
     if dl_files or plugins:
@@ -305,6 +313,8 @@ class BuildDraft:
     backend: Literal["cmake", "setuptools"] = "cmake"
     env: list[tuple[dict[str, Any], dict[str, str], str]] = field(default_factory=list)
     """`[[build.env]]` tables: (when, set, comment)."""
+    options: list[tuple[dict[str, str], str]] = field(default_factory=list)
+    """`[[build.options]]` tables: (define, comment)."""
     notes: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     """Comments rendered above each table (`build`, `artifact`, `install`, `verify`)."""
     todos: list[BuildTodo] = field(default_factory=list)
@@ -855,6 +865,8 @@ def render(d: Draft) -> str:
         f"path = {_toml(d.source_path)}",
         "",
     ]
+    if d.introspection:
+        out += [f"# {d.introspection}", ""]
     if d.check_summary:
         out += [f"# {line}" for line in d.check_summary.splitlines()] + [""]
     for s in d.steps:
@@ -917,6 +929,8 @@ def _render_build(b: BuildDraft) -> list[str]:
         if b.exclude_var:
             out.append(f"exclude_var = {_toml(b.exclude_var)}")
         out.append("")
+        for define, comment in b.options:
+            out += [f"# {comment}", "[[build.options]]", f"define = {_toml(define)}", ""]
     for a in b.artifacts:
         out += [f"# {a.where}", "[[artifact]]", f"name = {_toml(a.name)}",
                 f"kind = {_toml(a.kind)}", f"target = {_toml(a.target)}", ""]
@@ -989,8 +1003,12 @@ def compile_check(d: Draft, root: Path, result: ScanResult) -> None:
 
 
 def run_init(source: Path, *, platform: str | None, arch: str, output: Path | None,
-             as_json: bool, check: bool = False) -> int:
-    """The `recipe init` stage: scan, draft, plan for expect counts, validate, write."""
+             as_json: bool, check: bool = False,
+             introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection] | None = None,
+             ) -> int:
+    """The `recipe init` stage: scan, draft, check the build side against the configured
+    build (`introspect`, given by the caller: it runs the tree's build scripts; None = static
+    reading only), plan for expect counts, validate, write."""
     from flashbuild.console import ui
     from flashbuild.scanning.report import resolve_platform
     from flashbuild.scanning.scan import make_target, scan_tree
@@ -1005,6 +1023,13 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
     d = draft_recipe(result, name=re.sub(r"[^a-z0-9-]+", "-", root.name.lower()) or "tree",
                      source_path=rel)
     d.build = draft_build(root, d, result.setup, result.findings)
+    if introspect is not None:
+        _introspect(d, root, arch, target.platform, introspect)
+    else:
+        d.introspection = "build tables: static reading (recipe init --static executes nothing)"
+    from flashbuild.scanning.draft_check import reconcile
+
+    reconcile(d)
     fill_expect(d, root)
     if check:
         compile_check(d, root, result)
@@ -1034,6 +1059,43 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
     return 0
 
 
+def _introspect(d: Draft, root: Path, arch: str, platform: str,
+                introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection]) -> None:
+    """Ask the configured build (see draft_check.apply_model). For a setup.py, the record runs
+    with the drafted environment; if it raises, once more without the drafted [[build.env]]:
+    when that passes, those tables are dropped and a TODO quotes the exception."""
+    from flashbuild.arch import parse_arch_spec
+    from flashbuild.console import ui
+    from flashbuild.scanning.draft_check import apply_model
+
+    assert d.build is not None
+    spec = parse_arch_spec(arch)
+    outcome = introspect(validate_draft(render(d), None), root, spec, platform)
+    model = outcome.model
+    if model is not None and model.exception is not None and d.build.env:
+        drafted = list(d.build.env)
+        d.build.env = []
+        retry = introspect(validate_draft(render(d), None), root, spec, platform)
+        if retry.model is not None and retry.model.exception is None:
+            shown = ", ".join(f"{k}={v}" for _w, values, _c in drafted for k, v in values.items())
+            d.build.todos.append(BuildTodo(
+                table="build", what=f"setup.py raises with the drafted environment ({shown}); "
+                "that [[build.env]] was left out",
+                evidence=str(model.exception),
+                fix="set only values this setup.py accepts (read the check at the line quoted)"))
+            outcome, model = retry, retry.model
+        else:
+            d.build.env = drafted
+    if model is None:
+        d.introspection = (f"build tables: static reading (introspection fell back: "
+                           f"{outcome.fallback})")
+        ui.say(f"introspection fell back to static reading: {outcome.fallback}")
+        return
+    d.introspection = f"build tables: checked against the configured build ({model.via})"
+    walk = walk_tree(root)
+    apply_model(d, model, root, [rel for rel, kind in walk.files if kind == "python"])
+
+
 def validate_draft(text: str, output: Path | None) -> Recipe:
     """Load the draft with the recipe loader (a draft that does not load is a bug here)."""
     from flashbuild.recipes.load import parse_recipe
@@ -1056,6 +1118,7 @@ def _build_json(b: BuildDraft) -> dict[str, Any]:
             "env": [{"when": w, "set": v} for w, v, _c in b.env],
             "cmake_source": b.cmake_source, "targets": [a.target for a in b.artifacts],
             "output_dir_var": b.output_dir_var, "exclude_var": b.exclude_var,
+            "options": [define for define, _c in b.options],
             "artifacts": [{"name": a.name, "kind": a.kind, "target": a.target}
                           for a in b.artifacts],
             "install": {"package": b.package, "package_dir": b.package_dir}

@@ -75,6 +75,19 @@ class ArchVariable:
 
 
 @dataclass(frozen=True)
+class Bindings:
+    """The names a module's bindings register, read from its preprocessed translation unit
+    (so only registrations this configuration compiles count)."""
+
+    module: str
+    source: str
+    """The translation unit holding PYBIND11_MODULE / NB_MODULE (tree-relative)."""
+    names: tuple[str, ...]
+    error: str = ""
+    """Why the unit could not be preprocessed (then `names` is empty and means nothing)."""
+
+
+@dataclass(frozen=True)
 class TreeModel:
     """What one configuration of the tree builds (see the module docstring)."""
 
@@ -90,6 +103,7 @@ class TreeModel:
     exception: RaisedError | None = None
     notes: tuple[str, ...] = ()
     """What introspection did that a reader should know (a stand-in for a missing library)."""
+    bindings: tuple[Bindings, ...] = ()
     seconds: float = 0.0
 
     def modules(self) -> tuple[BuildTarget, ...]:
@@ -120,7 +134,8 @@ class Introspection:
         return self.model.via if self.model is not None else "static reading"
 
 
-def _rel(path: str, root: Path) -> str:
+def relative(path: str, root: Path) -> str:
+    """`path` relative to `root` (posix) when inside it, else as it is."""
     p = PurePosixPath(path.replace("\\", "/"))
     if not p.is_absolute():
         return p.as_posix()
@@ -176,10 +191,10 @@ def from_cmake(reply: Reply, root: Path, *, python_suffix: str, notes: tuple[str
             where = str(t.defined_at) if t.defined_at else ""
             for src in g.sources:
                 units.append(SourceUnit(
-                    path=_rel(str(source_root / src) if not PurePosixPath(src).is_absolute()
+                    path=relative(str(source_root / src) if not PurePosixPath(src).is_absolute()
                               else src, root),
                     language=g.language,
-                    includes=tuple(_rel(i.value, root) for i in g.includes),
+                    includes=tuple(relative(i.value, root) for i in g.includes),
                     defines=tuple(d.value for d in g.defines), flags=tuple(flags),
                     arch_flags=tuple(arch), origin=origin or where))
         targets.append(BuildTarget(
@@ -204,7 +219,7 @@ def from_record(record: SetupRecord, root: Path, copy: Path, *,
         for src in ext.sources:
             absolute = (copy / src).as_posix() if not PurePosixPath(src).is_absolute() else src
             cmd = by_source.get(PurePosixPath(absolute).as_posix())
-            rel = _rel(absolute, copy)
+            rel = relative(absolute, copy)
             if cmd is None:
                 language = "CUDA" if src.endswith(".cu") else "CXX"
                 units.append(SourceUnit(path=rel, language=language, includes=(), defines=(),
@@ -212,7 +227,7 @@ def from_record(record: SetupRecord, root: Path, copy: Path, *,
                 continue
             units.append(SourceUnit(
                 path=rel, language=cmd.language,
-                includes=tuple(_rel(i, copy) for i in cmd.includes), defines=cmd.defines,
+                includes=tuple(relative(i, copy) for i in cmd.includes), defines=cmd.defines,
                 flags=cmd.flags, arch_flags=cmd.arch_flags,
                 origin="torch's build.ninja (ninja -t compdb)"))
         targets.append(BuildTarget(name=ext.name, kind="module", artifact="",
@@ -241,3 +256,25 @@ def cmake_arch_candidates(texts: dict[str, str]) -> list[str]:
                 if not name.startswith(("CMAKE_", "_")):
                     counts[name] = counts.get(name, 0) + 1
     return sorted(counts, key=lambda n: (-counts[n], n))
+
+
+#: `PYBIND11_MODULE(name, var)` / `NB_MODULE(name, var)` in the bindings' own text.
+MODULE_MACRO = re.compile(r"\b(?:PYBIND11_MODULE|NB_MODULE)\s*\(\s*(\w+)\s*,\s*(\w+)")
+
+
+def registered_names(preprocessed: str, source_name: str, var: str) -> tuple[str, ...]:
+    """`var.def("name", …)` calls in the lines of `preprocessed` that come from the file
+    named `source_name` (the `# N "file"` markers say which file each line is from): the
+    names the bindings register in this configuration, `#if`-excluded ones gone."""
+    own: list[str] = []
+    mine = False
+    for line in preprocessed.splitlines():
+        marker = re.match(r'#\s*\d+\s+"([^"]*)"', line)
+        if marker:
+            mine = PurePosixPath(marker[1].replace("\\", "/")).name == source_name
+            continue
+        if mine:
+            own.append(line)
+    text = "\n".join(own)
+    names = re.findall(rf"\b{re.escape(var)}\s*\.\s*def\s*\(\s*\"(\w+)\"", text)
+    return tuple(dict.fromkeys(names))
