@@ -171,8 +171,8 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
     tools = cmake.find_tools(runner, request.env, request.platform)
     source_dir = (request.source_dir / request.recipe.build.cmake_source).resolve()
     build_dir = scratch / "cmake"
-    # Every configure starts from an empty cache: a value from an earlier try (another arch,
-    # a stand-in, a candidate arch variable) must not leak into this one.
+    # Every introspection starts from an empty folder: nothing from an earlier one (another
+    # recipe's options, a stand-in) leaks into it.
     shutil.rmtree(build_dir, ignore_errors=True)
     build_dir.mkdir(parents=True)
     cmake_fileapi.write_queries(build_dir)
@@ -186,10 +186,15 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
         exclude_var=request.exclude_var, cuda_flags=request.cuda_flags,
         cxx_flags=request.cxx_flags, ptxas_verbose=False, extra_args=request.cmake_args)
     stubs: list[str] = []
+    tried: set[str] = set()
 
     def run(inputs: cmake.ConfigureInputs) -> None:
         argv = cmake.configure_argv(tools, inputs)
-        (build_dir / "CMakeCache.txt").unlink(missing_ok=True)
+        # The cache is kept between the configures of one introspection (CMake's compiler
+        # checks are what a configure spends its time on); a variable an earlier try set and
+        # this one does not is removed from it.
+        argv += [f"-U{name}" for name in sorted(tried - set(inputs.options))]
+        tried.update(set(inputs.options) - set(base.options))
         if stubs:
             argv += [f"-DCMAKE_PROJECT_INCLUDE={_STUB.as_posix()}",
                      f"-DFLASHBUILD_STUB_TARGETS={';'.join(stubs)}"]

@@ -181,7 +181,7 @@ def parse_record(data: dict[str, Any]) -> SetupRecord:
         network=tuple(NetworkCall(str(n.get("call", "")), str(n.get("target", "")),
                                   str(n.get("where", "?")))
                       for n in data.get("network", []) if isinstance(n, dict)),
-        exception=exception, replaced_arch_flags=tuple(dict.fromkeys(removed)))
+        exception=exception, replaced_arch_flags=tuple(removed))
 
 
 def load_record(path: Path) -> SetupRecord:
