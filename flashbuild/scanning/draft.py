@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from flashbuild.recipes.model import Recipe
     from flashbuild.scanning.scan import Finding, ScanResult, ScanTarget
     from flashbuild.source import cxx
-    from flashbuild.source.treemodel import Introspection
+    from flashbuild.source.treemodel import Introspection, TreeModel
 
 
 @dataclass
@@ -1072,20 +1072,24 @@ def _introspect(d: Draft, root: Path, arch: str, platform: str,
     spec = parse_arch_spec(arch)
     outcome = introspect(validate_draft(render(d), None), root, spec, platform)
     model = outcome.model
-    if model is not None and model.exception is not None and d.build.env:
-        drafted = list(d.build.env)
-        d.build.env = []
+    here = [t for t in d.build.env if platform in t[0].get("platform", [platform])]
+    if model is not None and model.exception is not None and here:
+        # The drafted environment could not be confirmed: it is left out, whatever a run
+        # without it says (the TODO quotes the exception).
+        shown = ", ".join(f"{k}={v}" for _w, values, _c in here for k, v in values.items())
+        d.build.env = [t for t in d.build.env if t not in here]
+        d.build.todos.append(BuildTodo(
+            table="build", what=f"setup.py raises with the drafted environment ({shown}); "
+            "that [[build.env]] was left out",
+            evidence=str(model.exception),
+            fix="set only values this setup.py accepts (read the check at the line quoted)"))
         retry = introspect(validate_draft(render(d), None), root, spec, platform)
-        if retry.model is not None and retry.model.exception is None:
-            shown = ", ".join(f"{k}={v}" for _w, values, _c in drafted for k, v in values.items())
-            d.build.todos.append(BuildTodo(
-                table="build", what=f"setup.py raises with the drafted environment ({shown}); "
-                "that [[build.env]] was left out",
-                evidence=str(model.exception),
-                fix="set only values this setup.py accepts (read the check at the line quoted)"))
+        if retry.model is not None:
             outcome, model = retry, retry.model
-        else:
-            d.build.env = drafted
+    if model is not None and model.system == "setuptools" and model.exception is None and \
+            not any(u.language == "CUDA" for t in model.targets for u in t.sources):
+        model = _find_switch(d, model, root, spec, platform=platform,
+                             introspect=introspect) or model
     if model is None:
         d.introspection = (f"build tables: static reading (introspection fell back: "
                            f"{outcome.fallback})")
@@ -1094,6 +1098,46 @@ def _introspect(d: Draft, root: Path, arch: str, platform: str,
     d.introspection = f"build tables: checked against the configured build ({model.via})"
     walk = walk_tree(root)
     apply_model(d, model, root, [rel for rel, kind in walk.files if kind == "python"])
+
+
+#: Variables a setup.py reads that are the build's own, not the project's switches.
+_BUILD_VARIABLES = frozenset({"CUDA_HOME", "CUDA_PATH", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
+                              "NVCC_THREADS", "PATH", "HOME", "PYTHONPATH", "CC", "CXX",
+                              "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_FLAGS", "BUILD_VERSION"})
+
+
+def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, platform: str,
+                 introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection],
+                 ) -> TreeModel | None:
+    """A setup.py that builds no CUDA extension as run: try the switches it read (at most
+    three, each `1` then `TRUE`); the first that makes record mode see a CUDA extension is
+    drafted into [[build.env]], with the line that read it."""
+    assert d.build is not None
+    tried = 0
+    for read in model.env_reads:
+        name = read.name
+        if name in _BUILD_VARIABLES or name.startswith(("FLASHBUILD_", "_")) or re.search(
+                r"ARCH|DISABLE|SKIP|(^|_)NO_|ROCM|HIP|VERSION|DEBUG", name):
+            continue
+        if name in {k for _w, values, _c in d.build.env for k in values}:
+            continue
+        tried += 1
+        if tried > 3:
+            break
+        for value in ("1", "TRUE"):
+            d.build.env.append(({"platform": [platform]}, {name: value}, ""))
+            retry = introspect(validate_draft(render(d), None), root, spec, platform)
+            d.build.env.pop()
+            found = retry.model
+            cuda = [t.name for t in found.targets if any(u.language == "CUDA" for u in t.sources)
+                    ] if found is not None and found.exception is None else []
+            if found is not None and cuda:
+                d.build.env.append(({"platform": ["windows", "linux"]}, {name: value},
+                                    f"setup.py builds its CUDA extension(s) only when {name} "
+                                    f"is set ({read.where}); record mode with {name}={value} "
+                                    f"builds {', '.join(cuda)}"))
+                return found
+    return None
 
 
 def validate_draft(text: str, output: Path | None) -> Recipe:

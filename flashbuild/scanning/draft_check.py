@@ -53,6 +53,8 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
             _install_from_imports(root, python_files, b, [_module_name(t) for t in
                                                          model.modules()])
     elif model.exception is not None:
+        if any(t.evidence == str(model.exception) for t in b.todos):
+            return _exports(b, model, root)
         b.todos.append(BuildTodo(
             table="build", what="setup.py raised when run as the build runs it (record mode)",
             evidence=str(model.exception),
@@ -68,7 +70,7 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
         b.notes["build"].append(
             "setup.py reached for the network in record mode (refused): " + "; ".join(
                 f"{n.call} {n.target} at {n.where}" for n in model.network[:3]))
-    _exports(b, model)
+    _exports(b, model, root)
 
 
 def _module_name(target: BuildTarget) -> str:
@@ -143,7 +145,29 @@ def _install_from_imports(root: Path, python_files: Sequence[str], b: BuildDraft
             return
 
 
-def _exports(b: BuildDraft, model: TreeModel) -> None:
+def _module_of(macro_name: str, source: str, model: TreeModel) -> str:
+    """The module's own (last) name; `TORCH_EXTENSION_NAME` is the extension compiling it."""
+    if macro_name != "TORCH_EXTENSION_NAME":
+        return macro_name
+    owner = next((t.name for t in model.targets if any(u.path == source for u in t.sources)),
+                 macro_name)
+    return owner.rsplit(".", 1)[-1]
+
+
+def _package_binds(root: Path, b: BuildDraft, module: str) -> set[str] | None:
+    from flashbuild.scanning.draft import _bound_names
+
+    if b.package_dir is None:
+        return set()
+    text = _read(root, f"{b.package_dir}/__init__.py")
+    try:
+        tree = ast.parse(text or "")
+    except SyntaxError:
+        return set()
+    return _bound_names(tree, module)
+
+
+def _exports(b: BuildDraft, model: TreeModel, root: Path) -> None:
     """Exports only from the bindings the configured build compiles (never from the text)."""
     drafted = list(b.exports)
     b.exports = []
@@ -151,9 +175,15 @@ def _exports(b: BuildDraft, model: TreeModel) -> None:
     b.todos = [t for t in b.todos if t.table != "verify"]
     for binding in model.bindings:
         if binding.names:
-            b.exports += [n for n in binding.names if n not in b.exports]
+            module = _module_of(binding.module, binding.source, model)
+            bound = _package_binds(root, b, module)
+            # verify looks names up on the package: one its __init__.py does not bind is
+            # written `module.name` (as draft._exports does).
+            names = [n if bound is None or n in bound else f"{module}.{n}"
+                     for n in binding.names]
+            b.exports += [n for n in names if n not in b.exports]
             b.notes["verify"].append(
-                f"exports: what {binding.source} registers for {binding.module}, preprocessed "
+                f"exports: what {binding.source} registers for {module}, preprocessed "
                 "with the configured build's flags")
     if b.exports:
         return

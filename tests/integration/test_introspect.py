@@ -158,10 +158,44 @@ def test_drafted_targets_and_install_match_what_the_configured_build_produces(
     assert [a.name for a in recipe.artifact] == ["archmod"]
     assert recipe.install is not None and recipe.install.package_dir == "archpkg"
     assert recipe.build.options[0].define == {"MY_ARCH": "{arch_codes}"}
-    assert recipe.verify.exports == ("scale",)
+    # archpkg/__init__.py does not import archmod: verify looks the name up on the module.
+    assert recipe.verify.exports == ("archmod.scale",)
     res = CliRunner().invoke(app, ["build", "--recipe", str(out), "--source", str(tree),
                                    "--arch", "sm_90a", "--install", "inplace", "-j", "2",
                                    "--json"])
     assert res.exit_code == 0, res.output
     built = sorted(p.name.split(".")[0] for p in (tree / "archpkg").glob("*.so"))
     assert built == ["archmod"]
+
+
+def _init(tmp_path: Path, name: str, arch: str) -> tuple[str, Path]:
+    from typer.testing import CliRunner
+
+    from flashbuild.cli import app
+
+    tree = _tree(tmp_path, name)
+    before = _snapshot(tree)
+    out = tmp_path / f"{name}.toml"
+    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(tree), "--platform",
+                                   "linux", "--arch", arch, "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert _snapshot(tree) == before
+    return out.read_text(encoding="utf-8"), out
+
+
+def test_recipe_init_drafts_the_switch_that_turns_the_cuda_extension_on(
+        tmp_path: Path) -> None:
+    text, out = _init(tmp_path, "setup_envswitch", "sm_90a")
+    recipe = parse_recipe(text, out)
+    assert [dict(t.set) for t in recipe.build.env] == [{"PROJECT_CUDA_EXT": "1"}]
+    assert "PROJECT_CUDA_EXT is set (setup.py:8)" in text
+    assert recipe.install is not None and recipe.install.package == "envpkg"
+    assert recipe.verify.exports == ("_cuda.launch",)
+
+
+def test_recipe_init_drafts_no_environment_a_setup_py_rejects(tmp_path: Path) -> None:
+    text, out = _init(tmp_path, "setup_allowlist", "sm_120")
+    recipe = parse_recipe(text, out)
+    assert recipe.build.env == ()
+    assert "TODO: [build] setup.py raises with the drafted environment" in text
+    assert "unsupported arch 12.0: this project builds for 8.0-9.0 only (setup.py:10)" in text
