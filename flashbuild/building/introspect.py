@@ -223,11 +223,19 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
             reply = _load(build_dir)
     notes: list[str] = []
     if stubs:
+        extras = sorted({_extra(name) for name in stubs})
+        # The cuda-toolkit metapackage is versioned by release (13.0.2), nvcc by build (13.0.88).
+        release = request.toolkit.release
+        version = f"{release.major}.{release.minor}.*" if release else "13.0.*"
         notes.append(
             f"{', '.join(stubs)} not found in the toolkit ({request.toolkit.root}): "
             "introspection configured with an empty stand-in for "
-            f"{'it' if len(stubs) == 1 else 'them'}; the build itself needs the library "
-            "(cuBLAS: pip install the `cublas` extra of cuda-toolkit)")
+            f"{'it' if len(stubs) == 1 else 'them'}; the build itself needs the "
+            f"librar{'y' if len(extras) == 1 else 'ies'}: install "
+            f"{'it' if len(extras) == 1 else 'them'} into that toolkit, or use a PyPI "
+            f"toolkit that has {'it' if len(extras) == 1 else 'them'} (`pip install "
+            f"\"cuda-toolkit[nvcc,cudart,cccl,crt,nvvm,{','.join(extras)}]=={version}\"`, "
+            "then `flashbuild build --cuda <site-packages>/nvidia/cu13`)")
     model = treemodel.from_cmake(reply, request.source_dir.resolve(), python_suffix=suffix,
                                  notes=tuple(notes), arch_variable=arch_var)
     compiler = reply.cache_value("CMAKE_CXX_COMPILER") or request.host_compiler.path or "c++"
@@ -275,6 +283,12 @@ def _bindings(model: treemodel.TreeModel, root: Path, runner: StreamRunner,
                 found.append(Bindings(module=macro[1], source=unit.path, names=(),
                                       error=first.replace(str(root) + "/", "")))
     return tuple(found)
+
+
+def _extra(target: str) -> str:
+    """The cuda-toolkit extra that ships a `CUDA::` component (`CUDA::cublasLt` -> cublas)."""
+    name = target.split("::", 1)[-1].lower()
+    return "cublas" if name.startswith("cublas") else name.removesuffix("_static")
 
 
 def _load(build_dir: Path) -> cmake_fileapi.Reply:
