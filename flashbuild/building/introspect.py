@@ -47,9 +47,6 @@ if TYPE_CHECKING:
 
 #: Seconds a configure or a setup.py record may take.
 DEFAULT_TIMEOUT = 300.0
-#: A target CMake could not find, from a generate-time error (`links to: CUDA::cublas but the
-#: target was not found`).
-_MISSING_TARGET = re.compile(r"links to:\s+(CUDA::\w+)\s+but the target was not found")
 _STUB = Path(__file__).resolve().parent / "backends" / "resources" / "stub_targets.cmake"
 _RECORDER = Path(__file__).resolve().parent / "backends" / "resources" / "record_setup.py"
 #: Folders not copied for a setup.py record (version control, caches, earlier builds).
@@ -201,7 +198,7 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
         done = runner.run(argv, env=request.env, cwd=build_dir, timeout=timeout, check=False)
         if done.ok:
             return
-        missing = sorted(set(_MISSING_TARGET.findall(done.output)) - set(stubs))
+        missing = sorted(set(cmake.missing_toolkit_components(done.output)) - set(stubs))
         if missing:
             stubs.extend(missing)
             run(inputs)
@@ -223,19 +220,13 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
             reply = _load(build_dir)
     notes: list[str] = []
     if stubs:
-        extras = sorted({_extra(name) for name in stubs})
-        # The cuda-toolkit metapackage is versioned by release (13.0.2), nvcc by build (13.0.88).
         release = request.toolkit.release
-        version = f"{release.major}.{release.minor}.*" if release else "13.0.*"
         notes.append(
             f"{', '.join(stubs)} not found in the toolkit ({request.toolkit.root}): "
-            "introspection configured with an empty stand-in for "
-            f"{'it' if len(stubs) == 1 else 'them'}; the build itself needs the "
-            f"librar{'y' if len(extras) == 1 else 'ies'}: install "
-            f"{'it' if len(extras) == 1 else 'them'} into that toolkit, or use a PyPI "
-            f"toolkit that has {'it' if len(extras) == 1 else 'them'} (`pip install "
-            f"\"cuda-toolkit[nvcc,cudart,cccl,crt,nvvm,{','.join(extras)}]=={version}\"`, "
-            "then `flashbuild build --cuda <site-packages>/nvidia/cu13`)")
+            "introspection configured with an empty stand-in; the build itself needs the "
+            "library: " + cmake.component_fix(
+                stubs, request.toolkit.root,
+                f"{release.major}.{release.minor}.*" if release else "13.0.*"))
     model = treemodel.from_cmake(reply, request.source_dir.resolve(), python_suffix=suffix,
                                  notes=tuple(notes), arch_variable=arch_var)
     compiler = reply.cache_value("CMAKE_CXX_COMPILER") or request.host_compiler.path or "c++"
@@ -283,12 +274,6 @@ def _bindings(model: treemodel.TreeModel, root: Path, runner: StreamRunner,
                 found.append(Bindings(module=macro[1], source=unit.path, names=(),
                                       error=first.replace(str(root) + "/", "")))
     return tuple(found)
-
-
-def _extra(target: str) -> str:
-    """The cuda-toolkit extra that ships a `CUDA::` component (`CUDA::cublasLt` -> cublas)."""
-    name = target.split("::", 1)[-1].lower()
-    return "cublas" if name.startswith("cublas") else name.removesuffix("_static")
 
 
 def _load(build_dir: Path) -> cmake_fileapi.Reply:

@@ -199,3 +199,25 @@ def test_recipe_init_drafts_no_environment_a_setup_py_rejects(tmp_path: Path) ->
     assert recipe.build.env == ()
     assert "TODO: [build] setup.py raises with the drafted environment" in text
     assert "unsupported arch 12.0: this project builds for 8.0-9.0 only (setup.py:10)" in text
+
+
+def test_a_build_missing_a_toolkit_component_says_which_and_how_to_get_it(
+        tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flashbuild.cli import app
+
+    tree = _tree(tmp_path, "cmake_archvar")
+    recipe = tmp_path / "absent.toml"
+    recipe.write_text(
+        f'[recipe]\nname = "absent"\n[source]\npath = "{tree}"\n[build]\n'
+        'targets = ["archmod"]\n[[build.options]]\n'
+        'define = { WITH_ABSENT_LIB = "ON", MY_ARCH = "{arch_codes}" }\n'
+        '[[artifact]]\nname = "archmod"\nkind = "module"\ntarget = "archmod"\n'
+        '[install]\npackage = "archpkg"\npackage_dir = "archpkg"\n', encoding="utf-8")
+    res = CliRunner().invoke(app, ["build", "--recipe", str(recipe), "--source", str(tree),
+                                   "--arch", "sm_90a", "--install", "inplace", "--json"])
+    assert res.exit_code == 6, res.output
+    assert "links CUDA::flashbuild_absent_component, which the toolkit at" in res.output
+    assert "install flashbuild_absent_component into the toolkit at" in res.output
+    assert "pip install" not in res.output  # no cuda-toolkit extra ships it

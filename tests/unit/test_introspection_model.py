@@ -266,3 +266,19 @@ def test_a_note_never_names_a_step_the_draft_lacks() -> None:
     d = draft_recipe(result, name="t", source_path="tree")
     assert not any(s.transform == "explicit-instantiations" for s in d.steps)
     assert all("explicit-instantiations step" not in why for _f, why in d.handled)
+
+
+def test_missing_toolkit_components_are_read_from_cmakes_generate_error() -> None:
+    from flashbuild.building import cmake
+
+    output = ('CMake Error at CMakeLists.txt:432 (target_link_libraries):\n'
+              '  Target "flash_vla_kernels" links to:\n\n    CUDA::cublas\n\n'
+              '  but the target was not found.  Possible reasons include:\n'
+              'CMake Error at CMakeLists.txt:432 (target_link_libraries):\n'
+              '  Target "x" links to:\n\n    CUDA::cublasLt\n\n  but the target was not found.\n'
+              '  Target "y" links to:\n\n    MyLib::core\n\n  but the target was not found.\n')
+    assert cmake.missing_toolkit_components(output) == ["CUDA::cublas", "CUDA::cublasLt"]
+    fix = cmake.component_fix(["CUDA::cublas", "CUDA::cublasLt"], Path("/opt/cuda"), "13.0.*")
+    assert 'cuda-toolkit[nvcc,cudart,cccl,crt,nvvm,cublas]==13.0.*' in fix
+    assert "/opt/cuda" in fix and "--cuda" in fix
+    assert "pip" not in cmake.component_fix(["CUDA::mystery"], Path("/opt/cuda"), "13.0.*")
