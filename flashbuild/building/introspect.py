@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import sys
+import sysconfig
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -163,7 +164,6 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
                timeout: float) -> treemodel.TreeModel:
     from flashbuild.building.backends.cmake import _pybind11_dir
     from flashbuild.errors import BuildError
-    from flashbuild.installing.install import ext_suffix
 
     tools = cmake.find_tools(runner, request.env, request.platform)
     source_dir = (request.source_dir / request.recipe.build.cmake_source).resolve()
@@ -211,7 +211,8 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
 
     run(base)
     reply = _load(build_dir)
-    suffix = ext_suffix(request.python, runner, request.env)
+    # The interpreter introspection configures for is this one (request.python).
+    suffix = str(sysconfig.get_config_var("EXT_SUFFIX") or "")
     model = treemodel.from_cmake(reply, request.source_dir.resolve(), python_suffix=suffix)
     arch_var: ArchVariable | None = None
     if not _matches(model, request.arch):
