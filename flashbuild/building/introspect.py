@@ -231,8 +231,16 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
     model = treemodel.from_cmake(reply, request.source_dir.resolve(), python_suffix=suffix,
                                  notes=tuple(notes), arch_variable=arch_var)
     compiler = reply.cache_value("CMAKE_CXX_COMPILER") or request.host_compiler.path or "c++"
-    return replace(model, bindings=_bindings(model, request.source_dir.resolve(), runner,
-                                             request.env, {"CXX": compiler}))
+    root = request.source_dir.resolve()
+    return replace(model, bindings=_bindings(model, root, runner, request.env,
+                                             {"CXX": compiler}),
+                   jit=treemodel.find_jit(root, _python_files(root)))
+
+
+def _python_files(root: Path) -> list[str]:
+    """The tree's Python files, vendored folders left out."""
+    return [p.relative_to(root).as_posix() for p in sorted(root.rglob("*.py"))
+            if not {"third_party", "3rdparty", "build"} & set(p.relative_to(root).parts)]
 
 
 def _bindings(model: treemodel.TreeModel, root: Path, runner: StreamRunner,
@@ -379,6 +387,7 @@ def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
     record = setup_record.load_record(record_file)
     model = treemodel.from_record(record, request.source_dir.resolve(), copy)
     compilers = {treemodel.relative(c.source, copy): c.compiler for c in record.commands}
-    return replace(model, bindings=_bindings(model, copy, runner, env, compilers))
+    return replace(model, bindings=_bindings(model, copy, runner, env, compilers),
+                   jit=treemodel.find_jit(copy, _python_files(copy)))
 
 

@@ -66,6 +66,12 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
         b.notes["build"].append(
             "setup.py record mode: builds " + (", ".join(
                 f"{t.name} ({len(t.sources)} sources)" for t in built) or "no extension"))
+    if model.jit:
+        b.notes["build"].append(
+            "kernels compiled at run time (not by this build): " + "; ".join(
+                f"{j.how} at {j.where}" + (f" ({' '.join(j.arch_flags[:3])})"
+                                           if j.arch_flags else "")
+                for j in model.jit[:4]) + (" …" if len(model.jit) > 4 else ""))
     if model.network:
         b.notes["build"].append(
             "setup.py reached for the network in record mode (refused): " + "; ".join(

@@ -88,6 +88,20 @@ class Bindings:
 
 
 @dataclass(frozen=True)
+class JitSite:
+    """A place where the tree compiles CUDA code at run time (its kernels are "compiled at run
+    time", not by the build)."""
+
+    where: str
+    """`pkg/jit/build.py:42`."""
+    how: str
+    """`torch.utils.cpp_extension.load`, `load_inline`, `nvrtcCreateProgram`, `RawKernel`,
+    `RawModule`, or `nvcc` run by the tree itself."""
+    arch_flags: tuple[str, ...] = ()
+    """Arch flags written in the same call (`-gencode=…`, `-arch=sm_90a`, `--gpu-architecture`)."""
+
+
+@dataclass(frozen=True)
 class TreeModel:
     """What one configuration of the tree builds (see the module docstring)."""
 
@@ -104,6 +118,8 @@ class TreeModel:
     notes: tuple[str, ...] = ()
     """What introspection did that a reader should know (a stand-in for a missing library)."""
     bindings: tuple[Bindings, ...] = ()
+    jit: tuple[JitSite, ...] = ()
+    """Where the tree compiles kernels at run time."""
     seconds: float = 0.0
 
     def modules(self) -> tuple[BuildTarget, ...]:
@@ -278,3 +294,53 @@ def registered_names(preprocessed: str, source_name: str, var: str) -> tuple[str
     text = "\n".join(own)
     names = re.findall(rf"\b{re.escape(var)}\s*\.\s*def\s*\(\s*\"(\w+)\"", text)
     return tuple(dict.fromkeys(names))
+
+
+_JIT_CALLS = {"load": "torch.utils.cpp_extension.load",
+              "load_inline": "torch.utils.cpp_extension.load_inline",
+              "nvrtcCreateProgram": "nvrtcCreateProgram", "RawKernel": "RawKernel",
+              "RawModule": "RawModule"}
+_ARCH_TEXT = re.compile(r"(?:-gencode|--generate-code|-arch|--gpu-architecture)[= ][^\s'\"]+|"
+                        r"\bsm_\d+[af]?\b|\bcompute_\d+[af]?\b")
+
+
+def find_jit(root: Path, python_files: list[str]) -> tuple[JitSite, ...]:
+    """Calls that compile CUDA code at run time in the tree's Python: cpp_extension's `load` /
+    `load_inline` (imported from torch.utils.cpp_extension), NVRTC, CuPy's RawKernel /
+    RawModule, and `nvcc` started by the tree itself (a subprocess argv whose first string is
+    nvcc)."""
+    import ast
+
+    sites: list[JitSite] = []
+    for rel in python_files:
+        try:
+            text = (root / rel).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if not re.search(r"cpp_extension|nvrtc|RawKernel|RawModule|nvcc", text):
+            continue
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        from_cpp_ext = "cpp_extension" in text
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else \
+                func.id if isinstance(func, ast.Name) else ""
+            how = _JIT_CALLS.get(name)
+            if how is not None and name in ("load", "load_inline") and not from_cpp_ext:
+                how = None  # a `load` of something else (json.load, torch.load)
+            if how is None and node.args and isinstance(node.args[0], ast.List | ast.Tuple):
+                first = node.args[0].elts[0] if node.args[0].elts else None
+                if isinstance(first, ast.Constant) and isinstance(first.value, str) and \
+                        PurePosixPath(first.value).name in ("nvcc", "nvcc.exe"):
+                    how = "nvcc"
+            if how is None:
+                continue
+            segment = ast.get_source_segment(text, node) or ""
+            sites.append(JitSite(where=f"{rel}:{node.lineno}", how=how,
+                                 arch_flags=tuple(dict.fromkeys(_ARCH_TEXT.findall(segment)))))
+    return tuple(sites)

@@ -282,3 +282,21 @@ def test_missing_toolkit_components_are_read_from_cmakes_generate_error() -> Non
     assert 'cuda-toolkit[nvcc,cudart,cccl,crt,nvvm,cublas]==13.0.*' in fix
     assert "/opt/cuda" in fix and "--cuda" in fix
     assert "pip" not in cmake.component_fix(["CUDA::mystery"], Path("/opt/cuda"), "13.0.*")
+
+
+def test_find_jit_names_run_time_compilation_with_its_arch_flags(tmp_path: Path) -> None:
+    (tmp_path / "jit").mkdir()
+    (tmp_path / "jit" / "build.py").write_text(
+        "from torch.utils.cpp_extension import load\n"
+        "mod = load(name='k', sources=['k.cu'],\n"
+        "           extra_cuda_cflags=['-gencode=arch=compute_90a,code=sm_90a'])\n",
+        encoding="utf-8")
+    (tmp_path / "jit" / "raw.py").write_text(
+        "import json, subprocess\ncfg = json.load(open('c.json'))\n"
+        "subprocess.run(['nvcc', '-arch=sm_80', '-cubin', 'k.cu'], check=True)\n",
+        encoding="utf-8")
+    sites = treemodel.find_jit(tmp_path, ["jit/build.py", "jit/raw.py"])
+    assert [(s.where, s.how) for s in sites] == [
+        ("jit/build.py:2", "torch.utils.cpp_extension.load"), ("jit/raw.py:3", "nvcc")]
+    assert sites[0].arch_flags == ("-gencode=arch=compute_90a,code=sm_90a",)
+    assert "-arch=sm_80" in sites[1].arch_flags
