@@ -63,6 +63,15 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
             "cannot confirm"))
     else:
         built = [t for t in model.targets if t.sources]
+        cuda = [t for t in built if any(u.language == "CUDA" for u in t.sources)]
+        if not cuda and model.argv_options:
+            b.todos.append(BuildTodo(
+                table="build", what="setup.py builds no CUDA extension as run, and looks for "
+                "command-line options: " + ", ".join(f"`{o.name}` ({o.where})"
+                                                     for o in model.argv_options[:4]),
+                evidence=f"{model.via}: no extension with CUDA sources",
+                fix="flashbuild's setuptools backend passes no setup.py options: patch the "
+                "check to also read an environment variable, then set it in [[build.env]]"))
         b.notes["build"].append(
             "setup.py record mode: builds " + (", ".join(
                 f"{t.name} ({len(t.sources)} sources)" for t in built) or "no extension"))

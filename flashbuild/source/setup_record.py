@@ -99,6 +99,8 @@ class SetupRecord:
     exception: RaisedError | None
     replaced_arch_flags: tuple[str, ...] = ()
     """The arch flags of the setup.py that the build hook replaced with `--arch`'s."""
+    argv_options: tuple[EnvRead, ...] = ()
+    """Command-line options the tree's code looked for in sys.argv (`--cuda_ext`), where."""
 
     def env_names(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(r.name for r in self.env_reads))
@@ -181,7 +183,9 @@ def parse_record(data: dict[str, Any]) -> SetupRecord:
         network=tuple(NetworkCall(str(n.get("call", "")), str(n.get("target", "")),
                                   str(n.get("where", "?")))
                       for n in data.get("network", []) if isinstance(n, dict)),
-        exception=exception, replaced_arch_flags=tuple(removed))
+        exception=exception, replaced_arch_flags=tuple(removed),
+        argv_options=tuple(EnvRead(str(r.get("name", "")), str(r.get("where", "?")))
+                           for r in data.get("argv_options", []) or [] if isinstance(r, dict)))
 
 
 def load_record(path: Path) -> SetupRecord:

@@ -113,6 +113,8 @@ class TreeModel:
     cache: tuple[tuple[str, str], ...] = ()
     """CMake cache variables the project defines (name, value), CMake's own left out."""
     env_reads: tuple[EnvRead, ...] = ()
+    argv_options: tuple[EnvRead, ...] = ()
+    """setup.py options the tree looked for on its command line (`--cuda_ext`)."""
     network: tuple[NetworkCall, ...] = ()
     exception: RaisedError | None = None
     notes: tuple[str, ...] = ()
@@ -255,7 +257,8 @@ def from_record(record: SetupRecord, root: Path, copy: Path, *,
                      + (" …" if len(record.replaced_arch_flags) > 4 else "")
                      + ") with --arch's")
     return TreeModel(system="setuptools", via="setup.py record mode", targets=tuple(targets),
-                     env_reads=record.env_reads, network=record.network,
+                     env_reads=record.env_reads, argv_options=record.argv_options,
+                     network=record.network,
                      exception=record.exception, notes=tuple(notes), seconds=seconds)
 
 

@@ -221,3 +221,12 @@ def test_a_build_missing_a_toolkit_component_says_which_and_how_to_get_it(
     assert "links CUDA::flashbuild_absent_component, which the toolkit at" in res.output
     assert "install flashbuild_absent_component into the toolkit at" in res.output
     assert "pip install" not in res.output  # no cuda-toolkit extra ships it
+
+
+def test_a_command_line_switch_is_recorded_and_left_to_a_person(tmp_path: Path) -> None:
+    outcome = _run(_tree(tmp_path, "setup_argvswitch"), "setuptools")
+    assert outcome.model is not None, outcome.fallback
+    assert [(o.name, o.where) for o in outcome.model.argv_options] == [
+        ("--cuda_ext", "setup.py:8")]
+    text, _out = _init(tmp_path / "init", "setup_argvswitch", "sm_90a")
+    assert "looks for command-line options: `--cuda_ext` (setup.py:8)" in text

@@ -26,13 +26,40 @@ def _where(tb: object) -> str:
     return found
 
 
+class _Argv(list):  # type: ignore[type-arg]
+    """sys.argv that records which options the tree's own code looks for (`"--cuda_ext" in
+    sys.argv`, `sys.argv.remove("--cpp_ext")`): a setup.py switched by its command line."""
+
+    looked: dict[str, str] = {}  # noqa: RUF012 - one per process
+
+    def _note(self, value: object) -> None:
+        if isinstance(value, str) and value.startswith("-") and value not in self.looked:
+            import sitecustomize as hook  # type: ignore[import-not-found]
+
+            where = hook._caller_in_tree()
+            if where is not None:
+                self.looked[value] = where
+
+    def __contains__(self, value: object) -> bool:
+        self._note(value)
+        return list.__contains__(self, value)
+
+    def index(self, value: object, *args: object) -> int:
+        self._note(value)
+        return list.index(self, value, *args)  # type: ignore[arg-type]
+
+    def remove(self, value: object) -> None:
+        self._note(value)
+        list.remove(self, value)
+
+
 def main() -> int:
-    import sitecustomize as hook  # type: ignore[import-not-found]  # the build hook
+    import sitecustomize as hook  # the build hook
 
     if not hasattr(hook, "write_record"):
         print("flashbuild: the build hook is not first on PYTHONPATH", file=sys.stderr)
         return 3
-    sys.argv = ["setup.py", *sys.argv[1:]]
+    sys.argv = _Argv(["setup.py", *sys.argv[1:]])
     sys.path.insert(0, os.getcwd())
     outcome: dict[str, object] = {"stopped": False, "exception": None}
     try:
@@ -46,6 +73,7 @@ def main() -> int:
     except BaseException as exc:
         outcome["exception"] = {"type": type(exc).__name__, "message": str(exc)[:2000],
                                 "where": _where(exc.__traceback__)}
+    outcome["argv_options"] = [{"name": k, "where": v} for k, v in _Argv.looked.items()]
     hook.write_record(outcome)
     return 0
 
