@@ -36,8 +36,6 @@ import importlib.machinery
 import importlib.util
 import json
 import os
-import socket
-import subprocess
 import sys
 
 _TARGET = "torch.utils.cpp_extension"
@@ -157,6 +155,8 @@ def _record_env_reads() -> None:
 
 
 def _block_network() -> None:
+    import socket  # record mode only: a build's processes import nothing more than before
+
     def refuse(what: str, target: object) -> None:
         _RECORD["network"].append({"call": what, "target": str(target)[:200],
                                    "where": _caller_in_tree() or "?"})
@@ -179,6 +179,7 @@ def _block_network() -> None:
 
 def _compdb(build_directory: str) -> None:
     """The compile commands of torch's build.ninja, from ninja itself."""
+    import subprocess
     ninja = "ninja"
     try:
         import ninja as ninja_wheel  # the PyPI wheel flashbuild depends on
