@@ -203,11 +203,8 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
             stubs.extend(missing)
             run(inputs)
             return
-        first = next((line.strip() for line in done.output.splitlines()
-                      if line.startswith("CMake Error")), "")
-        raise BuildError("the CMake configure failed",
-                         evidence=first or done.output.strip().splitlines()[-1:][0]
-                         if done.output.strip() else f"exit {done.returncode}")
+        raise BuildError("the CMake configure failed", evidence=_first_cmake_error(
+            done.output) or f"exit {done.returncode}")
 
     run(base)
     reply = _load(build_dir)
@@ -283,6 +280,18 @@ def _bindings(model: treemodel.TreeModel, root: Path, runner: StreamRunner,
                 found.append(Bindings(module=macro[1], source=unit.path, names=(),
                                       error=first.replace(str(root) + "/", "")))
     return tuple(found)
+
+
+def _first_cmake_error(output: str) -> str:
+    """`CMakeLists.txt:25 (message): no way` from CMake's `CMake Error at …:` line and the
+    message under it; the last line of the output when there is none."""
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("CMake Error"):
+            where = line.removeprefix("CMake Error at ").removeprefix("CMake Error").strip(" :")
+            text = next((ln.strip() for ln in lines[i + 1:] if ln.strip()), "")
+            return f"{where}: {text}" if where else text
+    return next((ln.strip() for ln in reversed(lines) if ln.strip()), "")
 
 
 def _load(build_dir: Path) -> cmake_fileapi.Reply:

@@ -87,7 +87,8 @@ def test_a_configure_that_fails_falls_back_with_one_line(tmp_path: Path) -> None
     outcome = _run(tree, "cmake")
     assert outcome.model is None
     assert outcome.fallback.startswith("the CMake configure failed")
-    assert "\n" not in outcome.fallback and "CMakeLists.txt:" in outcome.fallback
+    assert "\n" not in outcome.fallback
+    assert "CMakeLists.txt:26 (message): no way" in outcome.fallback
 
 
 # --- setup.py record mode --------------------------------------------------------------------
