@@ -1069,6 +1069,11 @@ def _introspect(d: Draft, root: Path, arch: str, platform: str,
     from flashbuild.scanning.draft_check import apply_model
 
     assert d.build is not None
+    if d.build.backend == "cmake" and d.build.cmake_source is None:
+        d.introspection = ("build tables: static reading (nothing to configure: no "
+                           "CMakeLists.txt with project() and no setup.py using "
+                           "torch.utils.cpp_extension)")
+        return
     spec = parse_arch_spec(arch)
     outcome = introspect(validate_draft(render(d), None), root, spec, platform)
     model = outcome.model

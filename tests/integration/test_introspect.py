@@ -231,3 +231,19 @@ def test_a_command_line_switch_is_recorded_and_left_to_a_person(tmp_path: Path) 
         ("--cuda_ext", "setup.py:8")]
     text, _out = _init(tmp_path / "init", "setup_argvswitch", "sm_90a")
     assert "looks for command-line options: `--cuda_ext` (setup.py:8)" in text
+
+
+def test_a_tree_with_no_build_files_is_not_configured(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flashbuild.cli import app
+
+    tree = tmp_path / "work" / "bare"
+    tree.mkdir(parents=True)
+    (tree / "k.cu").write_text("__global__ void k() {}\n", encoding="utf-8")
+    out = tmp_path / "bare.toml"
+    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(tree), "--platform",
+                                   "linux", "--arch", "sm_90a", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "static reading (nothing to configure" in out.read_text(encoding="utf-8")
+    assert sorted(p.name for p in tree.parent.iterdir()) == ["bare"]  # no build folder made
