@@ -184,8 +184,9 @@ def _compdb(build_directory: str) -> None:
     try:
         import ninja as ninja_wheel  # the PyPI wheel flashbuild depends on
 
-        candidate = os.path.join(ninja_wheel.BIN_DIR, "ninja")
-        ninja = candidate if os.path.exists(candidate) else ninja
+        # Both names, so the hook decides nothing about the OS (`ninja.exe` on Windows).
+        found = [os.path.join(ninja_wheel.BIN_DIR, name) for name in ("ninja", "ninja.exe")]
+        ninja = next((c for c in found if os.path.isfile(c)), ninja)
     except ImportError:
         pass
     done = subprocess.run([ninja, "-t", "compdb"], cwd=build_directory, capture_output=True,
