@@ -18,6 +18,10 @@ The build side (`draft_build`) is read from the tree too: CMake module/shared-li
 (tree-sitter-cmake, the scan's parse) become `[build]` and `[[artifact]]`, the package whose
 `__init__.py` imports the module `[install]`, and the module's `m.def` names (tree-sitter-cuda,
 the transforms' parse) `[verify] exports`; what it cannot decide is a `# TODO: [table]`.
+When introspection runs (the default of `recipe init`; `--static` turns it off), those tables
+are then checked against the configured build and corrected from it (draft_check.py): targets
+this configuration defines, the tree's arch variable, `[install]`, exports only from the
+preprocessed bindings, no `[[build.env]]` the setup.py rejects.
 """
 
 from __future__ import annotations
@@ -1050,6 +1054,7 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
                       "steps": [{"id": s.id, "transform": s.transform, "expect": s.expect,
                                  "checked": s.checked} for s in d.steps],
                       "todos": len(d.todos) + len(d.build.todos),
+                      "introspection": d.introspection,
                       "build": _build_json(d.build), "recipe": text})
     elif output is None:
         ui.out.print(text, markup=False, highlight=False, soft_wrap=True)
