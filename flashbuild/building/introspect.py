@@ -212,8 +212,8 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
     suffix = str(sysconfig.get_config_var("EXT_SUFFIX") or "")
     model = treemodel.from_cmake(reply, request.source_dir.resolve(), python_suffix=suffix)
     arch_var: ArchVariable | None = None
-    if not _matches(model, request.arch):
-        arch_var = _confirm_arch_variable(request, base, run, build_dir, suffix)
+    if not _arch_in_ninja(build_dir, request.arch)[0]:
+        arch_var = _confirm_arch_variable(request, base, run, build_dir)
         if arch_var is not None:
             reply = _load(build_dir)
     notes: list[str] = []
@@ -304,17 +304,22 @@ def _load(build_dir: Path) -> cmake_fileapi.Reply:
             from exc
 
 
-def _matches(model: treemodel.TreeModel, spec: ArchSpec) -> bool:
-    """The configured CUDA sources ask nvcc for exactly --arch's SASS (or set no arch flag)."""
-    from flashbuild.building.archcheck import expected_sass, read_arch_flags
+def _arch_in_ninja(build_dir: Path, spec: ArchSpec) -> tuple[bool, str]:
+    """Whether the generated build.ninja asks nvcc for exactly --arch's SASS (what the build's
+    own arch check reads, so also arch flags CMake adds from a CUDA_ARCHITECTURES property),
+    and the flags as evidence. No arch flag at all counts as a match: nothing to compare."""
+    from flashbuild.building.archcheck import expected_sass, ninja_arch_flags
 
-    flags = read_arch_flags([" ".join(sorted(model.arch_flags()))])
-    return not flags.found or flags.sass == expected_sass(spec)
+    flags = ninja_arch_flags(build_dir / "build.ninja")
+    shown = " ".join(sorted(flags.sass | flags.ptx))
+    if not flags.found:
+        return True, ""
+    return flags.sass == expected_sass(spec) and not flags.wide, shown
 
 
 def _confirm_arch_variable(request: BuildRequest, base: cmake.ConfigureInputs,
-                           run: Callable[[cmake.ConfigureInputs], None], build_dir: Path,
-                           suffix: str) -> ArchVariable | None:
+                           run: Callable[[cmake.ConfigureInputs], None],
+                           build_dir: Path) -> ArchVariable | None:
     """Try the variables the CMake files build arch flags from, each in the forms projects
     read; the first whose configure asks for --arch's SASS is the tree's arch variable."""
     texts = {}
@@ -336,15 +341,13 @@ def _confirm_arch_variable(request: BuildRequest, base: cmake.ConfigureInputs,
             inputs = replace(base, options={**base.options, name: values[form]})
             try:
                 run(inputs)
-                reply = _load(build_dir)
+                _load(build_dir)  # it must load; the arch is read from build.ninja
             except FlashbuildError:
                 continue
-            model = treemodel.from_cmake(reply, request.source_dir.resolve(),
-                                         python_suffix=suffix)
-            if _matches(model, request.arch) and model.arch_flags():
-                return ArchVariable(name=name, form=form,
-                                    value=values[form],
-                                    evidence=" ".join(sorted(model.arch_flags())[:3]))
+            ok, shown = _arch_in_ninja(build_dir, request.arch)
+            if ok and shown:
+                return ArchVariable(name=name, form=form, value=values[form],
+                                    evidence=f"build.ninja asks for {shown}")
     run(base)  # leave the scratch folder configured as the build would be
     return None
 
