@@ -76,6 +76,10 @@ def introspect(recipe: Recipe, tree: Path, spec: ArchSpec, *, platform: str | No
     except FlashbuildError as exc:
         return Introspection(model=None, fallback=_one_line(exc),
                              seconds=time.monotonic() - start)
+    except (OSError, shutil.Error) as exc:
+        # Copying the tree or preparing the scratch folder failed (a permission, a full disk).
+        return Introspection(model=None, fallback=f"the scratch folder could not be prepared "
+                             f"({exc})", seconds=time.monotonic() - start)
     seconds = time.monotonic() - start
     return Introspection(model=_with_seconds(model, seconds), seconds=seconds)
 
@@ -396,7 +400,10 @@ def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
     if not record_file.is_file():
         tail = done.output.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
         raise BuildError("setup.py ended before the record was written", evidence=tail[0])
-    record = setup_record.load_record(record_file)
+    try:
+        record = setup_record.load_record(record_file)
+    except setup_record.RecordError as exc:
+        raise BuildError("the setup.py record could not be read", evidence=str(exc)) from exc
     model = treemodel.from_record(record, request.source_dir.resolve(), copy)
     compilers = {treemodel.relative(c.source, copy): c.compiler for c in record.commands}
     return replace(model, bindings=_bindings(model, copy, runner, env, compilers),
