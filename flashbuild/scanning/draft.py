@@ -1084,16 +1084,23 @@ def _introspect(d: Draft, root: Path, arch: str, platform: str,
     model = outcome.model
     here = [t for t in d.build.env if platform in t[0].get("platform", [platform])]
     if model is not None and model.exception is not None and here:
-        # The drafted environment could not be confirmed: it is left out, whatever a run
-        # without it says (the TODO quotes the exception).
+        # The drafted environment could not be confirmed: it is left out, and the TODO says
+        # whether it was the cause (a run without it passes) or not (the setup.py raises
+        # either way, e.g. for a missing submodule).
         shown = ", ".join(f"{k}={v}" for _w, values, _c in here for k, v in values.items())
         d.build.env = [t for t in d.build.env if t not in here]
-        d.build.todos.append(BuildTodo(
-            table="build", what=f"setup.py raises with the drafted environment ({shown}); "
-            "that [[build.env]] was left out",
-            evidence=str(model.exception),
-            fix="set only values this setup.py accepts (read the check at the line quoted)"))
         retry = introspect(validate_draft(render(d), None), root, spec, platform)
+        caused = retry.model is not None and retry.model.exception is None
+        d.build.todos.append(BuildTodo(
+            table="build",
+            what=f"setup.py raises with the drafted environment ({shown}); that "
+            "[[build.env]] was left out" if caused else
+            "setup.py raises when run as the build runs it, with or without the drafted "
+            f"environment ({shown}), which was left out because it could not be checked",
+            evidence=str(model.exception),
+            fix="set only values this setup.py accepts (read the check at the line quoted)"
+            if caused else "fix what the exception says (e.g. check out the submodules), "
+            "then run recipe init again"))
         if retry.model is not None:
             outcome, model = retry, retry.model
     if model is not None and model.system == "setuptools" and model.exception is None and \
