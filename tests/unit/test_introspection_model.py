@@ -300,3 +300,41 @@ def test_find_jit_names_run_time_compilation_with_its_arch_flags(tmp_path: Path)
         ("jit/build.py:2", "torch.utils.cpp_extension.load"), ("jit/raw.py:3", "nvcc")]
     assert sites[0].arch_flags == ("-gencode=arch=compute_90a,code=sm_90a",)
     assert "-arch=sm_80" in sites[1].arch_flags
+
+
+def _setuptools_draft() -> Draft:
+    d = Draft(name="t", source_path="tree", target=make_target("linux", "sm_120"))
+    d.build = BuildDraft(backend="setuptools", notes=defaultdict(list))
+    d.build.env.append(({"platform": ["linux"]}, {"MYPROJ_CUDA_ARCHS": "{arch_numbers}"},
+                        "REVIEW: setup.py builds its gencode list from MYPROJ_CUDA_ARCHS"))
+    return d
+
+
+def _fake_introspect(raises_without_env: bool):  # type: ignore[no-untyped-def]
+    from flashbuild.source.treemodel import Introspection
+
+    exc = setup_record.RaisedError(type="ValueError", message="MYPROJ_CUDA_ARCHS: 120 is "
+                                   "not supported", where="setup.py:11")
+
+    def run(recipe, root, spec, platform):  # type: ignore[no-untyped-def]
+        raised = bool(recipe.build.env) or raises_without_env
+        return Introspection(model=TreeModel(system="setuptools", via="setup.py record mode",
+                                             targets=(), exception=exc if raised else None))
+    return run
+
+
+@pytest.mark.parametrize("raises_without_env", [False, True])
+def test_a_drafted_environment_the_setup_py_rejects_is_left_out(
+        tmp_path: Path, raises_without_env: bool) -> None:
+    from flashbuild.scanning.draft import _introspect
+
+    d = _setuptools_draft()
+    _introspect(d, _tree(tmp_path), "sm_120", "linux", _fake_introspect(raises_without_env))
+    assert d.build is not None and d.build.env == []
+    text = render(d)
+    assert "ValueError: MYPROJ_CUDA_ARCHS: 120 is not supported (setup.py:11)" in text
+    if raises_without_env:
+        assert "with or without the drafted environment" in text
+    else:
+        assert "raises with the drafted environment (MYPROJ_CUDA_ARCHS={arch_numbers})" in text
+    assert text.count("MYPROJ_CUDA_ARCHS: 120 is not supported") == 1  # one TODO, not two
