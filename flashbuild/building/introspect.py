@@ -229,8 +229,13 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
             "library: " + cmake.component_fix(
                 stubs, request.toolkit.root,
                 f"{release.major}.{release.minor}.*" if release else "13.0.*"))
+    try:
+        ninja_text = (build_dir / "build.ninja").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        ninja_text = ""
     model = treemodel.from_cmake(reply, request.source_dir.resolve(), python_suffix=suffix,
-                                 notes=tuple(notes), arch_variable=arch_var)
+                                 notes=tuple(notes), arch_variable=arch_var,
+                                 ninja_flags=treemodel.ninja_arch_flags(ninja_text))
     compiler = reply.cache_value("CMAKE_CXX_COMPILER") or request.host_compiler.path or "c++"
     root = request.source_dir.resolve()
     return replace(model, bindings=_bindings(model, root, runner, request.env,

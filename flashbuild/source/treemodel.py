@@ -190,10 +190,40 @@ _KINDS: dict[str, TargetKind] = {"MODULE_LIBRARY": "module", "SHARED_LIBRARY": "
                                  "EXECUTABLE": "executable"}
 
 
+def ninja_arch_flags(build_ninja: str) -> dict[str, tuple[str, ...]]:
+    """Per compiled source (its path as the edge names it), the arch flags in the `FLAGS` of
+    its edge in a CMake-generated build.ninja: what nvcc really gets, including the
+    `--generate-code` CMake derives from a CUDA_ARCHITECTURES property (which the File API's
+    compile fragments leave out)."""
+    import shlex
+
+    found: dict[str, tuple[str, ...]] = {}
+    source = ""
+    for line in build_ninja.splitlines():
+        if line.startswith("build "):
+            head = line.split("||", 1)[0].split(":", 1)
+            inputs = head[1].split()[1:] if len(head) == 2 else []
+            source = inputs[0].replace("$:", ":") if inputs else ""
+        elif source and line.startswith("  FLAGS = "):
+            try:
+                tokens = shlex.split(line.removeprefix("  FLAGS = "))
+            except ValueError:
+                tokens = line.split()
+            arch = tuple(t for t in tokens if _ARCH_FLAG.match(t))
+            if arch:
+                found[source] = arch
+        elif not line.startswith(" "):
+            source = ""
+    return found
+
+
 def from_cmake(reply: Reply, root: Path, *, python_suffix: str, notes: tuple[str, ...] = (),
-               arch_variable: ArchVariable | None = None, seconds: float = 0.0) -> TreeModel:
+               arch_variable: ArchVariable | None = None, seconds: float = 0.0,
+               ninja_flags: dict[str, tuple[str, ...]] | None = None) -> TreeModel:
     """The model of a File API reply. `python_suffix` (EXT_SUFFIX) tells a Python module built
-    as a SHARED library (`add_library(x SHARED)` + a suffix) from a plugin."""
+    as a SHARED library (`add_library(x SHARED)` + a suffix) from a plugin. `ninja_flags`
+    (`ninja_arch_flags` of the generated build.ninja) gives each source the arch flags nvcc
+    really gets."""
     source_root = reply.source_dir if reply.source_dir.as_posix() else root
     targets: list[BuildTarget] = []
     for t in reply.targets:
@@ -208,13 +238,22 @@ def from_cmake(reply: Reply, root: Path, *, python_suffix: str, notes: tuple[str
             flags, arch, origin = split_fragments(g.fragments)
             where = str(t.defined_at) if t.defined_at else ""
             for src in g.sources:
+                absolute = str(source_root / src) if not PurePosixPath(src).is_absolute() \
+                    else src
+                real = (ninja_flags or {}).get(absolute, ())
+                if real and set(real) != set(arch):
+                    told = f"build.ninja (CUDA_ARCHITECTURES of {t.name})"
+                elif arch and not origin:
+                    # A fragment with no backtrace is CMake's own: the target's
+                    # CUDA_ARCHITECTURES (or CMAKE_CUDA_ARCHITECTURES) turned into flags.
+                    told = f"CUDA_ARCHITECTURES of {t.name}"
+                else:
+                    told = origin or where
                 units.append(SourceUnit(
-                    path=relative(str(source_root / src) if not PurePosixPath(src).is_absolute()
-                              else src, root),
-                    language=g.language,
+                    path=relative(absolute, root), language=g.language,
                     includes=tuple(relative(i.value, root) for i in g.includes),
                     defines=tuple(d.value for d in g.defines), flags=tuple(flags),
-                    arch_flags=tuple(arch), origin=origin or where))
+                    arch_flags=real or tuple(arch), origin=told))
         targets.append(BuildTarget(
             name=t.name, kind=kind, artifact=artifact, sources=tuple(units),
             defined_at=str(t.defined_at) if t.defined_at else t.source_dir))

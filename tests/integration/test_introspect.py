@@ -248,3 +248,16 @@ def test_a_tree_with_no_build_files_is_not_configured(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "static reading (nothing to configure" in out.read_text(encoding="utf-8")
     assert sorted(p.name for p in tree.parent.iterdir()) == ["bare"]  # no build folder made
+
+
+def test_arch_flags_from_cuda_architectures_reach_the_model(tmp_path: Path) -> None:
+    """The bundled csrc/ sets no gencode itself: CMake derives it from CUDA_ARCHITECTURES,
+    and the model says so."""
+    tree = tmp_path / "work" / "csrc"
+    shutil.copytree(FIXTURES.parents[1].parent / "csrc", tree)
+    outcome = _run(tree, "cmake")
+    assert outcome.model is not None, outcome.fallback
+    unit = outcome.model.unit("kernels/norm.cu")
+    assert unit is not None
+    assert unit.arch_flags == ("--generate-code=arch=compute_90a,code=[sm_90a]",)
+    assert "CUDA_ARCHITECTURES of _C" in unit.origin

@@ -338,3 +338,16 @@ def test_a_drafted_environment_the_setup_py_rejects_is_left_out(
     else:
         assert "raises with the drafted environment (MYPROJ_CUDA_ARCHS={arch_numbers})" in text
     assert text.count("MYPROJ_CUDA_ARCHS: 120 is not supported") == 1  # one TODO, not two
+
+
+def test_ninja_arch_flags_include_what_cuda_architectures_adds() -> None:
+    ninja = (
+        "build CMakeFiles/_C.dir/kernels/norm.cu.o: CUDA_COMPILER___C_unscanned_Release "
+        "/t/csrc/kernels/norm.cu || cmake_object_order_depends_target__C\n"
+        "  DEFINES = -D_C_EXPORTS\n"
+        '  FLAGS = -O3 -std=c++17 "--generate-code=arch=compute_90a,code=[sm_90a]" -lineinfo\n'
+        "\n"
+        "build CMakeFiles/_C.dir/bindings.cpp.o: CXX_COMPILER___C_unscanned_Release "
+        "/t/csrc/bindings.cpp\n  FLAGS = -O3 -fPIC\n")
+    assert treemodel.ninja_arch_flags(ninja) == {
+        "/t/csrc/kernels/norm.cu": ("--generate-code=arch=compute_90a,code=[sm_90a]",)}
