@@ -214,12 +214,14 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
     reply = _load(build_dir)
     # The interpreter introspection configures for is this one (request.python).
     suffix = str(sysconfig.get_config_var("EXT_SUFFIX") or "")
-    model = treemodel.from_cmake(reply, request.source_dir.resolve(), python_suffix=suffix)
-    arch_var: ArchVariable | None = None
-    if not _arch_in_ninja(build_dir, request.arch)[0]:
-        arch_var = _confirm_arch_variable(request, base, run, build_dir)
-        if arch_var is not None:
-            reply = _load(build_dir)
+    matched, baseline = _arch_in_ninja(build_dir, request.arch)
+    # Also when the arch already matches (FlashRT detects the GPU with nvidia-smi on a GPU
+    # machine): a variable that chooses the arch is set from --arch in the draft, so the build
+    # does not depend on what the machine it runs on detects.
+    arch_var = _confirm_arch_variable(request, base, run, build_dir,
+                                      baseline=None if not matched else baseline)
+    if arch_var is not None:
+        reply = _load(build_dir)
     notes: list[str] = []
     if stubs:
         release = request.toolkit.release
@@ -328,9 +330,15 @@ def _arch_in_ninja(build_dir: Path, spec: ArchSpec) -> tuple[bool, str]:
 
 def _confirm_arch_variable(request: BuildRequest, base: cmake.ConfigureInputs,
                            run: Callable[[cmake.ConfigureInputs], None],
-                           build_dir: Path) -> ArchVariable | None:
+                           build_dir: Path, *, baseline: str | None) -> ArchVariable | None:
     """Try the variables the CMake files build arch flags from, each in the forms projects
-    read; the first whose configure asks for --arch's SASS is the tree's arch variable."""
+    read; the first whose configure asks for --arch's SASS is the tree's arch variable.
+
+    `baseline`: the arch flags of a configure that already matched --arch (None when it did
+    not). Then a candidate counts only if it controls the arch: set to another arch, the flags
+    change."""
+    from flashbuild.arch import parse_arch_spec
+
     texts = {}
     for path in sorted(base.source_dir.rglob("CMakeLists.txt"))[:50] + \
             sorted(base.source_dir.rglob("*.cmake"))[:50]:
@@ -343,9 +351,20 @@ def _confirm_arch_variable(request: BuildRequest, base: cmake.ConfigureInputs,
             continue
     values = request.arch.placeholders()
     forms: tuple[ArchForm, ...] = ("arch_numbers", "arch_codes", "arch_dotted")
+    other = parse_arch_spec("sm_80" if request.arch.archs[0].code != 80 else "sm_90")
+    tried = False
     for name in treemodel.cmake_arch_candidates(texts)[:3]:
         if name in base.options:
             continue  # the recipe sets it already
+        tried = True
+        if baseline is not None:
+            try:
+                run(replace(base, options={**base.options,
+                                           name: other.placeholders()["arch_numbers"]}))
+            except FlashbuildError:
+                continue
+            if _arch_in_ninja(build_dir, other)[1] == baseline:
+                continue  # it does not choose the arch
         for form in forms:
             inputs = replace(base, options={**base.options, name: values[form]})
             try:
@@ -357,7 +376,8 @@ def _confirm_arch_variable(request: BuildRequest, base: cmake.ConfigureInputs,
             if ok and shown:
                 return ArchVariable(name=name, form=form, value=values[form],
                                     evidence=f"build.ninja asks for {shown}")
-    run(base)  # leave the scratch folder configured as the build would be
+    if tried:
+        run(base)  # leave the scratch folder configured as the build would be
     return None
 
 

@@ -261,3 +261,15 @@ def test_arch_flags_from_cuda_architectures_reach_the_model(tmp_path: Path) -> N
     assert unit is not None
     assert unit.arch_flags == ("--generate-code=arch=compute_90a,code=[sm_90a]",)
     assert "CUDA_ARCHITECTURES of _C" in unit.origin
+
+
+def test_an_arch_variable_is_found_even_when_its_default_is_the_target(
+        tmp_path: Path) -> None:
+    """MY_ARCH defaults to 80, so an sm_80 configure matches without it (as FlashRT's
+    nvidia-smi detection does on a GPU machine); it chooses the arch all the same, and the
+    draft must set it from --arch."""
+    outcome = _run(_tree(tmp_path, "cmake_archvar"), "cmake", arch="sm_80")
+    assert outcome.model is not None, outcome.fallback
+    var = outcome.model.arch_variable
+    assert var is not None and (var.name, var.form, var.value) == ("MY_ARCH", "arch_numbers",
+                                                                   "80")
