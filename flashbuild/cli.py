@@ -502,16 +502,21 @@ def recipe_init(  # noqa: PLR0917 - Typer maps each option to a parameter
         "--compile-check", help="Compile each translation unit a drafted code step touches "
         "with nvcc for the target, before and after the step, and say so in the draft.")] = False,
     force: ForceOpt = False,
+    static: Annotated[bool, typer.Option(
+        "--static", help="Execute nothing from the tree: draft the build tables from its text "
+        "only, without configuring CMake or running setup.py in record mode.")] = False,
 ) -> int:
     """Draft a recipe for a tree from a scan.
 
     A \\[\\[patch]] step for every finding a transform fixes, and a commented TODO with the
     evidence for every finding that needs a person."""
     ui.configure(json_mode=json)
+    from flashbuild.building.introspect import introspect_for_draft
     from flashbuild.scanning.draft import run_init
 
     return run_init(source, platform=platform, arch=arch, output=output, as_json=json,
-                    check=compile_check, force=force)
+                    check=compile_check, force=force,
+                    introspect=None if static else introspect_for_draft)
 
 
 @ci_app.command(cls=_Command, name="init")

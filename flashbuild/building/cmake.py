@@ -316,3 +316,36 @@ def cache_entries(build_dir: Path, *, contains: str = "") -> dict[str, str]:
             continue
         found[name] = value
     return found
+
+
+#: A target CMake could not find at generate time, from a toolkit component that is absent
+#: (`Target "x" links to:\n\n    CUDA::cublas\n\n  but the target was not found`).
+_MISSING_COMPONENT = re.compile(r"links to:\s+(CUDA::\w+)\s+but the target was not found")
+
+
+def missing_toolkit_components(output: str) -> list[str]:
+    """The `CUDA::` targets a failed configure could not find (sorted, no duplicates)."""
+    return sorted(set(_MISSING_COMPONENT.findall(output)))
+
+
+def toolkit_extra(target: str) -> str:
+    """The cuda-toolkit extra that ships a `CUDA::` component (`CUDA::cublasLt` -> cublas)."""
+    name = target.split("::", 1)[-1].lower()
+    return "cublas" if name.startswith("cublas") else name.removesuffix("_static")
+
+
+#: cuda-toolkit's extras that ship a CUDA library (its `cublas` extra is cuBLAS and cuBLASLt).
+_TOOLKIT_EXTRAS = frozenset({"cublas", "cufft", "curand", "cusolver", "cusparse", "nvrtc",
+                             "nvjitlink", "npp", "nvjpeg", "cupti", "nvtx", "cufile"})
+
+
+def component_fix(components: Sequence[str], toolkit_root: Path, release: str) -> str:
+    """How to get missing toolkit components: into the toolkit, or from PyPI (FACTS.md: cuBLAS
+    is the `cublas` extra of cuda-toolkit; a PyPI toolkit is made CMake-ready by flashbuild)."""
+    names = sorted({toolkit_extra(c) for c in components})
+    fix = f"install {', '.join(names)} into the toolkit at {toolkit_root}"
+    if all(n in _TOOLKIT_EXTRAS for n in names):
+        fix += (f", or use a PyPI toolkit that has it: `pip install \"cuda-toolkit[nvcc,cudart,"
+                f"cccl,crt,nvvm,{','.join(names)}]=={release}\"`, then build with "
+                "`--cuda <site-packages>/nvidia/cu13`")
+    return fix

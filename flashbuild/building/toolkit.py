@@ -51,7 +51,14 @@ def cmake_toolkit_root(toolkit: Toolkit, cache_dir: Path, platform: Platform | N
             fix="pip install the project's CUDA extra: `pip install -e .[cuda]` (it pins "
             "cuda-toolkit[nvcc,cudart,cccl,crt,nvvm])",
         )
-    key = hashlib.sha256(toolkit.fingerprint.encode()).hexdigest()[:16]
+    # The shaped folder links each library the wheel tree holds at the time it is made: a
+    # component installed later (cuBLAS, the `cublas` extra of cuda-toolkit, which FlashRT
+    # links) must give a new folder, so the listing is part of the key.
+    try:
+        libs = sorted(p.name for p in (toolkit.root / "lib").iterdir())
+    except OSError:
+        libs = []
+    key = hashlib.sha256("\0".join([toolkit.fingerprint, *libs]).encode()).hexdigest()[:16]
     version = toolkit.version.public if toolkit.version else "unknown"
     final = cache_dir / f"cuda-{version}-{key}"
     if (final / _COMPLETE).is_file():

@@ -101,7 +101,7 @@ def _is_kernel(src_text: Callable[[Node], str], fn: Node) -> bool:
 
 
 def _function_name(src_text: Callable[[Node], str], fn: Node) -> str:
-    from flashbuild.patching.cxx import _declared_name, _function_declarator
+    from flashbuild.source.cxx import _declared_name, _function_declarator
 
     decl = _function_declarator(fn.child_by_field_name("declarator"))
     name = _declared_name(decl.child_by_field_name("declarator")) if decl is not None else None

@@ -1,5 +1,5 @@
 """C++/CUDA checks, on the tree-sitter-cuda parse shared with the transforms
-(`flashbuild.patching.cxx`).
+(`flashbuild.source.cxx`).
 
 Candidates are found by a regex over the text (fast, in C) and then judged on the parse: a
 match inside a comment or a string is dropped (except PTX inside `asm`), and every site is
@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flashbuild.arch import Arch
-from flashbuild.patching import cxx
 from flashbuild.patching.transforms import instantiations as inst
 from flashbuild.scanning.ptx_table import INSTRUCTIONS
 from flashbuild.scanning.scan import (
@@ -31,6 +30,7 @@ from flashbuild.scanning.scan import (
     ScanTarget,
     Severity,
 )
+from flashbuild.source import cxx
 from flashbuild.source.pp import NOT_DEFINED, Evaluator, Pass, device_pass, host_pass
 
 if TYPE_CHECKING:

@@ -18,6 +18,10 @@ The build side (`draft_build`) is read from the tree too: CMake module/shared-li
 (tree-sitter-cmake, the scan's parse) become `[build]` and `[[artifact]]`, the package whose
 `__init__.py` imports the module `[install]`, and the module's `m.def` names (tree-sitter-cuda,
 the transforms' parse) `[verify] exports`; what it cannot decide is a `# TODO: [table]`.
+When introspection runs (the default of `recipe init`; `--static` turns it off), those tables
+are then checked against the configured build and corrected from it (draft_check.py): targets
+this configuration defines, the tree's arch variable, `[install]`, exports only from the
+preprocessed bindings, no `[[build.env]]` the setup.py rejects.
 """
 
 from __future__ import annotations
@@ -41,13 +45,15 @@ from flashbuild.scanning.scan import ScanOptions, read_source, walk_tree
 from flashbuild.source.setuppy import parse_python
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from tree_sitter import Node
 
-    from flashbuild.patching import cxx
+    from flashbuild.arch import ArchSpec
     from flashbuild.recipes.model import Recipe
     from flashbuild.scanning.scan import Finding, ScanResult, ScanTarget
+    from flashbuild.source import cxx
+    from flashbuild.source.treemodel import Introspection, TreeModel
 
 
 @dataclass
@@ -82,6 +88,9 @@ class Draft:
     unplanned: list[tuple[str, str]] = field(default_factory=list)
     """Edits a drafted step could not make when planned (step id, the transform's paragraph):
     left out of the draft and rendered as TODOs, so one refused site does not kill it."""
+    introspection: str = ""
+    """Which source of truth the build tables rest on (the configured build, or why static
+    reading was used)."""
 
 
 def _arch_when(codes: Sequence[int]) -> dict[str, Any]:
@@ -109,7 +118,10 @@ def draft_recipe(result: ScanResult, *, name: str, source_path: str) -> Draft:
             f"instantiation sites; {kept} host instantiation(s) kept (another file needs "
             "them)" if kept else ""))
     for f in by_rule["FB142"]:
-        d.handled.append((f, "kept by the explicit-instantiations step"))
+        # Name the step only when the draft has one (issue 21: a note never names a step the
+        # draft lacks).
+        d.handled.append((f, "kept by the explicit-instantiations step" if inst else
+                          "kept: no step of this draft edits explicit instantiations"))
     dl_files = sorted({f.path for f in by_rule["FB101"]})
     plugins = sorted({f.path for f in by_rule["FB102"]})
     if dl_files or plugins:
@@ -314,6 +326,8 @@ class BuildDraft:
     backend: Literal["cmake", "setuptools"] = "cmake"
     env: list[tuple[dict[str, Any], dict[str, str], str]] = field(default_factory=list)
     """`[[build.env]]` tables: (when, set, comment)."""
+    options: list[tuple[dict[str, str], str]] = field(default_factory=list)
+    """`[[build.options]]` tables: (define, comment)."""
     notes: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     """Comments rendered above each table (`build`, `artifact`, `install`, `verify`)."""
     todos: list[BuildTodo] = field(default_factory=list)
@@ -609,7 +623,7 @@ def _exports(root: Path, cxx_files: Sequence[str], b: BuildDraft,
     """`[verify] exports`: the `m.def("name", …)` names of each module's PYBIND11_MODULE /
     NB_MODULE body, on the transforms' tree-sitter-cuda parse. verify looks names up on the
     package: one the `__init__.py` does not bind is written `module.name`."""
-    from flashbuild.patching import cxx
+    from flashbuild.source import cxx
 
     modules = [a.name for a in b.artifacts if a.kind == "module"]
     if not modules:
@@ -652,7 +666,7 @@ def _exports(root: Path, cxx_files: Sequence[str], b: BuildDraft,
 
 
 def _def_names(src: cxx.Source, body: Node, var: str) -> list[str]:
-    from flashbuild.patching import cxx
+    from flashbuild.source import cxx
 
     names: list[str] = []
     for call in cxx.walk(body):
@@ -903,6 +917,8 @@ def render(d: Draft) -> str:
         f"path = {_toml(d.source_path)}",
         "",
     ]
+    if d.introspection:
+        out += [f"# {d.introspection}", ""]
     if d.check_summary:
         out += [f"# {line}" for line in d.check_summary.splitlines()] + [""]
     for s in d.steps:
@@ -969,6 +985,8 @@ def _render_build(b: BuildDraft) -> list[str]:
         if b.exclude_var:
             out.append(f"exclude_var = {_toml(b.exclude_var)}")
         out.append("")
+        for define, comment in b.options:
+            out += [f"# {comment}", "[[build.options]]", f"define = {_toml(define)}", ""]
     for a in b.artifacts:
         out += [f"# {a.where}", "[[artifact]]", f"name = {_toml(a.name)}",
                 f"kind = {_toml(a.kind)}", f"target = {_toml(a.target)}", ""]
@@ -1041,8 +1059,12 @@ def compile_check(d: Draft, root: Path, result: ScanResult) -> None:
 
 
 def run_init(source: Path, *, platform: str | None, arch: str, output: Path | None,
-             as_json: bool, check: bool = False, force: bool = False) -> int:
-    """The `recipe init` stage: scan, draft, plan for expect counts, validate, write."""
+             as_json: bool, check: bool = False, force: bool = False,
+             introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection] | None = None,
+             ) -> int:
+    """The `recipe init` stage: scan, draft, check the build side against the configured
+    build (`introspect`, given by the caller: it runs the tree's build scripts; None = static
+    reading only), plan for expect counts, validate, write."""
     from flashbuild.console import ui
     from flashbuild.outputs import refuse_over_tree
     from flashbuild.scanning.report import resolve_platform
@@ -1067,6 +1089,13 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
     d = draft_recipe(result, name=re.sub(r"[^a-z0-9-]+", "-", root.name.lower()) or "tree",
                      source_path=rel)
     d.build = draft_build(root, d, result.setup, result.findings)
+    if introspect is not None:
+        _introspect(d, root, arch, target.platform, introspect)
+    else:
+        d.introspection = "build tables: static reading (recipe init --static executes nothing)"
+    from flashbuild.scanning.draft_check import reconcile
+
+    reconcile(d)
     fill_expect(d, root)
     if check:
         compile_check(d, root, result)
@@ -1087,6 +1116,7 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
                       "steps": [{"id": s.id, "transform": s.transform, "expect": s.expect,
                                  "checked": s.checked} for s in d.steps],
                       "todos": len(d.todos) + len(d.build.todos),
+                      "introspection": d.introspection,
                       "build": _build_json(d.build), "recipe": text})
     elif output is None:
         ui.out.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -1094,6 +1124,99 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
         ui.say(f"drafted {len(d.steps)} patch step(s), {len(d.build.artifacts)} "
                f"artifact(s) and {len(d.todos) + len(d.build.todos)} TODO(s) into {output}")
     return 0
+
+
+def _introspect(d: Draft, root: Path, arch: str, platform: str,
+                introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection]) -> None:
+    """Ask the configured build (see draft_check.apply_model). For a setup.py, the record runs
+    with the drafted environment; if it raises, once more without the drafted [[build.env]]:
+    when that passes, those tables are dropped and a TODO quotes the exception."""
+    from flashbuild.arch import parse_arch_spec
+    from flashbuild.console import ui
+    from flashbuild.scanning.draft_check import apply_model
+
+    assert d.build is not None
+    if d.build.backend == "cmake" and d.build.cmake_source is None:
+        d.introspection = ("build tables: static reading (nothing to configure: no "
+                           "CMakeLists.txt with project() and no setup.py using "
+                           "torch.utils.cpp_extension)")
+        return
+    spec = parse_arch_spec(arch)
+    outcome = introspect(validate_draft(render(d), None), root, spec, platform)
+    model = outcome.model
+    here = [t for t in d.build.env if platform in t[0].get("platform", [platform])]
+    if model is not None and model.exception is not None and here:
+        # The drafted environment could not be confirmed: it is left out, and the TODO says
+        # whether it was the cause (a run without it passes) or not (the setup.py raises
+        # either way, e.g. for a missing submodule).
+        shown = ", ".join(f"{k}={v}" for _w, values, _c in here for k, v in values.items())
+        d.build.env = [t for t in d.build.env if t not in here]
+        retry = introspect(validate_draft(render(d), None), root, spec, platform)
+        caused = retry.model is not None and retry.model.exception is None
+        d.build.todos.append(BuildTodo(
+            table="build",
+            what=f"setup.py raises with the drafted environment ({shown}); that "
+            "[[build.env]] was left out" if caused else
+            "setup.py raises when run as the build runs it, with or without the drafted "
+            f"environment ({shown}), which was left out because it could not be checked",
+            evidence=str(model.exception),
+            fix="set only values this setup.py accepts (read the check at the line quoted)"
+            if caused else "fix what the exception says (e.g. check out the submodules), "
+            "then run recipe init again"))
+        if retry.model is not None:
+            outcome, model = retry, retry.model
+    if model is not None and model.system == "setuptools" and model.exception is None and \
+            not any(u.language == "CUDA" for t in model.targets for u in t.sources):
+        model = _find_switch(d, model, root, spec, platform=platform,
+                             introspect=introspect) or model
+    if model is None:
+        d.introspection = (f"build tables: static reading (introspection fell back: "
+                           f"{outcome.fallback})")
+        ui.say(f"introspection fell back to static reading: {outcome.fallback}")
+        return
+    d.introspection = f"build tables: checked against the configured build ({model.via})"
+    walk = walk_tree(root)
+    apply_model(d, model, root, [rel for rel, kind in walk.files if kind == "python"])
+
+
+#: Variables a setup.py reads that are the build's own, not the project's switches.
+_BUILD_VARIABLES = frozenset({"CUDA_HOME", "CUDA_PATH", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
+                              "NVCC_THREADS", "PATH", "HOME", "PYTHONPATH", "CC", "CXX",
+                              "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_FLAGS", "BUILD_VERSION"})
+
+
+def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, platform: str,
+                 introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection],
+                 ) -> TreeModel | None:
+    """A setup.py that builds no CUDA extension as run: try the switches it read (at most
+    three, each `1` then `TRUE`); the first that makes record mode see a CUDA extension is
+    drafted into [[build.env]], with the line that read it."""
+    assert d.build is not None
+    tried = 0
+    for read in model.env_reads:
+        name = read.name
+        if name in _BUILD_VARIABLES or name.startswith(("FLASHBUILD_", "_")) or re.search(
+                r"ARCH|DISABLE|SKIP|(^|_)NO_|ROCM|HIP|VERSION|DEBUG", name):
+            continue
+        if name in {k for _w, values, _c in d.build.env for k in values}:
+            continue
+        tried += 1
+        if tried > 3:
+            break
+        for value in ("1", "TRUE"):
+            d.build.env.append(({"platform": [platform]}, {name: value}, ""))
+            retry = introspect(validate_draft(render(d), None), root, spec, platform)
+            d.build.env.pop()
+            found = retry.model
+            cuda = [t.name for t in found.targets if any(u.language == "CUDA" for u in t.sources)
+                    ] if found is not None and found.exception is None else []
+            if found is not None and cuda:
+                d.build.env.append(({"platform": ["windows", "linux"]}, {name: value},
+                                    f"setup.py builds its CUDA extension(s) only when {name} "
+                                    f"is set ({read.where}); record mode with {name}={value} "
+                                    f"builds {', '.join(cuda)}"))
+                return found
+    return None
 
 
 def validate_draft(text: str, output: Path | None) -> Recipe:
@@ -1118,6 +1241,7 @@ def _build_json(b: BuildDraft) -> dict[str, Any]:
             "env": [{"when": w, "set": v} for w, v, _c in b.env],
             "cmake_source": b.cmake_source, "targets": [a.target for a in b.artifacts],
             "output_dir_var": b.output_dir_var, "exclude_var": b.exclude_var,
+            "options": [define for define, _c in b.options],
             "artifacts": [{"name": a.name, "kind": a.kind, "target": a.target}
                           for a in b.artifacts],
             "install": {"package": b.package, "package_dir": b.package_dir}

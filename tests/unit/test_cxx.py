@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flashbuild.patching import cxx
+from flashbuild.source import cxx
 
 SOURCE = """\
 #include <dlfcn.h>

@@ -98,3 +98,14 @@ def test_pypi_tree_without_nvcc_is_a_toolchain_error(tmp_path: Path) -> None:
     root = pypi_tree(tmp_path / "site")
     with pytest.raises(ToolchainError, match="has no nvcc"):
         cmake_toolkit_root(toolkit(root, nvcc=False), tmp_path / "cache", LinuxPlatform())
+
+
+def test_a_component_installed_later_gets_a_new_folder(tmp_path: Path) -> None:
+    """`pip install "cuda-toolkit[cublas]"` after a first build adds libcublas.so.13 to the
+    wheel tree: the shaped folder must link it (FindCUDAToolkit looks for libcublas.so)."""
+    root = pypi_tree(tmp_path / "site")
+    first = cmake_toolkit_root(toolkit(root), tmp_path / "cache", LinuxPlatform())
+    (root / "lib" / "libcublas.so.13").write_text("elf")
+    second = cmake_toolkit_root(toolkit(root), tmp_path / "cache", LinuxPlatform())
+    assert second != first
+    assert (second / "lib" / "libcublas.so").resolve() == (root / "lib" / "libcublas.so.13")

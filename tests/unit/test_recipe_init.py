@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _draft(tmp_path: Path, tree: str, platform: str, arch: str) -> tuple[str, Path]:
     out = tmp_path / "recipe.toml"
-    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(ROOT / tree),
+    # --static: a unit test executes nothing from the tree (introspection is tested in
+    # tests/integration/test_introspect.py).
+    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(ROOT / tree), "--static",
                                    "--platform", platform, "--arch", arch, "-o", str(out)])
     assert res.exit_code == 0, res.output
     return out.read_text(encoding="utf-8"), out

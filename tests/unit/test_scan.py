@@ -13,13 +13,13 @@ import pytest
 from typer.testing import CliRunner
 
 from flashbuild.cli import app
-from flashbuild.patching import cxx
 from flashbuild.patching.transforms.instantiations import (
     ExplicitInstantiationsParams,
     find_sites,
 )
 from flashbuild.scanning.checks_cxx import _CANDIDATES, _candidates_for
 from flashbuild.scanning.scan import ScanOptions, file_kind, make_target, scan_tree
+from flashbuild.source import cxx
 
 ROOT = Path(__file__).resolve().parents[2]
 CSRC = ROOT / "csrc"

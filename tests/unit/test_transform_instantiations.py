@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from flashbuild.errors import PatchError
-from flashbuild.patching import cxx
 from flashbuild.patching.transforms import registry
 from flashbuild.patching.transforms.base import TransformContext, TransformResult
 from flashbuild.patching.transforms.instantiations import (
@@ -18,6 +17,7 @@ from flashbuild.patching.transforms.instantiations import (
     file_facts,
     find_sites,
 )
+from flashbuild.source import cxx
 from tests.unit.transform_tree import DictTree
 
 BASE = Path(__file__).resolve().parent.parent / "fixtures" / "transforms" / "instantiations"

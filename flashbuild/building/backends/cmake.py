@@ -98,6 +98,10 @@ class _Setup:
     env: dict[str, str]
     digest: str
     logs: Path
+    toolkit_root: Path
+    """The toolkit CMake is given (CUDAToolkit_ROOT)."""
+    release: str
+    """`13.0.*`: the cuda-toolkit release a PyPI fix names."""
 
 
 def _setup(ctx: BackendContext, tools: cmake.Tools) -> _Setup:
@@ -126,8 +130,11 @@ def _setup(ctx: BackendContext, tools: cmake.Tools) -> _Setup:
            **request.build_env, "NINJA_STATUS": cmake.NINJA_STATUS}
     logs = folder.path / "logs"
     logs.mkdir(exist_ok=True)
+    release = request.toolkit.release
     return _Setup(folder, source_dir, plan, chosen, output_dir, argv, env,
-                  cmake.configure_hash(argv, env, request.platform), logs)
+                  cmake.configure_hash(argv, env, request.platform), logs,
+                  request.cmake_toolkit_root or request.toolkit.root,
+                  f"{release.major}.{release.minor}.*" if release else "13.0.*")
 
 
 def _forget_other_source(setup: _Setup, *, notes: list[str], say: Step) -> None:
@@ -173,6 +180,16 @@ def _configure(setup: _Setup, runner: StreamRunner) -> None:
             details={"log": str(log_path)},
         ) from None
     if code != 0:
+        components = cmake.missing_toolkit_components("\n".join(lines))
+        if components:
+            toolkit = setup.toolkit_root
+            raise BuildError(
+                f"CMake configure failed: the project links {', '.join(components)}, which the "
+                f"toolkit at {toolkit} does not have",
+                evidence=f"FindCUDAToolkit defines no {', '.join(components)} there; log: "
+                f"{log_path}",
+                fix=cmake.component_fix(components, toolkit, setup.release),
+                details={"log": str(log_path), "missing": components})
         first = progress.first_error(lines)
         raise BuildError(
             "CMake configure failed",

@@ -25,7 +25,6 @@ from importlib import resources
 from typing import TYPE_CHECKING, Literal
 
 from flashbuild.errors import PatchError
-from flashbuild.patching import cxx
 from flashbuild.patching.transforms import register
 from flashbuild.patching.transforms._common import (
     Edit,
@@ -43,6 +42,7 @@ from flashbuild.patching.transforms.base import (
     TransformResult,
     TreeView,
 )
+from flashbuild.source import cxx
 
 if TYPE_CHECKING:
     from tree_sitter import Node

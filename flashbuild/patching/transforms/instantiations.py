@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from flashbuild.errors import PatchError
-from flashbuild.patching import cxx
 from flashbuild.patching.transforms import register
 from flashbuild.patching.transforms._common import (
     Edit,
@@ -48,6 +47,7 @@ from flashbuild.patching.transforms.base import (
     TransformResult,
     TreeView,
 )
+from flashbuild.source import cxx
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence

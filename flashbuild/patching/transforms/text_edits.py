@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Literal
 
 from flashbuild.errors import PatchError, RecipeError
-from flashbuild.patching import cxx
 from flashbuild.patching.transforms import register
 from flashbuild.patching.transforms._common import (
     Edit,
@@ -33,6 +32,7 @@ from flashbuild.patching.transforms.base import (
     TransformResult,
     TreeView,
 )
+from flashbuild.source import cxx
 
 # --------------------------------------------------------------------------- macro-edit
 

@@ -35,6 +35,14 @@ What it changed is appended, one JSON object per extension, to FLASHBUILD_HOOK_R
 the build reads back. The sitecustomize this file shadows (Debian's, a venv's) still runs.
 Settings come from the environment as JSON: FLASHBUILD_GENCODE, FLASHBUILD_NVCC_FLAGS,
 FLASHBUILD_CXX_FLAGS, FLASHBUILD_BUILD_TEMP, FLASHBUILD_PATH_LIMIT.
+
+Record mode (FLASHBUILD_RECORD = a JSON file; flashbuild/source/setup_record.py reads it): the
+same rewrite, then nothing is compiled or linked. torch writes its build.ninja as usual; the
+hook asks `ninja -t compdb` for the compile commands instead of running ninja, records the
+commands setuptools would spawn without running them, and stops setup.py there. Meanwhile it
+records which environment variables the tree's own files read (file:line), and makes network
+calls fail at once (recorded too): record mode runs a tree's setup.py to learn what it builds,
+never to fetch anything.
 """
 
 from __future__ import annotations
@@ -151,6 +159,125 @@ def _check_paths(self: object, report: str | None) -> None:
                      "nothing was compiled")
 
 
+# --- record mode ----------------------------------------------------------------------------
+
+_RECORD: dict[str, list[object]] = {"extensions": [], "compdb": [], "spawned": [],
+                                    "env_reads": [], "network": []}
+
+
+#: Recording stops while the record is written (writing it must not record itself).
+_RECORD_ON = [True]
+
+
+class RecordDone(SystemExit):
+    """Raised once the build files are written: setup.py stops, nothing compiled."""
+
+
+def _recording() -> bool:
+    return bool(os.environ.get("FLASHBUILD_RECORD"))
+
+
+def _caller_in_tree() -> str | None:
+    """`file:line` of the code that made the call, when it is one of the tree's own files (the
+    working folder); None when torch, setuptools or the standard library made it. Frames of
+    `os` and `collections.abc` (os.getenv, Mapping.get) are looked through."""
+    tree = os.path.abspath(os.getcwd()) + os.sep
+    frame = sys._getframe(2)
+    while frame is not None:
+        raw = frame.f_code.co_filename
+        if raw.startswith("<") or os.path.basename(raw) in ("os.py", "_collections_abc.py") \
+                or os.path.dirname(os.path.abspath(raw)) == _HERE:
+            frame = frame.f_back  # type: ignore[assignment]
+            continue
+        name = os.path.abspath(raw)
+        return f"{os.path.relpath(name, tree[:-1])}:{frame.f_lineno}" \
+            if name.startswith(tree) else None
+    return None
+
+
+def _record_env_reads() -> None:
+    environ_type = type(os.environ)
+    original = environ_type.__getitem__
+
+    seen: set[tuple[str, str]] = set()
+
+    def getitem(self: object, key: str) -> str:
+        where = _caller_in_tree() if _RECORD_ON[0] else None
+        if where is not None and (key, where) not in seen:
+            seen.add((key, where))
+            _RECORD["env_reads"].append({"name": key, "where": where})
+        return original(self, key)  # type: ignore[arg-type]
+
+    environ_type.__getitem__ = getitem  # type: ignore[method-assign]
+
+
+def _block_network() -> None:
+    import socket  # record mode only: a build's processes import nothing more than before
+
+    def refuse(what: str, target: object) -> None:
+        _RECORD["network"].append({"call": what, "target": str(target)[:200],
+                                   "where": _caller_in_tree() or "?"})
+        raise OSError(101, "network calls are refused while flashbuild records setup.py")
+
+    def getaddrinfo(host: object, *args: object, **kwargs: object) -> object:
+        refuse("getaddrinfo", host)
+        return None
+
+    def connect(self: socket.socket, address: object) -> None:
+        if self.family == getattr(socket, "AF_UNIX", None):
+            return original_connect(self, address)  # type: ignore[arg-type]
+        refuse("connect", address)
+        return None
+
+    original_connect = socket.socket.connect
+    socket.getaddrinfo = getaddrinfo  # type: ignore[assignment]
+    socket.socket.connect = connect  # type: ignore[method-assign,assignment]
+
+
+def _compdb(build_directory: str) -> None:
+    """The compile commands of torch's build.ninja, from ninja itself."""
+    import subprocess
+    ninja = "ninja"
+    try:
+        import ninja as ninja_wheel  # the PyPI wheel flashbuild depends on
+
+        # Both names, so the hook decides nothing about the OS (`ninja.exe` on Windows).
+        found = [os.path.join(ninja_wheel.BIN_DIR, name) for name in ("ninja", "ninja.exe")]
+        ninja = next((c for c in found if os.path.isfile(c)), ninja)
+    except ImportError:
+        pass
+    done = subprocess.run([ninja, "-t", "compdb"], cwd=build_directory, capture_output=True,
+                          text=True, timeout=60, check=False)
+    try:
+        entries = json.loads(done.stdout) if done.returncode == 0 else []
+    except ValueError:
+        entries = []
+    _RECORD["compdb"].extend(entries)
+    _RECORD.setdefault("ninja_files", []).append(os.path.join(build_directory, "build.ninja"))
+
+
+def _describe(ext: object) -> dict[str, object]:
+    args = getattr(ext, "extra_compile_args", None)
+    return {"name": getattr(ext, "name", "?"),
+            "sources": [str(s) for s in getattr(ext, "sources", None) or []],
+            "include_dirs": [str(s) for s in getattr(ext, "include_dirs", None) or []],
+            "define_macros": [[str(k), None if v is None else str(v)]
+                              for k, v in getattr(ext, "define_macros", None) or []],
+            "extra_compile_args": args if isinstance(args, dict) else {"all": list(args or [])},
+            "cuda": _has_cuda_sources(ext)}
+
+
+def write_record(extra: dict[str, object]) -> None:
+    path = os.environ.get("FLASHBUILD_RECORD")
+    _RECORD_ON[0] = False
+    if not path:
+        return
+    text = json.dumps({**_RECORD, **extra}, default=str)
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(path + ".tmp", path)
+
+
 def _patch(module: object) -> None:
     # CUDA_HOME is the toolkit flashbuild chose. torch computes it at import only when it was
     # built with CUDA: a CPU-only torch leaves it None and every CUDAExtension raises. The
@@ -171,6 +298,17 @@ def _patch(module: object) -> None:
         records += [{"extension": getattr(ext, "name", "?"), "no_device_code": True,
                      "sources": [str(s) for s in getattr(ext, "sources", None) or []][:8]}
                     for ext in extensions if _declares_cuda(ext) and not _has_cuda_sources(ext)]
+        if _recording():
+            _RECORD["extensions"] = [_describe(e) for e in getattr(self, "extensions", [])]
+            _RECORD["rewrites"] = records  # type: ignore[assignment]
+            module._run_ninja_build = (  # type: ignore[attr-defined]
+                lambda build_directory, *a, **k: _compdb(build_directory))
+            compiler = getattr(self, "compiler", None)
+            if compiler is not None:
+                # Without ninja torch compiles through spawn: record the command, run nothing.
+                compiler.spawn = lambda cmd, *a, **k: _RECORD["spawned"].append(
+                    [str(c) for c in cmd])
+                compiler.link_shared_object = lambda *a, **k: None
         temp = os.environ.get("FLASHBUILD_BUILD_TEMP")
         if temp:
             self.build_temp = temp  # type: ignore[attr-defined]
@@ -180,7 +318,10 @@ def _patch(module: object) -> None:
                 for record in records:
                     fh.write(json.dumps(record) + "\n")
         _check_paths(self, report)
-        return original(self)
+        result = original(self)
+        if _recording():
+            raise RecordDone(0)
+        return result
 
     build_ext.build_extensions = build_extensions
     build_ext._flashbuild_hooked = True
@@ -307,4 +448,7 @@ if __name__ == "sitecustomize":  # imported by Python at start-up, not by a test
         _offline()
     if os.environ.get("FLASHBUILD_VERSION_FILE"):
         sys.meta_path.insert(0, _Finder("setuptools.dist", _freeze_version))
+    if _recording():
+        _record_env_reads()
+        _block_network()
     _chain()

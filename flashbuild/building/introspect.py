@@ -1,0 +1,437 @@
+"""Introspection: ask the build what it compiles, without compiling (DESIGN.md "The tree model").
+
+`introspect(recipe, tree, arch)` resolves the toolkit, host compiler and the recipe's options
+exactly as `flashbuild build` does (building/command.py), then:
+
+- CMake trees: writes the File API queries into a scratch folder inside the build root
+  (`<build root>/introspect/<name>-<key>`), configures the tree there with Ninja and the same
+  defines and arch the build uses (`cmake.configure_argv`), and reads the replies
+  (source/cmake_fileapi.py). A configure that stops at generate time only because a CUDA
+  toolkit component (`CUDA::cublas`) is absent is configured again with an empty stand-in
+  for that target, and the model says so (the build itself still needs the library). When the
+  project builds its arch flags from its own variable (`-gencode=arch=compute_${GPU_ARCH}a`)
+  and the flags differ from `--arch`, the variable is confirmed by configuring with it set.
+- setup.py trees: copies the tree into the scratch folder and runs its setup.py there under
+  the build hook in record mode (resources/record_setup.py), with the environment the
+  setuptools backend composes; torch writes build.ninja, nothing compiles, network calls fail
+  at once, and a run past the timeout is stopped.
+
+Whatever cannot run (no toolkit, another platform, a configure error, a timeout) gives an
+`Introspection` with no model and a one-line reason; callers fall back to static reading. The
+tree itself is only read: everything is written inside the scratch folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import sys
+import sysconfig
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from flashbuild.building import cmake
+from flashbuild.errors import FlashbuildError
+from flashbuild.source import cmake_fileapi, setup_record, treemodel
+from flashbuild.source.treemodel import ArchForm, ArchVariable, Bindings, Introspection
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from flashbuild.arch import ArchSpec
+    from flashbuild.building.request import BuildRequest, StreamRunner
+    from flashbuild.recipes.model import Recipe
+
+#: Seconds a configure or a setup.py record may take.
+DEFAULT_TIMEOUT = 300.0
+_STUB = Path(__file__).resolve().parent / "backends" / "resources" / "stub_targets.cmake"
+_RECORDER = Path(__file__).resolve().parent / "backends" / "resources" / "record_setup.py"
+#: Folders not copied for a setup.py record (version control, caches, earlier builds).
+_SKIP = frozenset({".git", ".hg", ".svn", "__pycache__", ".flashbuild", ".mypy_cache",
+                   ".pytest_cache", ".venv", "build", "dist"})
+_TOP_ONLY = frozenset({"build", "dist"})
+
+
+def introspect(recipe: Recipe, tree: Path, spec: ArchSpec, *, platform: str | None = None,
+               timeout: float = DEFAULT_TIMEOUT,
+               say: Callable[[str], None] | None = None) -> Introspection:
+    """Configure (CMake) or record (setup.py) the tree as `flashbuild build --recipe` would;
+    never raises for what the tree or the machine lacks: the reason is the fallback line."""
+    start = time.monotonic()
+    try:
+        request, runner = _request(recipe, tree, spec, platform)
+        scratch = _scratch(request)
+        if say is not None:
+            what = ("recording setup.py" if recipe.build.backend == "setuptools"
+                    else "configuring (no compile)")
+            say(f"introspection: {what} in {scratch}")
+        if recipe.build.backend == "setuptools":
+            model = _record(request, runner, scratch, timeout)
+        else:
+            model = _configure(request, runner, scratch, timeout)
+    except FlashbuildError as exc:
+        return Introspection(model=None, fallback=_one_line(exc),
+                             seconds=time.monotonic() - start)
+    except (OSError, shutil.Error) as exc:
+        # Copying the tree or preparing the scratch folder failed (a permission, a full disk).
+        return Introspection(model=None, fallback=f"the scratch folder could not be prepared "
+                             f"({exc})", seconds=time.monotonic() - start)
+    seconds = time.monotonic() - start
+    return Introspection(model=_with_seconds(model, seconds), seconds=seconds)
+
+
+def introspect_for_draft(recipe: Recipe, tree: Path, spec: ArchSpec,
+                         platform: str) -> Introspection:
+    """`introspect` as recipe init calls it (one line said before it runs)."""
+    from flashbuild.console import ui
+
+    return introspect(recipe, tree, spec, platform=platform, say=ui.say)
+
+
+def _one_line(exc: FlashbuildError) -> str:
+    text = exc.what.rstrip(".")
+    if exc.evidence:
+        text += f" ({exc.evidence.strip().splitlines()[0][:300]})"
+    return text
+
+
+def _with_seconds(model: treemodel.TreeModel, seconds: float) -> treemodel.TreeModel:
+    return replace(model, seconds=seconds)
+
+
+def _request(recipe: Recipe, tree: Path, spec: ArchSpec,
+             platform: str | None) -> tuple[BuildRequest, StreamRunner]:
+    """The BuildRequest `flashbuild build` would make (building/command.py), for this machine."""
+    import site
+
+    from flashbuild import platforms
+    from flashbuild.building.command import (
+        _choose_toolkit,
+        _host_environment,
+        _version_or_none,
+        recipe_settings,
+    )
+    from flashbuild.building.request import BuildRequest
+    from flashbuild.building.toolkit import cmake_toolkit_root
+    from flashbuild.errors import UsageError
+    from flashbuild.proc import ProcessRunner
+    from flashbuild.recipes.when import WhenContext
+
+    plat = platforms.current()
+    if platform is not None and platform != plat.name:
+        raise UsageError(f"introspection configures for this machine ({plat.name}), the "
+                         f"target is {platform}")
+    if spec.native:
+        raise UsageError("introspection needs a named arch (`--arch native` needs a GPU "
+                         "to resolve)")
+    env = dict(os.environ)
+    runner = ProcessRunner()
+    cache_dir = plat.user_cache_dir(env)
+    toolkit = _choose_toolkit(env, runner, plat, cuda=None, cache_dir=cache_dir,
+                              site_packages=[Path(p) for p in site.getsitepackages()])
+    host, build_env, cuda_flags, cxx_flags = _host_environment(
+        env, runner, plat, toolkit=toolkit, cache_dir=cache_dir, say=lambda _line: None)
+    cmake_root = cmake_toolkit_root(toolkit, cache_dir / "toolkits", plat)
+    ctx = WhenContext(platform=plat.name, arch=spec, cuda=toolkit.release,
+                      compiler=host.kind, compiler_version=_version_or_none(host.version))
+    defines, args, recipe_env = recipe_settings(recipe, ctx, spec)
+    request = BuildRequest(
+        recipe=recipe, source_dir=tree, arch=spec, toolkit=toolkit, cmake_toolkit_root=cmake_root,
+        platform=plat, host_compiler=host, env=build_env, cmake_defines=defines,
+        cmake_args=tuple(args), build_env=recipe_env, cuda_flags=cuda_flags,
+        cxx_flags=cxx_flags, output_dir_var=recipe.build.output_dir_var,
+        exclude_var=recipe.build.exclude_var, python=sys.executable)
+    return request, runner
+
+
+def _scratch(request: BuildRequest) -> Path:
+    from flashbuild.building.builddir import default_root
+
+    key = hashlib.sha256("\0".join([
+        request.recipe.name, request.arch.cmake(), request.platform.name,
+        request.toolkit.fingerprint, str(request.source_dir.resolve())]).encode()).hexdigest()
+    root = default_root(request.source_dir,
+                        cache_dir=request.platform.user_cache_dir(request.env))
+    folder = root / "introspect" / f"{re.sub(r'[^0-9A-Za-z.-]+', '_', request.recipe.name)}-"\
+        f"{key[:8]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+# --- CMake -------------------------------------------------------------------------------------
+
+def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
+               timeout: float) -> treemodel.TreeModel:
+    from flashbuild.building.backends.cmake import _pybind11_dir
+    from flashbuild.errors import BuildError
+
+    tools = cmake.find_tools(runner, request.env, request.platform)
+    source_dir = (request.source_dir / request.recipe.build.cmake_source).resolve()
+    build_dir = scratch / "cmake"
+    # Every introspection starts from an empty folder: nothing from an earlier one (another
+    # recipe's options, a stand-in) leaks into it.
+    shutil.rmtree(build_dir, ignore_errors=True)
+    build_dir.mkdir(parents=True)
+    cmake_fileapi.write_queries(build_dir)
+    nvcc = (request.cmake_toolkit_root or request.toolkit.root) / "bin" / \
+        request.platform.exe("nvcc")
+    base = cmake.ConfigureInputs(
+        source_dir=source_dir, build_dir=build_dir, output_dir=scratch / "out", nvcc=nvcc,
+        toolkit_root=request.cmake_toolkit_root or request.toolkit.root, arch=request.arch,
+        python=request.python, pybind11_dir=_pybind11_dir(),
+        output_dir_var=request.output_dir_var, options=request.cmake_defines,
+        exclude_var=request.exclude_var, cuda_flags=request.cuda_flags,
+        cxx_flags=request.cxx_flags, ptxas_verbose=False, extra_args=request.cmake_args)
+    stubs: list[str] = []
+    tried: set[str] = set()
+
+    def run(inputs: cmake.ConfigureInputs) -> None:
+        argv = cmake.configure_argv(tools, inputs)
+        # The cache is kept between the configures of one introspection (CMake's compiler
+        # checks are what a configure spends its time on); a variable an earlier try set and
+        # this one does not is removed from it.
+        argv += [f"-U{name}" for name in sorted(tried - set(inputs.options))]
+        tried.update(set(inputs.options) - set(base.options))
+        if stubs:
+            argv += [f"-DCMAKE_PROJECT_INCLUDE={_STUB.as_posix()}",
+                     f"-DFLASHBUILD_STUB_TARGETS={';'.join(stubs)}"]
+        done = runner.run(argv, env=request.env, cwd=build_dir, timeout=timeout, check=False)
+        if done.ok:
+            return
+        missing = sorted(set(cmake.missing_toolkit_components(done.output)) - set(stubs))
+        if missing:
+            stubs.extend(missing)
+            run(inputs)
+            return
+        raise BuildError("the CMake configure failed", evidence=_first_cmake_error(
+            done.output) or f"exit {done.returncode}")
+
+    run(base)
+    reply = _load(build_dir)
+    # The interpreter introspection configures for is this one (request.python).
+    suffix = str(sysconfig.get_config_var("EXT_SUFFIX") or "")
+    matched, baseline = _arch_in_ninja(build_dir, request.arch)
+    # Also when the arch already matches (FlashRT detects the GPU with nvidia-smi on a GPU
+    # machine): a variable that chooses the arch is set from --arch in the draft, so the build
+    # does not depend on what the machine it runs on detects.
+    arch_var = _confirm_arch_variable(request, base, run, build_dir,
+                                      baseline=None if not matched else baseline)
+    if arch_var is not None:
+        reply = _load(build_dir)
+    notes: list[str] = []
+    if stubs:
+        release = request.toolkit.release
+        notes.append(
+            f"{', '.join(stubs)} not found in the toolkit ({request.toolkit.root}): "
+            "introspection configured with an empty stand-in; the build itself needs the "
+            "library: " + cmake.component_fix(
+                stubs, request.toolkit.root,
+                f"{release.major}.{release.minor}.*" if release else "13.0.*"))
+    try:
+        ninja_text = (build_dir / "build.ninja").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        ninja_text = ""
+    model = treemodel.from_cmake(reply, request.source_dir.resolve(), python_suffix=suffix,
+                                 notes=tuple(notes), arch_variable=arch_var,
+                                 ninja_flags=treemodel.ninja_arch_flags(ninja_text))
+    compiler = reply.cache_value("CMAKE_CXX_COMPILER") or request.host_compiler.path or "c++"
+    root = request.source_dir.resolve()
+    return replace(model, bindings=_bindings(model, root, runner, request.env,
+                                             {"CXX": compiler}),
+                   jit=treemodel.find_jit(root, _python_files(root)))
+
+
+def _python_files(root: Path) -> list[str]:
+    """The tree's Python files, vendored folders left out."""
+    return [p.relative_to(root).as_posix() for p in sorted(root.rglob("*.py"))
+            if not {"third_party", "3rdparty", "build"} & set(p.relative_to(root).parts)]
+
+
+def _bindings(model: treemodel.TreeModel, root: Path, runner: StreamRunner,
+              env: Mapping[str, str], compilers: Mapping[str, str]) -> tuple[Bindings, ...]:
+    """Preprocess each module's bindings unit with its real flags and read the names it
+    registers (see treemodel.registered_names). A unit that does not preprocess (a missing
+    header) gives no bindings: the draft then leaves [verify] exports to a person."""
+    found: list[Bindings] = []
+    for target in model.modules():
+        for unit in target.sources:
+            compiler = compilers.get(unit.path) or compilers.get(unit.language)
+            path = Path(unit.path) if Path(unit.path).is_absolute() else root / unit.path
+            if compiler is None or unit.language != "CXX":
+                continue
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            macro = treemodel.MODULE_MACRO.search(text)
+            if macro is None:
+                continue
+            includes = [i if Path(i).is_absolute() else str(root / i) for i in unit.includes]
+            argv = [compiler, "-E", *(f"-I{i}" for i in includes),
+                    *(f"-D{d}" for d in unit.defines),
+                    *(f for f in unit.flags if f.startswith(("-std", "-f", "-m", "-U", "-D"))),
+                    str(path)]
+            try:
+                done = runner.run(argv, env=env, cwd=root, timeout=180, check=False)
+            except FlashbuildError as exc:
+                found.append(Bindings(module=macro[1], source=unit.path, names=(),
+                                      error=exc.what))
+                continue
+            if done.ok:
+                found.append(Bindings(module=macro[1], source=unit.path,
+                                      names=treemodel.registered_names(done.stdout, path.name,
+                                                                       macro[2])))
+            else:
+                first = next((ln.strip() for ln in done.stderr.splitlines()
+                              if "error" in ln), f"exit {done.returncode}")
+                found.append(Bindings(module=macro[1], source=unit.path, names=(),
+                                      error=first.replace(str(root) + "/", "")))
+    return tuple(found)
+
+
+def _first_cmake_error(output: str) -> str:
+    """`CMakeLists.txt:25 (message): no way` from CMake's `CMake Error at …:` line and the
+    message under it; the last line of the output when there is none."""
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("CMake Error"):
+            where = line.removeprefix("CMake Error at ").removeprefix("CMake Error").strip(" :")
+            text = next((ln.strip() for ln in lines[i + 1:] if ln.strip()), "")
+            return f"{where}: {text}" if where else text
+    return next((ln.strip() for ln in reversed(lines) if ln.strip()), "")
+
+
+def _load(build_dir: Path) -> cmake_fileapi.Reply:
+    from flashbuild.errors import BuildError
+
+    try:
+        return cmake_fileapi.load_reply(build_dir)
+    except cmake_fileapi.FileApiError as exc:
+        raise BuildError("the CMake File API reply could not be read", evidence=str(exc)) \
+            from exc
+
+
+def _arch_in_ninja(build_dir: Path, spec: ArchSpec) -> tuple[bool, str]:
+    """Whether the generated build.ninja asks nvcc for exactly --arch's SASS (what the build's
+    own arch check reads, so also arch flags CMake adds from a CUDA_ARCHITECTURES property),
+    and the flags as evidence. No arch flag at all counts as a match: nothing to compare."""
+    from flashbuild.building.archcheck import expected_sass, ninja_arch_flags
+
+    flags = ninja_arch_flags(build_dir / "build.ninja")
+    shown = " ".join(sorted(flags.sass | flags.ptx))
+    if not flags.found:
+        return True, ""
+    return flags.sass == expected_sass(spec) and not flags.wide, shown
+
+
+def _confirm_arch_variable(request: BuildRequest, base: cmake.ConfigureInputs,
+                           run: Callable[[cmake.ConfigureInputs], None],
+                           build_dir: Path, *, baseline: str | None) -> ArchVariable | None:
+    """Try the variables the CMake files build arch flags from, each in the forms projects
+    read; the first whose configure asks for --arch's SASS is the tree's arch variable.
+
+    `baseline`: the arch flags of a configure that already matched --arch (None when it did
+    not). Then a candidate counts only if it controls the arch: set to another arch, the flags
+    change."""
+    from flashbuild.arch import parse_arch_spec
+
+    texts = {}
+    for path in sorted(base.source_dir.rglob("CMakeLists.txt"))[:50] + \
+            sorted(base.source_dir.rglob("*.cmake"))[:50]:
+        if any(part in ("third_party", "3rdparty", "external", "build") for part in
+               path.relative_to(base.source_dir).parts):
+            continue
+        try:
+            texts[str(path)] = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+    values = request.arch.placeholders()
+    forms: tuple[ArchForm, ...] = ("arch_numbers", "arch_codes", "arch_dotted")
+    other = parse_arch_spec("sm_80" if request.arch.archs[0].code != 80 else "sm_90")
+    tried = False
+    for name in treemodel.cmake_arch_candidates(texts)[:3]:
+        if name in base.options:
+            continue  # the recipe sets it already
+        tried = True
+        if baseline is not None:
+            try:
+                run(replace(base, options={**base.options,
+                                           name: other.placeholders()["arch_numbers"]}))
+            except FlashbuildError:
+                continue
+            if _arch_in_ninja(build_dir, other)[1] == baseline:
+                continue  # it does not choose the arch
+        for form in forms:
+            inputs = replace(base, options={**base.options, name: values[form]})
+            try:
+                run(inputs)
+                _load(build_dir)  # it must load; the arch is read from build.ninja
+            except FlashbuildError:
+                continue
+            ok, shown = _arch_in_ninja(build_dir, request.arch)
+            if ok and shown:
+                return ArchVariable(name=name, form=form, value=values[form],
+                                    evidence=f"build.ninja asks for {shown}")
+    if tried:
+        run(base)  # leave the scratch folder configured as the build would be
+    return None
+
+
+# --- setup.py ----------------------------------------------------------------------------------
+
+def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
+            timeout: float) -> treemodel.TreeModel:
+    from flashbuild.building.backends.setuptools import (
+        build_environment,
+        check_torch_cuda,
+        probe_torch,
+    )
+    from flashbuild.errors import BuildError, ToolchainError
+
+    torch = probe_torch(request, runner)
+    try:
+        check_torch_cuda(torch, request)
+    except ToolchainError as exc:
+        if torch["cuda"]:
+            raise
+        # A CPU-only torch is enough to write build.ninja (its headers are all cpp_extension
+        # needs; the hook gives it CUDA_HOME); only the link would fail. Say nothing.
+        del exc
+    copy = scratch / "tree"
+    if copy.exists():
+        shutil.rmtree(copy)
+    top = str(request.source_dir)
+
+    def skip(folder: str, names: list[str]) -> list[str]:
+        # build/ and dist/ only at the top (setuptools' output folders); the others anywhere.
+        return [n for n in names if n in _SKIP and (folder == top or n not in _TOP_ONLY)]
+
+    shutil.copytree(top, copy, symlinks=True, ignore=skip)
+    record_file = scratch / "record.json"
+    record_file.unlink(missing_ok=True)
+    env = build_environment(request, copy, jobs=1, hook_report=scratch / "hook.jsonl",
+                            build_temp=scratch / "temp")
+    env[setup_record.RECORD_ENV] = str(record_file)
+    # Network calls fail in the hook; git (a submodule clone) and pip are told the same.
+    env["GIT_ALLOW_PROTOCOL"] = "file"
+    env["PIP_NO_INDEX"] = "1"
+    argv = [request.python, str(_RECORDER), "build_ext", "--build-temp",
+            str(scratch / "temp"), "--build-lib", str(scratch / "lib")]
+    done = runner.run(argv, env=env, cwd=copy, timeout=timeout, check=False)
+    if not record_file.is_file():
+        tail = done.output.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+        raise BuildError("setup.py ended before the record was written", evidence=tail[0])
+    try:
+        record = setup_record.load_record(record_file)
+    except setup_record.RecordError as exc:
+        raise BuildError("the setup.py record could not be read", evidence=str(exc)) from exc
+    model = treemodel.from_record(record, request.source_dir.resolve(), copy)
+    compilers = {treemodel.relative(c.source, copy): c.compiler for c in record.commands}
+    return replace(model, bindings=_bindings(model, copy, runner, env, compilers),
+                   jit=treemodel.find_jit(copy, _python_files(copy)))
+
+

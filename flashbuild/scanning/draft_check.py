@@ -1,0 +1,244 @@
+"""Drafts checked against the configured build, and drafts that agree with themselves.
+
+`apply_model` replaces what `draft_build` guessed from the text with what the configured build
+says (source/treemodel.py, from building/introspect.py):
+
+- `[build] targets` / `[[artifact]]`: only the module and shared-library targets this
+  configuration defines (a target the CMakeLists defines only for another arch is left out,
+  and a note says so);
+- the tree's own arch variable (e.g. `GPU_ARCH`), confirmed by a configure, as a
+  `[[build.options]]` define set from `--arch`;
+- `[install]`: the package that holds the modules, also when its `__init__.py` does not import
+  them (the tree's Python imports `pkg.module`);
+- `[verify] exports`: only the names the configured build's bindings register (their unit
+  preprocessed with its real flags), else none, with a TODO saying why;
+- a setup.py that raised in record mode: the drafted `[[build.env]]` that made it raise is
+  dropped, and a TODO quotes the exception.
+
+`reconcile` makes the draft agree with itself (issue 21): a finding the drafted build
+environment or the build hook already handles is listed as handled, not as a TODO.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from flashbuild.scanning.draft import BuildDraft, BuildTodo, Draft, DraftArtifact, _read
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from flashbuild.source.treemodel import BuildTarget, TreeModel
+
+
+def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[str]) -> None:
+    b = d.build
+    if b is None:
+        return
+    b.notes["build"].append(f"read from the configured build ({model.via}, "
+                            f"{model.seconds:.1f} s)")
+    b.notes["build"] += list(model.notes)
+    if model.system == "cmake":
+        _cmake_targets(b, model)
+        if model.arch_variable is not None:
+            var = model.arch_variable
+            b.options.append(({var.name: "{" + var.form + "}"},
+                              f"{var.name}: the CMakeLists builds its arch flags from it "
+                              f"(configured with {var.name}={var.value}: {var.evidence})"))
+        if b.package is None:
+            _install_from_imports(root, python_files, b, [_module_name(t) for t in
+                                                         model.modules()])
+    elif model.exception is not None:
+        if any(t.evidence == str(model.exception) for t in b.todos):
+            return _exports(b, model, root)
+        b.todos.append(BuildTodo(
+            table="build", what="setup.py raised when run as the build runs it (record mode)",
+            evidence=str(model.exception),
+            fix="set the project's own switches in [[build.env]] so that it accepts this "
+            "arch and platform, or patch the check; flashbuild drafts no environment it "
+            "cannot confirm"))
+    else:
+        built = [t for t in model.targets if t.sources]
+        cuda = [t for t in built if any(u.language == "CUDA" for u in t.sources)]
+        if not cuda and model.argv_options:
+            b.todos.append(BuildTodo(
+                table="build", what="setup.py builds no CUDA extension as run, and looks for "
+                "command-line options: " + ", ".join(f"`{o.name}` ({o.where})"
+                                                     for o in model.argv_options[:4]),
+                evidence=f"{model.via}: no extension with CUDA sources",
+                fix="flashbuild's setuptools backend passes no setup.py options: patch the "
+                "check to also read an environment variable, then set it in [[build.env]]"))
+        b.notes["build"].append(
+            "setup.py record mode: builds " + (", ".join(
+                f"{t.name} ({len(t.sources)} sources)" for t in built) or "no extension"))
+    if model.jit:
+        b.notes["build"].append(
+            "kernels compiled at run time (not by this build): " + "; ".join(
+                f"{j.how} at {j.where}" + (f" ({' '.join(j.arch_flags[:3])})"
+                                           if j.arch_flags else "")
+                for j in model.jit[:4]) + (" …" if len(model.jit) > 4 else ""))
+    if model.network:
+        b.notes["build"].append(
+            "setup.py reached for the network in record mode (refused): " + "; ".join(
+                f"{n.call} {n.target} at {n.where}" for n in model.network[:3]))
+    _exports(b, model, root)
+
+
+def _module_name(target: BuildTarget) -> str:
+    return target.artifact.split(".")[0] if target.artifact else target.name
+
+
+def _artifact_name(target: BuildTarget) -> str:
+    if target.kind == "module" or not target.artifact:
+        return _module_name(target)
+    stem = target.artifact.split(".")[0]
+    return stem.removeprefix("lib") if stem.startswith("lib") and len(stem) > 3 else stem
+
+
+def _cmake_targets(b: BuildDraft, model: TreeModel) -> None:
+    static = {a.target: a for a in b.artifacts}
+    built = [t for t in model.targets if t.kind in ("module", "plugin")
+             and not PurePosixPath(t.defined_at.split(":")[0]).is_absolute()]
+    b.artifacts = [DraftArtifact(name=_artifact_name(t), kind="module" if t.kind == "module"
+                                 else "plugin", target=t.name,
+                                 where=f"{t.defined_at}, defined in this configuration")
+                   for t in built]
+    gone = [a for name, a in static.items() if name not in {t.name for t in built}]
+    if gone:
+        b.notes["build"].append(
+            "not defined in this configuration (left out): "
+            + ", ".join(f"{a.target} ({a.where})" for a in gone))
+    # The text's guesses about computed target names are answered by the build.
+    b.todos = [t for t in b.todos if t.table != "artifact"]
+    if not built:
+        b.todos.append(BuildTodo(
+            table="artifact", what="the configured build defines no module or shared library",
+            evidence=f"{model.via}: targets "
+            + (", ".join(t.name for t in model.targets) or "none"),
+            fix="add an [[artifact]] per binary the build must install"))
+
+
+def _install_from_imports(root: Path, python_files: Sequence[str], b: BuildDraft,
+                          modules: Sequence[str]) -> None:
+    """The package the tree's Python imports a module from (`from pkg import mod`, `import
+    pkg.mod`), when that package is a folder of the tree: the binaries install there."""
+    files = set(python_files)
+    counts: Counter[str] = Counter()
+    where: dict[str, str] = {}
+    for rel in python_files:
+        text = _read(root, rel)
+        if text is None or not any(m in text for m in modules):
+            continue
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [f"{node.module}.{a.name}" for a in node.names]
+                names.append(node.module)
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for dotted in names:
+                package, _, leaf = dotted.rpartition(".")
+                if leaf in modules and package:
+                    counts[package] += 1
+                    where.setdefault(package, f"{rel}:{getattr(node, 'lineno', 0)}")
+    for package, _n in counts.most_common():
+        folder = package.replace(".", "/")
+        if f"{folder}/__init__.py" in files:
+            b.package, b.package_dir = package, folder
+            b.todos = [t for t in b.todos if t.table != "install"]
+            b.notes["install"].append(
+                f"the tree's Python imports the module from `{package}` ({where[package]}, "
+                f"{counts[package]} import(s)); its __init__.py does not import it")
+            return
+
+
+def _module_of(macro_name: str, source: str, model: TreeModel) -> str:
+    """The module's own (last) name; `TORCH_EXTENSION_NAME` is the extension compiling it."""
+    if macro_name != "TORCH_EXTENSION_NAME":
+        return macro_name
+    owner = next((t.name for t in model.targets if any(u.path == source for u in t.sources)),
+                 macro_name)
+    return owner.rsplit(".", 1)[-1]
+
+
+def _package_binds(root: Path, b: BuildDraft, module: str) -> set[str] | None:
+    from flashbuild.scanning.draft import _bound_names
+
+    if b.package_dir is None:
+        return set()
+    text = _read(root, f"{b.package_dir}/__init__.py")
+    try:
+        tree = ast.parse(text or "")
+    except SyntaxError:
+        return set()
+    return _bound_names(tree, module)
+
+
+def _exports(b: BuildDraft, model: TreeModel, root: Path) -> None:
+    """Exports only from the bindings the configured build compiles (never from the text)."""
+    drafted = list(b.exports)
+    b.exports = []
+    b.notes.pop("verify", None)
+    b.todos = [t for t in b.todos if t.table != "verify"]
+    for binding in model.bindings:
+        if binding.names:
+            module = _module_of(binding.module, binding.source, model)
+            bound = _package_binds(root, b, module)
+            # verify looks names up on the package: one its __init__.py does not bind is
+            # written `module.name` (as draft._exports does).
+            names = [n if bound is None or n in bound else f"{module}.{n}"
+                     for n in binding.names]
+            b.exports += [n for n in names if n not in b.exports]
+            b.notes["verify"].append(
+                f"exports: what {binding.source} registers for {module}, preprocessed "
+                "with the configured build's flags")
+    if b.exports:
+        return
+    why = "; ".join(f"{x.source}: {x.error or 'registers no name'}" for x in model.bindings) \
+        or "no bindings unit of a module target could be preprocessed"
+    if model.system == "setuptools" and not drafted and not model.bindings:
+        return  # nothing was drafted and nothing could be read: no table, no TODO
+    b.todos.append(BuildTodo(
+        table="verify", what="exports not drafted: they are taken only from what the "
+        "configured build's bindings register", evidence=why,
+        fix="list the names the module must export in [verify] exports once the bindings "
+        "compile here"))
+
+
+# --- a draft that agrees with itself -----------------------------------------------------------
+
+def reconcile(d: Draft) -> None:
+    """Move to `handled` what the drafted build environment, or the build hook, already does."""
+    b = d.build
+    if b is None:
+        return
+    env_values = {k: v for _w, values, _c in b.env for k, v in values.items()}
+    appended = env_values.get("NVCC_APPEND_FLAGS", "")
+    force = [k for k in env_values if k.upper().endswith("FORCE_BUILD")]
+    kept = []
+    for f in d.todos:
+        reason = ""
+        if f.rule == "FB200" and "/Zc:preprocessor" in appended:
+            reason = "[[build.env]] NVCC_APPEND_FLAGS passes -Xcompiler /Zc:preprocessor"
+        elif f.rule == "FB210" and "-DUSE_CUDA" in appended:
+            reason = "[[build.env]] NVCC_APPEND_FLAGS passes -DUSE_CUDA"
+        elif f.rule == "FB230" and force:
+            reason = f"[[build.env]] sets {force[0]} (compile instead of download)"
+        elif f.rule == "FB220" and b.backend == "setuptools":
+            reason = ("`flashbuild build` replaces this gencode list with --arch's -gencode "
+                      "flags (its build hook), then checks the arch in torch's build.ninja")
+        if reason:
+            d.handled.append((f, reason))
+        else:
+            kept.append(f)
+    d.todos = kept
+    if b.backend == "setuptools":
+        b.todos = [t for t in b.todos if not re.search(r"gencode list in setup\.py", t.what)]

@@ -1,0 +1,198 @@
+"""setup.py record mode: the typed record of one run, read from the file the build hook wrote.
+
+The build (building/introspect.py) runs a copy of the tree's setup.py under flashbuild's build
+hook with FLASHBUILD_RECORD set (building/backends/resources/sitecustomize.py and
+record_setup.py): torch's BuildExtension writes its build.ninja, the hook asks `ninja -t
+compdb` for the compile commands and stops there. Nothing is compiled, nothing downloaded.
+This module reads what it recorded:
+
+- the extensions setup.py handed to `build_ext` (name, sources, include dirs, extra args),
+- the compile command of every source (from the compdb, or the commands setuptools would have
+  spawned when the tree does not use ninja), split into includes, defines, flags and the arch
+  flags nvcc gets,
+- the environment variables the tree's own files read (name, file:line),
+- network calls it attempted (refused at once), and the exception it raised, if any.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+#: The environment variable that turns record mode on (the record file's path).
+RECORD_ENV = "FLASHBUILD_RECORD"
+
+_COMPILED = (".cu", ".cpp", ".cc", ".cxx", ".c")
+
+
+class RecordError(Exception):
+    """The record is missing or unreadable."""
+
+
+@dataclass(frozen=True)
+class EnvRead:
+    name: str
+    where: str
+    """`setup.py:42`: the tree's file and line that read it."""
+
+
+@dataclass(frozen=True)
+class NetworkCall:
+    call: str
+    target: str
+    where: str
+
+
+@dataclass(frozen=True)
+class RaisedError:
+    """What ended setup.py when it was not the hook."""
+
+    type: str
+    message: str
+    where: str
+
+    def __str__(self) -> str:
+        return f"{self.type}: {self.message} ({self.where})"
+
+
+@dataclass(frozen=True)
+class CompileCommand:
+    """One source's compile command, split."""
+
+    source: str
+    """As the command names it (absolute, inside the copy the record ran in)."""
+    compiler: str
+    includes: tuple[str, ...]
+    defines: tuple[str, ...]
+    arch_flags: tuple[str, ...]
+    """`-gencode=arch=…,code=…`, `-arch=…`, `-code=…` as nvcc gets them."""
+    flags: tuple[str, ...]
+    """Everything else but `-c`, `-o <obj>` and the source."""
+
+    @property
+    def language(self) -> str:
+        return "CUDA" if self.source.endswith((".cu", ".cuh")) else \
+            "C" if self.source.endswith(".c") else "CXX"
+
+
+@dataclass(frozen=True)
+class RecordedExtension:
+    name: str
+    sources: tuple[str, ...]
+    include_dirs: tuple[str, ...]
+    cuda: bool
+
+
+@dataclass(frozen=True)
+class SetupRecord:
+    """One record-mode run of setup.py."""
+
+    stopped: bool
+    """True when the hook stopped setup.py after torch wrote its build files (the normal end)."""
+    extensions: tuple[RecordedExtension, ...]
+    commands: tuple[CompileCommand, ...]
+    env_reads: tuple[EnvRead, ...]
+    network: tuple[NetworkCall, ...]
+    exception: RaisedError | None
+    replaced_arch_flags: tuple[str, ...] = ()
+    """The arch flags of the setup.py that the build hook replaced with `--arch`'s."""
+    argv_options: tuple[EnvRead, ...] = ()
+    """Command-line options the tree's code looked for in sys.argv (`--cuda_ext`), where."""
+
+    def env_names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r.name for r in self.env_reads))
+
+
+_ARCH_OPTS = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code",
+              "--gpu-code")
+
+
+def split_command(argv: list[str], source: str) -> CompileCommand:
+    """Includes, defines, arch flags and the rest of one compiler command line."""
+    includes: list[str] = []
+    defines: list[str] = []
+    arch: list[str] = []
+    flags: list[str] = []
+    i = 1
+    while i < len(argv):
+        tok = argv[i]
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        name = tok.split("=", 1)[0]
+        if tok in ("-I", "-isystem", "-D", "-o") or (name in _ARCH_OPTS and "=" not in tok):
+            target = {"-I": includes, "-isystem": includes, "-D": defines, "-o": None}.get(
+                tok, arch)
+            if target is not None:
+                target.append(nxt if target is not arch else f"{tok}={nxt}")
+            i += 2
+            continue
+        if tok.startswith("-I"):
+            includes.append(tok[2:])
+        elif tok.startswith("-isystem") and len(tok) > len("-isystem"):
+            includes.append(tok[len("-isystem"):])
+        elif tok.startswith("-D"):
+            defines.append(tok[2:])
+        elif name in _ARCH_OPTS:
+            arch.append(tok)
+        elif tok not in ("-c", source) and not tok.startswith("-o"):
+            flags.append(tok)
+        i += 1
+    return CompileCommand(source=source, compiler=argv[0] if argv else "",
+                          includes=tuple(includes), defines=tuple(defines),
+                          arch_flags=tuple(arch), flags=tuple(flags))
+
+
+def _commands(data: dict[str, Any]) -> list[CompileCommand]:
+    out: list[CompileCommand] = []
+    for entry in data.get("compdb", []):
+        if not isinstance(entry, dict) or not str(entry.get("file", "")).endswith(_COMPILED):
+            continue
+        try:
+            argv = shlex.split(str(entry.get("command", "")))
+        except ValueError:
+            continue
+        source = str(entry.get("file", ""))
+        if not PurePosixPath(source).is_absolute():
+            source = str(PurePosixPath(str(entry.get("directory", ""))) / source)
+        out.append(split_command(argv, source))
+    for argv in data.get("spawned", []):
+        srcs = [a for a in argv if str(a).endswith(_COMPILED) and "-c" in argv]
+        if srcs:
+            out.append(split_command([str(a) for a in argv], str(srcs[-1])))
+    return out
+
+
+def parse_record(data: dict[str, Any]) -> SetupRecord:
+    exts = tuple(RecordedExtension(
+        name=str(e.get("name", "?")), sources=tuple(str(s) for s in e.get("sources", [])),
+        include_dirs=tuple(str(s) for s in e.get("include_dirs", [])),
+        cuda=bool(e.get("cuda"))) for e in data.get("extensions", []) if isinstance(e, dict))
+    raw = data.get("exception")
+    exception = RaisedError(type=str(raw.get("type", "")), message=str(raw.get("message", "")),
+                            where=str(raw.get("where", "?"))) if isinstance(raw, dict) else None
+    removed: list[str] = []
+    for rewrite in data.get("rewrites", []) or []:
+        removed += [str(r) for r in rewrite.get("removed", [])] if isinstance(rewrite,
+                                                                              dict) else []
+    return SetupRecord(
+        stopped=bool(data.get("stopped")), extensions=exts, commands=tuple(_commands(data)),
+        env_reads=tuple(EnvRead(str(r.get("name", "")), str(r.get("where", "?")))
+                        for r in data.get("env_reads", []) if isinstance(r, dict)),
+        network=tuple(NetworkCall(str(n.get("call", "")), str(n.get("target", "")),
+                                  str(n.get("where", "?")))
+                      for n in data.get("network", []) if isinstance(n, dict)),
+        exception=exception, replaced_arch_flags=tuple(removed),
+        argv_options=tuple(EnvRead(str(r.get("name", "")), str(r.get("where", "?")))
+                           for r in data.get("argv_options", []) or [] if isinstance(r, dict)))
+
+
+def load_record(path: Path) -> SetupRecord:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RecordError(f"no readable record at {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise RecordError(f"{path} is not a JSON object")
+    return parse_record(data)

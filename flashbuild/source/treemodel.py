@@ -1,0 +1,388 @@
+"""The tree model: what a configured build of a kernel tree compiles, read from the build
+system itself rather than from the text.
+
+A `TreeModel` says which targets (CMake) or extensions (setup.py) this configuration builds,
+their sources, and per source its language, include folders, defines, flags and the arch
+flags that reach nvcc, each with where it came from; plus the tree's own arch variable (e.g.
+`GPU_ARCH`) when one was confirmed, the environment variables a setup.py read, and what made a
+setup.py stop. It is made from a CMake File API reply (`from_cmake`) or a setup.py record
+(`from_record`); building/introspect.py runs the configure or the record that produces them.
+When neither can run, `Introspection.fallback` says why in one line, and the readers of the
+text are used instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from flashbuild.source.cmake_fileapi import Reply, Setting
+    from flashbuild.source.setup_record import EnvRead, NetworkCall, RaisedError, SetupRecord
+
+BuildSystem = Literal["cmake", "setuptools"]
+TargetKind = Literal["module", "plugin", "library", "executable", "other"]
+ArchForm = Literal["arch_numbers", "arch_codes", "arch_dotted"]
+#: nvcc options that choose the arch (every spelling the grammar of nvcc accepts).
+_ARCH_FLAG = re.compile(r"^(?:-gencode|--generate-code|-arch|--gpu-architecture|-code|"
+                        r"--gpu-code)\b")
+
+
+@dataclass(frozen=True)
+class SourceUnit:
+    """One compiled source as the configured build compiles it."""
+
+    path: str
+    """Relative to the tree (posix); absolute when outside it."""
+    language: str
+    """`CUDA`, `CXX` or `C`."""
+    includes: tuple[str, ...]
+    defines: tuple[str, ...]
+    flags: tuple[str, ...]
+    arch_flags: tuple[str, ...]
+    """The flags that choose what nvcc emits (`-gencode=arch=compute_90a,code=sm_90a`)."""
+    origin: str
+    """Where the flags came from: the CMake command and file:line of the arch flags, or the
+    compile command torch's build.ninja holds."""
+
+
+@dataclass(frozen=True)
+class BuildTarget:
+    """A target (CMake) or an extension (setup.py) this configuration builds."""
+
+    name: str
+    kind: TargetKind
+    """`module`: a Python extension module; `plugin`: another shared library."""
+    artifact: str
+    """The file name it builds (`flash_vla_kernels.cpython-311-x86_64-linux-gnu.so`), or ''."""
+    sources: tuple[SourceUnit, ...]
+    defined_at: str
+    """`CMakeLists.txt:432 (pybind11_add_module)`, or the extension's name in setup.py."""
+
+
+@dataclass(frozen=True)
+class ArchVariable:
+    """The tree's own variable that chooses the arch, confirmed by configuring with it."""
+
+    name: str
+    form: ArchForm
+    """The placeholder whose rendering the tree accepted (`90`, `90a`, `9.0`)."""
+    value: str
+    evidence: str
+    """What the configure produced with it (`-gencode=arch=compute_90a,code=sm_90a`)."""
+
+
+@dataclass(frozen=True)
+class Bindings:
+    """The names a module's bindings register, read from its preprocessed translation unit
+    (so only registrations this configuration compiles count)."""
+
+    module: str
+    source: str
+    """The translation unit holding PYBIND11_MODULE / NB_MODULE (tree-relative)."""
+    names: tuple[str, ...]
+    error: str = ""
+    """Why the unit could not be preprocessed (then `names` is empty and means nothing)."""
+
+
+@dataclass(frozen=True)
+class JitSite:
+    """A place where the tree compiles CUDA code at run time (its kernels are "compiled at run
+    time", not by the build)."""
+
+    where: str
+    """`pkg/jit/build.py:42`."""
+    how: str
+    """`torch.utils.cpp_extension.load`, `load_inline`, `nvrtcCreateProgram`, `RawKernel`,
+    `RawModule`, or `nvcc` run by the tree itself."""
+    arch_flags: tuple[str, ...] = ()
+    """Arch flags written in the same call (`-gencode=…`, `-arch=sm_90a`, `--gpu-architecture`)."""
+
+
+@dataclass(frozen=True)
+class TreeModel:
+    """What one configuration of the tree builds (see the module docstring)."""
+
+    system: BuildSystem
+    via: str
+    """How it was read: `CMake File API (codemodel-v2, cache-v2)`, `setup.py record mode`."""
+    targets: tuple[BuildTarget, ...]
+    arch_variable: ArchVariable | None = None
+    cache: tuple[tuple[str, str], ...] = ()
+    """CMake cache variables the project defines (name, value), CMake's own left out."""
+    env_reads: tuple[EnvRead, ...] = ()
+    argv_options: tuple[EnvRead, ...] = ()
+    """setup.py options the tree looked for on its command line (`--cuda_ext`)."""
+    network: tuple[NetworkCall, ...] = ()
+    exception: RaisedError | None = None
+    notes: tuple[str, ...] = ()
+    """What introspection did that a reader should know (a stand-in for a missing library)."""
+    bindings: tuple[Bindings, ...] = ()
+    jit: tuple[JitSite, ...] = ()
+    """Where the tree compiles kernels at run time."""
+    seconds: float = 0.0
+
+    def modules(self) -> tuple[BuildTarget, ...]:
+        return tuple(t for t in self.targets if t.kind == "module")
+
+    def compiled(self) -> set[str]:
+        """Every source this configuration compiles (tree-relative)."""
+        return {u.path for t in self.targets for u in t.sources}
+
+    def arch_flags(self) -> set[str]:
+        return {f for t in self.targets for u in t.sources for f in u.arch_flags}
+
+    def unit(self, path: str) -> SourceUnit | None:
+        return next((u for t in self.targets for u in t.sources if u.path == path), None)
+
+
+@dataclass(frozen=True)
+class Introspection:
+    """The outcome of asking the build: a model, or the one-line reason there is none."""
+
+    model: TreeModel | None
+    fallback: str = ""
+    """Why static reading is used instead (empty when there is a model)."""
+    seconds: float = 0.0
+
+    @property
+    def source_of_truth(self) -> str:
+        return self.model.via if self.model is not None else "static reading"
+
+
+def relative(path: str, root: Path) -> str:
+    """`path` relative to `root` (posix) when inside it, else as it is."""
+    p = PurePosixPath(path.replace("\\", "/"))
+    if not p.is_absolute():
+        return p.as_posix()
+    try:
+        return p.relative_to(PurePosixPath(root.as_posix())).as_posix()
+    except ValueError:
+        return p.as_posix()
+
+
+def split_fragments(fragments: tuple[Setting, ...]) -> tuple[list[str], list[str], str]:
+    """(flags, arch flags, origin of the arch flags) of a compile group's fragments."""
+    import shlex
+
+    flags: list[str] = []
+    arch: list[str] = []
+    origin = ""
+    for frag in fragments:
+        try:
+            tokens = shlex.split(frag.value)
+        except ValueError:
+            tokens = frag.value.split()
+        for tok in tokens:
+            if _ARCH_FLAG.match(tok):
+                arch.append(tok)
+                if not origin and frag.origin is not None:
+                    origin = str(frag.origin)
+            else:
+                flags.append(tok)
+    return flags, arch, origin
+
+
+_KINDS: dict[str, TargetKind] = {"MODULE_LIBRARY": "module", "SHARED_LIBRARY": "plugin",
+                                 "STATIC_LIBRARY": "library", "OBJECT_LIBRARY": "library",
+                                 "EXECUTABLE": "executable"}
+
+
+def ninja_arch_flags(build_ninja: str) -> dict[str, tuple[str, ...]]:
+    """Per compiled source (its path as the edge names it), the arch flags in the `FLAGS` of
+    its edge in a CMake-generated build.ninja: what nvcc really gets, including the
+    `--generate-code` CMake derives from a CUDA_ARCHITECTURES property (which the File API's
+    compile fragments leave out)."""
+    import shlex
+
+    found: dict[str, tuple[str, ...]] = {}
+    source = ""
+    for line in build_ninja.splitlines():
+        if line.startswith("build "):
+            head = line.split("||", 1)[0].split(":", 1)
+            inputs = head[1].split()[1:] if len(head) == 2 else []
+            source = inputs[0].replace("$:", ":") if inputs else ""
+        elif source and line.startswith("  FLAGS = "):
+            try:
+                tokens = shlex.split(line.removeprefix("  FLAGS = "))
+            except ValueError:
+                tokens = line.split()
+            arch = tuple(t for t in tokens if _ARCH_FLAG.match(t))
+            if arch:
+                found[source] = arch
+        elif not line.startswith(" "):
+            source = ""
+    return found
+
+
+def from_cmake(reply: Reply, root: Path, *, python_suffix: str, notes: tuple[str, ...] = (),
+               arch_variable: ArchVariable | None = None, seconds: float = 0.0,
+               ninja_flags: dict[str, tuple[str, ...]] | None = None) -> TreeModel:
+    """The model of a File API reply. `python_suffix` (EXT_SUFFIX) tells a Python module built
+    as a SHARED library (`add_library(x SHARED)` + a suffix) from a plugin. `ninja_flags`
+    (`ninja_arch_flags` of the generated build.ninja) gives each source the arch flags nvcc
+    really gets."""
+    source_root = reply.source_dir if reply.source_dir.as_posix() else root
+    targets: list[BuildTarget] = []
+    for t in reply.targets:
+        if t.type in ("UTILITY", "INTERFACE_LIBRARY"):
+            continue
+        artifact = PurePosixPath(t.artifacts[0].replace("\\", "/")).name if t.artifacts else ""
+        kind = _KINDS.get(t.type, "other")
+        if kind == "plugin" and python_suffix and artifact.endswith(python_suffix):
+            kind = "module"
+        units: list[SourceUnit] = []
+        for g in t.groups:
+            flags, arch, origin = split_fragments(g.fragments)
+            where = str(t.defined_at) if t.defined_at else ""
+            for src in g.sources:
+                absolute = str(source_root / src) if not PurePosixPath(src).is_absolute() \
+                    else src
+                real = (ninja_flags or {}).get(absolute, ())
+                if real and set(real) != set(arch):
+                    told = f"build.ninja (CUDA_ARCHITECTURES of {t.name})"
+                elif arch and not origin:
+                    # A fragment with no backtrace is CMake's own: the target's
+                    # CUDA_ARCHITECTURES (or CMAKE_CUDA_ARCHITECTURES) turned into flags.
+                    told = f"CUDA_ARCHITECTURES of {t.name}"
+                else:
+                    told = origin or where
+                units.append(SourceUnit(
+                    path=relative(absolute, root), language=g.language,
+                    includes=tuple(relative(i.value, root) for i in g.includes),
+                    defines=tuple(d.value for d in g.defines), flags=tuple(flags),
+                    arch_flags=real or tuple(arch), origin=told))
+        targets.append(BuildTarget(
+            name=t.name, kind=kind, artifact=artifact, sources=tuple(units),
+            defined_at=str(t.defined_at) if t.defined_at else t.source_dir))
+    cache = tuple((e.name, e.value) for e in reply.cache
+                  if e.type not in ("INTERNAL", "STATIC") and not e.name.startswith(
+                      ("CMAKE_", "_")) and "_DIR" not in e.name)
+    return TreeModel(system="cmake", via="CMake File API (codemodel-v2, cache-v2)",
+                     targets=tuple(targets), arch_variable=arch_variable, cache=cache,
+                     notes=notes, seconds=seconds)
+
+
+def from_record(record: SetupRecord, root: Path, copy: Path, *,
+                seconds: float = 0.0) -> TreeModel:
+    """The model of a setup.py record that ran in `copy` (a copy of `root`): paths are
+    mapped back to the tree."""
+    by_source = {PurePosixPath(c.source).as_posix(): c for c in record.commands}
+    targets: list[BuildTarget] = []
+    for ext in record.extensions:
+        units: list[SourceUnit] = []
+        for src in ext.sources:
+            absolute = (copy / src).as_posix() if not PurePosixPath(src).is_absolute() else src
+            cmd = by_source.get(PurePosixPath(absolute).as_posix())
+            rel = relative(absolute, copy)
+            if cmd is None:
+                language = "CUDA" if src.endswith(".cu") else "CXX"
+                units.append(SourceUnit(path=rel, language=language, includes=(), defines=(),
+                                        flags=(), arch_flags=(), origin="setup.py (no command)"))
+                continue
+            units.append(SourceUnit(
+                path=rel, language=cmd.language,
+                includes=tuple(relative(i, copy) for i in cmd.includes), defines=cmd.defines,
+                flags=cmd.flags, arch_flags=cmd.arch_flags,
+                origin="torch's build.ninja (ninja -t compdb)"))
+        targets.append(BuildTarget(name=ext.name, kind="module", artifact="",
+                                   sources=tuple(units), defined_at=f"setup.py `{ext.name}`"))
+    notes: list[str] = []
+    if record.replaced_arch_flags:
+        notes.append("the build hook replaces the setup.py's own arch flags ("
+                     + " ".join(record.replaced_arch_flags[:4])
+                     + (" …" if len(record.replaced_arch_flags) > 4 else "")
+                     + ") with --arch's")
+    return TreeModel(system="setuptools", via="setup.py record mode", targets=tuple(targets),
+                     env_reads=record.env_reads, argv_options=record.argv_options,
+                     network=record.network,
+                     exception=record.exception, notes=tuple(notes), seconds=seconds)
+
+
+def cmake_arch_candidates(texts: dict[str, str]) -> list[str]:
+    """Variables a CMakeLists builds its arch flags from (`-gencode=arch=compute_${GPU_ARCH}`,
+    `CUDA_ARCHITECTURES "${GPU_ARCH}a"`), most used first: the ones worth confirming by a
+    configure. `texts`: file -> CMake text."""
+    counts: dict[str, int] = {}
+    for text in texts.values():
+        for line in text.splitlines():
+            if not re.search(r"compute_|sm_|CUDA_ARCHITECTURES|gencode", line):
+                continue
+            for name in re.findall(r"\$\{(\w+)\}", line):
+                if not name.startswith(("CMAKE_", "_")):
+                    counts[name] = counts.get(name, 0) + 1
+    return sorted(counts, key=lambda n: (-counts[n], n))
+
+
+#: `PYBIND11_MODULE(name, var)` / `NB_MODULE(name, var)` in the bindings' own text.
+MODULE_MACRO = re.compile(r"\b(?:PYBIND11_MODULE|NB_MODULE)\s*\(\s*(\w+)\s*,\s*(\w+)")
+
+
+def registered_names(preprocessed: str, source_name: str, var: str) -> tuple[str, ...]:
+    """`var.def("name", …)` calls in the lines of `preprocessed` that come from the file
+    named `source_name` (the `# N "file"` markers say which file each line is from): the
+    names the bindings register in this configuration, `#if`-excluded ones gone."""
+    own: list[str] = []
+    mine = False
+    for line in preprocessed.splitlines():
+        marker = re.match(r'#\s*\d+\s+"([^"]*)"', line)
+        if marker:
+            mine = PurePosixPath(marker[1].replace("\\", "/")).name == source_name
+            continue
+        if mine:
+            own.append(line)
+    text = "\n".join(own)
+    names = re.findall(rf"\b{re.escape(var)}\s*\.\s*def\s*\(\s*\"(\w+)\"", text)
+    return tuple(dict.fromkeys(names))
+
+
+_JIT_CALLS = {"load": "torch.utils.cpp_extension.load",
+              "load_inline": "torch.utils.cpp_extension.load_inline",
+              "nvrtcCreateProgram": "nvrtcCreateProgram", "RawKernel": "RawKernel",
+              "RawModule": "RawModule"}
+_ARCH_TEXT = re.compile(r"(?:-gencode|--generate-code|-arch|--gpu-architecture)[= ][^\s'\"]+|"
+                        r"\bsm_\d+[af]?\b|\bcompute_\d+[af]?\b")
+
+
+def find_jit(root: Path, python_files: list[str]) -> tuple[JitSite, ...]:
+    """Calls that compile CUDA code at run time in the tree's Python: cpp_extension's `load` /
+    `load_inline` (imported from torch.utils.cpp_extension), NVRTC, CuPy's RawKernel /
+    RawModule, and `nvcc` started by the tree itself (a subprocess argv whose first string is
+    nvcc)."""
+    import ast
+
+    sites: list[JitSite] = []
+    for rel in python_files:
+        try:
+            text = (root / rel).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if not re.search(r"cpp_extension|nvrtc|RawKernel|RawModule|nvcc", text):
+            continue
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        from_cpp_ext = "cpp_extension" in text
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else \
+                func.id if isinstance(func, ast.Name) else ""
+            how = _JIT_CALLS.get(name)
+            if how is not None and name in ("load", "load_inline") and not from_cpp_ext:
+                how = None  # a `load` of something else (json.load, torch.load)
+            if how is None and node.args and isinstance(node.args[0], ast.List | ast.Tuple):
+                first = node.args[0].elts[0] if node.args[0].elts else None
+                if isinstance(first, ast.Constant) and isinstance(first.value, str) and \
+                        PurePosixPath(first.value).name in ("nvcc", "nvcc.exe"):
+                    how = "nvcc"
+            if how is None:
+                continue
+            segment = ast.get_source_segment(text, node) or ""
+            sites.append(JitSite(where=f"{rel}:{node.lineno}", how=how,
+                                 arch_flags=tuple(dict.fromkeys(_ARCH_TEXT.findall(segment)))))
+    return tuple(sites)

@@ -1,0 +1,275 @@
+"""Introspection with the real tools: a scratch CMake configure read through the File API, and
+setup.py record mode under the build hook (torch's CPU wheel writes build.ninja; nothing is
+compiled). Bad input (a setup.py that raises, hangs or reaches for the network, a configure
+that fails) gives a model that says so or a one-line fallback, the tree stays byte-identical,
+and nothing is written outside the build root."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+from flashbuild.arch import parse_arch_spec
+from flashbuild.building.introspect import introspect
+from flashbuild.recipes.load import parse_recipe
+from flashbuild.source.treemodel import Introspection
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "introspect"
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _tree(tmp_path: Path, name: str) -> Path:
+    """A copy of the fixture at `<tmp>/work/<name>`: the build root is `<tmp>/work/build`."""
+    dest = tmp_path / "work" / name
+    shutil.copytree(FIXTURES / name, dest)
+    return dest
+
+
+def _run(tree: Path, backend: str, arch: str = "sm_90a", extra: str = "",
+         timeout: float = 300.0) -> Introspection:
+    recipe = parse_recipe(f'[recipe]\nname = "t"\n[source]\npath = "{tree.name}"\n'
+                          f'[build]\nbackend = "{backend}"\n{extra}', None)
+    before = _snapshot(tree)
+    outcome = introspect(recipe, tree, parse_arch_spec(arch), timeout=timeout)
+    assert _snapshot(tree) == before, "introspection changed the tree"
+    # Nothing outside the build root (`<tree>/../build`) was written.
+    assert sorted(p.name for p in tree.parent.iterdir()) == sorted([tree.name, "build"])
+    return outcome
+
+
+@pytest.fixture(autouse=True)
+def _needs_toolkit(cuda_toolkit_root: Path) -> None:
+    """Skip where no CUDA toolkit exists (the fixture skips)."""
+
+
+# --- CMake ----------------------------------------------------------------------------------
+
+def test_cmake_targets_arch_variable_and_bindings_come_from_the_configure(
+        tmp_path: Path) -> None:
+    tree = _tree(tmp_path, "cmake_archvar")
+    outcome = _run(tree, "cmake")
+    model = outcome.model
+    assert model is not None, outcome.fallback
+    # only80 exists only for MY_ARCH=80: not in this configuration.
+    assert [(t.name, t.kind) for t in model.targets] == [("archmod", "module")]
+    assert model.arch_variable is not None
+    assert (model.arch_variable.name, model.arch_variable.form) == ("MY_ARCH", "arch_codes")
+    unit = model.unit("src/kernel.cu")
+    assert unit is not None
+    assert unit.arch_flags == ("-gencode=arch=compute_90a,code=sm_90a",)
+    # `extra` is registered only under ARCHMOD_EXTRA, which this configuration does not set.
+    assert [(b.module, b.names) for b in model.bindings] == [("archmod", ("scale",))]
+
+
+def test_a_missing_toolkit_component_gets_a_stand_in_and_a_note(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, "cmake_archvar")
+    outcome = _run(tree, "cmake", extra='[[build.options]]\ndefine = { WITH_ABSENT_LIB = "ON", '
+                   'MY_ARCH = "90a" }\n')
+    assert outcome.model is not None, outcome.fallback
+    assert any("CUDA::flashbuild_absent_component not found" in n for n in outcome.model.notes)
+    assert outcome.model.arch_variable is None  # the recipe set it already
+
+
+def test_a_configure_that_fails_falls_back_with_one_line(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, "cmake_archvar")
+    lists = tree / "CMakeLists.txt"
+    lists.write_text(lists.read_text(encoding="utf-8") + 'message(FATAL_ERROR "no way")\n',
+                     encoding="utf-8")
+    outcome = _run(tree, "cmake")
+    assert outcome.model is None
+    assert outcome.fallback.startswith("the CMake configure failed")
+    assert "\n" not in outcome.fallback
+    assert "CMakeLists.txt:26 (message): no way" in outcome.fallback
+
+
+# --- setup.py record mode --------------------------------------------------------------------
+
+def test_an_env_switched_extension_exists_only_with_its_switch(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, "setup_envswitch")
+    off = _run(tree, "setuptools")
+    assert off.model is not None, off.fallback
+    assert off.model.targets == ()
+    assert "PROJECT_CUDA_EXT" in [r.name for r in off.model.env_reads]
+    on = _run(tree, "setuptools",
+              extra='[[build.env]]\nset = { PROJECT_CUDA_EXT = "1" }\n')
+    assert on.model is not None, on.fallback
+    (ext,) = on.model.targets
+    assert ext.name == "envpkg._cuda"
+    unit = on.model.unit("csrc/kernel.cu")
+    assert unit is not None and unit.language == "CUDA"
+    # The build hook replaced the setup.py's sm_80 with --arch's flags.
+    assert unit.arch_flags == ("-gencode=arch=compute_90a,code=sm_90a",)
+    assert "ENVPKG_FAST" in unit.defines and "csrc/include" in unit.includes
+    assert any("arch=compute_80,code=sm_80" in n for n in on.model.notes)
+
+
+def test_a_setup_py_that_raises_is_recorded_with_its_line(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, "setup_allowlist")
+    outcome = _run(tree, "setuptools", arch="sm_120")
+    assert outcome.model is not None, outcome.fallback
+    exc = outcome.model.exception
+    assert exc is not None and exc.type == "RuntimeError"
+    assert "unsupported arch 12.0" in exc.message and exc.where == "setup.py:10"
+
+
+def test_a_setup_py_that_hangs_is_stopped(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, "setup_hang")
+    outcome = _run(tree, "setuptools", timeout=8)
+    assert outcome.model is None
+    assert "did not finish within 8 s" in outcome.fallback
+
+
+def test_network_calls_fail_at_once_and_are_reported(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, "setup_network")
+    outcome = _run(tree, "setuptools", timeout=60)
+    assert outcome.model is not None, outcome.fallback
+    (call,) = outcome.model.network
+    assert call.call == "getaddrinfo" and "example.invalid" in call.target
+    assert outcome.model.exception is not None
+    assert "refused while flashbuild records" in outcome.model.exception.message
+    assert outcome.model.exception.where == "setup.py:7"
+
+
+# --- recipe init, then build, with no hand edit --------------------------------------------
+
+def test_drafted_targets_and_install_match_what_the_configured_build_produces(
+        tmp_path: Path) -> None:
+    """`recipe init` then `build` with the draft as written: the drafted targets are the ones
+    the build compiles, and the module lands in the drafted [install] package."""
+    from typer.testing import CliRunner
+
+    from flashbuild.cli import app
+
+    tree = _tree(tmp_path, "cmake_archvar")
+    out = tmp_path / "archvar.toml"
+    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(tree), "--platform",
+                                   "linux", "--arch", "sm_90a", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    recipe = parse_recipe(out.read_text(encoding="utf-8"), out)
+    assert recipe.build.targets == ("archmod",)
+    assert [a.name for a in recipe.artifact] == ["archmod"]
+    assert recipe.install is not None and recipe.install.package_dir == "archpkg"
+    assert recipe.build.options[0].define == {"MY_ARCH": "{arch_codes}"}
+    # archpkg/__init__.py does not import archmod: verify looks the name up on the module.
+    assert recipe.verify.exports == ("archmod.scale",)
+    res = CliRunner().invoke(app, ["build", "--recipe", str(out), "--source", str(tree),
+                                   "--arch", "sm_90a", "--install", "inplace", "-j", "2",
+                                   "--json"])
+    assert res.exit_code == 0, res.output
+    built = sorted(p.name.split(".")[0] for p in (tree / "archpkg").glob("*.so"))
+    assert built == ["archmod"]
+
+
+def _init(tmp_path: Path, name: str, arch: str) -> tuple[str, Path]:
+    from typer.testing import CliRunner
+
+    from flashbuild.cli import app
+
+    tree = _tree(tmp_path, name)
+    before = _snapshot(tree)
+    out = tmp_path / f"{name}.toml"
+    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(tree), "--platform",
+                                   "linux", "--arch", arch, "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert _snapshot(tree) == before
+    return out.read_text(encoding="utf-8"), out
+
+
+def test_recipe_init_drafts_the_switch_that_turns_the_cuda_extension_on(
+        tmp_path: Path) -> None:
+    text, out = _init(tmp_path, "setup_envswitch", "sm_90a")
+    recipe = parse_recipe(text, out)
+    assert [dict(t.set) for t in recipe.build.env] == [{"PROJECT_CUDA_EXT": "1"}]
+    assert "PROJECT_CUDA_EXT is set (setup.py:8)" in text
+    assert recipe.install is not None and recipe.install.package == "envpkg"
+    assert recipe.verify.exports == ("_cuda.launch",)
+
+
+def test_recipe_init_drafts_no_environment_a_setup_py_rejects(tmp_path: Path) -> None:
+    text, out = _init(tmp_path, "setup_allowlist", "sm_120")
+    recipe = parse_recipe(text, out)
+    assert recipe.build.env == ()
+    # The build sets TORCH_CUDA_ARCH_LIST itself, so the setup.py raises with or without it.
+    assert "TODO: [build] setup.py raises when run as the build runs it, with or without" in text
+    assert "unsupported arch 12.0: this project builds for 8.0-9.0 only (setup.py:10)" in text
+
+
+def test_a_build_missing_a_toolkit_component_says_which_and_how_to_get_it(
+        tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flashbuild.cli import app
+
+    tree = _tree(tmp_path, "cmake_archvar")
+    recipe = tmp_path / "absent.toml"
+    recipe.write_text(
+        f'[recipe]\nname = "absent"\n[source]\npath = "{tree}"\n[build]\n'
+        'targets = ["archmod"]\n[[build.options]]\n'
+        'define = { WITH_ABSENT_LIB = "ON", MY_ARCH = "{arch_codes}" }\n'
+        '[[artifact]]\nname = "archmod"\nkind = "module"\ntarget = "archmod"\n'
+        '[install]\npackage = "archpkg"\npackage_dir = "archpkg"\n', encoding="utf-8")
+    res = CliRunner().invoke(app, ["build", "--recipe", str(recipe), "--source", str(tree),
+                                   "--arch", "sm_90a", "--install", "inplace", "--json"])
+    assert res.exit_code == 6, res.output
+    assert "links CUDA::flashbuild_absent_component, which the toolkit at" in res.output
+    assert "install flashbuild_absent_component into the toolkit at" in res.output
+    assert "pip install" not in res.output  # no cuda-toolkit extra ships it
+
+
+def test_a_command_line_switch_is_recorded_and_left_to_a_person(tmp_path: Path) -> None:
+    outcome = _run(_tree(tmp_path, "setup_argvswitch"), "setuptools")
+    assert outcome.model is not None, outcome.fallback
+    assert [(o.name, o.where) for o in outcome.model.argv_options] == [
+        ("--cuda_ext", "setup.py:8")]
+    text, _out = _init(tmp_path / "init", "setup_argvswitch", "sm_90a")
+    assert "looks for command-line options: `--cuda_ext` (setup.py:8)" in text
+
+
+def test_a_tree_with_no_build_files_is_not_configured(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flashbuild.cli import app
+
+    tree = tmp_path / "work" / "bare"
+    tree.mkdir(parents=True)
+    (tree / "k.cu").write_text("__global__ void k() {}\n", encoding="utf-8")
+    out = tmp_path / "bare.toml"
+    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(tree), "--platform",
+                                   "linux", "--arch", "sm_90a", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "static reading (nothing to configure" in out.read_text(encoding="utf-8")
+    assert sorted(p.name for p in tree.parent.iterdir()) == ["bare"]  # no build folder made
+
+
+def test_arch_flags_from_cuda_architectures_reach_the_model(tmp_path: Path) -> None:
+    """The bundled csrc/ sets no gencode itself: CMake derives it from CUDA_ARCHITECTURES,
+    and the model says so."""
+    tree = tmp_path / "work" / "csrc"
+    shutil.copytree(FIXTURES.parents[1].parent / "csrc", tree)
+    outcome = _run(tree, "cmake")
+    assert outcome.model is not None, outcome.fallback
+    unit = outcome.model.unit("kernels/norm.cu")
+    assert unit is not None
+    assert unit.arch_flags == ("--generate-code=arch=compute_90a,code=[sm_90a]",)
+    assert "CUDA_ARCHITECTURES of _C" in unit.origin
+
+
+def test_an_arch_variable_is_found_even_when_its_default_is_the_target(
+        tmp_path: Path) -> None:
+    """MY_ARCH defaults to 80, so an sm_80 configure matches without it (as FlashRT's
+    nvidia-smi detection does on a GPU machine); it chooses the arch all the same, and the
+    draft must set it from --arch."""
+    outcome = _run(_tree(tmp_path, "cmake_archvar"), "cmake", arch="sm_80")
+    assert outcome.model is not None, outcome.fallback
+    var = outcome.model.arch_variable
+    assert var is not None and (var.name, var.form, var.value) == ("MY_ARCH", "arch_numbers",
+                                                                   "80")

@@ -1,0 +1,353 @@
+"""The tree model's readers on recorded replies: the CMake File API loader, setup.py records,
+and what recipe init does with a model (draft_check)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from flashbuild.recipes.load import parse_recipe
+from flashbuild.scanning.draft import BuildDraft, BuildTodo, Draft, DraftArtifact, render
+from flashbuild.scanning.draft_check import apply_model, reconcile
+from flashbuild.scanning.scan import make_target
+from flashbuild.source import cmake_fileapi, setup_record, treemodel
+from flashbuild.source.treemodel import (
+    ArchVariable,
+    Bindings,
+    BuildTarget,
+    SourceUnit,
+    TreeModel,
+)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "introspect"
+#: The tree the recorded reply was configured from (a path inside the JSON, never touched).
+RECORDED_TREE = Path("/tmp/18b/cav")
+
+
+def test_write_queries_makes_the_stateless_query_files(tmp_path: Path) -> None:
+    cmake_fileapi.write_queries(tmp_path)
+    query = tmp_path / ".cmake" / "api" / "v1" / "query"
+    assert sorted(p.name for p in query.iterdir()) == ["cache-v2", "codemodel-v2",
+                                                       "toolchains-v1"]
+
+
+def test_load_reply_reads_targets_groups_and_cache() -> None:
+    reply = cmake_fileapi.load_reply(FIXTURES / "fileapi_reply")
+    assert [t.name for t in reply.targets] == ["archmod"]  # only80 is not in this config
+    target = reply.targets[0]
+    assert target.type == "MODULE_LIBRARY"
+    # FindPython's add_library is inside pybind11_add_module: the origin is the project's call.
+    assert target.defined_at is not None
+    assert (target.defined_at.file, target.defined_at.command) == ("CMakeLists.txt",
+                                                                   "pybind11_add_module")
+    langs = {g.language: g for g in target.groups}
+    assert set(langs) == {"CUDA", "CXX"}
+    assert langs["CUDA"].sources == ("src/kernel.cu",)
+    arch = [f for f in langs["CUDA"].fragments if "gencode" in f.value]
+    assert arch and arch[0].origin is not None
+    assert arch[0].origin.command == "target_compile_options"
+    assert reply.cache_value("MY_ARCH") == "90a"
+
+
+def test_a_configure_that_failed_at_generate_is_said_so() -> None:
+    with pytest.raises(cmake_fileapi.FileApiError, match="no build system was generated"):
+        cmake_fileapi.load_reply(FIXTURES / "fileapi_error")
+
+
+def test_no_reply_at_all_names_the_folder(tmp_path: Path) -> None:
+    with pytest.raises(cmake_fileapi.FileApiError, match="no File API reply"):
+        cmake_fileapi.load_reply(tmp_path)
+
+
+def test_model_from_cmake_has_kinds_sources_and_arch_flags() -> None:
+    reply = cmake_fileapi.load_reply(FIXTURES / "fileapi_reply")
+    model = treemodel.from_cmake(reply, RECORDED_TREE,
+                                 python_suffix=".cpython-311-x86_64-linux-gnu.so")
+    (target,) = model.targets
+    assert target.kind == "module" and target.artifact.startswith("archmod.")
+    unit = model.unit("src/kernel.cu")
+    assert unit is not None and unit.language == "CUDA"
+    assert unit.arch_flags == ("-gencode=arch=compute_90a,code=sm_90a",)
+    assert "target_compile_options" in unit.origin
+    assert model.compiled() == {"src/kernel.cu", "src/bindings.cpp"}
+    assert ("MY_ARCH", "90a") in model.cache
+
+
+def test_cmake_arch_candidates_are_the_variables_gencode_is_built_from() -> None:
+    text = (FIXTURES / "cmake_archvar" / "CMakeLists.txt").read_text(encoding="utf-8")
+    assert treemodel.cmake_arch_candidates({"CMakeLists.txt": text})[0] == "MY_ARCH"
+
+
+def test_registered_names_keep_only_the_bindings_own_lines() -> None:
+    pre = ('# 1 "src/bindings.cpp"\n# 1 "/usr/include/pybind11/pybind11.h" 1\n'
+           'void f() { m.def("from_a_header", g); }\n# 5 "src/bindings.cpp" 2\n'
+           'static void pybind11_init_archmod(::pybind11::module_ & (m)) {\n'
+           '  m.def("scale", &scale);\n  m .def( "twice", &t);\n  m.def("scale", &scale);\n}\n')
+    assert treemodel.registered_names(pre, "bindings.cpp", "m") == ("scale", "twice")
+
+
+# --- setup.py records ---------------------------------------------------------------------
+
+RECORD = {
+    "stopped": True,
+    "extensions": [{"name": "envpkg._cuda", "sources": ["csrc/bindings.cpp", "csrc/kernel.cu"],
+                    "include_dirs": ["csrc/include"], "cuda": True}],
+    "compdb": [
+        {"directory": "/scratch/temp", "file": "/scratch/tree/csrc/kernel.cu",
+         "command": "/cuda/bin/nvcc -I/scratch/tree/csrc/include -I/torch/include -c "
+                    "-c /scratch/tree/csrc/kernel.cu -o /scratch/temp/kernel.o -DENVPKG_FAST "
+                    "-O2 -gencode=arch=compute_90a,code=sm_90a -std=c++17"},
+        {"directory": "/scratch/temp", "file": "/scratch/tree/csrc/bindings.cpp",
+         "command": "c++ -I /scratch/tree/csrc/include -c /scratch/tree/csrc/bindings.cpp "
+                    "-o /scratch/temp/bindings.o -O2 -DTORCH_EXTENSION_NAME=_cuda"},
+    ],
+    "env_reads": [{"name": "PROJECT_CUDA_EXT", "where": "setup.py:8"}],
+    "network": [],
+    "rewrites": [{"removed": ["-gencode", "arch=compute_80,code=sm_80"]}],
+    "exception": None,
+}
+
+
+def test_record_splits_each_compile_command() -> None:
+    record = setup_record.parse_record(RECORD)
+    assert record.stopped and record.exception is None
+    by = {c.source.rsplit("/", 1)[-1]: c for c in record.commands}
+    cu = by["kernel.cu"]
+    assert cu.language == "CUDA"
+    assert cu.includes == ("/scratch/tree/csrc/include", "/torch/include")
+    assert cu.defines == ("ENVPKG_FAST",)
+    assert cu.arch_flags == ("-gencode=arch=compute_90a,code=sm_90a",)
+    assert "-O2" in cu.flags and "-c" not in cu.flags and "/scratch/temp/kernel.o" not in cu.flags
+    assert by["bindings.cpp"].includes == ("/scratch/tree/csrc/include",)
+    assert record.env_names() == ("PROJECT_CUDA_EXT",)
+    assert record.replaced_arch_flags == ("-gencode", "arch=compute_80,code=sm_80")
+
+
+def test_model_from_record_maps_the_copy_back_to_the_tree(tmp_path: Path) -> None:
+    record = setup_record.parse_record(RECORD)
+    model = treemodel.from_record(record, tmp_path / "tree", Path("/scratch/tree"))
+    (ext,) = model.targets
+    assert ext.name == "envpkg._cuda" and ext.kind == "module"
+    unit = model.unit("csrc/kernel.cu")
+    assert unit is not None and unit.includes[0] == "csrc/include"
+    assert unit.origin.startswith("torch's build.ninja")
+    assert "arch=compute_80,code=sm_80" in model.notes[0]
+
+
+def test_a_raised_exception_is_recorded_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "record.json"
+    path.write_text('{"stopped": false, "exception": {"type": "RuntimeError", "message": '
+                    '"unsupported arch 12.0", "where": "setup.py:10"}}', encoding="utf-8")
+    record = setup_record.load_record(path)
+    assert str(record.exception) == "RuntimeError: unsupported arch 12.0 (setup.py:10)"
+    with pytest.raises(setup_record.RecordError):
+        setup_record.load_record(tmp_path / "missing.json")
+
+
+# --- recipe init with a model ---------------------------------------------------------------
+
+def _tree(tmp_path: Path) -> Path:
+    root = tmp_path / "tree"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text('"""pkg"""\n', encoding="utf-8")
+    (root / "pkg" / "use.py").write_text("from pkg import kern\n", encoding="utf-8")
+    return root
+
+
+def _unit(path: str) -> SourceUnit:
+    return SourceUnit(path=path, language="CUDA", includes=(), defines=(), flags=(),
+                      arch_flags=("-gencode=arch=compute_90a,code=sm_90a",),
+                      origin="CMakeLists.txt:9 (target_compile_options)")
+
+
+def _draft_with_static_guesses() -> Draft:
+    d = Draft(name="t", source_path="tree", target=make_target("linux", "sm_90a"))
+    d.build = BuildDraft(cmake_source=".", notes=defaultdict(list))
+    d.build.artifacts = [
+        DraftArtifact(name="kern", kind="module", target="kern", where="CMakeLists.txt:5"),
+        DraftArtifact(name="kern_fa2", kind="module", target="kern_fa2",
+                      where="CMakeLists.txt:20")]
+    d.build.exports = ["from_text_only"]
+    d.build.todos.append(BuildTodo(table="install", what="no package imports kern",
+                                   evidence="", fix=""))
+    return d
+
+
+def test_apply_model_keeps_only_configured_targets_and_sets_the_arch_variable(
+        tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    d = _draft_with_static_guesses()
+    model = TreeModel(
+        system="cmake", via="CMake File API (codemodel-v2, cache-v2)",
+        targets=(BuildTarget(name="kern", kind="module",
+                             artifact="kern.cpython-311-x86_64-linux-gnu.so",
+                             sources=(_unit("k.cu"),), defined_at="CMakeLists.txt:5 (x)"),),
+        arch_variable=ArchVariable(name="GPU_ARCH", form="arch_numbers", value="90",
+                                   evidence="-gencode=arch=compute_90a,code=sm_90a"),
+        bindings=(Bindings(module="kern", source="b.cpp", names=("scale",)),))
+    apply_model(d, model, root, ["pkg/__init__.py", "pkg/use.py"])
+    text = render(d)
+    recipe = parse_recipe(text, None)
+    assert recipe.build.targets == ("kern",)
+    assert "kern_fa2 (CMakeLists.txt:20)" in text  # said, not drafted
+    assert recipe.build.options[0].define == {"GPU_ARCH": "{arch_numbers}"}
+    assert recipe.install is not None and recipe.install.package == "pkg"
+    assert recipe.verify.exports == ("kern.scale",)  # pkg/__init__.py does not bind it
+    assert "from_text_only" not in text
+    assert "TODO: [install]" not in text
+
+
+def test_exports_are_left_out_with_a_todo_when_the_bindings_do_not_preprocess(
+        tmp_path: Path) -> None:
+    d = _draft_with_static_guesses()
+    model = TreeModel(
+        system="cmake", via="CMake File API", targets=(
+            BuildTarget(name="kern", kind="module", artifact="kern.so", sources=(),
+                        defined_at="CMakeLists.txt:5"),),
+        bindings=(Bindings(module="kern", source="b.cpp", names=(),
+                           error="context.h:3: fatal error: cublas_v2.h: No such file"),))
+    apply_model(d, model, _tree(tmp_path), [])
+    text = render(d)
+    assert parse_recipe(text, None).verify.exports == ()
+    assert "\n[verify]" not in text
+    assert "cublas_v2.h" in text and "exports not drafted" in text
+
+
+def test_a_setup_py_that_raised_gets_a_todo_quoting_it(tmp_path: Path) -> None:
+    d = Draft(name="t", source_path="tree", target=make_target("linux", "sm_120"))
+    d.build = BuildDraft(backend="setuptools", notes=defaultdict(list))
+    exc = setup_record.RaisedError(type="RuntimeError", message="unsupported arch 12.0",
+                                   where="setup.py:10")
+    model = TreeModel(system="setuptools", via="setup.py record mode", targets=(),
+                      exception=exc)
+    apply_model(d, model, _tree(tmp_path), [])
+    text = render(d)
+    assert "RuntimeError: unsupported arch 12.0 (setup.py:10)" in text
+
+
+# --- drafts that agree with themselves (issue 21 item 6) -----------------------------------
+
+def _finding(rule: str, path: str = "setup.py") -> object:
+    from flashbuild.scanning.rules import RULES
+    from flashbuild.scanning.scan import Finding, Fix, Severity
+
+    return Finding(rule=rule, category=RULES[rule].category, severity=Severity.ERROR,
+                   path=path, line=1, col=1, message="m", evidence="e", snippet="s",
+                   fix=Fix(manual="d"))
+
+
+def test_no_todo_for_what_the_drafted_environment_already_sets() -> None:
+    d = Draft(name="t", source_path="tree", target=make_target("windows", "sm_120"))
+    d.build = BuildDraft(backend="setuptools", notes=defaultdict(list))
+    d.build.env.append(({"platform": ["windows"]},
+                        {"NVCC_APPEND_FLAGS": "-Xcompiler /Zc:preprocessor -DUSE_CUDA"}, "c"))
+    d.build.env.append(({"platform": ["windows"]}, {"PKG_FORCE_BUILD": "TRUE"}, "c"))
+    d.build.todos.append(BuildTodo(table="build", what="the gencode list in setup.py is "
+                                   "hard-coded: TORCH_CUDA_ARCH_LIST cannot choose the target",
+                                   evidence="scan FB220", fix="narrow the list in setup.py"))
+    d.todos = [_finding(r) for r in ("FB200", "FB210", "FB230", "FB220", "FB202")]  # type: ignore[misc]
+    reconcile(d)
+    assert [f.rule for f in d.todos] == ["FB202"]
+    assert {f.rule for f, _why in d.handled} == {"FB200", "FB210", "FB230", "FB220"}
+    text = render(d)
+    assert "narrow the list in setup.py" not in text
+    assert "TODO: FB200" not in text and "TODO: FB230" not in text
+
+
+def test_a_note_never_names_a_step_the_draft_lacks() -> None:
+    from flashbuild.scanning.draft import draft_recipe
+    from flashbuild.scanning.scan import ScanResult
+
+    result = ScanResult(root=Path("/nonexistent"), target=make_target("linux", "sm_90a"),
+                        findings=(_finding("FB142", "a.cu"),),  # type: ignore[arg-type]
+                        skipped=(), files_scanned=1, seconds=0.0)
+    d = draft_recipe(result, name="t", source_path="tree")
+    assert not any(s.transform == "explicit-instantiations" for s in d.steps)
+    assert all("explicit-instantiations step" not in why for _f, why in d.handled)
+
+
+def test_missing_toolkit_components_are_read_from_cmakes_generate_error() -> None:
+    from flashbuild.building import cmake
+
+    output = ('CMake Error at CMakeLists.txt:432 (target_link_libraries):\n'
+              '  Target "flash_vla_kernels" links to:\n\n    CUDA::cublas\n\n'
+              '  but the target was not found.  Possible reasons include:\n'
+              'CMake Error at CMakeLists.txt:432 (target_link_libraries):\n'
+              '  Target "x" links to:\n\n    CUDA::cublasLt\n\n  but the target was not found.\n'
+              '  Target "y" links to:\n\n    MyLib::core\n\n  but the target was not found.\n')
+    assert cmake.missing_toolkit_components(output) == ["CUDA::cublas", "CUDA::cublasLt"]
+    fix = cmake.component_fix(["CUDA::cublas", "CUDA::cublasLt"], Path("/opt/cuda"), "13.0.*")
+    assert 'cuda-toolkit[nvcc,cudart,cccl,crt,nvvm,cublas]==13.0.*' in fix
+    assert "/opt/cuda" in fix and "--cuda" in fix
+    assert "pip" not in cmake.component_fix(["CUDA::mystery"], Path("/opt/cuda"), "13.0.*")
+
+
+def test_find_jit_names_run_time_compilation_with_its_arch_flags(tmp_path: Path) -> None:
+    (tmp_path / "jit").mkdir()
+    (tmp_path / "jit" / "build.py").write_text(
+        "from torch.utils.cpp_extension import load\n"
+        "mod = load(name='k', sources=['k.cu'],\n"
+        "           extra_cuda_cflags=['-gencode=arch=compute_90a,code=sm_90a'])\n",
+        encoding="utf-8")
+    (tmp_path / "jit" / "raw.py").write_text(
+        "import json, subprocess\ncfg = json.load(open('c.json'))\n"
+        "subprocess.run(['nvcc', '-arch=sm_80', '-cubin', 'k.cu'], check=True)\n",
+        encoding="utf-8")
+    sites = treemodel.find_jit(tmp_path, ["jit/build.py", "jit/raw.py"])
+    assert [(s.where, s.how) for s in sites] == [
+        ("jit/build.py:2", "torch.utils.cpp_extension.load"), ("jit/raw.py:3", "nvcc")]
+    assert sites[0].arch_flags == ("-gencode=arch=compute_90a,code=sm_90a",)
+    assert "-arch=sm_80" in sites[1].arch_flags
+
+
+def _setuptools_draft() -> Draft:
+    d = Draft(name="t", source_path="tree", target=make_target("linux", "sm_120"))
+    d.build = BuildDraft(backend="setuptools", notes=defaultdict(list))
+    d.build.env.append(({"platform": ["linux"]}, {"MYPROJ_CUDA_ARCHS": "{arch_numbers}"},
+                        "REVIEW: setup.py builds its gencode list from MYPROJ_CUDA_ARCHS"))
+    return d
+
+
+def _fake_introspect(raises_without_env: bool):  # type: ignore[no-untyped-def]
+    from flashbuild.source.treemodel import Introspection
+
+    exc = setup_record.RaisedError(type="ValueError", message="MYPROJ_CUDA_ARCHS: 120 is "
+                                   "not supported", where="setup.py:11")
+
+    def run(recipe, root, spec, platform):  # type: ignore[no-untyped-def]
+        raised = bool(recipe.build.env) or raises_without_env
+        return Introspection(model=TreeModel(system="setuptools", via="setup.py record mode",
+                                             targets=(), exception=exc if raised else None))
+    return run
+
+
+@pytest.mark.parametrize("raises_without_env", [False, True])
+def test_a_drafted_environment_the_setup_py_rejects_is_left_out(
+        tmp_path: Path, raises_without_env: bool) -> None:
+    from flashbuild.scanning.draft import _introspect
+
+    d = _setuptools_draft()
+    _introspect(d, _tree(tmp_path), "sm_120", "linux", _fake_introspect(raises_without_env))
+    assert d.build is not None and d.build.env == []
+    text = render(d)
+    assert "ValueError: MYPROJ_CUDA_ARCHS: 120 is not supported (setup.py:11)" in text
+    if raises_without_env:
+        assert "with or without the drafted environment" in text
+    else:
+        assert "raises with the drafted environment (MYPROJ_CUDA_ARCHS={arch_numbers})" in text
+    assert text.count("MYPROJ_CUDA_ARCHS: 120 is not supported") == 1  # one TODO, not two
+
+
+def test_ninja_arch_flags_include_what_cuda_architectures_adds() -> None:
+    ninja = (
+        "build CMakeFiles/_C.dir/kernels/norm.cu.o: CUDA_COMPILER___C_unscanned_Release "
+        "/t/csrc/kernels/norm.cu || cmake_object_order_depends_target__C\n"
+        "  DEFINES = -D_C_EXPORTS\n"
+        '  FLAGS = -O3 -std=c++17 "--generate-code=arch=compute_90a,code=[sm_90a]" -lineinfo\n'
+        "\n"
+        "build CMakeFiles/_C.dir/bindings.cpp.o: CXX_COMPILER___C_unscanned_Release "
+        "/t/csrc/bindings.cpp\n  FLAGS = -O3 -fPIC\n")
+    assert treemodel.ninja_arch_flags(ninja) == {
+        "/t/csrc/kernels/norm.cu": ("--generate-code=arch=compute_90a,code=[sm_90a]",)}
