@@ -105,6 +105,7 @@ def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platfor
 def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_root: Path,
              say: Callable[[str], None]) -> Chosen:
     from flashbuild.arch import parse_arch_spec
+    from flashbuild.building.introspect import introspect_for_draft
     from flashbuild.building.treecheck import refuse_missing_submodules
     from flashbuild.scanning.draft import run_init
 
@@ -124,7 +125,10 @@ def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_ro
         build_root.mkdir(parents=True, exist_ok=True)
         say(f"no --recipe and no bundled recipe for {tree}: drafting one as `flashbuild "
             "recipe init` does")
-        run_init(tree, platform=platform, arch=arch, output=draft, as_json=False)
+        # Exactly as `recipe init` drafts: checked against the configured build (targets this
+        # configuration defines, the tree's arch variable, [install]) where it can run.
+        run_init(tree, platform=platform, arch=arch, output=draft, as_json=False,
+                 introspect=introspect_for_draft)
         written = hashlib.sha256(draft.read_bytes()).hexdigest()
         key_file.write_text(json.dumps({"key": key, "written": written}), encoding="utf-8")
     loaded = load_recipe(draft)
