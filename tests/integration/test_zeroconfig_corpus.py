@@ -1,8 +1,8 @@
 """Zero-config on the seed trees of ../shared/corpus (skipped where it is not beside the repo):
 `flashbuild build TREE` without --recipe picks the bundled recipe for causal-conv1d by its
 content, drafts FlashMLA and xformers (with its submodule) as `recipe init` does, refuses the
-xformers clone without submodules naming the command, and stops FlashRT on the draft's
-`[install]` TODO unless nothing is installed. Nothing is compiled and no tree is changed."""
+xformers clone without submodules naming the command, and drafts FlashRT from its configured
+CMake build. Nothing is compiled and no tree is changed."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from flashbuild.building import choose
-from flashbuild.errors import RecipeError, TreeError
+from flashbuild.errors import TreeError
 from tests.conftest import ROOT
 
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -70,11 +70,17 @@ def test_the_clone_without_submodules_is_refused(trees: Path, tmp_path: Path) ->
     assert not tmp_path.joinpath("xformers.draft.toml").exists()
 
 
-def test_flashrt_stops_on_the_install_todo_unless_nothing_is_installed(
-        trees: Path, tmp_path: Path) -> None:
-    with pytest.raises(RecipeError) as err:
-        _choose(trees / "FlashRT", tmp_path)
-    assert "[install]" in err.value.evidence and "--install none" in err.value.fix
-    chosen = _choose(trees / "FlashRT", tmp_path, installing=False)
+def test_flashrt_is_drafted_from_its_configured_build(trees: Path, tmp_path: Path) -> None:
+    # The draft comes from CMake's File API after a configure for sm_90a (introspection), as
+    # `recipe init` drafts: GPU_ARCH from --arch, only the targets that configuration defines
+    # (FA2 exists for GPU_ARCH 80/86/89/120, the FP4 module and its plugins for 100/110), and
+    # [install] for the flash_vla package that imports the module.
+    tree = trees / "FlashRT"
+    before = _snapshot(tree)
+    chosen = _choose(tree, tmp_path)
     assert chosen.how == "drafted" and chosen.recipe.build.backend == "cmake"
-    assert chosen.recipe.artifact
+    assert chosen.recipe.install is not None and chosen.recipe.install.package == "flash_vla"
+    targets = set(chosen.recipe.build.targets)
+    assert "flash_vla_kernels" in targets
+    assert not targets & {"flash_vla_fa2", "flash_vla_fp4", "fmha_fp16_strided"}
+    assert _snapshot(tree) == before
