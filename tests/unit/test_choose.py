@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.building import choose
 from flashbuild.errors import RecipeError, UsageError
+from flashbuild.pipeline import choose
 from flashbuild.scanning import draft
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

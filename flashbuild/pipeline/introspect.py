@@ -109,15 +109,15 @@ def _request(recipe: Recipe, tree: Path, spec: ArchSpec,
     import site
 
     from flashbuild import platforms
-    from flashbuild.building.command import (
+    from flashbuild.building.request import BuildRequest
+    from flashbuild.building.toolkit import cmake_toolkit_root
+    from flashbuild.errors import UsageError
+    from flashbuild.pipeline.command import (
         _choose_toolkit,
         _host_environment,
         _version_or_none,
         recipe_settings,
     )
-    from flashbuild.building.request import BuildRequest
-    from flashbuild.building.toolkit import cmake_toolkit_root
-    from flashbuild.errors import UsageError
     from flashbuild.proc import ProcessRunner
     from flashbuild.recipes.when import WhenContext
 

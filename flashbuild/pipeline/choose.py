@@ -105,8 +105,8 @@ def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platfor
 def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_root: Path,
              say: Callable[[str], None]) -> Chosen:
     from flashbuild.arch import parse_arch_spec
-    from flashbuild.building.introspect import introspect_for_draft
     from flashbuild.building.treecheck import refuse_missing_submodules
+    from flashbuild.pipeline.introspect import introspect_for_draft
     from flashbuild.scanning.draft import run_init
 
     # A plain clone without its submodules is refused before a draft is made of it.
