@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flashbuild.building.artifacts import parse_install_mode
 from flashbuild.building.request import BuildRequest, HostCompiler, PatchOutcome, Step
 from flashbuild.errors import ToolchainError, UsageError
-from flashbuild.installing import install as installing
 from flashbuild.pipeline.driver import build
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
 
     jobs_n = parse_jobs(jobs_text)
     launcher_choice = parse_launcher(launcher_text)
-    mode = installing.parse_install_mode(install_text)
+    mode = parse_install_mode(install_text)
     plat = platforms.get(platform)
     if plat.name != platforms.current().name:
         raise UsageError(
