@@ -105,7 +105,7 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
 
 def _choose(recipe: str | None, source: Path | None, *, spec: ArchSpec, platform: str,
             installing: bool, build_dir: Path | None, cache_dir: Path) -> Chosen:
-    """The recipe and tree (building/choose.py); a draft goes where the build folders go."""
+    """The recipe and tree (pipeline/choose.py); a draft goes where the build folders go."""
     from flashbuild.building import builddir
     from flashbuild.console import ui
     from flashbuild.pipeline.choose import choose_recipe

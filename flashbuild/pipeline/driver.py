@@ -15,7 +15,7 @@ the next run resume) leaves the previous install intact.
 An unchanged re-run is a no-op: the patch engine rewrites nothing, the backend finds nothing to
 do (CMake: configure hash + "ninja: no work to do"; setuptools: the tree and environment stamp),
 and the install stamp matches so nothing is copied or pip-installed.
-The options of the `flashbuild build` command are resolved in building/command.py.
+The options of the `flashbuild build` command are resolved in pipeline/command.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Introspection: ask the build what it compiles, without compiling (DESIGN.md "The tree model").
 
 `introspect(recipe, tree, arch)` resolves the toolkit, host compiler and the recipe's options
-exactly as `flashbuild build` does (building/command.py), then:
+exactly as `flashbuild build` does (pipeline/command.py), then:
 
 - CMake trees: writes the File API queries into a scratch folder inside the build root
   (`<build root>/introspect/<name>-<key>`), configures the tree there with Ninja and the same
@@ -105,7 +105,7 @@ def _with_seconds(model: treemodel.TreeModel, seconds: float) -> treemodel.TreeM
 
 def _request(recipe: Recipe, tree: Path, spec: ArchSpec,
              platform: str | None) -> tuple[BuildRequest, StreamRunner]:
-    """The BuildRequest `flashbuild build` would make (building/command.py), for this machine."""
+    """The BuildRequest `flashbuild build` would make (pipeline/command.py), for this machine."""
     import site
 
     from flashbuild import platforms
