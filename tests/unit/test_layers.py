@@ -33,8 +33,6 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
 
 #: (importing module, imported module): why it is still there. Remove an entry with its edge.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("flashbuild.scanning.checks_cxx", "flashbuild.patching.transforms.instantiations"):
-        "the scan reuses the instantiation transform's analysis of templates and launchers",
     ("flashbuild.scanning.draft", "flashbuild.patching.transforms"):
         "the draft checks its planned steps against the transforms' registry",
     ("flashbuild.scanning.draft", "flashbuild.patching.transforms.base"):
