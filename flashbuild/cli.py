@@ -511,12 +511,13 @@ def recipe_init(  # noqa: PLR0917 - Typer maps each option to a parameter
     A \\[\\[patch]] step for every finding a transform fixes, and a commented TODO with the
     evidence for every finding that needs a person."""
     ui.configure(json_mode=json)
+    from flashbuild.patching.plan import plan_steps
     from flashbuild.pipeline.introspect import introspect_for_draft
     from flashbuild.scanning.draft import run_init
 
     return run_init(source, platform=platform, arch=arch, output=output, as_json=json,
                     check=compile_check, force=force,
-                    introspect=None if static else introspect_for_draft)
+                    introspect=None if static else introspect_for_draft, plan=plan_steps)
 
 
 @ci_app.command(cls=_Command, name="init")

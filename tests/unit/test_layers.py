@@ -33,12 +33,6 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
 
 #: (importing module, imported module): why it is still there. Remove an entry with its edge.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("flashbuild.scanning.draft", "flashbuild.patching.transforms"):
-        "the draft checks its planned steps against the transforms' registry",
-    ("flashbuild.scanning.draft", "flashbuild.patching.transforms.base"):
-        "the draft dry-runs its planned steps (TransformContext) to keep only those that apply",
-    ("flashbuild.scanning.draft", "flashbuild.patching.tree"):
-        "the draft dry-runs its planned steps on a patching Tree",
     ("flashbuild.recipes.load", "flashbuild.patching.transforms"):
         "loading a recipe validates each step's transform name and params dataclass",
     ("flashbuild.platforms.windows", "flashbuild.proc"):
