@@ -48,8 +48,10 @@ if TYPE_CHECKING:
 
 #: Seconds a configure or a setup.py record may take.
 DEFAULT_TIMEOUT = 300.0
-_STUB = Path(__file__).resolve().parent / "backends" / "resources" / "stub_targets.cmake"
-_RECORDER = Path(__file__).resolve().parent / "backends" / "resources" / "record_setup.py"
+# The backends' resources (building/backends/resources), next to the build hook they share.
+_RESOURCES = Path(__file__).resolve().parents[1] / "building" / "backends" / "resources"
+_STUB = _RESOURCES / "stub_targets.cmake"
+_RECORDER = _RESOURCES / "record_setup.py"
 #: Folders not copied for a setup.py record (version control, caches, earlier builds).
 _SKIP = frozenset({".git", ".hg", ".svn", "__pycache__", ".flashbuild", ".mypy_cache",
                    ".pytest_cache", ".venv", "build", "dist"})
