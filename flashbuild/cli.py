@@ -388,7 +388,7 @@ def build(
     setup.py). Exit 6 when the build fails (log
     kept, previous install intact), 130 when interrupted (run again to resume)."""
     ui.configure(json_mode=json)
-    from flashbuild.building.command import run_build
+    from flashbuild.pipeline.command import run_build
 
     return run_build(recipe=recipe, source=_one_tree(path, source), arch=arch, cuda=cuda,
                      platform=platform, jobs_text=jobs, launcher_text=launcher,
@@ -511,12 +511,13 @@ def recipe_init(  # noqa: PLR0917 - Typer maps each option to a parameter
     A \\[\\[patch]] step for every finding a transform fixes, and a commented TODO with the
     evidence for every finding that needs a person."""
     ui.configure(json_mode=json)
-    from flashbuild.building.introspect import introspect_for_draft
+    from flashbuild.patching.plan import plan_steps
+    from flashbuild.pipeline.introspect import introspect_for_draft
     from flashbuild.scanning.draft import run_init
 
     return run_init(source, platform=platform, arch=arch, output=output, as_json=json,
                     check=compile_check, force=force,
-                    introspect=None if static else introspect_for_draft)
+                    introspect=None if static else introspect_for_draft, plan=plan_steps)
 
 
 @ci_app.command(cls=_Command, name="init")

@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from flashbuild.arch import ArchSpec
+    from flashbuild.building.artifacts import InstallMode
     from flashbuild.building.launcher import LauncherChoice
     from flashbuild.detect.cuda import Toolkit
-    from flashbuild.installing import install as installing
     from flashbuild.platforms.base import Platform
     from flashbuild.proc import Completed
     from flashbuild.recipes.model import Recipe
@@ -88,7 +88,7 @@ class BuildRequest:
     jobs: int | None = None
     """`--jobs N`; None = auto."""
     launcher: LauncherChoice = "auto"
-    install: installing.InstallMode = "wheel"
+    install: InstallMode = "wheel"
     build_dir: Path | None = None
     """`--build-dir`: this exact folder instead of one keyed under the build root."""
     build_root: Path | None = None

@@ -31,14 +31,12 @@ import hashlib
 import json
 import re
 import shutil
-import sys
-import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from flashbuild import platforms
-from flashbuild.errors import InstallError, UsageError
+from flashbuild.errors import InstallError
 from flashbuild.installing import shim
 from flashbuild.installing.wheel import build_wheel, read_member, repack_wheel
 from flashbuild.proc import Runner, quote, tail
@@ -46,34 +44,10 @@ from flashbuild.proc import Runner, quote, tail
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from flashbuild.building.artifacts import BuiltArtifact, InstallMode
     from flashbuild.platforms.base import Platform
 
-InstallMode = Literal["wheel", "inplace", "none"]
-ArtifactKind = Literal["module", "plugin"]
 INSTALL_STAMP = "flashbuild-install.json"
-_MODES: dict[str, InstallMode] = {"wheel": "wheel", "inplace": "inplace", "none": "none"}
-
-
-def parse_install_mode(text: str) -> InstallMode:
-    mode = _MODES.get(text.strip().lower())
-    if mode is None:
-        raise UsageError(f"`--install {text}` is not an install mode",
-                         fix="use wheel (pip-installable, the default), inplace or none")
-    return mode
-
-
-@dataclass(frozen=True)
-class BuiltArtifact:
-    """One binary the build produced."""
-
-    path: Path
-    kind: ArtifactKind
-    name: str
-    """The recipe's artifact name (`_C`, `flashkern_attn`); for a setup.py build the module's
-    dotted name (`causal_conv1d_cuda`, `pkg._C`)."""
-    relpath: str = ""
-    """Where the module sits below the import root (`pkg/_C.cpython-311-x86_64-linux-gnu.so`),
-    for a build that decides that itself (setuptools); empty = in the package folder."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -460,12 +434,3 @@ def _still_installed(stamp: Mapping[str, object]) -> tuple[tuple[Path, ...], lis
             replaced.append(path.name)
     return tuple(files), replaced
 
-
-def ext_suffix(python: str, runner: Runner, env: Mapping[str, str]) -> str:
-    """The extension suffix of the interpreter the module is built for (CMake's FindPython
-    reads the same value); this interpreter's needs no process."""
-    if python == sys.executable or Path(python).resolve() == Path(sys.executable).resolve():
-        return str(sysconfig.get_config_var("EXT_SUFFIX"))
-    done = runner.run([python, "-c", "import sysconfig; print(sysconfig.get_config_var("
-                       "'EXT_SUFFIX'))"], env=env, timeout=60)
-    return done.stdout.strip().splitlines()[-1]

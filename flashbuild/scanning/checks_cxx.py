@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flashbuild.arch import Arch
-from flashbuild.patching.transforms import instantiations as inst
 from flashbuild.scanning.ptx_table import INSTRUCTIONS
 from flashbuild.scanning.scan import (
     Category,
@@ -31,6 +30,7 @@ from flashbuild.scanning.scan import (
     Severity,
 )
 from flashbuild.source import cxx
+from flashbuild.source import instantiations as inst
 from flashbuild.source.pp import NOT_DEFINED, Evaluator, Pass, device_pass, host_pass
 
 if TYPE_CHECKING:
@@ -773,7 +773,7 @@ def instantiation_findings(root: Path, reports: Sequence[FileReport],
         return cxx.parse(text, path) if isinstance(text, str) else None
 
     analysis = inst.InstantiationAnalysis(facts, load)
-    params = inst.ExplicitInstantiationsParams(files=tuple(facts))
+    params = inst.DefaultRules()
     out: list[Finding] = []
     for site in analysis.sites(facts, params):
         if site.action == "already":

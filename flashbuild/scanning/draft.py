@@ -45,7 +45,7 @@ from flashbuild.scanning.scan import ScanOptions, read_source, walk_tree
 from flashbuild.source.setuppy import parse_python
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from tree_sitter import Node
 
@@ -54,6 +54,11 @@ if TYPE_CHECKING:
     from flashbuild.scanning.scan import Finding, ScanResult, ScanTarget
     from flashbuild.source import cxx
     from flashbuild.source.treemodel import Introspection, TreeModel
+
+    PlanSteps = Callable[[Recipe, Path, str, tuple[str, ...]],
+                         Iterator[tuple[dict[str, str], int]]]
+    """Per patch step of the recipe in order: (path → new text, sites counted); raises the
+    step's PatchError or TreeError when it is refused (patching.plan.plan_steps)."""
 
 
 @dataclass
@@ -821,7 +826,7 @@ class _StepFailed(Exception):
         self.index, self.error = index, error
 
 
-def fill_expect(d: Draft, root: Path) -> None:
+def fill_expect(d: Draft, root: Path, plan: PlanSteps) -> None:
     """Plan every step on the tree with the transform itself (in memory, nothing written) and
     record the sites it finds as the step's `expect`. A step the transform refuses (a site it
     cannot edit safely) loses the file it names, or is left out when it names none, and the
@@ -829,7 +834,7 @@ def fill_expect(d: Draft, root: Path) -> None:
     send them to fix flashbuild's draft (issue 22). Each round drops a file or a step."""
     while True:
         try:
-            _fill_expect(d, root)
+            _fill_expect(d, root, plan)
             return
         except _StepFailed as failed:
             step = d.steps[failed.index]
@@ -843,28 +848,16 @@ def fill_expect(d: Draft, root: Path) -> None:
                 del d.steps[failed.index]
 
 
-def _fill_expect(d: Draft, root: Path) -> None:
-    from flashbuild.patching.transforms import registry
-    from flashbuild.patching.transforms.base import TransformContext
-    from flashbuild.patching.tree import Tree
-
+def _fill_expect(d: Draft, root: Path, plan: PlanSteps) -> None:
     recipe = validate_draft(render(d), None)
-    tree = Tree(root)
-    sources = sorted({p for g in recipe.source.sources for p in tree.glob(g)})
-    archs = tuple(a.sm for a in d.target.archs)
-    ctx = TransformContext(platform=d.target.platform, archs=archs, sources=tuple(sources))
-    reg = registry()
-    for index, (step, drafted) in enumerate(zip(recipe.patch, d.steps, strict=True)):
-        assert step.transform is not None
+    planned = plan(recipe, root, d.target.platform, tuple(a.sm for a in d.target.archs))
+    for index, drafted in enumerate(d.steps):
         try:
-            result = reg[step.transform].apply(tree, step.params, ctx)
+            changes, sites = next(planned)
         except (PatchError, TreeError) as exc:
             raise _StepFailed(index, exc) from exc
-        for rel, new in result.changes.items():
-            tree.plan(rel, new.encode("utf-8"))
-        counted = [s for s in result.sites if s.action in ("edit", "already")]
-        drafted.expect = {"sites": len(counted)}
-        drafted.changes = dict(result.changes)
+        drafted.expect = {"sites": sites}
+        drafted.changes = changes
 
 
 # --- rendering ----------------------------------------------------------------------------
@@ -1061,10 +1054,12 @@ def compile_check(d: Draft, root: Path, result: ScanResult) -> None:
 def run_init(source: Path, *, platform: str | None, arch: str, output: Path | None,
              as_json: bool, check: bool = False, force: bool = False,
              introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection] | None = None,
+             plan: PlanSteps,
              ) -> int:
     """The `recipe init` stage: scan, draft, check the build side against the configured
     build (`introspect`, given by the caller: it runs the tree's build scripts; None = static
-    reading only), plan for expect counts, validate, write."""
+    reading only), plan for expect counts (`plan`, given by the caller: patching's
+    `plan_steps`, a later stage than this one), validate, write."""
     from flashbuild.console import ui
     from flashbuild.outputs import refuse_over_tree
     from flashbuild.scanning.report import resolve_platform
@@ -1096,7 +1091,7 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
     from flashbuild.scanning.draft_check import reconcile
 
     reconcile(d)
-    fill_expect(d, root)
+    fill_expect(d, root, plan)
     if check:
         compile_check(d, root, result)
     elif any(s.transform in _CODE_STEPS for s in d.steps):

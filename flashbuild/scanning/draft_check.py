@@ -1,7 +1,7 @@
 """Drafts checked against the configured build, and drafts that agree with themselves.
 
 `apply_model` replaces what `draft_build` guessed from the text with what the configured build
-says (source/treemodel.py, from building/introspect.py):
+says (source/treemodel.py, from pipeline/introspect.py):
 
 - `[build] targets` / `[[artifact]]`: only the module and shared-library targets this
   configuration defines (a target the CMakeLists defines only for another arch is left out,

@@ -1,6 +1,6 @@
 """setup.py record mode: the typed record of one run, read from the file the build hook wrote.
 
-The build (building/introspect.py) runs a copy of the tree's setup.py under flashbuild's build
+The build (pipeline/introspect.py) runs a copy of the tree's setup.py under flashbuild's build
 hook with FLASHBUILD_RECORD set (building/backends/resources/sitecustomize.py and
 record_setup.py): torch's BuildExtension writes its build.ninja, the hook asks `ninja -t
 compdb` for the compile commands and stops there. Nothing is compiled, nothing downloaded.

@@ -6,7 +6,7 @@ their sources, and per source its language, include folders, defines, flags and 
 flags that reach nvcc, each with where it came from; plus the tree's own arch variable (e.g.
 `GPU_ARCH`) when one was confirmed, the environment variables a setup.py read, and what made a
 setup.py stop. It is made from a CMake File API reply (`from_cmake`) or a setup.py record
-(`from_record`); building/introspect.py runs the configure or the record that produces them.
+(`from_record`); pipeline/introspect.py runs the configure or the record that produces them.
 When neither can run, `Introspection.fallback` says why in one line, and the readers of the
 text are used instead.
 """

@@ -82,7 +82,7 @@ def test_an_unreadable_version_is_refused_before_anything(tmp_path: Path,
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 def test_a_download_during_the_build_stops_at_once_before_compiling(
         tmp_path: Path, cuda_toolkit_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from flashbuild.building.command import run_build
+    from flashbuild.pipeline.command import run_build
 
     monkeypatch.setattr(st, "check_torch_cuda", lambda torch, request: None)
     # A host that is not this machine (TEST-NET-1, RFC 5737): refused by the build's network

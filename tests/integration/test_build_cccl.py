@@ -67,7 +67,7 @@ def _tree(root: Path) -> Path:
 
 def test_a_cpp_that_includes_cccl_compiles(tmp_path: Path, cuda_toolkit_root: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from flashbuild.building.command import run_build
+    from flashbuild.pipeline.command import run_build
 
     if cccl_include_dir(cuda_toolkit_root) is None:
         pytest.skip("this toolkit keeps CCCL in include/ (CUDA 12): nothing to add")

@@ -110,7 +110,7 @@ def _tree(root: Path, scheme: str, *, git: bool = True) -> Path:
 
 def _build(tree: Path, cuda: Path, build_dir: Path) -> str:
     """Build a wheel of `tree` through flashbuild; its version."""
-    from flashbuild.building.command import run_build
+    from flashbuild.pipeline.command import run_build
 
     run_build(recipe=str(tree / "tree.toml"), source=None, arch="sm_90a", cuda=cuda,
               platform=None, jobs_text="2", launcher_text="none", install_text="none",

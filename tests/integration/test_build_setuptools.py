@@ -75,7 +75,7 @@ def _tree(root: Path, extra: str = "") -> Path:
 
 
 def _run_build(tree: Path, cuda: Path, build_dir: Path) -> None:
-    from flashbuild.building.command import run_build
+    from flashbuild.pipeline.command import run_build
 
     run_build(recipe=str(tree / "tiny.toml"), source=None, arch="sm_90a", cuda=cuda,
               platform=None, jobs_text="2", launcher_text="none", install_text="wheel",

@@ -75,7 +75,7 @@ setup(name="zc", version="0.1", packages=["zc"], ext_modules=[ext],
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 def test_a_setup_py_tree_without_a_recipe_builds_to_the_wheel(
         tmp_path: Path, cuda_toolkit_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from flashbuild.building.command import run_build
+    from flashbuild.pipeline.command import run_build
 
     monkeypatch.setattr(st, "check_torch_cuda", lambda torch, request: None)
     tree = tmp_path / "zc"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from flashbuild.arch import parse_arch_spec
-from flashbuild.building.introspect import introspect
+from flashbuild.pipeline.introspect import introspect
 from flashbuild.recipes.load import parse_recipe
 from flashbuild.source.treemodel import Introspection
 

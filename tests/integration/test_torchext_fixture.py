@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow,
 
 def test_the_ci_torch_extension_compiles_for_the_requested_arch(
         tmp_path: Path, cuda_toolkit_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from flashbuild.building.command import run_build
+    from flashbuild.pipeline.command import run_build
 
     monkeypatch.setattr(st, "check_torch_cuda", lambda torch, request: None)
     tree = tmp_path / "torchext"

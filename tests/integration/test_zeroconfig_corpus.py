@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.building import choose
 from flashbuild.errors import TreeError
+from flashbuild.pipeline import choose
 from tests.conftest import ROOT
 
 CORPUS = ROOT.parent / "shared" / "corpus"

@@ -19,9 +19,9 @@ from flashbuild import platforms
 from flashbuild.arch import parse_arch_spec
 from flashbuild.building import archcheck
 from flashbuild.building.backends import backend_for, detect_backend, setuptools
-from flashbuild.building.command import recipe_settings
 from flashbuild.errors import BuildError, RecipeError, ToolchainError, UsageError
 from flashbuild.installing.wheel import repack_wheel
+from flashbuild.pipeline.command import recipe_settings
 from flashbuild.recipes.load import parse_recipe
 from flashbuild.recipes.when import WhenContext
 

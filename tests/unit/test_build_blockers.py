@@ -8,10 +8,10 @@ import pytest
 
 from flashbuild import platforms
 from flashbuild.arch import parse_arch_spec
-from flashbuild.building.command import NOT_BUILD_BLOCKERS, doctor_blockers
 from flashbuild.detect import doctor
 from flashbuild.detect.cuda import ToolkitSearch
 from flashbuild.detect.rules import RULES
+from flashbuild.pipeline.command import NOT_BUILD_BLOCKERS, doctor_blockers
 from tests.fakes import ReplayRunner
 
 

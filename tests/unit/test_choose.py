@@ -1,4 +1,4 @@
-"""Which recipe `flashbuild build TREE` uses without --recipe (building/choose.py): a bundled
+"""Which recipe `flashbuild build TREE` uses without --recipe (pipeline/choose.py): a bundled
 recipe matched by the tree's content, else a draft made by `recipe init`'s own function,
 cached per tree state, never overwriting the user's edits, stopped by a TODO it cannot build
 without. Scans only; nothing is compiled."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.building import choose
 from flashbuild.errors import RecipeError, UsageError
+from flashbuild.pipeline import choose
 from flashbuild.scanning import draft
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from flashbuild import platforms
+from flashbuild.building import artifacts
 from flashbuild.errors import InstallError, UsageError
 from flashbuild.installing import install as inst
 from flashbuild.installing import shim
@@ -23,7 +24,7 @@ from tests.fakes import ReplayRunner
 EXT = sysconfig.get_config_var("EXT_SUFFIX")
 
 
-def _tree(tmp_path: Path) -> tuple[Path, tuple[inst.BuiltArtifact, ...]]:
+def _tree(tmp_path: Path) -> tuple[Path, tuple[artifacts.BuiltArtifact, ...]]:
     pkg = tmp_path / "src" / "python" / "flashkern"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text('"""flashkern."""\n\nfrom flashkern._C import built_archs\n')
@@ -37,11 +38,11 @@ def _tree(tmp_path: Path) -> tuple[Path, tuple[inst.BuiltArtifact, ...]]:
     module.write_bytes(b"\x7fELF fresh module")
     plugin = out / "libflashkern_attn.so"
     plugin.write_bytes(b"\x7fELF plugin")
-    return pkg, (inst.BuiltArtifact(module, "module", "_C"),
-                 inst.BuiltArtifact(plugin, "plugin", "flashkern_attn"))
+    return pkg, (artifacts.BuiltArtifact(module, "module", "_C"),
+                 artifacts.BuiltArtifact(plugin, "plugin", "flashkern_attn"))
 
 
-def _plan(tmp_path: Path, mode: inst.InstallMode, **over: object) -> inst.InstallPlan:
+def _plan(tmp_path: Path, mode: artifacts.InstallMode, **over: object) -> inst.InstallPlan:
     pkg, arts = _tree(tmp_path)
     base: dict[str, object] = dict(
         mode=mode, package="flashkern", package_dir=pkg, artifacts=arts,
@@ -114,7 +115,7 @@ def test_another_builds_install_is_replaced_when_switching_back(tmp_path: Path) 
     other_module.write_bytes(b"\x7fELF sm_100 module!")
     second = inst.InstallPlan(
         mode="inplace", package="flashkern", package_dir=pkg,
-        artifacts=(inst.BuiltArtifact(other_module, "module", "_C"), first.artifacts[1]),
+        artifacts=(artifacts.BuiltArtifact(other_module, "module", "_C"), first.artifacts[1]),
         dll_dirs=first.dll_dirs, manifest_name=first.manifest_name,
         manifest=b'{"archs": "100-real"}\n', python=sys.executable, version="1+sm100.cu130",
         work_dir=tmp_path / "build100")
@@ -215,7 +216,7 @@ def test_pip_failure_is_an_install_error(tmp_path: Path) -> None:
 def test_none_and_bad_mode(tmp_path: Path) -> None:
     assert inst.install(_plan(tmp_path, "none"), ReplayRunner(), {}).location is None
     with pytest.raises(UsageError):
-        inst.parse_install_mode("copy")
+        artifacts.parse_install_mode("copy")
 
 
 def _snapshot(pkg: Path) -> dict[str, bytes]:

@@ -12,12 +12,10 @@ from flashbuild.patching.transforms import registry
 from flashbuild.patching.transforms.base import TransformContext, TransformResult
 from flashbuild.patching.transforms.instantiations import (
     ExplicitInstantiationsParams,
-    FileFacts,
-    InstantiationAnalysis,
-    file_facts,
     find_sites,
 )
 from flashbuild.source import cxx
+from flashbuild.source.instantiations import FileFacts, InstantiationAnalysis, file_facts
 from tests.unit.transform_tree import DictTree
 
 BASE = Path(__file__).resolve().parent.parent / "fixtures" / "transforms" / "instantiations"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from flashbuild import platforms
+from flashbuild.building import artifacts
 from flashbuild.installing import install as inst
 from flashbuild.platforms import files
 from flashbuild.platforms.linux import LinuxPlatform
@@ -87,7 +88,7 @@ def test_inplace_install_rides_out_a_scanner(tmp_path: Path,
     module.write_bytes(b"MZ fresh")
     plan = inst.InstallPlan(
         mode="inplace", package="flashkern", package_dir=pkg,
-        artifacts=(inst.BuiltArtifact(module, "module", "_C"),), dll_dirs=(),
+        artifacts=(artifacts.BuiltArtifact(module, "module", "_C"),), dll_dirs=(),
         manifest_name="flashbuild-manifest.json", manifest=b"{}\n", python=sys.executable,
         work_dir=tmp_path / "build")
     (tmp_path / "build").mkdir()

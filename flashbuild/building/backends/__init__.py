@@ -27,10 +27,10 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from flashbuild.building.artifacts import BuiltArtifact
     from flashbuild.building.builddir import BuildDir
     from flashbuild.building.jobs import JobPlan
     from flashbuild.building.request import BuildRequest, PatchOutcome, Step, StreamRunner
-    from flashbuild.installing.install import BuiltArtifact
     from flashbuild.recipes.model import BackendName, Recipe
 
 

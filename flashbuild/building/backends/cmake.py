@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flashbuild import interrupts
-from flashbuild.building import archcheck, builddir, cmake, progress
+from flashbuild.building import archcheck, artifacts, builddir, cmake, progress
 from flashbuild.building.backends import BackendContext, BackendResult, wrong_tree
 from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_host
 from flashbuild.building.launcher import Launcher, choose_launcher
 from flashbuild.building.toolkit import cccl_include_dir
 from flashbuild.errors import BuildError, Interrupted, UsageError
-from flashbuild.installing import install as installing
 
 if TYPE_CHECKING:
     from flashbuild.building.builddir import BuildDir
@@ -63,7 +62,7 @@ class CMakeBackend:
                                           console=ctx.console, show_progress=ctx.show_progress)
         if code != 0:
             raise progress.failure("compiling failed", monitor, log)
-        ext = installing.ext_suffix(request.python, ctx.runner, request.env)
+        ext = artifacts.ext_suffix(request.python, ctx.runner, request.env)
         defines = dict(a[2:].split("=", 1) for a in setup.argv
                        if a.startswith("-D") and "=" in a)
         return BackendResult(
@@ -224,10 +223,10 @@ def _check_arch(setup: _Setup, request: BuildRequest) -> None:
 
 
 def find_artifacts(request: BuildRequest, output_dir: Path,
-                   ext: str) -> tuple[installing.BuiltArtifact, ...]:
+                   ext: str) -> tuple[artifacts.BuiltArtifact, ...]:
     """The recipe's artifacts in the output folder: a module is `<name><ext>`, a plugin the
     platform's shared library (`lib<name>.so`, `<name>.dll`)."""
-    found: list[installing.BuiltArtifact] = []
+    found: list[artifacts.BuiltArtifact] = []
     for art in request.recipe.artifact:
         if art.kind == "module":
             names = [f"{art.name}{ext}"]
@@ -251,5 +250,5 @@ def find_artifacts(request: BuildRequest, output_dir: Path,
                 fix="check the recipe's [[artifact]] names and its [build] output_dir_var (the "
                 "CMake variable the project reads for where to write its binaries)",
             )
-        found.append(installing.BuiltArtifact(match, art.kind, art.name))
+        found.append(artifacts.BuiltArtifact(match, art.kind, art.name))
     return tuple(found)

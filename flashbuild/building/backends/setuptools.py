@@ -33,6 +33,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from flashbuild.building import archcheck, builddir, progress, staging, vcs
+from flashbuild.building.artifacts import BuiltArtifact, ext_suffix
 from flashbuild.building.backends import (
     BackendContext,
     BackendResult,
@@ -42,7 +43,6 @@ from flashbuild.building.backends import (
 from flashbuild.building.jobs import HostResources, plan_jobs, probe_host
 from flashbuild.building.toolkit import cccl_include_dir
 from flashbuild.errors import BuildError, ToolchainError
-from flashbuild.installing.install import BuiltArtifact, ext_suffix
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

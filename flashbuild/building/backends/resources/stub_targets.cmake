@@ -1,4 +1,4 @@
-# flashbuild introspection only (building/introspect.py): included after project() through
+# flashbuild introspection only (pipeline/introspect.py): included after project() through
 # CMAKE_PROJECT_INCLUDE when a configure stopped at generate time because a target it links
 # (a toolkit component such as CUDA::cublas) was not found. At the end of the top folder, an
 # empty IMPORTED stand-in is defined for each name in FLASHBUILD_STUB_TARGETS that still does

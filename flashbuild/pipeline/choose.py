@@ -105,8 +105,9 @@ def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platfor
 def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_root: Path,
              say: Callable[[str], None]) -> Chosen:
     from flashbuild.arch import parse_arch_spec
-    from flashbuild.building.introspect import introspect_for_draft
     from flashbuild.building.treecheck import refuse_missing_submodules
+    from flashbuild.patching.plan import plan_steps
+    from flashbuild.pipeline.introspect import introspect_for_draft
     from flashbuild.scanning.draft import run_init
 
     # A plain clone without its submodules is refused before a draft is made of it.
@@ -128,7 +129,7 @@ def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_ro
         # Exactly as `recipe init` drafts: checked against the configured build (targets this
         # configuration defines, the tree's arch variable, [install]) where it can run.
         run_init(tree, platform=platform, arch=arch, output=draft, as_json=False,
-                 introspect=introspect_for_draft)
+                 introspect=introspect_for_draft, plan=plan_steps)
         written = hashlib.sha256(draft.read_bytes()).hexdigest()
         key_file.write_text(json.dumps({"key": key, "written": written}), encoding="utf-8")
     loaded = load_recipe(draft)

@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flashbuild.building.driver import build
+from flashbuild.building.artifacts import parse_install_mode
 from flashbuild.building.request import BuildRequest, HostCompiler, PatchOutcome, Step
 from flashbuild.errors import ToolchainError, UsageError
-from flashbuild.installing import install as installing
+from flashbuild.pipeline.driver import build
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
     from flashbuild.arch import ArchSpec
-    from flashbuild.building.choose import Chosen
     from flashbuild.building.request import StreamRunner
     from flashbuild.detect.cuda import Toolkit
+    from flashbuild.pipeline.choose import Chosen
     from flashbuild.platforms.base import Platform
     from flashbuild.recipes.model import Recipe
     from flashbuild.recipes.when import WhenContext
@@ -45,7 +45,7 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
 
     jobs_n = parse_jobs(jobs_text)
     launcher_choice = parse_launcher(launcher_text)
-    mode = installing.parse_install_mode(install_text)
+    mode = parse_install_mode(install_text)
     plat = platforms.get(platform)
     if plat.name != platforms.current().name:
         raise UsageError(
@@ -105,10 +105,10 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
 
 def _choose(recipe: str | None, source: Path | None, *, spec: ArchSpec, platform: str,
             installing: bool, build_dir: Path | None, cache_dir: Path) -> Chosen:
-    """The recipe and tree (building/choose.py); a draft goes where the build folders go."""
+    """The recipe and tree (pipeline/choose.py); a draft goes where the build folders go."""
     from flashbuild.building import builddir
-    from flashbuild.building.choose import choose_recipe
     from flashbuild.console import ui
+    from flashbuild.pipeline.choose import choose_recipe
 
     root = build_dir if build_dir is not None else (
         builddir.default_root(source, cache_dir=cache_dir) if source is not None else cache_dir)

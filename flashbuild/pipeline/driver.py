@@ -15,7 +15,7 @@ the next run resume) leaves the previous install intact.
 An unchanged re-run is a no-op: the patch engine rewrites nothing, the backend finds nothing to
 do (CMake: configure hash + "ninja: no work to do"; setuptools: the tree and environment stamp),
 and the install stamp matches so nothing is copied or pip-installed.
-The options of the `flashbuild build` command are resolved in building/command.py.
+The options of the `flashbuild build` command are resolved in pipeline/command.py.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from flashbuild.building.artifacts import BuiltArtifact
     from flashbuild.building.backends import BackendResult
     from flashbuild.building.jobs import JobPlan
     from flashbuild.detect.cuda import Toolkit
@@ -87,7 +88,7 @@ class BuildReport:
     ninja_no_work: bool
     edges: int
     """ninja edges run (0 on a no-op)."""
-    artifacts: tuple[installing.BuiltArtifact, ...]
+    artifacts: tuple[BuiltArtifact, ...]
     install: installing.InstallResult
     jobs: JobPlan
     launcher: str
@@ -291,7 +292,7 @@ def _patch(request: BuildRequest, folder: builddir.BuildDir,
 
 
 
-def _wheel_dll_dirs(artifacts: Sequence[installing.BuiltArtifact]) -> list[Path]:
+def _wheel_dll_dirs(artifacts: Sequence[BuiltArtifact]) -> list[Path]:
     """Folders of the active environment (torch's `lib`, PyPI `nvidia/*`) holding libraries
     the built binaries import, read from their own import tables."""
     import site
@@ -339,7 +340,7 @@ def build_manifest(request: BuildRequest, outcome: PatchOutcome, built: BackendR
     )
 
 
-def _manifest_path(request: BuildRequest, artifact: installing.BuiltArtifact) -> str:
+def _manifest_path(request: BuildRequest, artifact: BuiltArtifact) -> str:
     """The artifact's path relative to the package folder, where the manifest lies."""
     if not artifact.relpath or request.recipe.install is None:
         return artifact.path.name

@@ -1,7 +1,7 @@
 """Introspection: ask the build what it compiles, without compiling (DESIGN.md "The tree model").
 
 `introspect(recipe, tree, arch)` resolves the toolkit, host compiler and the recipe's options
-exactly as `flashbuild build` does (building/command.py), then:
+exactly as `flashbuild build` does (pipeline/command.py), then:
 
 - CMake trees: writes the File API queries into a scratch folder inside the build root
   (`<build root>/introspect/<name>-<key>`), configures the tree there with Ninja and the same
@@ -48,8 +48,10 @@ if TYPE_CHECKING:
 
 #: Seconds a configure or a setup.py record may take.
 DEFAULT_TIMEOUT = 300.0
-_STUB = Path(__file__).resolve().parent / "backends" / "resources" / "stub_targets.cmake"
-_RECORDER = Path(__file__).resolve().parent / "backends" / "resources" / "record_setup.py"
+# The backends' resources (building/backends/resources), next to the build hook they share.
+_RESOURCES = Path(__file__).resolve().parents[1] / "building" / "backends" / "resources"
+_STUB = _RESOURCES / "stub_targets.cmake"
+_RECORDER = _RESOURCES / "record_setup.py"
 #: Folders not copied for a setup.py record (version control, caches, earlier builds).
 _SKIP = frozenset({".git", ".hg", ".svn", "__pycache__", ".flashbuild", ".mypy_cache",
                    ".pytest_cache", ".venv", "build", "dist"})
@@ -105,19 +107,19 @@ def _with_seconds(model: treemodel.TreeModel, seconds: float) -> treemodel.TreeM
 
 def _request(recipe: Recipe, tree: Path, spec: ArchSpec,
              platform: str | None) -> tuple[BuildRequest, StreamRunner]:
-    """The BuildRequest `flashbuild build` would make (building/command.py), for this machine."""
+    """The BuildRequest `flashbuild build` would make (pipeline/command.py), for this machine."""
     import site
 
     from flashbuild import platforms
-    from flashbuild.building.command import (
+    from flashbuild.building.request import BuildRequest
+    from flashbuild.building.toolkit import cmake_toolkit_root
+    from flashbuild.errors import UsageError
+    from flashbuild.pipeline.command import (
         _choose_toolkit,
         _host_environment,
         _version_or_none,
         recipe_settings,
     )
-    from flashbuild.building.request import BuildRequest
-    from flashbuild.building.toolkit import cmake_toolkit_root
-    from flashbuild.errors import UsageError
     from flashbuild.proc import ProcessRunner
     from flashbuild.recipes.when import WhenContext
 

@@ -1,0 +1,379 @@
+"""The analysis of explicit template instantiations: where they are, and which of them MSVC's
+host pass would reject (a `__global__` template's), keep (a host template another file
+references) or never sees (already guarded).
+
+A reader of the tree, below every stage: the `explicit-instantiations` transform
+(patching/transforms/instantiations.py) edits the sites it decides, and the scan
+(scanning/checks_cxx.py) reports the same sites, from the same decision.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from flashbuild.source import cxx
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+
+    from tree_sitter import Node
+
+SiteAction = Literal["edit", "keep", "already"]
+
+DEFAULT_GUARD = "!defined(_MSC_VER)"
+MSVC_GUARDS = frozenset({"!defined(_MSC_VER)", "!_MSC_VER"})
+"""Conditions (normalised) under which MSVC never sees the code, besides the recipe's guard."""
+
+
+class SiteRules(Protocol):
+    """What decides a site besides the tree (the transform's params satisfy it)."""
+
+    @property
+    def guard(self) -> str:
+        """The preprocessor condition that keeps a site; also recognised as an existing guard."""
+        ...
+
+    @property
+    def keep_referenced(self) -> bool:
+        """Keep a host template instantiation another source references."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class DefaultRules:
+    """The transform's defaults, for a reader that has no recipe step (the scan)."""
+
+    guard: str = DEFAULT_GUARD
+    keep_referenced: bool = True
+
+
+# --------------------------------------------------------------------------- public API
+#
+# The analysis runs in two steps so that `flashbuild scan` can do the per-file part in worker
+# processes on the parse it already has, and only the tree-wide part in one process:
+#
+# 1. `file_facts(path, text, src)`: per file, picklable. The direct instantiations (with the
+#    preprocessor conditionals around them), the function-like `#define`s, and every
+#    identifier-like token of the text.
+# 2. `InstantiationAnalysis(facts, load)`: tree-wide. Resolves instantiation macros and builds
+#    a token index (token → files) once, so that "is `f` a `__global__` template somewhere?"
+#    and "does another file reference host template `f`?" look only at the files whose
+#    tokens name `f`; those few are parsed (again, through `load`) to decide on the syntax
+#    tree, as the transform always did.
+#
+# The transform's `apply()` and the scan both go through `InstantiationAnalysis.sites`, so
+# the scan reports exactly what the transform does.
+
+_TOKEN = re.compile(r"[A-Za-z_$][\w$]*")
+_INSTANTIATION_WORD = re.compile(r"\btemplate\b(?!\s*<)")
+"""Where an explicit instantiation could be: `template` not followed by `<`. A superset
+(comments, `x.template f<…>`) — it only decides whether to look at the parse."""
+_DEFINE = re.compile(r"#[ \t]*define\b")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MacroBody:
+    """A function-like `#define` with a body: a candidate instantiation macro."""
+
+    name: str
+    body: str
+    where: str
+    """`path:line` of the definition."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstantiationMacro:
+    """A function-like macro whose expansion holds an explicit instantiation, directly or
+    through another such macro."""
+
+    name: str
+    kernel: bool
+    """The instantiation in its expansion is declared `__global__`."""
+    instantiates: str
+    """Unqualified name of the function template it instantiates."""
+    where: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class FoundInstantiation:
+    """An instantiation site before the tree-wide decision: a direct `template …;` or a use
+    of an instantiation macro. Plain data (picklable), no syntax nodes."""
+
+    path: str
+    start: int
+    """Byte offsets of the site in the file's UTF-8 text."""
+    end: int
+    line: int
+    col: int
+    """1-based, in characters."""
+    name: str
+    """Unqualified name of the instantiated function template."""
+    target: str
+    """What is instantiated, as written (`k<float>`, or `MACRO(args)` for a macro use)."""
+    declared_kernel: bool
+    """`__global__` at the site (or in the macro's expansion)."""
+    via_macro: str = ""
+    text: str
+    """The site's source text."""
+    conditionals: tuple[cxx.Conditional, ...]
+    """The preprocessor conditionals around the site, innermost first."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileFacts:
+    """What one file contributes to the analysis (see `file_facts`)."""
+
+    path: str
+    instantiations: tuple[FoundInstantiation, ...] = ()
+    """Direct explicit instantiations (not macro uses: those need the tree's macros)."""
+    may_define_kernels: bool = False
+    """The text holds `template` and `__global__`: it may define a kernel template (looked
+    at by the tree-wide pass only for names it needs)."""
+    macros: tuple[MacroBody, ...] = ()
+    tokens: frozenset[str] = frozenset()
+    """Every identifier-like token of the text: a superset of its references, for the index."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstantiationSite:
+    """A site with the transform's decision: `edit` (guard/remove), `keep` or `already`."""
+
+    found: FoundInstantiation
+    kernel: bool
+    """A `__global__` template, as written at the site or at the template's definition."""
+    action: SiteAction
+    note: str
+    """Why it is kept or already handled (`host template f is referenced from a.cu:7`)."""
+
+    @property
+    def path(self) -> str:
+        return self.found.path
+
+    @property
+    def start(self) -> int:
+        return self.found.start
+
+    @property
+    def end(self) -> int:
+        return self.found.end
+
+    @property
+    def line(self) -> int:
+        return self.found.line
+
+
+def file_facts(path: str, text: str, src: cxx.Source | None = None) -> FileFacts:
+    """The per-file part of the analysis. Parses `text` (or uses `src`, its parse) only when
+    the text can hold an instantiation or a `#define`."""
+    want_sites = _INSTANTIATION_WORD.search(text) is not None
+    want_macros = _DEFINE.search(text) is not None
+    tokens = frozenset(_TOKEN.findall(text))
+    kernels = "__global__" in tokens and "template" in tokens
+    if not (want_sites or want_macros):
+        return FileFacts(path=path, tokens=tokens, may_define_kernels=kernels)
+    if src is None:
+        src = cxx.parse(text, path)
+    sites: list[FoundInstantiation] = []
+    if want_sites:
+        for i in cxx.template_instantiations(src):
+            # The smallest node spanning the site is its `template_instantiation` node: its
+            # ancestors hold the conditionals (cheaper than a second walk of the tree).
+            node = src.root.descendant_for_byte_range(i.start, i.end) or src.root
+            sites.append(_found(src, i.start, i.end, name=i.name, target=i.target,
+                                kernel=i.is_kernel, via_macro="", node=node))
+    macros = tuple(
+        MacroBody(name=m.name, body=m.body, where=f"{path}:{m.line}")
+        for m in (cxx.macro_definitions(src) if want_macros else ())
+        if m.params is not None and m.body)
+    return FileFacts(path=path, instantiations=tuple(sites), may_define_kernels=kernels,
+                     macros=macros, tokens=tokens)
+
+
+def instantiation_macros(bodies: Iterable[MacroBody]) -> dict[str, InstantiationMacro]:
+    """Function-like macros whose expansion holds an explicit instantiation, directly or
+    through another such macro (resolved to a fixpoint). The first definition of a name
+    counts, in the order given."""
+    first: dict[str, MacroBody] = {}
+    for m in bodies:
+        first.setdefault(m.name, m)
+    known: dict[str, InstantiationMacro] = {}
+    pending: dict[str, tuple[MacroBody, frozenset[str]]] = {}
+    for name, m in first.items():
+        insts = cxx.template_instantiations(_body_source(m)) \
+            if _INSTANTIATION_WORD.search(m.body) else []
+        if insts:
+            known[name] = InstantiationMacro(name=name, kernel=any(i.is_kernel for i in insts),
+                                             instantiates=insts[0].name, where=m.where)
+        else:
+            pending[name] = (m, frozenset(_TOKEN.findall(m.body)))
+    changed = True
+    while changed:
+        changed = False
+        for name, (m, tokens) in pending.items():
+            if name in known or tokens.isdisjoint(known):
+                continue  # the token check spares the parse of bodies that use no known macro
+            uses = cxx.macro_uses(_body_source(m), known, top_level_only=False)
+            if uses:
+                inner = known[uses[0].name]
+                known[name] = InstantiationMacro(name=name, kernel=inner.kernel,
+                                                 instantiates=inner.instantiates, where=m.where)
+                changed = True
+    return known
+
+
+def _body_source(m: MacroBody) -> cxx.Source:
+    return cxx.parse(m.body if m.body.rstrip().endswith(";") else m.body + ";")
+
+
+def macro_sites(src: cxx.Source, macros: Mapping[str, InstantiationMacro]
+                ) -> list[FoundInstantiation]:
+    """File-scope uses of instantiation macros in `src`: the macro-generated sites."""
+    out: list[FoundInstantiation] = []
+    for use in cxx.macro_uses(src, macros):
+        info = macros[use.name]
+        out.append(_found(src, use.start, use.end, name=info.instantiates,
+                          target=f"{use.name}({use.args})", kernel=info.kernel,
+                          via_macro=use.name, node=use.node))
+    return out
+
+
+def _found(src: cxx.Source, start: int, end: int, *, name: str, target: str,
+           kernel: bool, via_macro: str, node: Node) -> FoundInstantiation:
+    return FoundInstantiation(
+        path=src.path, start=start, end=end, line=src.line_of(start),
+        col=len(src.slice(src.line_start(start), start)) + 1, name=name, target=target,
+        declared_kernel=kernel, via_macro=via_macro, text=src.slice(start, end),
+        conditionals=tuple(cxx.enclosing_conditionals(src, node)))
+
+
+class InstantiationAnalysis:
+    """The tree-wide part: which sites the transform edits, keeps or finds already handled.
+
+    `facts` holds one `FileFacts` per source taking part (the files to edit and every file
+    searched for references and macros); iteration order is the search order (sorted paths).
+    `load(path)` returns the parse of a file, or None when it can no longer be read; it is
+    called (once per file) only for files that use an instantiation macro and files whose tokens
+    name a template instantiated elsewhere without `__global__` (is it a kernel? is it
+    referenced?)."""
+
+    def __init__(self, facts: Mapping[str, FileFacts],
+                 load: Callable[[str], cxx.Source | None]) -> None:
+        self._facts = facts
+        self._load = load
+        self._sources: dict[str, cxx.Source | None] = {}
+        self.macros = instantiation_macros(m for f in facts.values() for m in f.macros)
+        index: dict[str, list[str]] = {}
+        for path, f in facts.items():
+            for token in f.tokens:
+                index.setdefault(token, []).append(path)
+        self._index = index
+        """token → files whose text holds it, in `facts` order: built once, in one pass."""
+        self._kernels: dict[str, bool] = {}
+        self._definitions: dict[str, dict[str, bool]] = {}
+        self._refs: dict[tuple[str, str], int] = {}
+        """(name, file) → line of its first reference there, 0 for none."""
+
+    @classmethod
+    def of_sources(cls, sources: Mapping[str, cxx.Source]) -> InstantiationAnalysis:
+        """The analysis of parsed sources (what the transform has in memory)."""
+        facts = {p: file_facts(p, s.text, s) for p, s in sorted(sources.items())}
+        return cls(facts, sources.get)
+
+    def source(self, path: str) -> cxx.Source | None:
+        if path not in self._sources:
+            self._sources[path] = self._load(path)
+        return self._sources[path]
+
+    def found(self, path: str) -> list[FoundInstantiation]:
+        """Every site in `path` (direct and macro-generated), in file order."""
+        facts = self._facts.get(path)
+        if facts is None:
+            return []
+        out = list(facts.instantiations)
+        if not facts.tokens.isdisjoint(self.macros):
+            src = self.source(path)
+            if src is not None:
+                out.extend(macro_sites(src, self.macros))
+        return sorted(out, key=lambda f: f.start)
+
+    def sites(self, paths: Iterable[str], params: SiteRules
+              ) -> list[InstantiationSite]:
+        """The decided sites of `paths`, in path and file order."""
+        out: list[InstantiationSite] = []
+        for path in paths:
+            for item in self.found(path):
+                kernel = item.declared_kernel or self.is_kernel(item.name)
+                action, note = self._decide(item, kernel, params)
+                out.append(InstantiationSite(found=item, kernel=kernel, action=action,
+                                             note=note))
+        return out
+
+    def is_kernel(self, name: str) -> bool:
+        """A function template `name` is declared `__global__` in some source. Only the files
+        that hold both `__global__` and the name are parsed for it."""
+        if name not in self._kernels:
+            self._kernels[name] = any(
+                self._definitions_in(path).get(name, False)
+                for path in self._index.get(name, ()) if self._facts[path].may_define_kernels)
+        return self._kernels[name]
+
+    def _definitions_in(self, path: str) -> dict[str, bool]:
+        if path not in self._definitions:
+            src = self.source(path)
+            self._definitions[path] = cxx.template_definitions(src) if src is not None else {}
+        return self._definitions[path]
+
+    def _decide(self, item: FoundInstantiation, kernel: bool,
+                params: SiteRules) -> tuple[SiteAction, str]:
+        guard = _guarded_by(item.conditionals, params.guard)
+        if guard:
+            return "already", guard
+        if not kernel and params.keep_referenced:
+            ref = self.referenced_elsewhere(item.name, item.path)
+            if ref:
+                return "keep", f"host template {item.name} is referenced from {ref}"
+        return "edit", ""
+
+    def referenced_elsewhere(self, name: str, path: str) -> str:
+        """`file:line` of the first reference to `name` outside `path`, or ''. Only the files
+        whose tokens hold `name` are parsed, and each (name, file) is looked at once."""
+        for other in self._index.get(name, ()):
+            if other == path:
+                continue
+            key = (name, other)
+            if key not in self._refs:
+                src = self.source(other)
+                refs = cxx.identifier_references(src, name) if src is not None else []
+                self._refs[key] = src.line_of(refs[0]) if src is not None and refs else 0
+            if self._refs[key]:
+                return f"{other}:{self._refs[key]}"
+        return ""
+
+
+def _guarded_by(conditionals: Iterable[cxx.Conditional], guard: str) -> str:
+    """The enclosing conditional that already hides the site from MSVC, as text, or ''."""
+    hidden = MSVC_GUARDS | {cxx.normalize_condition(guard)}
+    for cond in conditionals:
+        name = cxx.normalize_condition(cond.condition)
+        if cond.directive in ("#ifdef", "#elifdef"):
+            visible_when = f"defined({name})"
+        elif cond.directive in ("#ifndef", "#elifndef"):
+            visible_when = f"!defined({name})"
+        else:
+            visible_when = name
+        if cond.branch == "else":
+            visible_when = _negate(visible_when)
+        if visible_when in hidden:
+            where = "inside" if cond.branch == "then" else "in the #else of"
+            return f"already {where} `{cond.directive} {cond.condition}` (line {cond.line})"
+    return ""
+
+
+def _negate(condition: str) -> str:
+    """`!c` of a normalised condition, in the normalised spelling."""
+    compound = any(op in condition for op in ("&&", "||", "==", "!=", "<", ">", "?"))
+    if condition.startswith("!") and not compound:
+        return condition[1:]
+    return f"!({condition})" if compound else f"!{condition}"
