@@ -30,6 +30,19 @@ setup(name="top", ext_modules=[CUDAExtension(name="top_ext", sources=["csrc/k.cu
 """
 
 
+@pytest.fixture(autouse=True)
+def _no_introspection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Zero-config drafts as `recipe init` does, introspection included; that configures CMake
+    or runs setup.py, which unit tests do not (tests/integration/test_zeroconfig_corpus.py
+    drafts real trees with it). Here the draft falls back to static reading, as it does where
+    introspection cannot run."""
+    from flashbuild.pipeline import introspect
+    from flashbuild.source.treemodel import Introspection
+
+    monkeypatch.setattr(introspect, "introspect_for_draft",
+                        lambda *_a, **_k: Introspection(None, "unit test: nothing is run"))
+
+
 def _choose(source: Path | None, root: Path, recipe: str | None = None,
             installing: bool = True) -> tuple[choose.Chosen, list[str]]:
     said: list[str] = []
