@@ -39,13 +39,14 @@ SEEDS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
                                    ("linux", "sm_90a"))),
     "flashmla": ("FlashMLA", (("linux", "sm_90a"), ("linux", "sm_100f"), ("linux", "sm120"),
                               ("windows", "sm120"))),
+    "flashrt": ("FlashRT", (("linux", "sm_90a"), ("linux", "sm120"), ("windows", "sm120"))),
 }
 
 
 @pytest.fixture(scope="module")
 def trees(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("seeds")
-    for name in ("xformers-full", "xformers", "FlashMLA"):
+    for name in ("xformers-full", "xformers", "FlashMLA", "FlashRT"):
         with tarfile.open(CORPUS / f"{name}.tar.gz") as tar:
             tar.extractall(out, filter="data")
     return out
@@ -110,22 +111,28 @@ def _torch_includes() -> list[str]:
             f"-I{sysconfig.get_paths()['include']}"]
 
 
-# recipe -> (unit, the flags its setup.py gives nvcc, include folders)
-UNITS: dict[str, tuple[str, list[str], list[str]]] = {
-    "xformers": ("xformers/csrc/sparse24/sparse24_largest_mask_2d.cu",
+# recipe -> (platform whose patch set is applied, unit, the flags the tree's build gives nvcc,
+# include folders). nvcc's host compiler here is gcc: a Windows patch set is checked for its
+# device code and C++ validity, not for MSVC's host pass.
+UNITS: dict[str, tuple[str, str, list[str], list[str]]] = {
+    "xformers": ("windows", "xformers/csrc/sparse24/sparse24_largest_mask_2d.cu",
                  ["-std=c++17", "-DHAS_PYTORCH", "-U__CUDA_NO_HALF_OPERATORS__",
                   "-U__CUDA_NO_HALF_CONVERSIONS__", "--extended-lambda",
                   "-D_ENABLE_EXTENDED_ALIGNED_STORAGE", "-DNDEBUG", "-DTORCH_STABLE_ONLY",
                   "-DTORCH_TARGET_VERSION=0x020a000000000000", "-DUSE_CUDA"],
                  ["xformers/csrc", "third_party/cutlass/include",
                   "third_party/cutlass/tools/util/include", "third_party/cutlass/examples"]),
-    "flashmla": ("csrc/smxx/decode/get_decoding_sched_meta/get_decoding_sched_meta.cu",
+    "flashmla": ("linux", "csrc/smxx/decode/get_decoding_sched_meta/get_decoding_sched_meta.cu",
                  ["-std=c++20", "-DNDEBUG", "-D_USE_MATH_DEFINES", "-U__CUDA_NO_HALF_OPERATORS__",
                   "-U__CUDA_NO_HALF_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__",
                   "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "--expt-relaxed-constexpr",
                   "--expt-extended-lambda", "--use_fast_math"],
                  ["csrc", "csrc/kerutils/include", "csrc/sm90", "csrc/cutlass/include",
                   "csrc/cutlass/tools/util/include"]),
+    # The Windows patch set guards this file's kernel instantiations.
+    "flashrt": ("windows", "csrc/kernels/activation.cu",
+                ["-std=c++17", "--expt-relaxed-constexpr", "--expt-extended-lambda"],
+                ["csrc", "third_party/cutlass/include"]),
 }
 
 
@@ -135,14 +142,17 @@ def test_a_patched_unit_compiles_for_sm120(recipe: str, trees: Path, tmp_path: P
     tree = trees / SEEDS[recipe][0]
     runner = CliRunner()
     res = runner.invoke(app, ["patch", "--recipe", str(RECIPES / f"{recipe}.toml"), "--source",
-                              str(tree), "--platform", "linux", "--arch", "sm120"])
+                              str(tree), "--platform", UNITS[recipe][0], "--arch", "sm120"])
     assert res.exit_code == 0, res.output
-    unit, flags, includes = UNITS[recipe]
+    _, unit, flags, includes = UNITS[recipe]
+    if recipe == "flashrt":  # the unit compiled is the patched one
+        assert "!defined(_MSC_VER)" in (tree / unit).read_text(encoding="utf-8")
+    torch = _torch_includes() if recipe != "flashrt" else []
     try:
         done = subprocess.run(
             [str(cuda_toolkit_root / "bin" / "nvcc"), "-c", unit, "-o", str(tmp_path / "u.o"),
              "-gencode", "arch=compute_120,code=sm_120", *flags,
-             *(f"-I{tree / i}" for i in includes), *_torch_includes()],
+             *(f"-I{tree / i}" for i in includes), *torch],
             cwd=tree, capture_output=True, text=True, check=False, timeout=600)
     finally:
         runner.invoke(app, ["patch", "--recipe", str(RECIPES / f"{recipe}.toml"), "--source",
