@@ -123,6 +123,10 @@ when = { arch = [">=120,<121"] }
         chosen = artifacts_for(recipe, ctx)  # type: ignore[arg-type]
         assert [a.name for a in chosen.artifact] == names
         assert list(chosen.build.targets) == names
+    from flashbuild.recipes.report import build_lines
+
+    shown = build_lines(recipe)  # type: ignore[arg-type]
+    assert "  artifact fa2 (module, CMake target fa2, only when arch=>=120,<121)" in shown
 
 
 def test_an_unknown_placeholder_is_a_recipe_error_with_its_line(tmp_path: Path) -> None:
