@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import shutil
 import subprocess
 import sysconfig
 import tarfile
@@ -39,7 +38,7 @@ SEEDS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
                                    ("linux", "sm_90a"))),
     "flashmla": ("FlashMLA", (("linux", "sm_90a"), ("linux", "sm_100f"), ("linux", "sm120"),
                               ("windows", "sm120"))),
-    "flashrt": ("FlashRT", (("linux", "sm_90a"), ("linux", "sm120"), ("windows", "sm120"))),
+    "flashrt": ("FlashRT", (("linux", "sm_90a"), ("linux", "sm_120a"), ("windows", "sm_120a"))),
 }
 
 
@@ -65,13 +64,15 @@ def test_recipe_checks(recipe: str) -> None:
 
 @pytest.mark.parametrize("recipe", sorted(SEEDS))
 def test_zero_config_picks_it_by_content(recipe: str, trees: Path, tmp_path: Path) -> None:
-    # Renamed, so only the content can match.
-    tree = tmp_path / "renamed"
-    shutil.copytree(trees / SEEDS[recipe][0], tree, symlinks=True,
-                    ignore=shutil.ignore_patterns("cutlass"))
+    # Renamed (and moved back after), so only the content can match.
+    tree = trees / "renamed"
+    (trees / SEEDS[recipe][0]).rename(tree)
     said: list[str] = []
-    chosen = choose_recipe(None, tree, arch="sm120", platform="linux", installing=True,
-                           build_root=tmp_path / "b", say=said.append)
+    try:
+        chosen = choose_recipe(None, tree, arch="sm120", platform="linux", installing=True,
+                               build_root=tmp_path / "b", say=said.append)
+    finally:
+        tree.rename(trees / SEEDS[recipe][0])
     assert (chosen.how, chosen.recipe.name) == ("bundled", recipe)
     assert f"`{recipe}`" in said[0]
 
@@ -111,19 +112,22 @@ def _torch_includes() -> list[str]:
             f"-I{sysconfig.get_paths()['include']}"]
 
 
-# recipe -> (platform whose patch set is applied, unit, the flags the tree's build gives nvcc,
-# include folders). nvcc's host compiler here is gcc: a Windows patch set is checked for its
-# device code and C++ validity, not for MSVC's host pass.
+# recipe -> (platform whose patch set is applied, unit, the flags the tree's build gives nvcc
+# for sm_120 (FlashRT's CMakeLists: sm_120a), include folders). nvcc's host compiler here is
+# gcc: a Windows patch set is checked for its device code and C++ validity, not for MSVC's
+# host pass.
 UNITS: dict[str, tuple[str, str, list[str], list[str]]] = {
     "xformers": ("windows", "xformers/csrc/sparse24/sparse24_largest_mask_2d.cu",
-                 ["-std=c++17", "-DHAS_PYTORCH", "-U__CUDA_NO_HALF_OPERATORS__",
+                 ["-gencode", "arch=compute_120,code=sm_120", "-std=c++17", "-DHAS_PYTORCH",
+                  "-U__CUDA_NO_HALF_OPERATORS__",
                   "-U__CUDA_NO_HALF_CONVERSIONS__", "--extended-lambda",
                   "-D_ENABLE_EXTENDED_ALIGNED_STORAGE", "-DNDEBUG", "-DTORCH_STABLE_ONLY",
                   "-DTORCH_TARGET_VERSION=0x020a000000000000", "-DUSE_CUDA"],
                  ["xformers/csrc", "third_party/cutlass/include",
                   "third_party/cutlass/tools/util/include", "third_party/cutlass/examples"]),
     "flashmla": ("linux", "csrc/smxx/decode/get_decoding_sched_meta/get_decoding_sched_meta.cu",
-                 ["-std=c++20", "-DNDEBUG", "-D_USE_MATH_DEFINES", "-U__CUDA_NO_HALF_OPERATORS__",
+                 ["-gencode", "arch=compute_120,code=sm_120", "-std=c++20", "-DNDEBUG",
+                  "-D_USE_MATH_DEFINES", "-U__CUDA_NO_HALF_OPERATORS__",
                   "-U__CUDA_NO_HALF_CONVERSIONS__", "-U__CUDA_NO_HALF2_OPERATORS__",
                   "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "--expt-relaxed-constexpr",
                   "--expt-extended-lambda", "--use_fast_math"],
@@ -131,7 +135,8 @@ UNITS: dict[str, tuple[str, str, list[str], list[str]]] = {
                   "csrc/cutlass/tools/util/include"]),
     # The Windows patch set guards this file's kernel instantiations.
     "flashrt": ("windows", "csrc/kernels/activation.cu",
-                ["-std=c++17", "--expt-relaxed-constexpr", "--expt-extended-lambda"],
+                ["-gencode", "arch=compute_120a,code=sm_120a", "-std=c++17",
+                 "--expt-relaxed-constexpr", "--expt-extended-lambda"],
                 ["csrc", "third_party/cutlass/include"]),
 }
 
@@ -142,7 +147,7 @@ def test_a_patched_unit_compiles_for_sm120(recipe: str, trees: Path, tmp_path: P
     tree = trees / SEEDS[recipe][0]
     runner = CliRunner()
     res = runner.invoke(app, ["patch", "--recipe", str(RECIPES / f"{recipe}.toml"), "--source",
-                              str(tree), "--platform", UNITS[recipe][0], "--arch", "sm120"])
+                              str(tree), "--platform", UNITS[recipe][0], "--arch", "sm_120a"])
     assert res.exit_code == 0, res.output
     _, unit, flags, includes = UNITS[recipe]
     if recipe == "flashrt":  # the unit compiled is the patched one
@@ -151,7 +156,7 @@ def test_a_patched_unit_compiles_for_sm120(recipe: str, trees: Path, tmp_path: P
     try:
         done = subprocess.run(
             [str(cuda_toolkit_root / "bin" / "nvcc"), "-c", unit, "-o", str(tmp_path / "u.o"),
-             "-gencode", "arch=compute_120,code=sm_120", *flags,
+             *flags,
              *(f"-I{tree / i}" for i in includes), *torch],
             cwd=tree, capture_output=True, text=True, check=False, timeout=600)
     finally:
