@@ -90,6 +90,12 @@ def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platfor
         raise TreeError(f"the source tree {tree} does not exist or is not a folder",
                         fix="give the folder of the project to build: `flashbuild build PATH "
                         "--arch ...`")
+    from flashbuild.arch import parse_arch_spec
+    from flashbuild.building.treecheck import refuse_missing_submodules
+
+    # A plain clone without its submodules is refused before a recipe is chosen or drafted
+    # for it: a bundled recipe matches such a clone by content too.
+    refuse_missing_submodules(tree, platform=platform, archs=parse_arch_spec(arch).archs)
     for path in bundled_recipes():
         bundled = load_recipe(path)
         if bundled.matches(tree):
@@ -104,14 +110,10 @@ def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platfor
 
 def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_root: Path,
              say: Callable[[str], None]) -> Chosen:
-    from flashbuild.arch import parse_arch_spec
-    from flashbuild.building.treecheck import refuse_missing_submodules
     from flashbuild.patching.plan import plan_steps
     from flashbuild.pipeline.introspect import introspect_for_draft
     from flashbuild.scanning.draft import run_init
 
-    # A plain clone without its submodules is refused before a draft is made of it.
-    refuse_missing_submodules(tree, platform=platform, archs=parse_arch_spec(arch).archs)
     name = re.sub(r"[^a-z0-9-]+", "-", tree.name.lower()).strip("-") or "tree"
     draft = build_root / f"{name}.draft.toml"
     key_file = draft.with_name(draft.name + ".key")

@@ -72,6 +72,7 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
     cmake_root = cmake_toolkit_root(toolkit, cache_dir / "toolkits", plat)
     ctx = WhenContext(platform=plat.name, arch=spec, cuda=toolkit.release,
                       compiler=host.kind, compiler_version=_version_or_none(host.version))
+    loaded = artifacts_for(loaded, ctx)
     defines, args, recipe_env = recipe_settings(loaded, ctx, spec)
 
     def patch(target: Path) -> PatchOutcome:
@@ -147,6 +148,24 @@ def doctor_blockers(env: Mapping[str, str], runner: StreamRunner, plat: Platform
     return [f"{v.title} (fix: {v.fix})" if v.fix else v.title
             for v in evaluate(findings)
             if v.severity is Severity.ERROR and v.rule_id not in NOT_BUILD_BLOCKERS]
+
+
+def artifacts_for(recipe: Recipe, ctx: WhenContext) -> Recipe:
+    """The recipe with only the `[[artifact]]` tables whose `when` matches this build; the
+    CMake target of an artifact left out is left out of `[build] targets` too (a project
+    defines some targets only for some archs, and ninja stops on an unknown one)."""
+    import dataclasses
+
+    from flashbuild.recipes.when import evaluate
+
+    kept = tuple(a for a in recipe.artifact if evaluate(a.when, ctx).matched)
+    if len(kept) == len(recipe.artifact):
+        return recipe
+    dropped = {a.target for a in recipe.artifact if a not in kept and a.target}
+    dropped -= {a.target for a in kept}
+    build = dataclasses.replace(
+        recipe.build, targets=tuple(t for t in recipe.build.targets if t not in dropped))
+    return dataclasses.replace(recipe, artifact=kept, build=build)
 
 
 def recipe_settings(recipe: Recipe, ctx: WhenContext, spec: ArchSpec,

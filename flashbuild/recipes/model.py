@@ -268,6 +268,9 @@ class Artifact:
     target: str = ""
     """The CMake target that builds it (cmake backend; a setuptools build names its
     extension modules in setup.py, and `name` is the module's full dotted name there)."""
+    when: When = field(default_factory=When)
+    """Build it only where this matches (e.g. a target the project's CMakeLists defines only
+    for some archs); the build leaves out, and never looks for, an artifact that does not."""
 
 
 @dataclass(frozen=True, kw_only=True)

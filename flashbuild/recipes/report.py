@@ -42,7 +42,8 @@ def build_lines(recipe: Recipe) -> list[str]:
             lines.append(f"  build env ({_when_text(env.when)}): {values}")
     for art in recipe.artifact:
         made_by = f", CMake target {art.target}" if art.target else ""
-        lines.append(f"  artifact {art.name} ({art.kind}{made_by})")
+        only = "" if art.when.always else f", only when {_when_text(art.when)}"
+        lines.append(f"  artifact {art.name} ({art.kind}{made_by}{only})")
     if recipe.install is not None:
         lines.append(f"  install: package {recipe.install.package} from "
                      f"{recipe.install.package_dir}")

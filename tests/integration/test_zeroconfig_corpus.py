@@ -1,8 +1,9 @@
 """Zero-config on the seed trees of ../shared/corpus (skipped where it is not beside the repo):
-`flashbuild build TREE` without --recipe picks the bundled recipe for causal-conv1d by its
-content, drafts FlashMLA and xformers (with its submodule) as `recipe init` does, refuses the
-xformers clone without submodules naming the command, and drafts FlashRT from its configured
-CMake build. Nothing is compiled and no tree is changed."""
+`flashbuild build TREE` without --recipe picks the bundled recipe of each seed tree by its
+content, refuses the xformers clone without submodules naming the command, and, where no
+bundled recipe matched (here: with the bundled recipes hidden), drafts FlashMLA and xformers
+(with its submodule) as `recipe init` does and FlashRT from its configured CMake build.
+Nothing is compiled and no tree is changed."""
 
 from __future__ import annotations
 
@@ -44,13 +45,25 @@ def _choose(tree: Path, root: Path, *, installing: bool = True) -> choose.Chosen
                                 installing=installing, build_root=root, say=lambda _m: None)
 
 
-def test_causal_conv1d_gets_its_bundled_recipe(trees: Path, tmp_path: Path) -> None:
-    chosen = _choose(trees / "causal-conv1d", tmp_path)
-    assert (chosen.how, chosen.recipe.name) == ("bundled", "causal-conv1d")
+@pytest.mark.parametrize(("name", "recipe"), [("causal-conv1d", "causal-conv1d"),
+                                              ("FlashMLA", "flashmla"),
+                                              ("xformers-full", "xformers"),
+                                              ("FlashRT", "flashrt")])
+def test_seed_trees_get_their_bundled_recipe(trees: Path, tmp_path: Path, name: str,
+                                             recipe: str) -> None:
+    chosen = _choose(trees / name, tmp_path)
+    assert (chosen.how, chosen.recipe.name) == ("bundled", recipe)
+
+
+@pytest.fixture
+def no_bundled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tree no bundled recipe matches is drafted: hide the bundled recipes."""
+    monkeypatch.setattr(choose, "bundled_recipes", list)
 
 
 @pytest.mark.parametrize(("name", "package"), [("FlashMLA", "flash_mla"),
                                                ("xformers-full", "xformers")])
+@pytest.mark.usefixtures("no_bundled")
 def test_setup_py_trees_are_drafted(trees: Path, tmp_path: Path, name: str,
                                     package: str) -> None:
     tree = trees / name
@@ -70,6 +83,7 @@ def test_the_clone_without_submodules_is_refused(trees: Path, tmp_path: Path) ->
     assert not tmp_path.joinpath("xformers.draft.toml").exists()
 
 
+@pytest.mark.usefixtures("no_bundled")
 def test_flashrt_is_drafted_from_its_configured_build(trees: Path, tmp_path: Path) -> None:
     # The draft comes from CMake's File API after a configure for sm_90a (introspection), as
     # `recipe init` drafts: GPU_ARCH from --arch, only the targets that configuration defines

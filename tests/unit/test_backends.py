@@ -21,7 +21,7 @@ from flashbuild.building import archcheck
 from flashbuild.building.backends import backend_for, detect_backend, setuptools
 from flashbuild.errors import BuildError, RecipeError, ToolchainError, UsageError
 from flashbuild.installing.wheel import repack_wheel
-from flashbuild.pipeline.command import recipe_settings
+from flashbuild.pipeline.command import artifacts_for, recipe_settings
 from flashbuild.recipes.load import parse_recipe
 from flashbuild.recipes.when import WhenContext
 
@@ -99,6 +99,34 @@ set = { ONLY_WINDOWS = "1" }
     defines, _args, env = recipe_settings(recipe, ctx, spec)  # type: ignore[arg-type]
     assert defines == {"GPU_ARCH": "90;120", "ARCHS": "90a-real;120-real"}
     assert env == {"FLASH_ATTN_CUDA_ARCHS": "90a;120", "LIST": "9.0a;12.0"}
+
+
+def test_an_artifact_whose_when_does_not_match_is_left_out_with_its_target(
+        tmp_path: Path) -> None:
+    # A CMake project that defines a target only for some archs (FlashRT's flash_vla_fa2):
+    # asking ninja for it elsewhere stops the build, and looking for it fails the build.
+    recipe = _recipe(tmp_path, """[build]
+targets = ["core", "fa2"]
+[[artifact]]
+name = "core"
+kind = "module"
+target = "core"
+[[artifact]]
+name = "fa2"
+kind = "module"
+target = "fa2"
+when = { arch = [">=120,<121"] }
+""")
+    for arch, names in (("sm_90a", ["core"]), ("sm120", ["core", "fa2"])):
+        spec = parse_arch_spec(arch)
+        ctx = WhenContext(platform="linux", arch=spec, cuda=Version("13.0"))
+        chosen = artifacts_for(recipe, ctx)  # type: ignore[arg-type]
+        assert [a.name for a in chosen.artifact] == names
+        assert list(chosen.build.targets) == names
+    from flashbuild.recipes.report import build_lines
+
+    shown = build_lines(recipe)  # type: ignore[arg-type]
+    assert "  artifact fa2 (module, CMake target fa2, only when arch=>=120,<121)" in shown
 
 
 def test_an_unknown_placeholder_is_a_recipe_error_with_its_line(tmp_path: Path) -> None:
