@@ -36,8 +36,8 @@ for t in $SEED_TREES; do
       ;;
     xformers-full)
       timed "$t-verify" fb verify --package xformers --arch "$SEED_ARCH"
-      (cd /tmp && timed "$t-tests" timeout 420 python3 -m pytest -q -x -p no:cacheprovider \
-        "$tree/tests/test_sparsity24.py")
+      (cd /tmp && timed "$t-tests" timeout 420 python3 "$REPO/bench/seed_xformers_sp24.py" \
+        "$tree" "$seed/xft")
       tail -n 3 "$seed/$t-tests.txt"
       ;;
     causal-conv1d)
