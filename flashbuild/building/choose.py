@@ -219,7 +219,7 @@ def _tree_key(tree: Path, *, arch: str, platform: str, skip: Path) -> str:
     """The tree's state as the draft sees it: every file by size and mtime, except what an
     in-place install writes (binaries, the shim, the manifest; an `__init__.py` by its
     content without the shim block), so building does not make the next run draft again."""
-    scanned = staging.scan(tree, skip=[skip])
+    scanned = staging.scan(tree, skip=[skip], reuse=True)
     h = hashlib.sha256(json.dumps([__version__, arch, platform, str(tree)]).encode())
     for rel in sorted(scanned.files):
         if rel.endswith(_INSTALLED):
