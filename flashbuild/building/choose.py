@@ -105,9 +105,7 @@ def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platfor
 def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_root: Path,
              say: Callable[[str], None]) -> Chosen:
     from flashbuild.arch import parse_arch_spec
-    from flashbuild.building.introspect import introspect_for_draft
     from flashbuild.building.treecheck import refuse_missing_submodules
-    from flashbuild.scanning.draft import run_init
 
     # A plain clone without its submodules is refused before a draft is made of it.
     refuse_missing_submodules(tree, platform=platform, archs=parse_arch_spec(arch).archs)
@@ -122,6 +120,11 @@ def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_ro
     if edited:
         say(f"using the draft {draft} as you edited it (delete it to draft again)")
     elif text is None or stored is None or stored.get("key") != key:
+        # Imported here: the scanner and introspection are 75 ms of imports that a re-run
+        # reusing its draft does not need.
+        from flashbuild.building.introspect import introspect_for_draft
+        from flashbuild.scanning.draft import run_init
+
         build_root.mkdir(parents=True, exist_ok=True)
         say(f"no --recipe and no bundled recipe for {tree}: drafting one as `flashbuild "
             "recipe init` does")
