@@ -8,8 +8,13 @@ three tree shapes, each padded with untouched files to the size of the seed tree
 
 Each tree is built once (cold), then re-run N times; the table gives the median wall time of a
 fresh `python -m flashbuild build ...` process and says whether it printed "nothing to compile".
+`--baseline DIR` (a folder holding another version's `flashbuild/` and `recipes/`, e.g. from
+`git archive OLD flashbuild recipes | tar -x -C DIR`) times that version too, interleaved run by
+run with this checkout, so load on the machine hits both alike; each version keeps its own
+build folder (`--build-dir`), since the setup.py stamp counts PYTHONPATH as part of the build.
 
     python bench/bench_noop.py [--runs 5] [--pad 1500] [--arch sm_90a] [--cuda ROOT]
+                               [--baseline DIR]
 
 On a CPU-only torch the setuptools backend refuses to build before it starts (torch has no CUDA):
 for the setup.py rows the CLI is started through a two-line wrapper that turns that one check
@@ -21,6 +26,7 @@ with `--install none`, so the bench leaves the environment as it was.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -83,16 +89,21 @@ def make_trees(where: Path, pad: int) -> dict[str, tuple[Path, bool]]:
             "zero-config CMake (minikern)": (cm, False)}
 
 
-def command(tree: Path, *, wrapper: bool, arch: str, cuda: str | None) -> list[str]:
+def command(tree: Path, build_dir: Path, *, wrapper: bool, arch: str,
+            cuda: str | None) -> list[str]:
     head = [sys.executable, "-c", CLI_CPU_TORCH] if wrapper else \
         [sys.executable, "-m", "flashbuild"]
     return [*head, "build", str(tree), "--arch", arch, "--install", "none",
-            *(["--cuda", cuda] if cuda else [])]
+            "--build-dir", str(build_dir), *(["--cuda", cuda] if cuda else [])]
 
 
-def run(argv: list[str]) -> tuple[float, str]:
+def run(argv: list[str], *, code: Path = ROOT) -> tuple[float, str]:
+    """One run of `argv` with the flashbuild in `code` first on the path (from a neutral
+    folder, so the current directory shadows nothing)."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
     t0 = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env,
+                          cwd=code.anchor)
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -107,26 +118,37 @@ def main() -> None:
                         "1000-1900)")
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--cuda", default=None, help="toolkit root (default: doctor's choice)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another version's checkout to time alongside this one")
     args = parser.parse_args()
+    versions = {"this checkout": ROOT}
+    if args.baseline is not None:
+        versions = {"baseline": args.baseline.resolve(), **versions}
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-noop-") as tmp:
         for name, (tree, wrapper) in make_trees(Path(tmp), args.pad).items():
-            argv = command(tree, wrapper=wrapper, arch=args.arch, cuda=args.cuda)
-            cold, _ = run(argv)
-            times, noop = [], True
+            argvs = {v: command(tree, Path(tmp) / f"build-{tree.name}-{i}", wrapper=wrapper,
+                                arch=args.arch, cuda=args.cuda)
+                     for i, v in enumerate(versions)}
+            colds = {v: run(argvs[v], code=code)[0] for v, code in versions.items()}
+            times: dict[str, list[float]] = {v: [] for v in versions}
+            noop = True
             for _ in range(args.runs):
-                seconds, out = run(argv)
-                times.append(seconds)
-                noop = noop and "nothing to compile" in out
+                for version, code in versions.items():
+                    seconds, out = run(argvs[version], code=code)
+                    times[version].append(seconds)
+                    noop = noop and "nothing to compile" in out
             files = sum(1 for p in tree.rglob("*") if p.is_file())
-            rows.append((name, files, cold, statistics.median(times), min(times), max(times),
-                         noop))
+            for version, got in times.items():
+                rows.append((name, version, files, colds[version], statistics.median(got),
+                             min(got), max(got), noop))
     print(f"unchanged re-runs of `flashbuild build TREE --arch {args.arch} --install none`, "
           f"median of {args.runs} (python {sys.version.split()[0]})")
-    print("| tree | files | cold build (s) | re-run median (s) | min | max | nothing to compile |")
-    print("|---|---:|---:|---:|---:|---:|---|")
-    for name, files, cold, med, lo, hi, noop in rows:
-        print(f"| {name} | {files} | {cold:.1f} | {med:.2f} | {lo:.2f} | {hi:.2f} | "
+    print("| tree | flashbuild | files | cold build (s) | re-run median (s) | min | max | "
+          "nothing to compile |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    for name, version, files, cold, med, lo, hi, noop in rows:
+        print(f"| {name} | {version} | {files} | {cold:.1f} | {med:.2f} | {lo:.2f} | {hi:.2f} | "
               f"{'yes' if noop else 'NO'} |")
 
 
