@@ -47,7 +47,7 @@ from flashbuild.patching.engine import revert_tree
 from flashbuild.patching.tree import STATE_DIR
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
 
 T = TypeVar("T")
 
@@ -229,10 +229,42 @@ class TreeScan:
     dirs: set[str] = field(default_factory=set)
 
 
-def scan(root: Path, *, skip: Iterable[Path] = ()) -> TreeScan:
+#: The source-tree walks of the open `source_walks` blocks (innermost last): root and skip set
+#: -> the scan.
+_WALKS: list[dict[tuple[str, frozenset[str]], TreeScan]] = []
+
+
+@contextlib.contextmanager
+def source_walks() -> Iterator[None]:
+    """Within this block, `scan(..., reuse=True)` walks each tree once: the zero-config draft
+    key, the submodule check (twice) and the mirror sync each walked the user's tree, four
+    walks of 1000-2000 files in a no-op rebuild. Only callers that read the user's tree before
+    anything writes it pass `reuse=True` (a patched mirror, or a tree patched in place, is
+    always walked afresh)."""
+    _WALKS.append({})
+    try:
+        yield
+    finally:
+        _WALKS.pop()
+
+
+def scan(root: Path, *, skip: Iterable[Path] = (), reuse: bool = False) -> TreeScan:
     """Every file, symlink and folder under `root` that a mirror holds, by relative path."""
     skipped = {Path(p).resolve() for p in skip}
+    if reuse and _WALKS:
+        # Skips outside the tree change nothing: the draft key and the sync then share a walk.
+        top = Path(root).resolve()
+        key = (str(top), frozenset(str(p) for p in skipped if top in p.parents))
+        walks = _WALKS[-1]
+        if key not in walks:
+            walks[key] = _scan(root, skipped)
+        return walks[key]
+    return _scan(root, skipped)
+
+
+def _scan(root: Path, skipped: set[Path]) -> TreeScan:
     found = TreeScan()
+    skipped_text = {str(p) for p in skipped}
     stack: list[tuple[str, str]] = [(str(root), "")]
     while stack:
         folder, prefix = stack.pop()
@@ -243,7 +275,7 @@ def scan(root: Path, *, skip: Iterable[Path] = ()) -> TreeScan:
         for entry in entries:
             rel = prefix + entry.name
             if entry.is_dir(follow_symlinks=False):
-                if _skipped_dir(entry, prefix, skipped):
+                if _skipped_dir(entry, prefix, skipped_text):
                     continue
                 found.dirs.add(rel)
                 stack.append((entry.path, rel + "/"))
@@ -260,13 +292,13 @@ def scan(root: Path, *, skip: Iterable[Path] = ()) -> TreeScan:
     return found
 
 
-def _skipped_dir(entry: os.DirEntry[str], prefix: str, skipped: set[Path]) -> bool:
+def _skipped_dir(entry: os.DirEntry[str], prefix: str, skipped: set[str]) -> bool:
     name = entry.name
     if name in SKIP_NAMES or name.endswith(".egg-info") or (not prefix and name in SKIP_TOP):
         return True
-    path = Path(entry.path)
+    # Strings, not Paths: this runs for every folder of the tree on every no-op rebuild.
     # A CMake build folder inside the tree (CMakeCache.txt) is output, not source.
-    return path in skipped or (path / "CMakeCache.txt").is_file()
+    return entry.path in skipped or Path(entry.path, "CMakeCache.txt").is_file()
 
 
 def sync_mirror(source: Path, mirror: Path, *, skip: Iterable[Path] = (),
@@ -276,7 +308,7 @@ def sync_mirror(source: Path, mirror: Path, *, skip: Iterable[Path] = (),
     file must exceed (else it is copied with a fresh mtime)."""
     root = source.resolve()
     mirror = mirror.resolve()
-    src = scan(root, skip=skip)
+    src = scan(root, skip=skip, reuse=True)
     have = scan(mirror)
     journal = jr.read_journal(mirror)
     covered = {e.path for e in journal.entries} if journal else set()

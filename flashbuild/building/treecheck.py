@@ -71,7 +71,7 @@ def _users(tree: Path, sub: str, *, platform: str, archs: Sequence[Arch]) -> lis
         return path == PurePosixPath(sub) or PurePosixPath(sub) in path.parents
 
     found: list[str] = []
-    files = sorted(staging.scan(tree).files)
+    files = sorted(staging.scan(tree, reuse=True).files)
     setup = setup_for(files, lambda rel: _read(tree / rel), platform=platform, archs=archs)
     for ext in setup.extensions if setup is not None else ():
         if ext.built == "no":

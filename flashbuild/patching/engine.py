@@ -172,14 +172,17 @@ def plan(recipe: Recipe, tree: Tree, ctx: WhenContext) -> _Plan:
     result = _Plan(tree)
     from flashbuild.patching.transforms._common import is_text_source
 
+    verdicts = [(step, evaluate(step.when, ctx)) for step in recipe.patch]
     # Binary files and symlinks out of the tree that the globs match are left out here too:
-    # they hold nothing to edit and must not stop a plan (see select_files).
+    # they hold nothing to edit and must not stop a plan (see select_files). Only a transform
+    # that runs reads them: reading every source of a 2000-file tree took 0.4 s of a no-op
+    # rebuild whose recipe has no transform step (a zero-config draft often has none).
     sources = sorted({p for g in recipe.source.sources for p in tree.glob(g)
-                      if is_text_source(tree, p)})
+                      if is_text_source(tree, p)}) if any(
+        v.matched and s.diff is None for s, v in verdicts) else []
     tctx = TransformContext(platform=ctx.platform, archs=tuple(a.sm for a in ctx.arch.archs),
                             sources=tuple(sources))
-    for step in recipe.patch:
-        verdict = evaluate(step.when, ctx)
+    for step, verdict in verdicts:
         if not verdict.matched:
             result.steps.append(StepReport(step.id, step.description, step.kind, False,
                                            verdict.reason, verdict.clauses))

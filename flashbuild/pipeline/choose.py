@@ -110,10 +110,6 @@ def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platfor
 
 def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_root: Path,
              say: Callable[[str], None]) -> Chosen:
-    from flashbuild.patching.plan import plan_steps
-    from flashbuild.pipeline.introspect import introspect_for_draft
-    from flashbuild.scanning.draft import run_init
-
     name = re.sub(r"[^a-z0-9-]+", "-", tree.name.lower()).strip("-") or "tree"
     draft = build_root / f"{name}.draft.toml"
     key_file = draft.with_name(draft.name + ".key")
@@ -125,6 +121,12 @@ def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_ro
     if edited:
         say(f"using the draft {draft} as you edited it (delete it to draft again)")
     elif text is None or stored is None or stored.get("key") != key:
+        # Imported here: the scanner and introspection are 75 ms of imports that a re-run
+        # reusing its draft does not need.
+        from flashbuild.patching.plan import plan_steps
+        from flashbuild.pipeline.introspect import introspect_for_draft
+        from flashbuild.scanning.draft import run_init
+
         build_root.mkdir(parents=True, exist_ok=True)
         say(f"no --recipe and no bundled recipe for {tree}: drafting one as `flashbuild "
             "recipe init` does")
@@ -222,7 +224,7 @@ def _tree_key(tree: Path, *, arch: str, platform: str, skip: Path) -> str:
     """The tree's state as the draft sees it: every file by size and mtime, except what an
     in-place install writes (binaries, the shim, the manifest; an `__init__.py` by its
     content without the shim block), so building does not make the next run draft again."""
-    scanned = staging.scan(tree, skip=[skip])
+    scanned = staging.scan(tree, skip=[skip], reuse=True)
     h = hashlib.sha256(json.dumps([__version__, arch, platform, str(tree)]).encode())
     for rel in sorted(scanned.files):
         if rel.endswith(_INSTALLED):

@@ -32,6 +32,21 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
               build_dir: Path | None, as_json: bool, in_place: bool = False) -> int:
     """Resolve the options (recipe, arch, toolkit, host compiler, MSVC environment), then
     `build()`. Printed output and the JSON document are produced here, not in the CLI."""
+    from flashbuild.building.staging import source_walks
+
+    # One walk of the user's tree per run (the draft key, the submodule check and the mirror
+    # sync share it): the walks were most of a no-op rebuild of a 2000-file tree.
+    with source_walks():
+        return _run_build(recipe=recipe, source=source, arch=arch, cuda=cuda,
+                          platform=platform, jobs_text=jobs_text, launcher_text=launcher_text,
+                          install_text=install_text, build_dir=build_dir, as_json=as_json,
+                          in_place=in_place)
+
+
+def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
+               cuda: Path | None, platform: str | None, jobs_text: str, launcher_text: str,
+               install_text: str, build_dir: Path | None, as_json: bool,
+               in_place: bool) -> int:
     import site
 
     from flashbuild import platforms
