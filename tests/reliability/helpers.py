@@ -274,29 +274,10 @@ def totals(folder: Path) -> dict[str, int]:
     }
 
 
-def judge_outcome(case: str, out: Outcome, *, code: int, say: str = "") -> None:
-    """`judge` for a case with no tree (verify of a hostile binary or wheel): record it and
-    assert exit `code`, a clear error when non-zero, no traceback, `say` in the message."""
-    clear = out.clear_error() if code != 0 else None
-    record(case, clear_error=clear, data_lost=False, tree_changed=False, hang=out.hang,
-           false_pass=code != 0 and out.code == 0,
-           internal=out.traceback or out.internal or out.code == 1)
-    assert not out.hang, f"{case}: no answer within {HANG_S:g} s"
-    assert out.code == code, f"{case}: exit {out.code}, expected {code}\n{out.output}"
-    assert not out.traceback and not out.internal, out.output
-    if code != 0:
-        assert clear, f"{case}: not a clear error (what, evidence, fix):\n{out.output}"
-    if say:
-        assert say in " ".join(out.output.split()), out.output
-
-
-def judge(case: str, box: Sandbox, out: Outcome, *, code: int,
-          tree: Snapshot | None = None, lost: bool = False, say: str = "") -> None:
-    """Record the case and assert on it: exit `code`; when non-zero, a clear error; the tree
-    equal to `tree` (None: not compared); nothing outside the tree touched; `lost`: the case
-    found bytes gone that flashbuild did not write. `say`: a phrase the message must hold."""
-    changed = tree is not None and snapshot(box.tree) != tree
-    lost = lost or box.outside_touched()
+def _record_and_check(case: str, out: Outcome, *, code: int, say: str, lost: bool,
+                      changed: bool) -> None:
+    """Write the case to the ledger, then assert its exit code, a clear error when non-zero,
+    no traceback or internal error, and `say` in the message."""
     clear = out.clear_error() if code != 0 else None
     record(case, clear_error=clear, data_lost=lost, tree_changed=changed, hang=out.hang,
            false_pass=code != 0 and out.code == 0,
@@ -308,5 +289,21 @@ def judge(case: str, box: Sandbox, out: Outcome, *, code: int,
         assert clear, f"{case}: not a clear error (what, evidence, fix):\n{out.output}"
     if say:
         assert say in " ".join(out.output.split()), out.output
+
+
+def judge_outcome(case: str, out: Outcome, *, code: int, say: str = "") -> None:
+    """`judge` for a case with no tree (verify of a hostile binary or wheel): record it and
+    assert exit `code`, a clear error when non-zero, no traceback, `say` in the message."""
+    _record_and_check(case, out, code=code, say=say, lost=False, changed=False)
+
+
+def judge(case: str, box: Sandbox, out: Outcome, *, code: int,
+          tree: Snapshot | None = None, lost: bool = False, say: str = "") -> None:
+    """Record the case and assert on it: exit `code`; when non-zero, a clear error; the tree
+    equal to `tree` (None: not compared); nothing outside the tree touched; `lost`: the case
+    found bytes gone that flashbuild did not write. `say`: a phrase the message must hold."""
+    changed = tree is not None and snapshot(box.tree) != tree
+    lost = lost or box.outside_touched()
+    _record_and_check(case, out, code=code, say=say, lost=lost, changed=changed)
     assert not changed, f"{case}: the tree changed:\n{out.output}"
     assert not lost, f"{case}: bytes outside the tree (or not flashbuild's) were lost"
