@@ -73,6 +73,10 @@ class Chosen:
                 "todos": [t.line() for t in self.todos]}
 
 
+#: Part of a draft's key: raised whenever drafting changes what it writes (a development
+#: build keeps its version string), so a tree is drafted again instead of reusing an old draft.
+DRAFT_FORMAT = 2
+
 def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platform: str,
                   installing: bool, build_root: Path, say: Callable[[str], None]) -> Chosen:
     """The recipe and the tree for `flashbuild build` (see the module docstring)."""
@@ -225,7 +229,8 @@ def _tree_key(tree: Path, *, arch: str, platform: str, skip: Path) -> str:
     in-place install writes (binaries, the shim, the manifest; an `__init__.py` by its
     content without the shim block), so building does not make the next run draft again."""
     scanned = staging.scan(tree, skip=[skip], reuse=True)
-    h = hashlib.sha256(json.dumps([__version__, arch, platform, str(tree)]).encode())
+    h = hashlib.sha256(json.dumps([__version__, DRAFT_FORMAT, arch, platform,
+                                   str(tree)]).encode())
     for rel in sorted(scanned.files):
         if rel.endswith(_INSTALLED):
             continue

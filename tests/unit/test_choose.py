@@ -129,6 +129,18 @@ def test_a_draft_is_written_for_review_said_and_reused(tmp_path: Path,
     assert chosen.draft.read_text() == edited
 
 
+def test_a_new_drafting_format_drafts_again(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = _minikern(tmp_path / "mk")
+    _, said = _choose(tree, tmp_path / "build")
+    assert any("drafting one" in s for s in said)
+    _, said = _choose(tree, tmp_path / "build")
+    assert not any("drafting one" in s for s in said)  # reused
+    monkeypatch.setattr(choose, "DRAFT_FORMAT", choose.DRAFT_FORMAT + 1)
+    _, said = _choose(tree, tmp_path / "build")
+    assert any("drafting one" in s for s in said)
+
+
 def test_a_changed_tree_is_drafted_again(tmp_path: Path) -> None:
     tree = _minikern(tmp_path / "mk")
     _choose(tree, tmp_path / "build")
