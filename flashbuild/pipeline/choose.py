@@ -77,6 +77,7 @@ class Chosen:
 #: build keeps its version string), so a tree is drafted again instead of reusing an old draft.
 DRAFT_FORMAT = 2
 
+
 def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platform: str,
                   installing: bool, build_root: Path, say: Callable[[str], None]) -> Chosen:
     """The recipe and the tree for `flashbuild build` (see the module docstring)."""
