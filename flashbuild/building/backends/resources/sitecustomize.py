@@ -54,6 +54,12 @@ import json
 import os
 import sys
 
+# Not typing.TYPE_CHECKING: this hook runs at the start of every Python process of a build and
+# imports nothing it does not use (mypy treats the name as true all the same).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 _TARGET = "torch.utils.cpp_extension"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 #: Flags that take the next argument as their value unless written `flag=value`.
@@ -212,26 +218,15 @@ def _record_env_reads() -> None:
 
 
 def _block_network() -> None:
-    import socket  # record mode only: a build's processes import nothing more than before
-
-    def refuse(what: str, target: object) -> None:
-        _RECORD["network"].append({"call": what, "target": str(target)[:200],
+    """Record mode: every connection and name lookup is refused (local ones too: a setup.py is
+    run to learn what it builds) and recorded with the tree's file:line."""
+    def note(call: str, target: object) -> None:
+        _RECORD["network"].append({"call": call, "target": str(target)[:200],
                                    "where": _caller_in_tree() or "?"})
-        raise OSError(101, "network calls are refused while flashbuild records setup.py")
 
-    def getaddrinfo(host: object, *args: object, **kwargs: object) -> object:
-        refuse("getaddrinfo", host)
-        return None
-
-    def connect(self: socket.socket, address: object) -> None:
-        if self.family == getattr(socket, "AF_UNIX", None):
-            return original_connect(self, address)  # type: ignore[arg-type]
-        refuse("connect", address)
-        return None
-
-    original_connect = socket.socket.connect
-    socket.getaddrinfo = getaddrinfo  # type: ignore[assignment]
-    socket.socket.connect = connect  # type: ignore[method-assign,assignment]
+    _guard_network(allow_local=False,
+                   message="network calls are refused while flashbuild records setup.py",
+                   note=note)
 
 
 def _compdb(build_directory: str) -> None:
@@ -367,34 +362,46 @@ OFFLINE_MESSAGE = "flashbuild: network access is off during the build"
 
 def _offline() -> None:
     """Refuse connections and name lookups that leave this machine (see the docstring)."""
+    _guard_network(allow_local=True, message=OFFLINE_MESSAGE)
+
+
+def _guard_network(*, allow_local: bool, message: str,
+                   note: Callable[[str, object], None] | None = None) -> None:
+    """Make socket connections and name lookups fail at once with `message` (the builds'
+    offline switch and record mode): IPv4/IPv6 only, loopback allowed when `allow_local`;
+    `note` hears of each refused call first."""
     import socket
 
-    def local(host: object) -> bool:
+    def allowed(host: object) -> bool:
         text = host.decode() if isinstance(host, bytes) else str(host)
-        return text in _LOCAL or text.startswith("127.")
+        return allow_local and (text in _LOCAL or text.startswith("127."))
+
+    def refuse(call: str, target: object) -> OSError:
+        if note is not None:
+            note(call, target)
+        return OSError(101, f"{message} (tried {target})")
 
     real_connect = socket.socket.connect
     real_connect_ex = socket.socket.connect_ex
     real_getaddrinfo = socket.getaddrinfo
 
-    def refuse(what: object) -> OSError:
-        return OSError(101, f"{OFFLINE_MESSAGE} (tried {what})")
+    def inet(sock: socket.socket, address: object) -> bool:
+        return sock.family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple)
 
     def connect(self: socket.socket, address: object) -> None:
-        if self.family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple) \
-                and not local(address[0]):
-            raise refuse(f"{address[0]}:{address[1]}")
+        if inet(self, address) and not allowed(address[0]):  # type: ignore[index]
+            raise refuse("connect", f"{address[0]}:{address[1]}")  # type: ignore[index]
         real_connect(self, address)  # type: ignore[arg-type]
 
     def connect_ex(self: socket.socket, address: object) -> int:
-        if self.family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple) \
-                and not local(address[0]):
-            raise refuse(f"{address[0]}:{address[1]}")
+        if inet(self, address) and not allowed(address[0]):  # type: ignore[index]
+            raise refuse("connect", f"{address[0]}:{address[1]}")  # type: ignore[index]
         return real_connect_ex(self, address)  # type: ignore[arg-type]
 
     def getaddrinfo(host: object, *args: object, **kwargs: object) -> object:
-        if host is not None and not local(host):
-            raise socket.gaierror(-3, f"{OFFLINE_MESSAGE} (tried to look up {host})")
+        if host is not None and not allowed(host):
+            err = refuse("getaddrinfo", host)
+            raise socket.gaierror(-3, err.strerror)
         return real_getaddrinfo(host, *args, **kwargs)  # type: ignore[arg-type]
 
     socket.socket.connect = connect  # type: ignore[method-assign, assignment]
