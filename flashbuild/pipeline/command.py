@@ -78,15 +78,15 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
     chosen = _choose(recipe, source, spec=spec, platform=plat.name, installing=mode != "none",
                      build_dir=build_dir, cache_dir=cache_dir)
     loaded, tree = chosen.recipe, chosen.tree
-    toolkit = _choose_toolkit(env, runner, plat, cuda=cuda, cache_dir=cache_dir,
+    toolkit = choose_toolkit(env, runner, plat, cuda=cuda, cache_dir=cache_dir,
                               site_packages=[Path(p) for p in site.getsitepackages()])
-    host, build_env, cuda_flags, cxx_flags = _host_environment(
+    host, build_env, cuda_flags, cxx_flags = host_environment(
         env, runner, plat, toolkit=toolkit, cache_dir=cache_dir, say=ui.say)
     from flashbuild.building.toolkit import cmake_toolkit_root
 
     cmake_root = cmake_toolkit_root(toolkit, cache_dir / "toolkits", plat)
     ctx = WhenContext(platform=plat.name, arch=spec, cuda=toolkit.release,
-                      compiler=host.kind, compiler_version=_version_or_none(host.version))
+                      compiler=host.kind, compiler_version=version_or_none(host.version))
     loaded = artifacts_for(loaded, ctx)
     defines, args, recipe_env = recipe_settings(loaded, ctx, spec)
 
@@ -213,7 +213,7 @@ def _resolve_arch(spec: ArchSpec, *, typed: bool, env: Mapping[str, str],
     return spec.resolve_native(caps, typed=typed)
 
 
-def _choose_toolkit(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,
+def choose_toolkit(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,
                     cuda: Path | None, cache_dir: Path, site_packages: list[Path]) -> Toolkit:
     from flashbuild.detect.cache import ProbeCache
     from flashbuild.detect.cuda import find_toolkits
@@ -230,7 +230,7 @@ def _choose_toolkit(env: Mapping[str, str], runner: StreamRunner, plat: Platform
     return search.chosen
 
 
-def _host_environment(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,
+def host_environment(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,
                       toolkit: Toolkit, cache_dir: Path, say: Step,
                       ) -> tuple[HostCompiler, dict[str, str], tuple[str, ...], tuple[str, ...]]:
     """The host compiler, the environment to build in (MSVC activated on Windows) and the
@@ -260,7 +260,7 @@ def _host_environment(env: Mapping[str, str], runner: StreamRunner, plat: Platfo
             dict(env), (), ())
 
 
-def _version_or_none(text: str) -> Version | None:
+def version_or_none(text: str) -> Version | None:
     from packaging.version import InvalidVersion, Version
 
     try:

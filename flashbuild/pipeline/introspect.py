@@ -115,10 +115,10 @@ def _request(recipe: Recipe, tree: Path, spec: ArchSpec,
     from flashbuild.building.toolkit import cmake_toolkit_root
     from flashbuild.errors import UsageError
     from flashbuild.pipeline.command import (
-        _choose_toolkit,
-        _host_environment,
-        _version_or_none,
+        choose_toolkit,
+        host_environment,
         recipe_settings,
+        version_or_none,
     )
     from flashbuild.proc import ProcessRunner
     from flashbuild.recipes.when import WhenContext
@@ -133,13 +133,13 @@ def _request(recipe: Recipe, tree: Path, spec: ArchSpec,
     env = dict(os.environ)
     runner = ProcessRunner()
     cache_dir = plat.user_cache_dir(env)
-    toolkit = _choose_toolkit(env, runner, plat, cuda=None, cache_dir=cache_dir,
+    toolkit = choose_toolkit(env, runner, plat, cuda=None, cache_dir=cache_dir,
                               site_packages=[Path(p) for p in site.getsitepackages()])
-    host, build_env, cuda_flags, cxx_flags = _host_environment(
+    host, build_env, cuda_flags, cxx_flags = host_environment(
         env, runner, plat, toolkit=toolkit, cache_dir=cache_dir, say=lambda _line: None)
     cmake_root = cmake_toolkit_root(toolkit, cache_dir / "toolkits", plat)
     ctx = WhenContext(platform=plat.name, arch=spec, cuda=toolkit.release,
-                      compiler=host.kind, compiler_version=_version_or_none(host.version))
+                      compiler=host.kind, compiler_version=version_or_none(host.version))
     defines, args, recipe_env = recipe_settings(recipe, ctx, spec)
     request = BuildRequest(
         recipe=recipe, source_dir=tree, arch=spec, toolkit=toolkit, cmake_toolkit_root=cmake_root,
@@ -168,7 +168,7 @@ def _scratch(request: BuildRequest) -> Path:
 
 def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
                timeout: float) -> treemodel.TreeModel:
-    from flashbuild.building.backends.cmake import _pybind11_dir
+    from flashbuild.building.backends.cmake import pybind11_dir
     from flashbuild.errors import BuildError
 
     tools = cmake.find_tools(runner, request.env, request.platform)
@@ -184,7 +184,7 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
     base = cmake.ConfigureInputs(
         source_dir=source_dir, build_dir=build_dir, output_dir=scratch / "out", nvcc=nvcc,
         toolkit_root=request.cmake_toolkit_root or request.toolkit.root, arch=request.arch,
-        python=request.python, pybind11_dir=_pybind11_dir(),
+        python=request.python, pybind11_dir=pybind11_dir(),
         output_dir_var=request.output_dir_var, options=request.cmake_defines,
         exclude_var=request.exclude_var, cuda_flags=request.cuda_flags,
         cxx_flags=request.cxx_flags, ptxas_verbose=False, extra_args=request.cmake_args)

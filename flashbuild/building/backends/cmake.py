@@ -75,7 +75,7 @@ class CMakeBackend:
             ptxas=monitor.ptxas)
 
 
-def _pybind11_dir() -> str | None:
+def pybind11_dir() -> str | None:
     try:
         import pybind11
     except ImportError:  # pragma: no cover - pybind11 is a dependency
@@ -116,7 +116,7 @@ def _setup(ctx: BackendContext, tools: cmake.Tools) -> _Setup:
         source_dir=source_dir,
         build_dir=folder.path, output_dir=output_dir, nvcc=ctx.nvcc,
         toolkit_root=request.cmake_toolkit_root or request.toolkit.root,
-        arch=request.arch, python=request.python, pybind11_dir=_pybind11_dir(),
+        arch=request.arch, python=request.python, pybind11_dir=pybind11_dir(),
         output_dir_var=request.output_dir_var, options=request.cmake_defines,
         excludes=ctx.outcome.build_excludes, exclude_var=request.exclude_var,
         launcher=chosen.path if chosen else None, launch_cuda=chosen.cuda if chosen else True,
