@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from flashbuild.scanning.scan import ScanOptions, make_target, scan_tree
+from flashbuild.scanning.findings import ScanOptions, make_target
+from flashbuild.scanning.scan import scan_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from tree_sitter import Node
 
-    from flashbuild.scanning.scan import ScanTarget
+    from flashbuild.scanning.findings import ScanTarget
     from flashbuild.source.pp import Pass
 
 _KERNEL = re.compile(r"\b__global__\b|\b[A-Z_]*GLOBAL[A-Z_]*\b|\b__launch_bounds__\b")
@@ -176,7 +176,7 @@ class CallGraph:
     def _context(self, path: str, text: str) -> Any:
         if path not in self._ctx:
             from flashbuild.scanning.checks_cxx import context_for
-            from flashbuild.scanning.scan import FileText
+            from flashbuild.scanning.findings import FileText
 
             self._ctx[path] = context_for(FileText(path, "cxx", text), self.target,
                                           self.files.get(path))

@@ -15,15 +15,7 @@ from typing import TYPE_CHECKING, Any
 import tree_sitter_cmake
 from tree_sitter import Language, Node, Parser
 
-from flashbuild.scanning.gates import (
-    BuildGates,
-    Gate,
-    Mention,
-    arch_literal,
-    gate_from_words,
-    same_generation,
-)
-from flashbuild.scanning.scan import (
+from flashbuild.scanning.findings import (
     Category,
     FileReport,
     FileText,
@@ -31,6 +23,14 @@ from flashbuild.scanning.scan import (
     Fix,
     ScanTarget,
     Severity,
+)
+from flashbuild.scanning.gates import (
+    BuildGates,
+    Gate,
+    Mention,
+    arch_literal,
+    gate_from_words,
+    same_generation,
 )
 
 if TYPE_CHECKING:

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flashbuild.arch import Arch
-from flashbuild.scanning.ptx_table import INSTRUCTIONS
-from flashbuild.scanning.scan import (
+from flashbuild.scanning.findings import (
     Category,
     FileReport,
     FileText,
@@ -29,6 +28,7 @@ from flashbuild.scanning.scan import (
     ScanTarget,
     Severity,
 )
+from flashbuild.scanning.ptx_table import INSTRUCTIONS
 from flashbuild.source import cxx
 from flashbuild.source import instantiations as inst
 from flashbuild.source.pp import NOT_DEFINED, Evaluator, Pass, device_pass, host_pass

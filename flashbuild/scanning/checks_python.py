@@ -13,8 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from flashbuild.scanning.gates import Gate, Mention, gate_from_words
-from flashbuild.scanning.scan import (
+from flashbuild.scanning.findings import (
     Category,
     FileReport,
     FileText,
@@ -23,6 +22,7 @@ from flashbuild.scanning.scan import (
     ScanTarget,
     Severity,
 )
+from flashbuild.scanning.gates import Gate, Mention, gate_from_words
 from flashbuild.source.setuppy import parse_python
 
 if TYPE_CHECKING:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from flashbuild.scanning.scan import Category, Finding, Fix, ScanTarget, Severity, read_source
+from flashbuild.scanning.findings import Category, Finding, Fix, ScanTarget, Severity
+from flashbuild.scanning.scan import read_source
 from flashbuild.source.reach import includes_header
 
 if TYPE_CHECKING:

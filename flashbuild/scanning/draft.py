@@ -40,8 +40,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from flashbuild.errors import PatchError, TreeError, UsageError
 from flashbuild.scanning.checks_cmake import _commands as cmake_commands
 from flashbuild.scanning.checks_cmake import _parser as cmake_parser
+from flashbuild.scanning.findings import ScanOptions
 from flashbuild.scanning.rules import RULES
-from flashbuild.scanning.scan import ScanOptions, read_source, walk_tree
+from flashbuild.scanning.scan import read_source, walk_tree
 from flashbuild.source.setuppy import parse_python
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 
     from flashbuild.arch import ArchSpec
     from flashbuild.recipes.model import Recipe
-    from flashbuild.scanning.scan import Finding, ScanResult, ScanTarget
+    from flashbuild.scanning.findings import Finding, ScanResult, ScanTarget
     from flashbuild.source import cxx
     from flashbuild.source.treemodel import Introspection, TreeModel
 
@@ -1062,8 +1063,9 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
     `plan_steps`, a later stage than this one), validate, write."""
     from flashbuild.console import ui
     from flashbuild.outputs import refuse_over_tree
+    from flashbuild.scanning.findings import make_target
     from flashbuild.scanning.report import resolve_platform
-    from flashbuild.scanning.scan import make_target, scan_tree
+    from flashbuild.scanning.scan import scan_tree
 
     target = make_target(resolve_platform(platform), arch)
     root = source.resolve()

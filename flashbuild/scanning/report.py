@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from flashbuild.console import VERDICTS, clip, plural
+from flashbuild.scanning.findings import Finding, ScanResult, Severity
 from flashbuild.scanning.rules import RULES
-from flashbuild.scanning.scan import Finding, ScanResult, Severity
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -141,8 +141,9 @@ def run_scan(source: Path, *, platform: str | None, arch: str, as_json: bool,
     from flashbuild.console import lit, ui
     from flashbuild.errors import BlockingFindings, UsageError
     from flashbuild.outputs import refuse_over_tree
+    from flashbuild.scanning.findings import ScanOptions, make_target
     from flashbuild.scanning.sarif import to_sarif
-    from flashbuild.scanning.scan import ScanOptions, make_target, scan_tree
+    from flashbuild.scanning.scan import scan_tree
 
     if jobs is not None and jobs < 1:
         raise UsageError("--jobs must be 1 or more", fix="pass e.g. --jobs 2, or leave it out")

@@ -6,7 +6,7 @@ Ids are stable (SARIF consumers key on them). `help` cites the fact behind each 
 
 from __future__ import annotations
 
-from flashbuild.scanning.scan import Category, Rule
+from flashbuild.scanning.findings import Category, Rule
 
 _RULES = [
     Rule(id="FB101", name="dlfcn-dynamic-loading", category=Category.DYNAMIC_LOADING,

@@ -15,7 +15,7 @@ from flashbuild import __version__
 from flashbuild.scanning.rules import RULES
 
 if TYPE_CHECKING:
-    from flashbuild.scanning.scan import ScanResult
+    from flashbuild.scanning.findings import ScanResult
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFO_URI = "https://github.com/flashbuild/flashbuild#build-your-own-tree"

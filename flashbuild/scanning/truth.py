@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flashbuild.scanning.scan import Finding, ScanOptions, ScanTarget, Severity, Truth
+from flashbuild.scanning.findings import Finding, ScanOptions, ScanTarget, Severity, Truth
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

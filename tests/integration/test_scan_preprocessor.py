@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from flashbuild.scanning.scan import ScanOptions, Severity, Truth, make_target, scan_tree
+from flashbuild.scanning.findings import ScanOptions, Severity, Truth, make_target
+from flashbuild.scanning.scan import scan_tree
 from flashbuild.scanning.truth import find_toolchain
 
 if TYPE_CHECKING:

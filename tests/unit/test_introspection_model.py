@@ -11,7 +11,7 @@ import pytest
 from flashbuild.recipes.load import parse_recipe
 from flashbuild.scanning.draft import BuildDraft, BuildTodo, Draft, DraftArtifact, render
 from flashbuild.scanning.draft_check import apply_model, reconcile
-from flashbuild.scanning.scan import make_target
+from flashbuild.scanning.findings import make_target
 from flashbuild.source import cmake_fileapi, setup_record, treemodel
 from flashbuild.source.treemodel import (
     ArchVariable,
@@ -230,8 +230,8 @@ def test_a_setup_py_that_raised_gets_a_todo_quoting_it(tmp_path: Path) -> None:
 # --- drafts that agree with themselves (issue 21 item 6) -----------------------------------
 
 def _finding(rule: str, path: str = "setup.py") -> object:
+    from flashbuild.scanning.findings import Finding, Fix, Severity
     from flashbuild.scanning.rules import RULES
-    from flashbuild.scanning.scan import Finding, Fix, Severity
 
     return Finding(rule=rule, category=RULES[rule].category, severity=Severity.ERROR,
                    path=path, line=1, col=1, message="m", evidence="e", snippet="s",
@@ -258,7 +258,7 @@ def test_no_todo_for_what_the_drafted_environment_already_sets() -> None:
 
 def test_a_note_never_names_a_step_the_draft_lacks() -> None:
     from flashbuild.scanning.draft import draft_recipe
-    from flashbuild.scanning.scan import ScanResult
+    from flashbuild.scanning.findings import ScanResult
 
     result = ScanResult(root=Path("/nonexistent"), target=make_target("linux", "sm_90a"),
                         findings=(_finding("FB142", "a.cu"),),  # type: ignore[arg-type]

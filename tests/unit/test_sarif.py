@@ -10,9 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from flashbuild.cli import app
+from flashbuild.scanning.findings import make_target
 from flashbuild.scanning.rules import RULES
 from flashbuild.scanning.sarif import to_sarif
-from flashbuild.scanning.scan import make_target, scan_tree
+from flashbuild.scanning.scan import scan_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "tests" / "fixtures" / "sarif" / "sarif-schema-2.1.0.json"

@@ -18,7 +18,8 @@ from flashbuild.patching.transforms.instantiations import (
     find_sites,
 )
 from flashbuild.scanning.checks_cxx import _CANDIDATES, _candidates_for
-from flashbuild.scanning.scan import ScanOptions, file_kind, make_target, scan_tree
+from flashbuild.scanning.findings import ScanOptions, make_target
+from flashbuild.scanning.scan import file_kind, scan_tree
 from flashbuild.source import cxx
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flashbuild.scanning.checks_python import check_python
-from flashbuild.scanning.scan import FileText, make_target
+from flashbuild.scanning.findings import FileText, make_target
 
 
 def _rules(text: str, platform: str = "windows") -> list[str]:

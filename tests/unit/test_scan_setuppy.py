@@ -10,8 +10,9 @@ import pytest
 from rich.console import Console
 
 from flashbuild.arch import parse_arch_spec
+from flashbuild.scanning.findings import ScanOptions, make_target
 from flashbuild.scanning.report import print_report
-from flashbuild.scanning.scan import ScanOptions, make_target, scan_tree
+from flashbuild.scanning.scan import scan_tree
 from flashbuild.source.setuppy import analyze_setup
 
 SM120 = parse_arch_spec("sm120").archs

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from flashbuild.arch import parse_arch_spec
-from flashbuild.scanning.scan import ScanOptions, make_target, scan_tree
+from flashbuild.scanning.findings import ScanOptions, make_target
+from flashbuild.scanning.scan import scan_tree
 from flashbuild.source.hostinclude import first_cccl_include
 from flashbuild.source.pp import Evaluator, device_pass
 from flashbuild.source.setuppy import analyze_setup
@@ -18,7 +19,7 @@ from flashbuild.source.setuppy import analyze_setup
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from flashbuild.scanning.scan import Finding
+    from flashbuild.scanning.findings import Finding
 
 SM120 = parse_arch_spec("sm120").archs[0]
 

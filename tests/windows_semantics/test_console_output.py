@@ -15,8 +15,9 @@ from rich.console import Console
 
 from flashbuild.building.jobs import HostResources, plan_jobs
 from flashbuild.console import UI, clip, degrade, lit, prepare_streams
+from flashbuild.scanning.findings import ScanOptions, make_target
 from flashbuild.scanning.report import print_report
-from flashbuild.scanning.scan import ScanOptions, make_target, scan_tree
+from flashbuild.scanning.scan import scan_tree
 from flashbuild.verifying.report import user_targets
 
 GIB = 1024**3

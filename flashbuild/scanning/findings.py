@@ -1,0 +1,227 @@
+"""The scan's data types: what a scan is asked (`ScanTarget`, `ScanOptions`), what it finds
+(`Finding`, with its `Rule`, `Severity`, `Category`, `Fix` and the `Truth` it rests on), what it
+could not read (`Skipped`) and what it returns (`ScanResult`).
+
+They live apart from the scan itself (scan.py) so that the checks, the reports and recipe init
+import the types without importing the walk and the worker pools.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Literal
+
+from flashbuild.arch import Arch, parse_arch_spec
+from flashbuild.errors import UsageError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+FileKind = Literal["cxx", "cmake", "python"]
+
+PlatformName = Literal["linux", "windows"]
+
+
+class Severity(StrEnum):
+    """How bad a finding is for the chosen target. `error` blocks the build (exit code 11)."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    NOTE = "note"
+
+
+class Category(StrEnum):
+    DYNAMIC_LOADING = "dynamic-loading"
+    POSIX = "posix-only"
+    GCC = "gcc-extensions"
+    WINDOWS_MACROS = "windows-macros"
+    INSTANTIATIONS = "explicit-instantiations"
+    ARCH_GATING = "arch-gating"
+    ARCH_INSTRUCTIONS = "arch-instructions"
+    SHARED_MEMORY = "shared-memory"
+    PYTHON_PACKAGING = "python-packaging"
+    CMAKE = "cmake"
+    SETUP_FLAGS = "setup-flags"
+    """Missing or wrong compiler flags in setup.py."""
+    TORCH_HEADERS = "torch-headers"
+    """A `.cu` file pulls in torch/extension.h in a way that breaks a torch/MSVC pair."""
+    ARCH_SELECTION = "arch-selection"
+    """The target arch is hard-coded, missing, or TORCH_CUDA_ARCH_LIST is ignored."""
+    SETUP_BUILD = "setup-build"
+    """How the setup.py build runs: downloads, build isolation, path lengths."""
+
+
+class Truth(StrEnum):
+    """What a finding rests on: a tool that ran, or flashbuild's own reading."""
+
+    BUILD = "build"
+    """The configured build (its real targets, sources and flags)."""
+    PREPROCESSOR = "preprocessor"
+    """The real preprocessor's pass for the target (`nvcc --dryrun`'s own commands)."""
+    COMPILER = "compiler"
+    """Compiling the translation unit for the target."""
+    STATIC = "static"
+    """flashbuild's own reading of the text (its `#if` evaluator, its build-file readers)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fix:
+    """How a finding is fixed: a built-in transform with a params sketch, or a manual step."""
+
+    transform: str | None = None
+    """Name of the transform in `flashbuild.patching.transforms.REGISTRY`."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """A sketch of the transform's params for this finding (recipe init fills the rest)."""
+    manual: str = ""
+    """What a person must do when no transform can decide it."""
+
+    def describe(self) -> str:
+        if self.transform:
+            shown = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+            return f"transform `{self.transform}`" + (f" ({shown})" if shown else "")
+        return self.manual
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rule:
+    """A kind of finding. `help` says why it matters and cites the fact behind it."""
+
+    id: str
+    name: str
+    category: Category
+    short: str
+    help: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    rule: str
+    """Rule id, e.g. `FB101` (see `flashbuild.scanning.rules.RULES`)."""
+    category: Category
+    path: str
+    """Relative to the scanned root, forward slashes."""
+    line: int
+    """1-based."""
+    col: int
+    """1-based."""
+    severity: Severity
+    message: str
+    """One sentence: what will break for this target."""
+    evidence: str
+    """What in the source triggered the finding."""
+    snippet: str
+    """The source line(s) of the site, stripped."""
+    fix: Fix
+    data: dict[str, Any] = field(default_factory=dict, compare=False)
+    """Rule-specific facts recipe init uses (e.g. the matched macro text, the traits struct)."""
+    truth: Truth = Truth.STATIC
+    """What the finding rests on (see `Truth`)."""
+
+    @property
+    def blocking(self) -> bool:
+        return self.severity is Severity.ERROR
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.path, self.line, self.col, self.rule)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file or folder the scan did not read, and why (a note in the report, not a crash)."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScanTarget:
+    platform: PlatformName
+    archs: tuple[Arch, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.platform} / {', '.join(a.sm for a in self.archs) or 'any arch'}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScanOptions:
+    max_file_bytes: int = 2 * 1024 * 1024
+    """Files above this are skipped as generated (the bench tree's largest hand-written
+    CUTLASS header is ~300 KB)."""
+    include_vendored: bool = False
+    """Also scan vendored folders (third_party/, 3rdparty/, vendor/, external/, extern/)."""
+    jobs: int | None = None
+    """Workers; None = all cores. Trees under `SERIAL_BELOW` files run in-process."""
+    static: bool = False
+    """Read only: run no preprocessor or compiler (for untrusted trees). Otherwise, with a
+    CUDA toolkit, the real preprocessor decides the gates of the findings it can check."""
+    compile: Literal["auto", "always", "never"] = "auto"
+    """Confirm FB160/FB170 errors by compiling their unit for the target: `auto` when few
+    units are needed (`compiletruth.AUTO_UNITS`), `always` (`scan --compile`), `never`."""
+    executor: Literal["process", "thread"] = "process"
+    """How workers run. Processes: the per-file work is Python walking tree-sitter nodes and
+    matching regexes, which holds the GIL, so threads do not scale (the README's benchmark
+    section has the numbers); `thread` is kept for that comparison."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScanResult:
+    root: Path
+    target: ScanTarget
+    findings: tuple[Finding, ...]
+    skipped: tuple[Skipped, ...]
+    files_scanned: int
+    seconds: float
+    setup: Any = None
+    """`setuppy.SetupPy` when setup.py decides what is compiled (recipe init drafts the
+    setuptools build from it); None for CMake trees."""
+    vendored: tuple[str, ...] = ()
+    """Vendored folders left out (tree-relative): recipe init never edits inside them."""
+    setup_unreadable: str = ""
+    """Why the tree's top-level setup.py was not read ("" when it was, or there is none): a
+    syntax error, nesting too deep to parse, not a regular file, a link out of the tree."""
+    truth: str = ""
+    """One line: what decided the gates (the preprocessor and how much of it ran, or why the
+    static reading was the fallback)."""
+
+    @property
+    def blocking(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.blocking)
+
+    def counts(self) -> dict[str, int]:
+        out = {s.value: 0 for s in Severity}
+        for f in self.findings:
+            out[f.severity.value] += 1
+        return out
+
+
+@dataclass(frozen=True)
+class FileText:
+    path: str
+    """Relative, forward slashes."""
+    kind: FileKind
+    text: str
+
+
+@dataclass
+class FileReport:
+    """What the checks of one file return: findings plus facts the tree-wide pass needs."""
+
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def make_target(platform: str, arch: str) -> ScanTarget:
+    """Validate `--platform` / `--arch` into a ScanTarget (UsageError on bad input)."""
+    if platform not in ("linux", "windows"):
+        raise UsageError(f"`{platform}` is not a platform flashbuild scans for",
+                         fix="pass --platform linux or --platform windows")
+    spec = parse_arch_spec(arch)
+    if spec.native and not spec.targets:
+        raise UsageError("`scan` needs an explicit arch, not `native`",
+                         evidence="a scan reads sources, not GPUs",
+                         fix="pass e.g. --arch sm120")
+    return ScanTarget(platform=platform, archs=spec.archs)  # type: ignore[arg-type]
