@@ -39,14 +39,14 @@ if [ "$mode" = start ]; then
   python3 -m flashbuild --version || exit 1
   cp bench/seed_queue.sh "$seed/queue.sh"
   setsid env SEED_ARCH="$arch" SEED_TREES="$trees" SEED_PIP="${SEED_PIP:-0}" \
-    CC_K="${CC_K:-}" REPO="$PWD" bash "$seed/queue.sh" > "$seed/queue.log" 2>&1 < /dev/null &
+    CC_K="${CC_K:-}" SEED_XF_OWN="${SEED_XF_OWN:-0}" REPO="$PWD" bash "$seed/queue.sh" > "$seed/queue.log" 2>&1 < /dev/null &
   echo "queue started: $trees"
   exit 0
 fi
 
 # poll: wait for the queue (or until ~9 minutes pass), then copy what exists to OUTDIR.
 for _ in $(seq 1 "${SEED_POLLS:-100}"); do [ -f "$seed/queue.done" ] && break; sleep 5; done
-cp "$seed"/*.txt "$seed"/*.json "$out"/ 2>/dev/null
+cp "$seed"/*.txt "$seed"/*.json "$seed"/*.prof "$out"/ 2>/dev/null
 tail -n 40 "$seed/queue.log" > "$out/queue-tail.txt"
 cat "$seed/summary.txt" 2>/dev/null
 if [ ! -f "$seed/queue.done" ]; then
