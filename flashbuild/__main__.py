@@ -17,7 +17,10 @@ def main() -> None:
     interrupts.install()
     try:
         from flashbuild.cli import main as cli_main
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        # A stop while the CLI's modules load, also when Python wrapped it (caused_by_stop).
+        if not (isinstance(exc, KeyboardInterrupt) or interrupts.caused_by_stop(exc)):
+            raise
         interrupts.finished()
         sys.stderr.write(interrupts.startup_message())
         sys.exit(130)

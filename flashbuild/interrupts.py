@@ -72,6 +72,22 @@ class StopRequested(KeyboardInterrupt):
     this subclass, whose type is not the one CPython compares against)."""
 
 
+def caused_by_stop(exc: BaseException) -> bool:
+    """Whether a stop signal is behind `exc`: it is a `StopRequested`, or one is on its chain.
+
+    Python wraps some exceptions raised inside its own machinery: a signal that lands while a
+    class body runs a descriptor's `__set_name__` (Rich's console module has one) arrives as
+    `RuntimeError: Error calling __set_name__ ...` with the `StopRequested` as its cause."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, StopRequested):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
 def _handler(signum: int, frame: Any) -> None:
     """The one handler of every stop signal: note it, then stop the main thread."""
     _state.received.append(_name(signum))

@@ -1,0 +1,58 @@
+"""A stop signal that Python's own machinery wrapped is still a stop (interrupts.caused_by_stop).
+
+Seen under load: SIGINT landing while Rich's console module ran a dataclass field's
+`__set_name__` reached the entry point as `RuntimeError: Error calling __set_name__ ...` and
+printed a traceback instead of the one-line exit 130."""
+
+from __future__ import annotations
+
+import pytest
+
+from flashbuild import interrupts
+from flashbuild.interrupts import StopRequested, caused_by_stop
+
+
+def _raise_in_set_name() -> None:
+    class Stops:
+        def __set_name__(self, owner: type, name: str) -> None:
+            raise StopRequested
+
+    type("Owner", (), {"field": Stops()})
+
+
+def test_a_stop_wrapped_by_set_name_is_a_stop() -> None:
+    with pytest.raises(RuntimeError) as info:
+        _raise_in_set_name()
+    assert caused_by_stop(info.value)
+
+
+def test_other_errors_are_not_stops() -> None:
+    try:
+        try:
+            raise ValueError("inner")
+        except ValueError as inner:
+            raise RuntimeError("outer") from inner
+    except RuntimeError as exc:
+        assert not caused_by_stop(exc)
+
+
+def test_the_entry_point_turns_a_wrapped_stop_into_exit_130(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import builtins
+
+    from flashbuild import __main__ as entry
+
+    real_import = builtins.__import__
+
+    def importing(name: str, *args: object, **kwargs: object) -> object:
+        if name == "flashbuild.cli":
+            _raise_in_set_name()
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(interrupts, "install", lambda: None)
+    monkeypatch.setattr(interrupts, "finished", lambda: None)
+    monkeypatch.setattr(builtins, "__import__", importing)
+    with pytest.raises(SystemExit) as info:
+        entry.main()
+    assert info.value.code == 130
+    assert "Traceback" not in capsys.readouterr().err
