@@ -11,13 +11,16 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from flashbuild.scanning.facts import CcclFacts
 from flashbuild.scanning.findings import Category, Finding, Fix, ScanTarget, Severity
+from flashbuild.scanning.proposals import NoStepNeeded
 from flashbuild.scanning.scan import read_source
 from flashbuild.source.reach import includes_header
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from flashbuild.scanning.facts import Facts
     from flashbuild.source.reach import Reach
     from flashbuild.source.setuppy import Extension, SetupPy
 
@@ -43,11 +46,11 @@ def setup_findings(root: Path, reach: Reach, target: ScanTarget) -> list[Finding
     def add(rule: str, category: Category, severity: Severity,  # noqa: PLR0917
             line: int, message: str,
             evidence: str, fix: Fix, path: str | None = None, snip: str | None = None,
-            data: dict[str, Any] | None = None) -> None:
+            facts: Facts | None = None) -> None:
         out.append(Finding(rule=rule, category=category, path=path or setup.path, line=line,
                            col=1, severity=severity, message=message, evidence=evidence,
                            snippet=snippet(line) if snip is None else snip, fix=fix,
-                           data=data or {}))
+                           facts=facts))
 
     out: list[Finding] = []
     built = [e for e in setup.built_for_target() if e.cuda]
@@ -257,8 +260,10 @@ def _host_cccl(root: Path, built: list[Extension], target: ScanTarget,
                 "compile takes); torch's cpp_extension adds only <CUDA_HOME>/include",
                 Fix(manual="add os.path.join(CUDA_HOME, 'include', 'cccl') to include_dirs; "
                     "flashbuild's build puts it on the host include path (CPLUS_INCLUDE_PATH "
-                    "/ INCLUDE) itself"),
-                data={"source": src, "header": found.header})
+                    "/ INCLUDE) itself",
+                    step=NoStepNeeded(stage="build", reason="`flashbuild build` gives the host "
+                                      "compiler CUDA 13's include/cccl")),
+                facts=CcclFacts(source=src, header=found.header))
             return
 
 
@@ -368,4 +373,4 @@ if TYPE_CHECKING:
         def __call__(self, rule: str, category: Category,  # noqa: PLR0917
                      severity: Severity, line: int,
                      message: str, evidence: str, fix: Fix, path: str | None = None,
-                     snip: str | None = None, data: dict[str, Any] | None = None) -> None: ...
+                     snip: str | None = None, facts: Facts | None = None) -> None: ...
