@@ -41,6 +41,7 @@ from flashbuild.errors import PatchError, TreeError, UsageError
 from flashbuild.scanning.checks_cmake import _commands as cmake_commands
 from flashbuild.scanning.checks_cmake import _parser as cmake_parser
 from flashbuild.scanning.findings import ScanOptions
+from flashbuild.scanning.proposals import ChooseArchList, nvcc_append_flags
 from flashbuild.scanning.rules import RULES
 from flashbuild.scanning.scan import read_source, walk_tree
 from flashbuild.source.setuppy import parse_python
@@ -595,16 +596,14 @@ def _setuptools_build(  # noqa: PLR0912 - one branch per table it drafts
             f"{setup.path}:{ext.line} `{ext.name or '?'}` ({ext.kind}, {len(ext.sources)} "
             f"source(s)): " + {"yes": "built", "maybe": f"built when {ext.condition}",
                                "no": f"not built for this target ({ext.condition})"}[ext.built])
-    rules = {f.rule for f in findings}
-    flags = [flag for rule, flag in (("FB200", "-Xcompiler /Zc:preprocessor"),
-                                     ("FB210", "-DUSE_CUDA")) if rule in rules]
+    flags = nvcc_append_flags(findings)
     if flags:
         # NVCC_APPEND_FLAGS is read by nvcc itself, so setup.py needs no edit.
         b.env.append(({"platform": ["windows"]}, {"NVCC_APPEND_FLAGS": " ".join(flags)},
                       "MSVC flags setup.py does not pass (scan FB200/FB210); nvcc reads "
                       "NVCC_APPEND_FLAGS itself"))
     switches = [name for name, _line in setup.env_switches]
-    if "FB220" in rules:
+    if any(isinstance(f.fix.env, ChooseArchList) for f in findings):
         arch = [n for n in switches if "ARCH" in n.upper() and n != "TORCH_CUDA_ARCH_LIST"
                 and not re.search(r"HIP|ROCM", n.upper())]
         if arch:

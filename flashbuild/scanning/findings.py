@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from flashbuild.scanning.facts import Facts
-    from flashbuild.scanning.proposals import Proposal
+    from flashbuild.scanning.proposals import EnvProposal, Proposal
 
 FileKind = Literal["cxx", "cmake", "python"]
 
@@ -81,6 +81,8 @@ class Fix:
     step: Proposal | None = field(default=None, compare=False)
     """What recipe init makes of this fix: a step, a refusal, a note (`proposals`); None
     makes it a TODO. Not part of the JSON report (`transform`/`params` sketch the edit)."""
+    env: EnvProposal | None = field(default=None, compare=False)
+    """What this fix asks of the build environment (`[[build.env]]`) instead of a step."""
 
     def describe(self) -> str:
         if self.transform:

@@ -255,3 +255,38 @@ class NoStepNeeded(Proposal):
 LOADER_SHIM = NoStepNeeded(stage="install", reason="the install step of `flashbuild build` "
                            "adds the loader shim to this __init__.py")
 """A package `__init__.py` that registers no DLL folder: the install step's shim does it."""
+
+
+# --- the build environment: what a fix asks of [[build.env]] rather than of a patch step ---
+
+MSVC_NVCC_FLAGS = ("-Xcompiler /Zc:preprocessor", "-DUSE_CUDA")
+"""The flags a draft may append for nvcc on Windows (NVCC_APPEND_FLAGS, read by nvcc itself,
+so setup.py needs no edit), in the order they are appended."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NvccAppendFlag:
+    """Append `flag` to nvcc's command line on Windows (`[[build.env]] NVCC_APPEND_FLAGS`)."""
+
+    flag: Literal["-Xcompiler /Zc:preprocessor", "-DUSE_CUDA"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForceBuild:
+    """Compile instead of downloading a prebuilt wheel: the tree's `*_FORCE_BUILD` switch."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChooseArchList:
+    """setup.py hard-codes its gencode list: the arch comes from the tree's own arch switch
+    or from flashbuild's build hook, not from TORCH_CUDA_ARCH_LIST."""
+
+
+EnvProposal = NvccAppendFlag | ForceBuild | ChooseArchList
+"""What a fix asks of the build environment (`Fix.env`)."""
+
+
+def nvcc_append_flags(findings: Sequence[Finding]) -> list[str]:
+    """The flags the findings' fixes ask nvcc to get, in `MSVC_NVCC_FLAGS` order."""
+    asked = {f.fix.env.flag for f in findings if isinstance(f.fix.env, NvccAppendFlag)}
+    return [flag for flag in MSVC_NVCC_FLAGS if flag in asked]
