@@ -1,18 +1,19 @@
 """`flashbuild recipe init`: draft a recipe from a scan.
 
-Every finding a transform fixes becomes a `[[patch]]` step (grouped: one
-`explicit-instantiations` step for all files, one `dynamic-loading` step, one `macro-edit` per
-edited condition, one `exclude-sources` per arch, one `insert-block` per over-budget traits
-struct), with `when` conditions for the platform/arch the finding is about. Each step is then
+Every finding whose fix proposes a step (`Fix.step`, made by the check: `proposals.py`)
+becomes a `[[patch]]` step, merged per kind (one `explicit-instantiations` step for all files,
+one `dynamic-loading` step, one `macro-edit` per edited condition, one `exclude-sources` per
+arch, one `insert-block` per over-budget traits struct), with `when` conditions for the
+platform/arch the finding is about, suffix included. Each step is then
 planned on the tree with the transform itself, so the drafted `expect` counts are what the
 transform finds today (upstream drift later is an error, not a silent no-op). Every finding
 that needs a person becomes a commented `# TODO:` block with its evidence.
 
 Traits for a new arch cannot be decided by a transform (tile sizes are a person's choice):
-when the budget that the target would use is too big, the draft derives a specialisation for
-the target from the primary template, with the shared-memory member set to the target's limit
-rounded down to whole KB and a `static_assert`, marked `REVIEW` in the recipe. A struct that
-is not a primary template gets a TODO instead.
+when the budget that the target would use is too big, the FB170 check derives a
+specialisation for the target from the primary template, with the shared-memory member set to
+the target's limit rounded down to whole KB and a `static_assert`, marked `REVIEW` in the
+recipe. A struct that is not a primary template gets a TODO instead.
 
 The build side (`draft_build`) is read from the tree too: CMake module/shared-library targets
 (tree-sitter-cmake, the scan's parse) become `[build]` and `[[artifact]]`, the package whose
