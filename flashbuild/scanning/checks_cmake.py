@@ -15,6 +15,12 @@ from typing import TYPE_CHECKING, Any
 import tree_sitter_cmake
 from tree_sitter import Language, Node, Parser
 
+from flashbuild.scanning.facts import (
+    ArchFallbackFacts,
+    ArchLiteralFacts,
+    DllOutputFacts,
+    MsvcFlagsFacts,
+)
 from flashbuild.scanning.findings import (
     Category,
     FileReport,
@@ -253,7 +259,7 @@ def _arch_from_gpu(file: FileText, commands: Sequence[Command]) -> list[Finding]
             fix=Fix(manual=f"pass -D{var}=<the target's arch> (a recipe's [build] cmake "
                     "defines; `flashbuild build --arch` sets it when the recipe names the "
                     "variable)"),
-            data={"variable": var, "fallback": value}))
+            facts=ArchFallbackFacts(variable=var, fallback=value)))
         break
     return out
 
@@ -333,7 +339,7 @@ def _msvc_block(file: FileText, commands: Sequence[Command]) -> list[Finding]:
         fix=Fix(manual="add `if(MSVC) add_compile_options($<$<COMPILE_LANGUAGE:CXX>:"
                 + ";".join(missing) + ">) endif()` (and the same through -Xcompiler for CUDA); "
                 "`flashbuild build` passes them itself"),
-        data={"missing": missing})]
+        facts=MsvcFlagsFacts(missing=tuple(missing)))]
 
 
 def _dll_outputs(file: FileText, commands: Sequence[Command]) -> list[Finding]:
@@ -361,7 +367,7 @@ def _dll_outputs(file: FileText, commands: Sequence[Command]) -> list[Finding]:
                     "not; on Windows a SHARED library's DLL is a RUNTIME output",
                     snippet=_snippet(file, line),
                     fix=Fix(manual=f"also set RUNTIME_OUTPUT_DIRECTORY {value} on `{tgt}`"),
-                    data={"target": tgt}))
+                    facts=DllOutputFacts(target=tgt)))
     return out
 
 
@@ -431,7 +437,7 @@ def _strequal_gates(file: FileText, commands: Sequence[Command],
                         fix=Fix(manual=f"test membership instead, e.g. `if(\"{arch.code}"
                                 f"{arch.suffix}\" IN_LIST CMAKE_CUDA_ARCHITECTURES)` or a "
                                 "MATCHES on the numeric code"),
-                        data={"literal": f"{code}{suffix}"}))
+                        facts=ArchLiteralFacts(literal=f"{code}{suffix}")))
                     break
     return out
 

@@ -18,7 +18,20 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from flashbuild.arch import Arch
+from flashbuild.arch import Arch, Suffix
+from flashbuild.scanning.facts import (
+    AllowListFacts,
+    ArchBranchFacts,
+    DlopenFacts,
+    InstantiationFacts,
+    InstructionFacts,
+    PluginExportFacts,
+    PosixHeaderFacts,
+    RuntimeMajorFacts,
+    SharedMemoryFacts,
+    TreeCheck,
+    WindowsMacroFacts,
+)
 from flashbuild.scanning.findings import (
     Category,
     FileReport,
@@ -28,7 +41,17 @@ from flashbuild.scanning.findings import (
     ScanTarget,
     Severity,
 )
+from flashbuild.scanning.proposals import (
+    DeriveTraits,
+    ExcludeSources,
+    GuardInstantiation,
+    PortableDynamicLoading,
+    ProposedStep,
+    WidenArchCondition,
+    arch_when,
+)
 from flashbuild.scanning.ptx_table import INSTRUCTIONS
+from flashbuild.scanning.rules import RULES
 from flashbuild.source import cxx
 from flashbuild.source import instantiations as inst
 from flashbuild.source.pp import NOT_DEFINED, Evaluator, Pass, device_pass, host_pass
@@ -38,6 +61,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from tree_sitter import Node
+
+    from flashbuild.scanning.facts import Facts
 
 
 POSIX_HEADERS = frozenset({"unistd.h", "sys/time.h", "sys/mman.h", "sys/resource.h",
@@ -242,12 +267,12 @@ class _Ctx:
     # --- output ---------------------------------------------------------------------
     def add(self, byte: int,  # noqa: PLR0917 - one call shape for every rule
             rule: str, category: Category, severity: Severity, message: str,
-            evidence: str, fix: Fix, **data: Any) -> None:
+            evidence: str, fix: Fix, facts: Facts | None = None) -> None:
         line, col = self.pos(byte)
         self.report.findings.append(Finding(
             rule=rule, category=category, path=self.file.path, line=line, col=col,
             severity=severity, message=message, evidence=evidence,
-            snippet=_snippet(self.file, line), fix=fix, data=data))
+            snippet=_snippet(self.file, line), fix=fix, facts=facts))
 
 
 def context_for(file: FileText, target: ScanTarget, inherited: Any = None) -> _Ctx | None:
@@ -332,14 +357,15 @@ def _posix_and_gcc(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], host: P
                     "<dlfcn.h> does not exist on Windows",
                     f"#include <dlfcn.h>{'; calls ' + used if used else ''}",
                     Fix(transform="dynamic-loading",
-                        params={"mode": "portable", "files": [ctx.file.path]}),
-                    calls=[c[0] for c in calls])
+                        params={"mode": "portable", "files": [ctx.file.path]},
+                        step=PortableDynamicLoading(file=ctx.file.path, role="loader")),
+                    DlopenFacts(calls=tuple(c[0] for c in calls)))
         elif hdr in POSIX_HEADERS:
             ctx.add(start, "FB110", Category.POSIX, Severity.ERROR,
                     f"<{hdr}> is POSIX-only; MSVC has no such header",
                     f"#include <{hdr}> in code the MSVC host pass compiles",
                     Fix(manual=f"remove <{hdr}> or put it behind `#ifndef _WIN32` with the "
-                        "Windows equivalent"), header=hdr)
+                        "Windows equivalent"), PosixHeaderFacts(header=hdr))
     simple = {
         "ssize": ("FB111", Category.POSIX, "ssize_t is POSIX-only; MSVC has no ssize_t",
                   "use ptrdiff_t or int64_t (or SSIZE_T from <BaseTsd.h> on Windows)"),
@@ -382,7 +408,8 @@ def _windows_macros(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], host: 
                     f"`{m.group(0)}` is a macro once this file includes {via}",
                     f"identifier `{m.group(0)}` in a file that includes <{hdr}>"
                     + ("" if group == "small" else " and no NOMINMAX"),
-                    Fix(manual=name_fix), needs="no-nominmax" if group == "minmax" else "")
+                    Fix(manual=name_fix), WindowsMacroFacts(
+                        needs=TreeCheck.NO_NOMINMAX if group == "minmax" else None))
 
 
 def _plugin_exports(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], host: Pass) -> None:
@@ -406,8 +433,9 @@ def _plugin_exports(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], host: 
             "loads with dlsym",
             snippet=_snippet(ctx.file, decl.line),
             fix=Fix(transform="dynamic-loading",
-                    params={"mode": "portable", "plugin_files": [ctx.file.path]}),
-            data={"needs": "plugin-source", "symbol": decl.name}))
+                    params={"mode": "portable", "plugin_files": [ctx.file.path]},
+                    step=PortableDynamicLoading(file=ctx.file.path, role="plugin")),
+            facts=PluginExportFacts(symbol=decl.name)))
 
 
 def _in_anonymous_namespace(node: Node) -> bool:
@@ -437,19 +465,24 @@ def _arch_gates(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch
             continue
         values = sorted({int(v) for v in re.findall(r"__CUDA_ARCH__\s*==\s*(\d+)",
                                                        gate.condition)})
+        directives = (gate.directive.lstrip("#"),)
+        find = f"__CUDA_ARCH__ == {values[-1]}" if values else ""
+        replace = f"{find} || __CUDA_ARCH__ == {target_value}" if values else ""
+        widen = WidenArchCondition(file=ctx.file.path, arch=arch, kind="allow-list", find=find,
+                                   replace=replace, directives=directives,
+                                   summary=RULES["FB150"].short)
         ctx.add(start, "FB150", Category.ARCH_GATING, Severity.ERROR,
                 f"#error for {arch.sm}: the __CUDA_ARCH__ allow-list does not list "
                 f"{target_value}",
                 f"`#if {gate.condition}` (line {gate.line}) is false for __CUDA_ARCH__ == "
                 f"{target_value}, so the #error branch is compiled",
                 Fix(transform="macro-edit", params={
-                    "files": [ctx.file.path],
-                    "find": f"__CUDA_ARCH__ == {values[-1]}" if values else "",
-                    "replace": f"__CUDA_ARCH__ == {values[-1]} || __CUDA_ARCH__ == "
-                    f"{target_value}" if values else ""}) if values else
-                Fix(manual=f"add {target_value} to the allow-list at line {gate.line}"),
-                gate_line=gate.line, listed=values, arch=arch.code,
-                directives=[gate.directive.lstrip("#")])
+                    "files": [ctx.file.path], "find": find, "replace": replace}, step=widen)
+                if values else
+                Fix(manual=f"add {target_value} to the allow-list at line {gate.line}",
+                    step=widen),
+                AllowListFacts(arch=arch, gate_line=gate.line, listed=tuple(values),
+                               directives=directives))
     seen: set[int] = set()
     for m, start, node in _sites(ctx, groups.get("eq", []), code=False):
         value = int(re.findall(r"\d+", m.group(0))[0])
@@ -470,16 +503,22 @@ def _arch_gates(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch
         at_target = Evaluator(dev, lambda n: ctx._macro(n, dev)).eval(cond)
         if at_target != 0:
             continue  # another term already accepts the target
+        facts = ArchBranchFacts(arch=arch, directives=(_DIRECTIVE[parent.type],),
+                                ladder=tuple(_defines_in_branch(ctx, parent)))
+        find = m.group(0).strip()
+        replace = f"({find} || __CUDA_ARCH__ == {target_value})"
         ctx.add(start, "FB151", Category.ARCH_GATING, Severity.WARNING,
-                f"`{m.group(0).strip()}` selects {code // 10}.{code % 10} but not {arch.sm}: "
+                f"`{find}` selects {code // 10}.{code % 10} but not {arch.sm}: "
                 f"the {arch.sm} pass takes another path",
                 f"`{cond.strip()}` is 0 for __CUDA_ARCH__ == {target_value}, and "
                 f"sm_{code} is a sibling of {arch.sm}",
                 Fix(transform="macro-edit", params={
-                    "files": [ctx.file.path], "find": m.group(0).strip(),
-                    "replace": f"({m.group(0).strip()} || __CUDA_ARCH__ == {target_value})"}),
-                arch=arch.code, directives=[_DIRECTIVE[parent.type]],
-                ladder=_defines_in_branch(ctx, parent))
+                    "files": [ctx.file.path], "find": find, "replace": replace},
+                    step=WidenArchCondition(
+                        file=ctx.file.path, arch=arch, kind="equality", find=find,
+                        replace=replace, directives=facts.directives, ladder=facts.ladder,
+                        summary=RULES["FB151"].short)),
+                facts)
 
 
 def _arch_ranges(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch,
@@ -508,14 +547,18 @@ def _arch_ranges(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arc
         at_sibling = Evaluator(sibling, lambda n: ctx._macro(n, sibling)).eval(cond)
         if at_target != 0 or at_sibling != 1:
             continue
+        facts = ArchBranchFacts(arch=arch, directives=(_DIRECTIVE[parent.type],),
+                                ladder=tuple(_defines_in_branch(ctx, parent)))
         ctx.add(start, "FB151", Category.ARCH_GATING, Severity.WARNING,
                 f"`{m.group(0).strip()}` ends the range before {arch.sm}: sm_100 takes this "
                 f"branch, the {arch.sm} pass takes another path",
                 f"`{cond.strip()}` is 1 for __CUDA_ARCH__ == 1000 and 0 for {target_value}",
                 Fix(manual=f"if the code is right for {arch.sm}, move the bound past "
-                    f"{target_value}; if it needs sm_100-only features, leave it"),
-                arch=arch.code, directives=[_DIRECTIVE[parent.type]],
-                ladder=_defines_in_branch(ctx, parent))
+                    f"{target_value}; if it needs sm_100-only features, leave it",
+                    step=WidenArchCondition(file=ctx.file.path, arch=arch, kind="range",
+                                            directives=facts.directives, ladder=facts.ladder,
+                                            summary=RULES["FB151"].short)),
+                facts)
 
 
 def _defines_in_branch(ctx: _Ctx, node: Node) -> list[str]:
@@ -582,11 +625,13 @@ def _instructions(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Ar
                     f"`{name}` may be compiled for {arch.sm} (needs {needs}): it depends on "
                     f"{', '.join(macros) or 'a condition'} the scan cannot decide",
                     f"inline PTX `{name}` under `{' / '.join(macros) or '?'}`",
+                    # The preprocessor may decide it is compiled after all: the step is ready.
                     Fix(manual=f"none if {', '.join(macros) or 'the condition'} is off for "
-                        f"{arch.sm}; else exclude or gate the source"),
-                    needs="compiled-for-target", instruction=name, arch=arch.code,
-                    suffix=arch.suffix.value, owner=owner.kind, owner_names=list(owner.names),
-                    undecided=macros, needs_name=needs)
+                        f"{arch.sm}; else exclude or gate the source",
+                        step=_exclusion(ctx, name, arch)),
+                    InstructionFacts(instruction=name, arch=arch, needs_arch=needs,
+                                     owner=owner.kind, owner_names=tuple(owner.names),
+                                     undecided=tuple(macros)))
             continue
         from flashbuild.scanning.callgraph import owner_of
 
@@ -594,9 +639,34 @@ def _instructions(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Ar
         ctx.add(start, "FB160", Category.ARCH_INSTRUCTIONS, Severity.ERROR,
                 f"`{name}` is compiled for {arch.sm}, which lacks it (needs {needs})",
                 f"inline PTX `{name}` in code the {arch.sm} device pass compiles",
-                Fix(transform="exclude-sources", params={"globs": [ctx.file.path]}),
-                needs="compiled-for-target", instruction=name, arch=arch.code,
-                suffix=arch.suffix.value, owner=owner.kind, owner_names=list(owner.names))
+                Fix(transform="exclude-sources", params={"globs": [ctx.file.path]},
+                    step=_exclusion(ctx, name, arch)),
+                InstructionFacts(instruction=name, arch=arch, needs_arch=needs,
+                                 owner=owner.kind, owner_names=tuple(owner.names)))
+
+
+_COMPILED = (".cu", ".cpp", ".cc", ".cxx", ".c")
+
+
+def _exclusion(ctx: _Ctx, instruction: str, arch: Arch) -> ExcludeSources:
+    """Excluding the source for the target, or why that would harm: a header (excluding it
+    changes nothing), an instruction the target's `a`/`f` variant has (build for that
+    instead, unless a suffixed arch is asked already), a file named for the target's arch
+    (the bindings of that arch need it)."""
+    path = ctx.file.path
+    has = INSTRUCTIONS[instruction].accepts
+    better = next((a for a in (Arch(arch.major, arch.minor, sfx)
+                               for sfx in (Suffix.ARCH, Suffix.FAMILY)) if has(a)), None)
+    refusal = ""
+    if not path.endswith(_COMPILED):
+        refusal = ("a header: excluding it from the source list changes nothing; gate or "
+                   "exclude the sources that include it")
+    elif better is not None and not any(a.suffix is not Suffix.NONE for a in ctx.target.archs):
+        refusal = f"{instruction} exists on {better.sm}: build for --arch {better.sm} instead " \
+            "of removing the source"
+    elif re.search(rf"sm_?{arch.code}(?!\d)", path.rpartition("/")[2], re.IGNORECASE):
+        refusal = f"the file is named for sm_{arch.code}: the bindings of that arch need it"
+    return ExcludeSources(file=path, arch=arch, refusal=refusal)
 
 
 def _line_text(ctx: _Ctx, byte: int) -> str:
@@ -632,16 +702,79 @@ def _smem(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Arch, dev:
         if owner is not None and not _applies(owner, arch):
             continue
         name = m.group(0).split("=")[0].strip()
+        facts = SharedMemoryFacts(
+            arch=arch, limit=limit, value=value, member=name,
+            struct=owner.name if owner else "", specialised=owner.args if owner else "",
+            struct_line=owner.line if owner else 0, struct_text=owner.text if owner else "")
         ctx.add(start, "FB170", Category.SHARED_MEMORY, Severity.ERROR,
                 f"{name} = {value} B is above {arch.sm}'s {limit} B per block",
                 f"`{expr}` = {value} in "
                 f"{owner.label if owner else 'file scope'}, which {arch.sm} uses",
                 Fix(manual=f"give {arch.sm} its own budget ≤ {limit} B (recipe init drafts an "
-                    "insert-block to review)"),
-                arch=arch.code, limit=limit, value=value, member=name,
-                struct=owner.name if owner else "", specialised=owner.args if owner else "",
-                struct_line=owner.line if owner else 0,
-                struct_text=owner.text if owner else "")
+                    "insert-block to review)",
+                    step=DeriveTraits(step=_traits_step(ctx.file, facts))),
+                facts)
+
+
+def _traits_step(file: FileText, facts: SharedMemoryFacts) -> ProposedStep | None:
+    """An `insert-block` that specialises the traits struct for the target, derived from the
+    primary template with the shared-memory member set to the target's limit rounded down to
+    whole KB and a `static_assert`; None when it cannot be derived safely (tile sizes stay a
+    person's choice: the step is marked REVIEW)."""
+    text = facts.struct_text
+    if facts.specialised or not text.lstrip().startswith("template"):
+        return None
+    head = re.match(r"\s*template\s*<(.*?)>\s*(?:struct|class)\b", text, re.S)
+    params = [p.strip() for p in _split_top(head[1])] if head else []
+    if len(params) != 1 or re.match(r"(?:typename|class)\b", params[0]):
+        # `struct X<1200>` specialises a template of exactly one non-type parameter; any
+        # other arity (PipelineTest<int, bool>) would not compile.
+        return None
+    arch, limit, struct, member = facts.arch, facts.limit, facts.struct, facts.member
+    value = arch.code * 10
+    kb = limit // 1024
+    body = re.sub(r"^template\s*<[^>]*>\s*", "template <>\n", text, count=1)
+    body = re.sub(rf"\b(struct|class)\s+{re.escape(struct)}\b", rf"\1 {struct}<{value}>", body,
+                  count=1)
+    body, n = re.subn(rf"(\b{re.escape(member)}\s*=\s*)[^;]+;[^\n]*", rf"\g<1>{kb} * 1024;",
+                      body, count=1)
+    if n != 1:
+        return None
+    close = body.rstrip().rfind("}")
+    body = (body[:close] + f"  static_assert({member} <= {limit}, "
+            f"\"{arch.sm} allows {limit} B of shared memory per block\");\n" + body[close:])
+    # Anchor: the first non-blank line after the primary template, if it is unique.
+    lines = file.text.splitlines()
+    end = facts.struct_line - 1 + text.count("\n")
+    anchor = next((ln for ln in lines[end + 1:] if ln.strip()), None)
+    if anchor is None or sum(ln.strip() == anchor.strip() for ln in lines) != 1:
+        return None
+    return ProposedStep(
+        id=f"sm{arch.sm.removeprefix('sm_')}-traits", transform="insert-block",
+        description=f"{struct}<{value}>: {arch.sm} allows {limit} B of shared memory per "
+        f"block; the primary template asks {facts.value} B (scan FB170)",
+        params={"file": file.path, "anchor": anchor.strip(), "where": "before",
+                "block": f"\n// {arch.sm}: {limit} B opt-in shared memory per block (drafted "
+                f"by flashbuild recipe init).\n{body.strip()}\n\n"},
+        when=arch_when([arch]),
+        comment=f"REVIEW: derived from the primary template {struct}; only {member} was "
+        f"changed ({facts.value} -> {kb} * 1024). Tile sizes are a person's decision.")
+
+
+def _split_top(text: str) -> list[str]:
+    """Split template parameters on the commas outside nested <>/()."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [*out, cur] if cur.strip() or out else []
 
 
 @dataclass(frozen=True)
@@ -747,7 +880,7 @@ def _runtime_major(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]]) -> None
                     f"runtime equality on the compute-capability major ({value}); no test in "
                     f"this file accepts major {arch.major}",
                     Fix(manual=f"test `major >= {value}` or add a branch for major "
-                        f"{arch.major}"), arch=arch.code)
+                        f"{arch.major}"), RuntimeMajorFacts(arch=arch))
 
 
 # --- explicit instantiations: the transform's own site finder ---------------------------
@@ -788,8 +921,9 @@ def instantiation_findings(root: Path, reports: Sequence[FileReport],
                 message=f"explicit instantiation of host template `{item.target}` is "
                 "needed by another file: the transform keeps it",
                 evidence=site.note, snippet=snippet,
-                fix=Fix(manual="none: kept (MSVC accepts host template instantiations)"),
-                data={"kind": kind}))
+                fix=Fix(manual="none: kept (MSVC accepts host template instantiations)",
+                        step=GuardInstantiation(file=item.path, site="kept")),
+                facts=InstantiationFacts(kind=kind)))
             continue
         via = f" (via macro {item.via_macro})" if item.via_macro else ""
         out.append(Finding(
@@ -803,6 +937,8 @@ def instantiation_findings(root: Path, reports: Sequence[FileReport],
                                              "; no other file references it"),
             snippet=snippet,
             fix=Fix(transform="explicit-instantiations",
-                    params={"files": [item.path], "mode": "guard"}),
-            data={"kind": kind, "macro": item.via_macro}))
+                    params={"files": [item.path], "mode": "guard"},
+                    step=GuardInstantiation(file=item.path,
+                                            site="kernel" if site.kernel else "host")),
+            facts=InstantiationFacts(kind=kind, macro=item.via_macro)))
     return out

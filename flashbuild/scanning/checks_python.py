@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from flashbuild.scanning.facts import ExtensionImportFacts, LibraryNameFacts, TreeCheck
 from flashbuild.scanning.findings import (
     Category,
     FileReport,
@@ -23,10 +24,13 @@ from flashbuild.scanning.findings import (
     Severity,
 )
 from flashbuild.scanning.gates import Gate, Mention, gate_from_words
+from flashbuild.scanning.proposals import LOADER_SHIM
 from flashbuild.source.setuppy import parse_python
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from flashbuild.scanning.facts import Facts
 
 POSIX_LIB = re.compile(r"^(?:.*/)?lib[\w+.-]*\.so(?:\.\d+)*$")
 UNVERSIONED = re.compile(r"\.so$")
@@ -149,7 +153,7 @@ class _Visitor(ast.NodeVisitor):
                       f"string literal {value!r}",
                       Fix(manual="build the name from importlib.machinery.EXTENSION_SUFFIXES "
                           "(modules) or pick .dll/.so by platform (libraries)"),
-                      needs="library-built", literal=value)
+                      LibraryNameFacts(literal=value))
 
     def _cdll(self, call: ast.Call, name: str) -> None:
         if any((g.platform == "posix") != g.negated for g in self.gates if g.platform):
@@ -170,13 +174,13 @@ class _Visitor(ast.NodeVisitor):
 
     def _add(self, node  # noqa: PLR0917 - one call shape for every rule
             : ast.expr | ast.stmt, rule: str, sev: Severity, message: str,
-             evidence: str, fix: Fix, **data: str) -> None:
+             evidence: str, fix: Fix, facts: Facts | None = None) -> None:
         line, col = node.lineno, node.col_offset + 1
         cat = Category.PYTHON_PACKAGING
         self.report.findings.append(Finding(
             rule=rule, category=cat, path=self.file.path, line=line, col=col, severity=sev,
             message=message, evidence=evidence, snippet=_snippet(self.file, line), fix=fix,
-            data=dict(data)))
+            facts=facts))
 
 
 def check_python(file: FileText, target: ScanTarget) -> FileReport:
@@ -250,6 +254,7 @@ def _dll_directory(file: FileText, tree: ast.Module, report: FileReport) -> None
                     fix=Fix(manual="the install step of `flashbuild build` adds a loader "
                             "shim to this __init__.py; without flashbuild, call "
                             "os.add_dll_directory for the CUDA "
-                            "runtime's folder before the import"),
-                    data={"needs": "no-sibling-module", "module": name}))
+                            "runtime's folder before the import", step=LOADER_SHIM),
+                    facts=ExtensionImportFacts(module=name,
+                                               needs=TreeCheck.NO_SIBLING_MODULE)))
                 return

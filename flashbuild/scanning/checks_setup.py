@@ -11,13 +11,21 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from flashbuild.scanning.facts import CcclFacts
 from flashbuild.scanning.findings import Category, Finding, Fix, ScanTarget, Severity
+from flashbuild.scanning.proposals import (
+    ChooseArchList,
+    ForceBuild,
+    NoStepNeeded,
+    NvccAppendFlag,
+)
 from flashbuild.scanning.scan import read_source
 from flashbuild.source.reach import includes_header
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from flashbuild.scanning.facts import Facts
     from flashbuild.source.reach import Reach
     from flashbuild.source.setuppy import Extension, SetupPy
 
@@ -43,11 +51,11 @@ def setup_findings(root: Path, reach: Reach, target: ScanTarget) -> list[Finding
     def add(rule: str, category: Category, severity: Severity,  # noqa: PLR0917
             line: int, message: str,
             evidence: str, fix: Fix, path: str | None = None, snip: str | None = None,
-            data: dict[str, Any] | None = None) -> None:
+            facts: Facts | None = None) -> None:
         out.append(Finding(rule=rule, category=category, path=path or setup.path, line=line,
                            col=1, severity=severity, message=message, evidence=evidence,
                            snippet=snippet(line) if snip is None else snip, fix=fix,
-                           data=data or {}))
+                           facts=facts))
 
     out: list[Finding] = []
     built = [e for e in setup.built_for_target() if e.cuda]
@@ -66,7 +74,8 @@ def setup_findings(root: Path, reach: Reach, target: ScanTarget) -> list[Finding
             f"setup.py fetches during the build ({what}): an offline build fails here",
             f"`{snippet(line)[:100]}`",
             Fix(manual="set the tree's force-build switch (e.g. *_FORCE_BUILD=TRUE) with a "
-                "recipe [[build.env]] table, and fetch submodules before building"))
+                "recipe [[build.env]] table, and fetch submodules before building",
+                env=ForceBuild()))
     _isolation(root, setup, target, add)
     return out
 
@@ -96,7 +105,8 @@ def _zc_preprocessor(setup: SetupPy, built: list[Extension], add: _Add) -> None:
             Fix(manual="add `-Xcompiler /Zc:preprocessor` to the nvcc flags on Windows; "
                 "without editing setup.py a recipe sets it for nvcc: [[build.env]] when = "
                 "{ platform = \"windows\" }, set = { NVCC_APPEND_FLAGS = "
-                "\"-Xcompiler /Zc:preprocessor\" }"))
+                "\"-Xcompiler /Zc:preprocessor\" }",
+                env=NvccAppendFlag(flag="-Xcompiler /Zc:preprocessor")))
     if gated:
         line = gated[0][0]
         add("FB201", Category.SETUP_FLAGS, Severity.WARNING, line,
@@ -128,7 +138,8 @@ def _torch_headers(reach: Reach, built: list[Extension], add: _Add) -> None:
         add("FB210", Category.TORCH_HEADERS, Severity.NOTE, other_line,
             f"this .cu file also pulls in <torch/extension.h> without -DUSE_CUDA (see "
             f"{path}:{line})", f"`{ext.name}` nvcc flags have no -DUSE_CUDA",
-            Fix(manual="the same fix as the error at the first site"), path=other,
+            Fix(manual="the same fix as the error at the first site",
+                env=NvccAppendFlag(flag="-DUSE_CUDA")), path=other,
             snip=f"#include <{_TORCH_EXTENSION}> (directly or through this include)")
     others = sorted({p for p, _l, _e in sites[1:]})
     also = f"; also {len(others)} more .cu file(s): {', '.join(others[:4])}" + (
@@ -139,7 +150,7 @@ def _torch_headers(reach: Reach, built: list[Extension], add: _Add) -> None:
         f"`{ext.name}` nvcc flags have no -DUSE_CUDA{also}",
         Fix(manual="add -DUSE_CUDA to the nvcc flags; without editing setup.py a recipe sets "
             "[[build.env]] when = { platform = \"windows\" }, set = { NVCC_APPEND_FLAGS = "
-            "\"-DUSE_CUDA\" }"),
+            "\"-DUSE_CUDA\" }", env=NvccAppendFlag(flag="-DUSE_CUDA")),
         path=path, snip=f"#include <{_TORCH_EXTENSION}> (directly or through this include)")
 
 
@@ -173,7 +184,7 @@ def _gencode(setup: SetupPy, built: list[Extension], target: ScanTarget, add: _A
             f"{len(in_flags)} arch literal(s) in nvcc flags, first at line {line}; torch "
             "ignores TORCH_CUDA_ARCH_LIST when a flag names an arch",
             Fix(manual="edit the gencode list (a recipe macro-edit on setup.py) to the target "
-                "arch"))
+                "arch", env=ChooseArchList()))
         return
     switches = [name for name, _l in setup.env_switches
                 if "ARCH" in name.upper() and name != "TORCH_CUDA_ARCH_LIST"
@@ -185,7 +196,7 @@ def _gencode(setup: SetupPy, built: list[Extension], target: ScanTarget, add: _A
         f"{len(in_flags)} arch literal(s) in nvcc flags, first at line {line}; torch adds no "
         "arch flags when one names an arch",
         Fix(manual="to build only the target, narrow the list in setup.py (a recipe step); "
-            "the tree's own arch switch, if any, through [[build.env]]"))
+            "the tree's own arch switch, if any, through [[build.env]]", env=ChooseArchList()))
 
 
 _ARCH_IN_PATH = re.compile(r"(?:^|[/_.-])sm_?(\d{2,3})[af]?(?=[/_.-]|$)", re.IGNORECASE)
@@ -257,8 +268,10 @@ def _host_cccl(root: Path, built: list[Extension], target: ScanTarget,
                 "compile takes); torch's cpp_extension adds only <CUDA_HOME>/include",
                 Fix(manual="add os.path.join(CUDA_HOME, 'include', 'cccl') to include_dirs; "
                     "flashbuild's build puts it on the host include path (CPLUS_INCLUDE_PATH "
-                    "/ INCLUDE) itself"),
-                data={"source": src, "header": found.header})
+                    "/ INCLUDE) itself",
+                    step=NoStepNeeded(stage="build", reason="`flashbuild build` gives the host "
+                                      "compiler CUDA 13's include/cccl")),
+                facts=CcclFacts(source=src, header=found.header))
             return
 
 
@@ -368,4 +381,4 @@ if TYPE_CHECKING:
         def __call__(self, rule: str, category: Category,  # noqa: PLR0917
                      severity: Severity, line: int,
                      message: str, evidence: str, fix: Fix, path: str | None = None,
-                     snip: str | None = None, data: dict[str, Any] | None = None) -> None: ...
+                     snip: str | None = None, facts: Facts | None = None) -> None: ...

@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flashbuild.scanning.facts import InstructionFacts
 from flashbuild.scanning.findings import Finding, ScanOptions, ScanTarget, Severity, Truth
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ def confirm_by_compiling(root: Path, findings: list[Finding], reach: Reach | Non
 def _judge(f: Finding, unit: str, verdict: tuple[int, str], target: ScanTarget) -> Finding:
     rc, output = verdict
     sm = target.archs[0].sm
-    instruction = str(f.data.get("instruction", ""))
+    instruction = f.facts.instruction if isinstance(f.facts, InstructionFacts) else ""
     if rc == 0:
         return replace(f, severity=Severity.NOTE, truth=Truth.COMPILER,
                        message=f"compiles for {sm}: {f.message}",

@@ -1,18 +1,19 @@
 """`flashbuild recipe init`: draft a recipe from a scan.
 
-Every finding a transform fixes becomes a `[[patch]]` step (grouped: one
-`explicit-instantiations` step for all files, one `dynamic-loading` step, one `macro-edit` per
-edited condition, one `exclude-sources` per arch, one `insert-block` per over-budget traits
-struct), with `when` conditions for the platform/arch the finding is about. Each step is then
+Every finding whose fix proposes a step (`Fix.step`, made by the check: `proposals.py`)
+becomes a `[[patch]]` step, merged per kind (one `explicit-instantiations` step for all files,
+one `dynamic-loading` step, one `macro-edit` per edited condition, one `exclude-sources` per
+arch, one `insert-block` per over-budget traits struct), with `when` conditions for the
+platform/arch the finding is about, suffix included. Each step is then
 planned on the tree with the transform itself, so the drafted `expect` counts are what the
 transform finds today (upstream drift later is an error, not a silent no-op). Every finding
 that needs a person becomes a commented `# TODO:` block with its evidence.
 
 Traits for a new arch cannot be decided by a transform (tile sizes are a person's choice):
-when the budget that the target would use is too big, the draft derives a specialisation for
-the target from the primary template, with the shared-memory member set to the target's limit
-rounded down to whole KB and a `static_assert`, marked `REVIEW` in the recipe. A struct that
-is not a primary template gets a TODO instead.
+when the budget that the target would use is too big, the FB170 check derives a
+specialisation for the target from the primary template, with the shared-memory member set to
+the target's limit rounded down to whole KB and a `static_assert`, marked `REVIEW` in the
+recipe. A struct that is not a primary template gets a TODO instead.
 
 The build side (`draft_build`) is read from the tree too: CMake module/shared-library targets
 (tree-sitter-cmake, the scan's parse) become `[build]` and `[[artifact]]`, the package whose
@@ -41,6 +42,7 @@ from flashbuild.errors import PatchError, TreeError, UsageError
 from flashbuild.scanning.checks_cmake import _commands as cmake_commands
 from flashbuild.scanning.checks_cmake import _parser as cmake_parser
 from flashbuild.scanning.findings import ScanOptions
+from flashbuild.scanning.proposals import ChooseArchList, nvcc_append_flags
 from flashbuild.scanning.rules import RULES
 from flashbuild.scanning.scan import read_source, walk_tree
 from flashbuild.source.setuppy import parse_python
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
     from flashbuild.arch import ArchSpec
     from flashbuild.recipes.model import Recipe
     from flashbuild.scanning.findings import Finding, ScanResult, ScanTarget
+    from flashbuild.scanning.proposals import Proposal
     from flashbuild.source import cxx
     from flashbuild.source.treemodel import Introspection, TreeModel
 
@@ -99,192 +102,33 @@ class Draft:
     reading was used)."""
 
 
-def _arch_when(codes: Sequence[int]) -> dict[str, Any]:
-    return {"arch": [f"sm_{c}" for c in sorted(set(codes))]}
-
-
 def draft_recipe(result: ScanResult, *, name: str, source_path: str) -> Draft:
-    """Group the findings into steps and TODOs (no expect counts yet: see `fill_expect`)."""
+    """Turn each finding's fix into the draft (no expect counts yet: see `fill_expect`).
+
+    A fix's `step` (`proposals`) says what it becomes; the proposals of one kind are merged
+    by that kind (one step per transform and file set, per arch, per condition), kinds in
+    their `rank` order. A finding whose fix proposes nothing is a TODO, after all others."""
     d = Draft(name=name, source_path=source_path, target=result.target)
-    by_rule: dict[str, list[Finding]] = defaultdict(list)
+    groups: dict[tuple[int, type[Proposal]], list[tuple[Finding, Proposal]]] = defaultdict(list)
+    todos: list[Finding] = []
     for f in result.findings:
         if any(f.path.startswith(f"{v}/") for v in result.vendored):
             # Scanned with --include-vendored: fixes belong upstream, never in a draft.
             d.refused.append((f, "vendored code (fixes belong upstream)"))
-            continue
-        by_rule[f.rule].append(f)
-    inst = sorted({f.path for f in by_rule["FB140"] + by_rule["FB141"]})
-    if inst:
-        kept = len(by_rule["FB142"])
-        d.steps.append(DraftStep(
-            id="msvc-instantiations", transform="explicit-instantiations",
-            description="Guard explicit template instantiations from MSVC (scan FB140/FB141)",
-            params={"files": inst, "mode": "guard"}, when={"platform": ["windows"]},
-            comment=f"{len(by_rule['FB140'])} kernel and {len(by_rule['FB141'])} host "
-            f"instantiation sites; {kept} host instantiation(s) kept (another file needs "
-            "them)" if kept else ""))
-    for f in by_rule["FB142"]:
-        # Name the step only when the draft has one (issue 21: a note never names a step the
-        # draft lacks).
-        d.handled.append((f, "kept by the explicit-instantiations step" if inst else
-                          "kept: no step of this draft edits explicit instantiations"))
-    dl_files = sorted({f.path for f in by_rule["FB101"]})
-    plugins = sorted({f.path for f in by_rule["FB102"]})
-    if dl_files or plugins:
-        params: dict[str, Any] = {"mode": "portable", "files": dl_files}
-        if plugins:
-            params["plugin_files"] = plugins
-        d.steps.append(DraftStep(
-            id="portable-dynamic-loading", transform="dynamic-loading",
-            description="dlfcn.h does not exist on Windows: route dlopen/dlsym through the "
-            "compat header and export the plugin's entry points (scan FB101/FB102)",
-            params=params, when={"platform": ["windows"]}))
-    _macro_steps(d, by_rule)
-    _exclude_steps(d, by_rule)
-    for f in by_rule["FB170"]:
-        step = _traits_step(f, result.root)
-        if step is None:
-            d.todos.append(f)
+        elif f.fix.step is None:
+            todos.append(f)
         else:
-            d.steps.append(step)
-    for f in by_rule["FB181"]:
-        d.handled.append((f, "the install step of `flashbuild build` adds the loader shim to "
-                          "this __init__.py"))
-    for f in by_rule["FB222"]:
-        d.handled.append((f, "`flashbuild build` gives the host compiler CUDA 13's "
-                          "include/cccl"))
-    fixable = {"FB140", "FB141", "FB142", "FB101", "FB102", "FB150", "FB151", "FB160",
-               "FB170", "FB181", "FB222"}
-    refused = {id(f) for f, _why in d.refused}
-    d.todos += [f for f in result.findings if f.rule not in fixable and id(f) not in refused]
+            groups[(f.fix.step.order, type(f.fix.step))].append((f, f.fix.step))
+    for (_order, kind), members in sorted(groups.items(), key=lambda g: g[0][0]):
+        drafted = kind.draft(members)
+        d.steps += [DraftStep(id=s.id, description=s.description, transform=s.transform,
+                              params=dict(s.params), when=dict(s.when), comment=s.comment)
+                    for s in drafted.steps]
+        d.refused += drafted.refused
+        d.handled += drafted.handled
+        d.todos += drafted.todos
+    d.todos += todos
     return d
-
-
-def _macro_steps(d: Draft, by_rule: dict[str, list[Finding]]) -> None:
-    seen: set[tuple[str, str]] = set()
-    for f in by_rule["FB151"] + by_rule["FB150"]:
-        p = f.fix.params
-        if f.rule == "FB151" and f.data.get("ladder"):
-            d.refused.append((f, "arch-detection ladder: the branch defines "
-                              f"{', '.join(f.data['ladder'][:3])}; accepting {f.data['arch']}0 "
-                              "there turns on features the target does not have"))
-            continue
-        if f.fix.transform != "macro-edit" or not p.get("find"):
-            d.todos.append(f)
-            continue
-        key = (f.path, p["find"])
-        if key in seen:
-            continue
-        seen.add(key)
-        directives = f.data.get("directives") or ["if", "elif"]
-        slug = re.sub(r"[^a-z0-9]+", "-", f"{Path(f.path).stem}-{f.data['arch']}-"
-                      f"{'allow-list' if f.rule == 'FB150' else 'equality'}-{len(seen)}")
-        d.steps.append(DraftStep(
-            id=slug.strip("-"), transform="macro-edit",
-            description=f"{RULES[f.rule].short} at {f.path}:{f.line} (scan {f.rule})",
-            params={"files": [f.path], "find": p["find"], "replace": p["replace"],
-                    "directives": directives},
-            when=_arch_when([f.data["arch"]]),
-            comment="REVIEW: the target now takes this path; check it is right for it"
-            if f.rule == "FB151" else ""))
-
-
-_COMPILED = (".cu", ".cpp", ".cc", ".cxx", ".c")
-
-
-def _exclude_steps(d: Draft, by_rule: dict[str, list[Finding]]) -> None:
-    from flashbuild.arch import Arch, Suffix
-    from flashbuild.scanning.ptx_table import INSTRUCTIONS
-
-    by_arch: dict[int, set[str]] = defaultdict(set)
-    for f in by_rule["FB160"]:
-        code = f.data["arch"]
-        base = Arch(code // 10, code % 10)
-        variants = [Arch(base.major, base.minor, sfx) for sfx in (Suffix.ARCH, Suffix.FAMILY)]
-        has = INSTRUCTIONS[f.data["instruction"]].accepts
-        better = next((a for a in variants if has(a)), None)
-        if f.severity.value == "note":
-            continue  # undecidable: a note, never a drafted exclusion
-        if not f.path.endswith(_COMPILED):
-            d.refused.append((f, "a header: excluding it from the source list changes "
-                              "nothing; gate or exclude the sources that include it"))
-        elif better is not None and not any(a.suffix is not Suffix.NONE
-                                            for a in d.target.archs):
-            d.refused.append((f, f"{f.data['instruction']} exists on {better.sm}: build for "
-                              f"--arch {better.sm} instead of removing the source"))
-        elif re.search(rf"sm_?{code}(?!\d)", PurePosixPath(f.path).name, re.IGNORECASE):
-            d.refused.append((f, f"the file is named for sm_{code}: the bindings of that arch "
-                              "need it"))
-        else:
-            by_arch[code].add(f.path)
-    for code, paths in sorted(by_arch.items()):
-        d.steps.append(DraftStep(
-            id=f"exclude-for-sm{code}", transform="exclude-sources",
-            description=f"Sources using instructions sm_{code} lacks (scan FB160)",
-            params={"globs": sorted(paths)}, when=_arch_when([code])))
-
-
-def _traits_step(f: Finding, root: Path) -> DraftStep | None:
-    data = f.data
-    if data.get("specialised") or not data.get("struct_text", "").lstrip().startswith(
-            "template"):
-        return None
-    head = re.match(r"\s*template\s*<(.*?)>\s*(?:struct|class)\b", data["struct_text"], re.S)
-    params = [p.strip() for p in _split_top(head[1])] if head else []
-    if len(params) != 1 or re.match(r"(?:typename|class)\b", params[0]):
-        # `struct X<1200>` specialises a template of exactly one non-type parameter; any
-        # other arity (PipelineTest<int, bool>) would not compile.
-        return None
-    value = (data["arch"] * 10)
-    kb = data["limit"] // 1024
-    struct = data["struct"]
-    text: str = data["struct_text"]
-    body = re.sub(r"^template\s*<[^>]*>\s*", "template <>\n", text, count=1)
-    body = re.sub(rf"\b(struct|class)\s+{re.escape(struct)}\b", rf"\1 {struct}<{value}>", body,
-                  count=1)
-    member = re.escape(data["member"])
-    body, n = re.subn(rf"(\b{member}\s*=\s*)[^;]+;[^\n]*", rf"\g<1>{kb} * 1024;", body, count=1)
-    if n != 1:
-        return None
-    close = body.rstrip().rfind("}")
-    body = (body[:close] + f"  static_assert({data['member']} <= {data['limit']}, "
-            f"\"sm_{data['arch']} allows {data['limit']} B of shared memory per block\");\n"
-            + body[close:])
-    # Anchor: the first non-blank line after the primary template, if it is unique.
-    try:
-        lines = (root / f.path).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
-    end = data["struct_line"] - 1 + text.count("\n")
-    anchor = next((ln for ln in lines[end + 1:] if ln.strip()), None)
-    if anchor is None or sum(ln.strip() == anchor.strip() for ln in lines) != 1:
-        return None
-    return DraftStep(
-        id=f"sm{data['arch']}-traits", transform="insert-block",
-        description=f"{struct}<{value}>: sm_{data['arch']} allows {data['limit']} B of "
-        f"shared memory per block; the primary template asks {data['value']} B (scan FB170)",
-        params={"file": f.path, "anchor": anchor.strip(), "where": "before",
-                "block": f"\n// sm_{data['arch']}: {data['limit']} B opt-in shared memory per "
-                f"block (drafted by flashbuild recipe init).\n{body.strip()}\n\n"},
-        when=_arch_when([data["arch"]]),
-        comment=f"REVIEW: derived from the primary template {struct}; only {data['member']} "
-        f"was changed ({data['value']} -> {kb} * 1024). Tile sizes are a person's decision.")
-
-
-def _split_top(text: str) -> list[str]:
-    """Split template parameters on the commas outside nested <>/()."""
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return [*out, cur] if cur.strip() or out else []
 
 
 # --- the build side: [build], [[artifact]], [install], [verify] ----------------------------
@@ -753,16 +597,14 @@ def _setuptools_build(  # noqa: PLR0912 - one branch per table it drafts
             f"{setup.path}:{ext.line} `{ext.name or '?'}` ({ext.kind}, {len(ext.sources)} "
             f"source(s)): " + {"yes": "built", "maybe": f"built when {ext.condition}",
                                "no": f"not built for this target ({ext.condition})"}[ext.built])
-    rules = {f.rule for f in findings}
-    flags = [flag for rule, flag in (("FB200", "-Xcompiler /Zc:preprocessor"),
-                                     ("FB210", "-DUSE_CUDA")) if rule in rules]
+    flags = nvcc_append_flags(findings)
     if flags:
         # NVCC_APPEND_FLAGS is read by nvcc itself, so setup.py needs no edit.
         b.env.append(({"platform": ["windows"]}, {"NVCC_APPEND_FLAGS": " ".join(flags)},
                       "MSVC flags setup.py does not pass (scan FB200/FB210); nvcc reads "
                       "NVCC_APPEND_FLAGS itself"))
     switches = [name for name, _line in setup.env_switches]
-    if "FB220" in rules:
+    if any(isinstance(f.fix.env, ChooseArchList) for f in findings):
         arch = [n for n in switches if "ARCH" in n.upper() and n != "TORCH_CUDA_ARCH_LIST"
                 and not re.search(r"HIP|ROCM", n.upper())]
         if arch:

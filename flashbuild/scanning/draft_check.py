@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from flashbuild.scanning.draft import BuildDraft, BuildTodo, Draft, DraftArtifact, _read
+from flashbuild.scanning.proposals import ChooseArchList, ForceBuild, NvccAppendFlag
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -226,13 +227,12 @@ def reconcile(d: Draft) -> None:
     kept = []
     for f in d.todos:
         reason = ""
-        if f.rule == "FB200" and "/Zc:preprocessor" in appended:
-            reason = "[[build.env]] NVCC_APPEND_FLAGS passes -Xcompiler /Zc:preprocessor"
-        elif f.rule == "FB210" and "-DUSE_CUDA" in appended:
-            reason = "[[build.env]] NVCC_APPEND_FLAGS passes -DUSE_CUDA"
-        elif f.rule == "FB230" and force:
+        env = f.fix.env
+        if isinstance(env, NvccAppendFlag) and env.flag in appended:
+            reason = f"[[build.env]] NVCC_APPEND_FLAGS passes {env.flag}"
+        elif isinstance(env, ForceBuild) and force:
             reason = f"[[build.env]] sets {force[0]} (compile instead of download)"
-        elif f.rule == "FB220" and b.backend == "setuptools":
+        elif isinstance(env, ChooseArchList) and b.backend == "setuptools":
             reason = ("`flashbuild build` replaces this gencode list with --arch's -gencode "
                       "flags (its build hook), then checks the arch in torch's build.ninja")
         if reason:

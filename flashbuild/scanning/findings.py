@@ -18,6 +18,9 @@ from flashbuild.errors import UsageError
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from flashbuild.scanning.facts import Facts
+    from flashbuild.scanning.proposals import EnvProposal, Proposal
+
 FileKind = Literal["cxx", "cmake", "python"]
 
 PlatformName = Literal["linux", "windows"]
@@ -75,6 +78,11 @@ class Fix:
     """A sketch of the transform's params for this finding (recipe init fills the rest)."""
     manual: str = ""
     """What a person must do when no transform can decide it."""
+    step: Proposal | None = field(default=None, compare=False)
+    """What recipe init makes of this fix: a step, a refusal, a note (`proposals`); None
+    makes it a TODO. Not part of the JSON report (`transform`/`params` sketch the edit)."""
+    env: EnvProposal | None = field(default=None, compare=False)
+    """What this fix asks of the build environment (`[[build.env]]`) instead of a step."""
 
     def describe(self) -> str:
         if self.transform:
@@ -113,8 +121,9 @@ class Finding:
     snippet: str
     """The source line(s) of the site, stripped."""
     fix: Fix
-    data: dict[str, Any] = field(default_factory=dict, compare=False)
-    """Rule-specific facts recipe init uses (e.g. the matched macro text, the traits struct)."""
+    facts: Facts | None = field(default=None, compare=False)
+    """What the check knows about the site, typed per kind (`facts`): the tree-wide pass and
+    the preprocessor and compiler verdicts read them."""
     truth: Truth = Truth.STATIC
     """What the finding rests on (see `Truth`)."""
 

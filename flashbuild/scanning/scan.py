@@ -32,6 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 from flashbuild.console import plural
 from flashbuild.errors import UsageError
+from flashbuild.scanning.facts import (
+    ExtensionImportFacts,
+    InstructionFacts,
+    LibraryNameFacts,
+    PluginExportFacts,
+    TreeCheck,
+    needs_of,
+)
 from flashbuild.scanning.findings import (
     Category,
     FileKind,
@@ -47,9 +55,12 @@ from flashbuild.scanning.findings import (
     Skipped,
     Truth,
 )
+from flashbuild.scanning.proposals import LOADER_SHIM
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
+
+    from flashbuild.arch import Arch
 
 # --- per-file work ------------------------------------------------------------------------
 
@@ -308,7 +319,6 @@ def unreached_instructions(root: Path, findings: list[Finding], target: ScanTarg
                            files: Mapping[str, Any], max_bytes: int) -> list[Finding]:
     """FB160 errors in device functions that no kernel compiled for the target reaches
     become notes (`callgraph`): ptxas never sees them."""
-    from flashbuild.arch import Arch, Suffix
     from flashbuild.scanning.callgraph import CallGraph
     from flashbuild.source.pp import device_pass
 
@@ -316,26 +326,26 @@ def unreached_instructions(root: Path, findings: list[Finding], target: ScanTarg
         text = read_source(root, rel, max_bytes)
         return text if isinstance(text, str) else None
 
-    graphs: dict[tuple[int, str], CallGraph] = {}
+    graphs: dict[Arch, CallGraph] = {}
     out: list[Finding] = []
     for f in findings:
-        names = tuple(f.data.get("owner_names", ()))
-        if f.rule != "FB160" or f.severity is not Severity.ERROR or \
-                f.data.get("owner") != "entity" or not names:
+        facts = f.facts
+        if not isinstance(facts, InstructionFacts) or f.severity is not Severity.ERROR or \
+                facts.owner != "entity" or not facts.owner_names:
             out.append(f)
             continue
-        key = (int(f.data["arch"]), str(f.data.get("suffix", "")))
-        if key not in graphs:
-            arch = Arch(key[0] // 10, key[0] % 10, Suffix(key[1]))
-            graphs[key] = CallGraph(files, read, target, device_pass(target.platform, arch))
-        graph = graphs[key]
+        names = facts.owner_names
+        if facts.arch not in graphs:
+            graphs[facts.arch] = CallGraph(files, read, target,
+                                           device_pass(target.platform, facts.arch))
+        graph = graphs[facts.arch]
         if graph.reached(names):
             out.append(f)
             continue
         what = ", ".join(f"`{n}`" for n in names)
         out.append(replace(
             f, severity=Severity.NOTE, truth=Truth.STATIC,
-            message=f"`{f.data['instruction']}` sits in {what}, which no kernel compiled for "
+            message=f"`{facts.instruction}` sits in {what}, which no kernel compiled for "
             f"{graph.device.name.removeprefix('device ')} reaches: ptxas never sees it there",
             evidence=f"{f.evidence}; every use of {what} in the compiled files is behind an "
             "#if that is false for this pass, or in code only such uses reach (static "
@@ -500,46 +510,47 @@ class TreeFacts:
 def _apply_tree_facts(  # noqa: PLR0911 - one return per kind of tree fact
         finding: Finding, tree: TreeFacts, target: ScanTarget) -> Finding | None:
     """Drop or complete findings with what the rest of the tree says."""
-    needs = finding.data.get("needs")
-    if needs == "compiled-for-target" and tree.reach is not None:
+    needs = needs_of(finding.facts)
+    if needs is TreeCheck.COMPILED_FOR_TARGET and tree.reach is not None:
         why = tree.reach.reachable.get(finding.path)
         if why is None and tree.reach.complete:
             return None
         return replace(finding, evidence=f"{finding.evidence}; {why or 'setup.py lists it'}")
-    if needs == "compiled-for-target":
+    if needs is TreeCheck.COMPILED_FOR_TARGET:
         verdict = tree.gates.compiled_for(finding.path, target)
         if verdict is not None and not verdict.compiled:
             return None
         why = verdict.why if verdict is not None else "no build file lists it (assumed compiled)"
         return replace(finding, evidence=f"{finding.evidence}; {why}")
-    if needs == "no-nominmax" and "NOMINMAX" in tree.defines:
+    if needs is TreeCheck.NO_NOMINMAX and "NOMINMAX" in tree.defines:
         return None
-    if needs == "library-built":
-        return _library_not_built(finding, tree, target)
-    if needs == "plugin-source":
+    if needs is TreeCheck.LIBRARY_BUILT and isinstance(finding.facts, LibraryNameFacts):
+        return _library_not_built(finding, finding.facts.literal, tree, target)
+    if needs is TreeCheck.PLUGIN_SOURCE and isinstance(finding.facts, PluginExportFacts):
         shared = tree.gates.shared_library(finding.path)
         if not tree.dlsym or shared is None:
             return None
         verdict = tree.gates.compiled_for(finding.path, target)
         if verdict is not None and not verdict.compiled:
             return None  # the plugin is not built for this target
-        declared = tree.exported.get(finding.data.get("symbol", ""))
+        declared = tree.exported.get(finding.facts.symbol)
         if declared is not None:
             return None  # declared with an export macro (a header's): exported already
         return replace(finding, evidence=f"{finding.evidence} ({shared})")
-    if needs == "no-sibling-module":
+    if needs is TreeCheck.NO_SIBLING_MODULE and isinstance(finding.facts, ExtensionImportFacts):
         package = finding.path.rpartition("/")[0]
-        module = finding.data["module"]
+        module = finding.facts.module
         prefix = f"{package}/{module}" if package else module
         if f"{prefix}.py" in tree.paths or f"{prefix}/__init__.py" in tree.paths:
             return None
     return finding
 
 
-def _library_not_built(finding: Finding, tree: TreeFacts, target: ScanTarget) -> Finding:
+def _library_not_built(finding: Finding, literal: str, tree: TreeFacts,
+                       target: ScanTarget) -> Finding:
     """A hard-coded `libX.so` whose CMake target X this configuration does not build (its
     gate is false for the target) breaks nothing here: a note, not an error."""
-    stem = finding.data.get("literal", "").replace("\\", "/").rpartition("/")[2]
+    stem = literal.replace("\\", "/").rpartition("/")[2]
     stem = stem.removesuffix(".so")
     gate = tree.library_gate(stem, target) or (
         tree.library_gate(stem.removeprefix("lib"), target) if stem.startswith("lib")
@@ -583,8 +594,9 @@ def _package_dll_directory(root: Path, reports: Sequence[FileReport], tree: Tree
                 snippet="", fix=Fix(manual="the install step of `flashbuild build` adds a "
                                     "loader shim to this __init__.py; without flashbuild, "
                                     "call os.add_dll_directory for the CUDA runtime's folder "
-                                    "before the first import of the module"),
-                data={"module": module}))
+                                    "before the first import of the module",
+                                    step=LOADER_SHIM),
+                facts=ExtensionImportFacts(module=module)))
     return out
 
 

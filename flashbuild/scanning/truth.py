@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flashbuild.scanning.facts import CcclFacts, InstructionFacts
 from flashbuild.scanning.findings import Finding, ScanOptions, ScanTarget, Severity, Truth
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def apply_preprocessor(root: Path, findings: list[Finding], reach: Reach | None,
         return findings, ("static reading: no CUDA toolkit with nvcc was found, so the gates "
                           "were evaluated by flashbuild's own reader")
     units, capped = units_for(reach, {f.path for f in wanted if f.rule != "FB222"},
-                           {str(f.data.get("source", "")) for f in wanted if f.rule == "FB222"})
+                           {f.facts.source for f in wanted if isinstance(f.facts, CcclFacts)})
     if not units:
         return findings, "static reading: no compiled unit includes the files of the findings"
     from flashbuild import platforms
@@ -92,7 +93,7 @@ def apply_preprocessor(root: Path, findings: list[Finding], reach: Reach | None,
 def _checkable(f: Finding, target: ScanTarget) -> bool:
     if f.severity is Severity.NOTE:
         # An instruction under a gate the static reader could not decide: the pass decides.
-        return f.rule == "FB160" and bool(f.data.get("undecided"))
+        return isinstance(f.facts, InstructionFacts) and bool(f.facts.undecided)
     return f.rule in DEVICE_RULES or f.rule == "FB222" or (
         target.platform == "windows" and f.rule in HOST_RULES)
 
@@ -191,12 +192,12 @@ def _judge(  # noqa: PLR0911 - one return per verdict
     emulated = " (emulated on Linux: MSVC's macros, GCC's library headers)" \
         if not device else ""
     keeps = [p.unit for p in relevant if f.line in p.lines.get(f.path, frozenset())]
-    if keeps and f.severity is Severity.NOTE:
+    if keeps and f.severity is Severity.NOTE and isinstance(f.facts, InstructionFacts):
         sm = target.archs[0].sm
         return replace(f, severity=Severity.ERROR, truth=Truth.PREPROCESSOR,
-                       message=f"`{f.data.get('instruction')}` is compiled for {sm}, which "
-                       f"lacks it (needs {f.data.get('needs_name')})",
-                       evidence=f"inline PTX under `{' / '.join(f.data['undecided'])}`, which "
+                       message=f"`{f.facts.instruction}` is compiled for {sm}, which "
+                       f"lacks it (needs {f.facts.needs_arch})",
+                       evidence=f"inline PTX under `{' / '.join(f.facts.undecided)}`, which "
                        f"the {what} pass of {keeps[0]} keeps")
     if keeps:
         return replace(f, truth=Truth.PREPROCESSOR,
@@ -215,7 +216,7 @@ def _judge(  # noqa: PLR0911 - one return per verdict
 
 
 def _judge_cccl(f: Finding, passes: Mapping[str, Sequence[PassResult]]) -> Finding:
-    src = str(f.data.get("source", ""))
+    src = f.facts.source if isinstance(f.facts, CcclFacts) else ""
     host = [p for p in passes.get(src, ()) if p.arch is None and not p.emulated]
     if not host:
         return f

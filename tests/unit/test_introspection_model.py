@@ -229,13 +229,13 @@ def test_a_setup_py_that_raised_gets_a_todo_quoting_it(tmp_path: Path) -> None:
 
 # --- drafts that agree with themselves (issue 21 item 6) -----------------------------------
 
-def _finding(rule: str, path: str = "setup.py") -> object:
+def _finding(rule: str, path: str = "setup.py", fix: object = None) -> object:
     from flashbuild.scanning.findings import Finding, Fix, Severity
     from flashbuild.scanning.rules import RULES
 
     return Finding(rule=rule, category=RULES[rule].category, severity=Severity.ERROR,
                    path=path, line=1, col=1, message="m", evidence="e", snippet="s",
-                   fix=Fix(manual="d"))
+                   fix=fix or Fix(manual="d"))
 
 
 def test_no_todo_for_what_the_drafted_environment_already_sets() -> None:
@@ -247,7 +247,15 @@ def test_no_todo_for_what_the_drafted_environment_already_sets() -> None:
     d.build.todos.append(BuildTodo(table="build", what="the gencode list in setup.py is "
                                    "hard-coded: TORCH_CUDA_ARCH_LIST cannot choose the target",
                                    evidence="scan FB220", fix="narrow the list in setup.py"))
-    d.todos = [_finding(r) for r in ("FB200", "FB210", "FB230", "FB220", "FB202")]  # type: ignore[misc]
+    from flashbuild.scanning.findings import Fix
+    from flashbuild.scanning.proposals import ChooseArchList, ForceBuild, NvccAppendFlag
+
+    # What each check's fix asks of the build environment (checks_setup.py).
+    env = {"FB200": NvccAppendFlag(flag="-Xcompiler /Zc:preprocessor"),
+           "FB210": NvccAppendFlag(flag="-DUSE_CUDA"), "FB230": ForceBuild(),
+           "FB220": ChooseArchList(), "FB202": None}
+    d.todos = [_finding(r, fix=Fix(manual="d", env=e))  # type: ignore[misc]
+               for r, e in env.items()]
     reconcile(d)
     assert [f.rule for f in d.todos] == ["FB202"]
     assert {f.rule for f, _why in d.handled} == {"FB200", "FB210", "FB230", "FB220"}
@@ -258,14 +266,17 @@ def test_no_todo_for_what_the_drafted_environment_already_sets() -> None:
 
 def test_a_note_never_names_a_step_the_draft_lacks() -> None:
     from flashbuild.scanning.draft import draft_recipe
-    from flashbuild.scanning.findings import ScanResult
+    from flashbuild.scanning.findings import Fix, ScanResult
+    from flashbuild.scanning.proposals import GuardInstantiation
 
+    kept = Fix(manual="d", step=GuardInstantiation(file="a.cu", site="kept"))
     result = ScanResult(root=Path("/nonexistent"), target=make_target("linux", "sm_90a"),
-                        findings=(_finding("FB142", "a.cu"),),  # type: ignore[arg-type]
+                        findings=(_finding("FB142", "a.cu", kept),),  # type: ignore[arg-type]
                         skipped=(), files_scanned=1, seconds=0.0)
     d = draft_recipe(result, name="t", source_path="tree")
     assert not any(s.transform == "explicit-instantiations" for s in d.steps)
-    assert all("explicit-instantiations step" not in why for _f, why in d.handled)
+    assert [why for _f, why in d.handled] == [
+        "kept: no step of this draft edits explicit instantiations"]
 
 
 def test_missing_toolkit_components_are_read_from_cmakes_generate_error() -> None:

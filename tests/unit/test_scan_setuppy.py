@@ -10,6 +10,7 @@ import pytest
 from rich.console import Console
 
 from flashbuild.arch import parse_arch_spec
+from flashbuild.scanning.facts import InstructionFacts
 from flashbuild.scanning.findings import ScanOptions, make_target
 from flashbuild.scanning.report import print_report
 from flashbuild.scanning.scan import scan_tree
@@ -236,8 +237,9 @@ def test_sm120_family_instruction_table(tmp_path: Path) -> None:
         "kind::mxf4nvf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0 ...;\"); }\n")})
 
     def fb160(arch: str) -> list[tuple[int, str]]:
-        return [(f.line, f.data["instruction"]) for f in
-                scan_tree(root, make_target("linux", arch)).findings if f.rule == "FB160"]
+        return [(f.line, f.facts.instruction) for f in
+                scan_tree(root, make_target("linux", arch)).findings
+                if isinstance(f.facts, InstructionFacts)]
 
     assert fb160("sm_120a") == []
     assert fb160("sm_120f") == []

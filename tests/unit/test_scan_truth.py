@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from flashbuild.arch import parse_arch_spec
+from flashbuild.scanning.facts import ArchFallbackFacts, ExtensionImportFacts
 from flashbuild.scanning.findings import ScanOptions, make_target
 from flashbuild.scanning.scan import scan_tree
 from flashbuild.source.hostinclude import first_cccl_include
@@ -252,8 +253,8 @@ def test_cmake_arch_gates_that_do_no_harm_are_not_flagged(tmp_path: Path) -> Non
 
 def test_cmake_arch_from_nvidia_smi_with_a_fallback(tmp_path: Path) -> None:
     found = _by_rule(_scan(_cmake_tree(tmp_path)), "FB194")
-    assert [(f.line, f.data["variable"], f.data["fallback"]) for f in found] == \
-        [(9, "GPU_ARCH", "89")]
+    assert [(f.line, f.facts) for f in found] == \
+        [(9, ArchFallbackFacts(variable="GPU_ARCH", fallback="89"))]
 
 
 def test_cmake_gcc_warning_flag_through_xcompiler(tmp_path: Path) -> None:
@@ -271,7 +272,8 @@ def test_cmake_gcc_warning_flag_through_xcompiler(tmp_path: Path) -> None:
 def test_package_holding_a_cmake_built_module_needs_dll_directories(tmp_path: Path) -> None:
     root = _cmake_tree(tmp_path)
     found = _by_rule(_scan(root, "windows"), "FB181")
-    assert [(f.path, f.data["module"]) for f in found] == [("pkg/__init__.py", "kern")]
+    assert [(f.path, f.facts) for f in found] == [("pkg/__init__.py",
+                                                   ExtensionImportFacts(module="kern"))]
     (root / "pkg" / "__init__.py").write_text(
         "import os\nos.add_dll_directory('.')\nfrom pkg.api import run\n", encoding="utf-8")
     assert _by_rule(_scan(root, "windows"), "FB181") == []
