@@ -1,9 +1,11 @@
 """The bundled recipes for the seed trees (recipes/xformers.toml, flashmla.toml, flashrt.toml)
 against the pinned upstream trees of ../shared/corpus (beside the repository): each recipe
 loads, zero-config picks it for its tree by content, `flashbuild patch` applies it for each of
-its platforms/arches and `--revert` restores the tree byte for byte, and one small translation
-unit of the (patched) tree compiles with nvcc for sm_120. Skips cleanly when the corpus is not
-there; nothing runs on a GPU."""
+its platforms/arches and `--revert` restores the tree byte for byte, the Windows-only steps
+leave the Linux patch output as it was, one small translation unit of the (patched) tree
+compiles with nvcc for sm_120, and a sample of each recipe's Windows units goes through nvcc's
+preprocessing as on Windows (emulated: see test_windows_host_pass_emulated for what that proves
+and what it cannot). Skips cleanly when the corpus is not there; nothing runs on a GPU."""
 
 from __future__ import annotations
 
@@ -155,7 +157,7 @@ def _torch_includes() -> list[str]:
 # recipe -> (platform whose patch set is applied, unit, the flags the tree's build gives nvcc
 # for sm_120 (FlashRT's CMakeLists: sm_120a), include folders). nvcc's host compiler here is
 # gcc: a Windows patch set is checked for its device code and C++ validity, not for MSVC's
-# host pass.
+# host pass (test_windows_host_pass_emulated preprocesses it as on Windows).
 UNITS: dict[str, tuple[str, str, list[str], list[str]]] = {
     "xformers": ("windows", "xformers/csrc/sparse24/sparse24_largest_mask_2d.cu",
                  ["-gencode", "arch=compute_120,code=sm_120", "-std=c++17", "-DHAS_PYTORCH",
