@@ -482,11 +482,11 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
     Reads the tree's C++/CUDA, CMake, setup.py and Python and lists what will break for the
     target platform and arch, with the fix for each. Exit 11 when errors were found."""
     ui.configure(json_mode=json)
-    from flashbuild.scanning.report import run_scan
+    from flashbuild.pipeline.scan import scan_command
 
-    return run_scan(source, platform=platform, arch=arch, as_json=json, sarif=sarif,
-                    include_vendored=include_vendored, jobs=jobs, force=force, static=static,
-                    compile_units=compile_units)
+    return scan_command(source, platform=platform, arch=arch, as_json=json, sarif=sarif,
+                        include_vendored=include_vendored, jobs=jobs, force=force,
+                        static=static, compile_units=compile_units)
 
 
 @recipe_app.command(cls=_Command, name="init")

@@ -101,16 +101,24 @@ def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platfor
     # A plain clone without its submodules is refused before a recipe is chosen or drafted
     # for it: a bundled recipe matches such a clone by content too.
     refuse_missing_submodules(tree, platform=platform, archs=parse_arch_spec(arch).archs)
+    bundled = bundled_for(tree)
+    if bundled is not None:
+        ident = bundled.identity
+        assert ident is not None
+        say(f"using the bundled recipe `{bundled.name}`: the tree ships the "
+            f"`{ident.package}` package and {', '.join(ident.markers)}")
+        return Chosen(bundled, tree, "bundled")
+    return _drafted(tree, arch=arch, platform=platform, installing=installing,
+                    build_root=build_root, say=say)
+
+
+def bundled_for(tree: Path) -> Recipe | None:
+    """The bundled recipe whose `[identity]` matches the tree by content, if one does."""
     for path in bundled_recipes():
         bundled = load_recipe(path)
         if bundled.matches(tree):
-            ident = bundled.identity
-            assert ident is not None
-            say(f"using the bundled recipe `{bundled.name}`: the tree ships the "
-                f"`{ident.package}` package and {', '.join(ident.markers)}")
-            return Chosen(bundled, tree, "bundled")
-    return _drafted(tree, arch=arch, platform=platform, installing=installing,
-                    build_root=build_root, say=say)
+            return bundled
+    return None
 
 
 def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_root: Path,
