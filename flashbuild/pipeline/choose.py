@@ -31,7 +31,7 @@ from flashbuild.building import staging
 from flashbuild.errors import FlashbuildError, RecipeError, TreeError, UsageError
 from flashbuild.installing import shim
 from flashbuild.installing.manifest import MANIFEST_NAME
-from flashbuild.recipes.load import bundled_recipes, load_recipe, source_tree
+from flashbuild.recipes.load import bundled_for, load_recipe, source_tree
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -110,15 +110,6 @@ def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platfor
         return Chosen(bundled, tree, "bundled")
     return _drafted(tree, arch=arch, platform=platform, installing=installing,
                     build_root=build_root, say=say)
-
-
-def bundled_for(tree: Path) -> Recipe | None:
-    """The bundled recipe whose `[identity]` matches the tree by content, if one does."""
-    for path in bundled_recipes():
-        bundled = load_recipe(path)
-        if bundled.matches(tree):
-            return bundled
-    return None
 
 
 def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_root: Path,

@@ -98,8 +98,7 @@ def introspect_for_scan(root: Path, target: ScanTarget) -> Introspection:
 def recipe_for_scan(root: Path) -> Recipe | None:
     """The bundled recipe that matches the tree, else a plain recipe for its backend (no
     patches, no options: the arch comes from the scan's target); None without build files."""
-    from flashbuild.pipeline.choose import bundled_for
-    from flashbuild.recipes.load import parse_recipe
+    from flashbuild.recipes.load import bundled_for, parse_recipe
 
     bundled = bundled_for(root)
     if bundled is not None:

@@ -573,7 +573,8 @@ def _apply_tree_facts(  # noqa: PLR0911, PLR0912 - one return per kind of tree f
         if why is None and tree.reach.complete:
             return None
         if tree.reach.via and why is not None:
-            return replace(finding, evidence=f"{finding.evidence}; {why}", truth=Truth.BUILD)
+            told = why if tree.reach.via in why else f"{why} ({tree.reach.via})"
+            return replace(finding, evidence=f"{finding.evidence}; {told}", truth=Truth.BUILD)
         return replace(finding, evidence=f"{finding.evidence}; {why or 'setup.py lists it'}")
     if needs == "compiled-for-target":
         verdict = tree.gates.compiled_for(finding.path, target)
