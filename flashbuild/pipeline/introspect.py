@@ -60,17 +60,20 @@ _TOP_ONLY = frozenset({"build", "dist"})
 
 def introspect(recipe: Recipe, tree: Path, spec: ArchSpec, *, platform: str | None = None,
                timeout: float = DEFAULT_TIMEOUT,
-               say: Callable[[str], None] | None = None, cache: bool = True) -> Introspection:
+               say: Callable[[str], None] | None = None, cache: bool = True,
+               bindings: bool = True) -> Introspection:
     """Configure (CMake) or record (setup.py) the tree as `flashbuild build --recipe` would;
     never raises for what the tree or the machine lacks: the reason is the fallback line.
 
     `cache`: reuse the model of an earlier run whose inputs are unchanged (see `_cache_key`);
-    a fallback is never stored, so a machine that gains a toolkit is asked again."""
+    a fallback is never stored, so a machine that gains a toolkit is asked again. `bindings`:
+    also preprocess each module's bindings unit for the names it registers (recipe init's
+    exports; a scan does not need them, and they cost a host preprocessor run per module)."""
     start = time.monotonic()
     try:
         request, runner = _request(recipe, tree, spec, platform)
         scratch = _scratch(request)
-        key = _cache_key(request) if cache else ""
+        key = _cache_key(request, bindings=bindings) if cache else ""
         hit = _cached(scratch, key) if key else None
         if hit is not None:
             seconds = time.monotonic() - start
@@ -82,9 +85,9 @@ def introspect(recipe: Recipe, tree: Path, spec: ArchSpec, *, platform: str | No
                     else "configuring (no compile)")
             say(f"introspection: {what} in {scratch}")
         if recipe.build.backend == "setuptools":
-            model = _record(request, runner, scratch, timeout)
+            model = _record(request, runner, scratch, timeout, bindings=bindings)
         else:
-            model = _configure(request, runner, scratch, timeout)
+            model = _configure(request, runner, scratch, timeout, bindings=bindings)
     except FlashbuildError as exc:
         return Introspection(model=None, fallback=_one_line(exc),
                              seconds=time.monotonic() - start)
@@ -187,7 +190,7 @@ _BUILD_FILES = re.compile(r"(?:^CMakeLists\.txt|\.cmake|\.py|^pyproject\.toml|^s
                           r"^Makefile|\.in)$")
 
 
-def _cache_key(request: BuildRequest) -> str:
+def _cache_key(request: BuildRequest, *, bindings: bool) -> str:
     """What a model depends on that is known before running: flashbuild's version, the
     recipe, the arch, the toolkit, the host compiler and the interpreter, the content of every
     build file of the tree (CMake files, setup.py and the Python it may import, pyproject,
@@ -197,12 +200,19 @@ def _cache_key(request: BuildRequest) -> str:
     from flashbuild import __version__
 
     host = request.host_compiler
-    h = hashlib.sha256(repr([CACHE_FORMAT, __version__, repr(request.recipe),
+    h = hashlib.sha256(repr([CACHE_FORMAT, __version__, bindings, repr(request.recipe),
                              request.arch.cmake(), request.arch.torch_informational(),
                              request.platform.name, request.toolkit.fingerprint,
                              str(request.cmake_toolkit_root), host.path, str(host.version),
-                             request.python, str(request.source_dir.resolve())]).encode())
-    root = request.source_dir.resolve()
+                             request.python, str(request.source_dir.resolve()),
+                             tree_digest(request.source_dir.resolve())]).encode())
+    return h.hexdigest()
+
+
+def tree_digest(root: Path) -> str:
+    """The content of the tree's build files and the names of all its files (see
+    `_cache_key`); version control, caches and earlier builds left out."""
+    h = hashlib.sha256()
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP)
         rel_dir = os.path.relpath(folder, root)
@@ -268,7 +278,7 @@ def _store(scratch: Path, key: str, model: treemodel.TreeModel, tree: Path) -> N
 # --- CMake -------------------------------------------------------------------------------------
 
 def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
-               timeout: float) -> treemodel.TreeModel:
+               timeout: float, *, bindings: bool = True) -> treemodel.TreeModel:
     from flashbuild.building.backends.cmake import pybind11_dir
     from flashbuild.errors import BuildError
 
@@ -344,7 +354,7 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
     compiler = reply.cache_value("CMAKE_CXX_COMPILER") or request.host_compiler.path or "c++"
     root = request.source_dir.resolve()
     return replace(model, bindings=_bindings(model, root, runner, request.env,
-                                             {"CXX": compiler}),
+                                             {"CXX": compiler}) if bindings else (),
                    jit=treemodel.find_jit(root, _python_files(root)))
 
 
@@ -487,7 +497,7 @@ def _confirm_arch_variable(request: BuildRequest, base: cmake.ConfigureInputs,
 # --- setup.py ----------------------------------------------------------------------------------
 
 def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
-            timeout: float) -> treemodel.TreeModel:
+            timeout: float, *, bindings: bool = True) -> treemodel.TreeModel:
     from flashbuild.building.backends.setuptools import (
         build_environment,
         check_torch_cuda,
@@ -534,7 +544,8 @@ def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
         raise BuildError("the setup.py record could not be read", evidence=str(exc)) from exc
     model = treemodel.from_record(record, request.source_dir.resolve(), copy)
     compilers = {treemodel.relative(c.source, copy): c.compiler for c in record.commands}
-    return replace(model, bindings=_bindings(model, copy, runner, env, compilers),
+    return replace(model, bindings=_bindings(model, copy, runner, env, compilers)
+                   if bindings else (),
                    jit=treemodel.find_jit(copy, _python_files(copy)))
 
 

@@ -25,6 +25,7 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from flashbuild.console import plural
 from flashbuild.scanning.scan import build_system, scan_tree
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def scan_with_build(root: Path, target: ScanTarget, opts: ScanOptions, *,
     model = outcome.model
     if say is not None:
         how = "reused (tree unchanged)" if outcome.cached else f"{outcome.seconds:.1f} s"
-        say(f"introspection: {model.via}, {len(model.targets)} target(s) ({how})")
+        say(f"introspection: {model.via}, {plural(len(model.targets), 'target')} ({how})")
     return scan_tree(root, target, opts, model=model)
 
 
@@ -79,20 +80,22 @@ def introspect_for_scan(root: Path, target: ScanTarget) -> Introspection:
         return Introspection(model=None, fallback="no build files: no CMakeLists.txt and no "
                              "setup.py at the top of the tree")
     spec = parse_arch_spec(";".join(a.sm for a in target.archs))
-    outcome = introspect(recipe, root, spec, platform=target.platform, timeout=TIMEOUT_S)
+    outcome = introspect(recipe, root, spec, platform=target.platform, timeout=TIMEOUT_S,
+                         bindings=False)
     model = outcome.model
     if model is None:
+        return outcome
+    if model.exception is None:
+        # A setup.py that tried the network and went on without it (a prebuilt binary it
+        # could not fetch, then a build from source) still recorded the build: a model.
         return outcome
     if model.network:
         call = model.network[0]
         return replace(outcome, model=None, fallback=(
-            f"setup.py reached for the network ({call.call} {call.target} at {call.where}); "
-            "introspection refuses network calls"))
-    if model.exception is not None:
-        return replace(outcome, model=None,
-                       fallback=f"setup.py raised {model.exception} when run as the build "
-                       "runs it")
-    return outcome
+            f"setup.py reached for the network ({call.call} {call.target} at {call.where}), "
+            f"which introspection refuses, and stopped: {model.exception}"))
+    return replace(outcome, model=None,
+                   fallback=f"setup.py raised {model.exception} when run as the build runs it")
 
 
 def recipe_for_scan(root: Path) -> Recipe | None:

@@ -158,9 +158,9 @@ def from_model(model: TreeModel, files: Iterable[str], read: Callable[[str], str
         for unit in target.sources:
             if posixpath.isabs(unit.path) or unit.path.startswith("../"):
                 continue  # generated in the build folder, or outside the tree
+            into = "" if f"`{target.name}`" in target.defined_at else f" into `{target.name}`"
             reach.compiled.setdefault(
-                unit.path, f"{target.defined_at} compiles it into `{target.name}` "
-                f"({model.via})")
+                unit.path, f"{target.defined_at} compiles it{into} ({model.via})")
             reach.units.setdefault(unit.path, Unit(
                 unit.path, unit.includes,
                 (*(f"-D{d}" for d in unit.defines), *unit.flags, *unit.arch_flags)))

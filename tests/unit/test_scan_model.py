@@ -200,3 +200,16 @@ def test_static_asks_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
                              ScanOptions(jobs=1, static=True), say=said.append)
     assert (ran, said) == ([], [])
     assert result.truth.startswith("static reading (--static)")
+
+
+def test_a_setup_py_that_went_on_without_the_network_is_still_the_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashbuild.pipeline.scan import scan_with_build
+
+    model = TreeModel(system="setuptools", via="setup.py record mode", targets=MODEL.targets,
+                      network=(NetworkCall("getaddrinfo", "example.invalid", "setup.py:7"),))
+    said, _ran = _pipeline(monkeypatch, Introspection(model=model))
+    result = scan_with_build(_tree(tmp_path), make_target("linux", "sm120"),
+                             ScanOptions(jobs=1), say=said.append)
+    assert said == ["introspection: setup.py record mode, 1 target (0.0 s)"]
+    assert result.truth.startswith("build (setup.py record, 1 extension)")
