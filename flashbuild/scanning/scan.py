@@ -406,6 +406,11 @@ def _model_line(model: TreeModel) -> str:
         what = f"build (setup.py record, {plural(len(model.targets), 'extension')}"
     if model.jit:
         what += f"; {plural(len(model.jit), 'run-time compile site')}"
+    if not model.targets and model.env_reads:
+        # An extension behind an environment switch (`PROJECT_CUDA_EXT=1`): say which
+        # variables could turn one on, so the user can scan that configuration.
+        names = ", ".join(dict.fromkeys(f"{r.name} ({r.where})" for r in model.env_reads[:4]))
+        what += f"; nothing is compiled as run, and the build reads {names}"
     return what + ")"
 
 

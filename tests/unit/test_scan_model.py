@@ -96,6 +96,15 @@ def test_run_time_compiled_kernels_are_said_to_be(tmp_path: Path) -> None:
     assert "run-time compile site" in result.truth
 
 
+def test_a_build_that_compiles_nothing_names_the_switches_it_read(tmp_path: Path) -> None:
+    model = TreeModel(system="setuptools", via="setup.py record mode", targets=(),
+                      env_reads=(EnvRead("PROJECT_CUDA_EXT", "setup.py:8"),))
+    result = _scan(_tree(tmp_path), model)
+    assert not [f for f in result.findings if f.rule == "FB160"]
+    assert "nothing is compiled as run, and the build reads PROJECT_CUDA_EXT (setup.py:8)" \
+        in result.truth
+
+
 def test_the_preprocessor_gets_each_units_real_flags(tmp_path: Path) -> None:
     from flashbuild.source.reach import from_model
 
