@@ -57,7 +57,8 @@ def scan_with_build(root: Path, target: ScanTarget, opts: ScanOptions, *,
                        f"fell back: {reason}); {result.truth}")
     model = outcome.model
     if say is not None:
-        how = "reused (tree unchanged)" if outcome.cached else f"{outcome.seconds:.1f} s"
+        how = "reused: the tree is unchanged" if outcome.cached else \
+            f"{outcome.seconds:.1f} s"
         say(f"introspection: {model.via}, {plural(len(model.targets), 'target')} ({how})")
     return scan_tree(root, target, opts, model=model)
 

@@ -312,8 +312,7 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
         skipped=tuple(sorted(skipped, key=lambda s: s.path)),
         files_scanned=sum(1 for r in reports if not r.skipped),
         seconds=time.perf_counter() - start,
-        setup=reach.setup if reach is not None and not reach.via else None,
-        vendored=tuple(walk.vendored),
+        setup=reach.setup if reach is not None else None, vendored=tuple(walk.vendored),
         setup_unreadable=unread, truth=truth)
 
 
