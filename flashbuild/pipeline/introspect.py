@@ -183,7 +183,7 @@ def _scratch(request: BuildRequest) -> Path:
 # --- the model cache -------------------------------------------------------------------------
 
 #: Raised whenever what introspection records changes, so older stored models are not reused.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 #: Files whose content decides what the build is: build scripts and the Python they import.
 _BUILD_FILES = re.compile(r"(?:^CMakeLists\.txt|\.cmake|\.py|^pyproject\.toml|^setup\.cfg|"
                           r"^MANIFEST\.in|^requirements.*\.txt|^CMakePresets\.json|"

@@ -348,6 +348,12 @@ _ARCH_TEXT = re.compile(r"(?:-gencode|--generate-code|-arch|--gpu-architecture)[
                         r"\bsm_\d+[af]?\b|\bcompute_\d+[af]?\b")
 
 
+#: nvcc options that ask nvcc something instead of compiling (`nvcc --version` to read the
+#: CUDA release is no run-time compile).
+_NVCC_QUERIES = frozenset({"--version", "-V", "--help", "-h", "--list-gpu-arch",
+                           "--list-gpu-code", "-arch-ls", "-code-ls"})
+
+
 def find_jit(root: Path, python_files: list[str]) -> tuple[JitSite, ...]:
     """Calls that compile CUDA code at run time in the tree's Python: cpp_extension's `load` /
     `load_inline` (imported from torch.utils.cpp_extension), NVRTC, CuPy's RawKernel /
@@ -378,9 +384,13 @@ def find_jit(root: Path, python_files: list[str]) -> tuple[JitSite, ...]:
             if how is not None and name in ("load", "load_inline") and not from_cpp_ext:
                 how = None  # a `load` of something else (json.load, torch.load)
             if how is None and node.args and isinstance(node.args[0], ast.List | ast.Tuple):
-                first = node.args[0].elts[0] if node.args[0].elts else None
+                elts = node.args[0].elts
+                first = elts[0] if elts else None
+                words = {e.value for e in elts
+                         if isinstance(e, ast.Constant) and isinstance(e.value, str)}
                 if isinstance(first, ast.Constant) and isinstance(first.value, str) and \
-                        PurePosixPath(first.value).name in ("nvcc", "nvcc.exe"):
+                        PurePosixPath(first.value).name in ("nvcc", "nvcc.exe") and \
+                        not words & _NVCC_QUERIES:
                     how = "nvcc"
             if how is None:
                 continue
