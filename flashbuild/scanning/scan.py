@@ -2,17 +2,19 @@
 
 The pipeline is: walk the tree (`os.scandir`, skipping VCS/build folders and vendored code —
 submodules, third_party/-style folders, CUTLASS/CCCL copies recognised by content — never
-following a symlink loop) → for a setup.py tree, what its extensions compile for the target
-and what those sources include (`reach`, `setuppy`); the rest is left out with one note per
-folder → the macros each C++ file's headers define (`ppgraph`) → run the checks for each
-file's kind (C++/CUDA, CMake, Python) in worker processes (binary, non-UTF-8 and oversized
-files are skipped with a note) → combine what needs the whole tree (build-system gating of
-arch-specific sources, explicit-instantiation sites as the `explicit-instantiations`
-transform sees them, NOMINMAX defined by the build, the setup.py rules) → the findings whose
-verdict hangs on a gate checked against the real preprocessor when a toolkit is found
-(`truth`) → instruction findings no kernel compiled for the target reaches made notes
-(`callgraph`) → the remaining instruction findings confirmed by compiling when that is cheap
-(`compiletruth`) → one `ScanResult`. `ScanOptions.static` runs no tool at all.
+following a symlink loop) → what the build compiles for the target and what those sources
+include: given a `TreeModel` (the configured build, asked by pipeline/scan.py), its targets'
+sources and their real include folders; else, for a setup.py tree, its extensions as read
+(`reach`, `setuppy`); the rest is left out with one note per folder → the macros each C++
+file's headers define (`ppgraph`) → run the checks for each file's kind (C++/CUDA, CMake,
+Python) in worker processes (binary, non-UTF-8 and oversized files are skipped with a note) →
+combine what needs the whole tree (build-system gating of arch-specific sources,
+explicit-instantiation sites as the `explicit-instantiations` transform sees them, NOMINMAX
+defined by the build, the setup.py rules) → the findings whose verdict hangs on a gate checked
+against the real preprocessor when a toolkit is found (`truth`) → instruction findings no
+kernel compiled for the target reaches made notes (`callgraph`) → the remaining instruction
+findings confirmed by compiling when that is cheap (`compiletruth`) → one `ScanResult`.
+`ScanOptions.static` runs no tool at all.
 
 Every `Finding` names its rule, category, place (file:line:col), a snippet, a severity for the
 target, the evidence that triggered it, and the fix: a transform with a params sketch, or a
