@@ -88,6 +88,8 @@ def test_the_configured_build_decides_what_is_compiled(tmp_path: Path) -> None:
     assert out.count("introspection:") == 1 and FELL_BACK not in out
     assert "gates: build (CMake File API, 1 target)" in out
     assert "src/common.cuh:2:17: error FB160" in out
+    # The real preprocessor ran main.cu with the configured build's flags (a CMake tree).
+    assert "the sm_120 pass of src/main.cu keeps this line" in " ".join(out.split())
     assert "src/umma_sm100.cu" not in out  # not in this configuration: a note
     assert "src: 1 file: C/C++ not compiled by this configuration" in out
     # Unchanged: the stored model is reused; a file the CMake files test changes the key.
