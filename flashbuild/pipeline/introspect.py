@@ -195,8 +195,9 @@ def _cache_key(request: BuildRequest, *, bindings: bool) -> str:
     recipe, the arch, the toolkit, the host compiler and the interpreter, the content of every
     build file of the tree (CMake files, setup.py and the Python it may import, pyproject,
     setup.cfg) and the names of all its other files (a `file(GLOB …)` or a setup.py `glob`
-    sees a file added). What the run itself says it read (environment variables, the bindings
-    units) is checked when a stored model is loaded (`_cached`)."""
+    sees a file added), the environment CMake's package lookup reads. What the run itself says
+    it read (a setup.py's environment variables, the bindings units) is checked when a stored
+    model is loaded (`_cached`)."""
     from flashbuild import __version__
 
     host = request.host_compiler
@@ -205,8 +206,17 @@ def _cache_key(request: BuildRequest, *, bindings: bool) -> str:
                              request.platform.name, request.toolkit.fingerprint,
                              str(request.cmake_toolkit_root), host.path, str(host.version),
                              request.python, str(request.source_dir.resolve()),
-                             tree_digest(request.source_dir.resolve())]).encode())
+                             _lookup_environment(), tree_digest(request.source_dir.resolve())
+                             ]).encode())
     return h.hexdigest()
+
+
+def _lookup_environment() -> list[tuple[str, str]]:
+    """The environment variables CMake's package lookup reads without saying so
+    (`CMAKE_PREFIX_PATH`, `<Pkg>_ROOT`, `<Pkg>_DIR`, `CUDA_HOME`…): a package made findable
+    changes what a configure builds. (A setup.py's own reads are recorded and checked.)"""
+    return sorted((k, v) for k, v in os.environ.items()
+                  if k.startswith(("CMAKE_", "CUDA")) or k.endswith(("_ROOT", "_DIR")))
 
 
 def tree_digest(root: Path) -> str:

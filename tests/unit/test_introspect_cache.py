@@ -58,3 +58,12 @@ def test_a_stored_model_is_reused_until_what_it_read_changes(
     monkeypatch.setenv("PKG_FAST", "1")
     (root / "csrc" / "bind.cpp").write_text("// PYBIND11_MODULE changed\n", encoding="utf-8")
     assert introspect._cached(scratch, "k" * 64) is None  # the exports may differ
+
+
+def test_the_key_holds_what_cmake_package_lookup_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CMAKE_PREFIX_PATH", "/opt/pkgs")
+    monkeypatch.setenv("Torch_DIR", "/opt/torch/share/cmake")
+    monkeypatch.setenv("FLASHBUILD_UNRELATED", "1")
+    seen = dict(introspect._lookup_environment())
+    assert seen["CMAKE_PREFIX_PATH"] == "/opt/pkgs" and "Torch_DIR" in seen
+    assert "FLASHBUILD_UNRELATED" not in seen
