@@ -7,9 +7,17 @@ include/cutlass/** headers full of templates, examples with kernels) plus a kern
 Prints a Markdown table: files, seconds and files/second for 1 worker, and for all cores as
 processes and as threads (the best of `--repeat` runs each). Then, when the real-tree corpus
 is there (default ../shared/corpus beside the repository), the same for one of its trees
-(default flash-attention, with its CUTLASS submodule): `flashbuild scan --static`, `flashbuild
-scan` with an empty and a warm preprocessor cache, and `flashbuild recipe init`, as a user runs
-them (all cores, a fresh process each), wall time.
+(default flash-attention, with its CUTLASS submodule), side by side in one run, as a user runs
+them (all cores, a fresh process each), wall time:
+
+- `flashbuild scan --static` (executes nothing);
+- `flashbuild scan`, cold: empty user caches (preprocessor, compiler, toolkit probes) and no
+  build root, so introspection configures / records the tree from scratch;
+- `flashbuild scan`, warm: the stored introspection models deleted before each run, the rest
+  of the caches kept (introspection runs again on a warm machine);
+- `flashbuild scan`, re-scan of the unchanged tree: everything kept (the stored model is
+  reused);
+- `flashbuild recipe init`.
 """
 
 from __future__ import annotations
@@ -99,25 +107,33 @@ def bench_corpus(corpus: Path, tree: str, repeat: int) -> None:
         print(f"\nCorpus tree {tree} ({files} files), fresh `flashbuild` process per run:\n")
         print("| command | target | seconds | result |")
         print("|---|---|---|---|")
+        build_root = Path(tmp) / "build"  # where introspection keeps its scratch and models
         for platform in ("windows", "linux"):
             scan = ["scan", str(src), "--platform", platform, "--arch", "sm120", "--json"]
-            # `--static` executes nothing; the default runs the preprocessor (and, within its
-            # budget, the compiler) where a toolkit is found: cold = an empty cache, warm =
-            # the best of `repeat` runs after it.
+            # `--static` executes nothing; the default introspects the build (this machine's
+            # platform only), then runs the preprocessor (and, within its budget, the
+            # compiler) where a toolkit is found.
             cache = Path(tmp) / f"cache-{platform}"
-            rows = [("scan --static", [*scan, "--static"], repeat, None),
-                    ("scan (cold cache)", scan, 1, cache),
-                    ("scan (warm cache)", scan, repeat, cache),
+            rows = [("scan --static", [*scan, "--static"], repeat, None, ""),
+                    ("scan (cold: empty caches)", scan, 1, cache, "all"),
+                    ("scan (warm: introspection again)", scan, repeat, cache, "models"),
+                    ("scan (re-scan, tree unchanged)", scan, repeat, cache, ""),
                     ("recipe init", ["recipe", "init", "--source", str(src), "--platform",
                                      platform, "--arch", "sm120", "-o",
-                                     str(Path(tmp) / f"{platform}.toml")], repeat, cache)]
-            for name, argv, runs, cache_dir in rows:
+                                     str(Path(tmp) / f"{platform}.toml")], repeat, cache, "")]
+            for name, argv, runs, cache_dir, forget in rows:
                 env = dict(os.environ)
                 if cache_dir is not None:
                     env["XDG_CACHE_HOME"] = str(cache_dir)
                 best = float("inf")
                 res = None
                 for _ in range(runs):
+                    if forget == "all":
+                        shutil.rmtree(build_root, ignore_errors=True)
+                        shutil.rmtree(cache, ignore_errors=True)
+                    elif forget == "models":
+                        for models in build_root.glob("flashbuild/introspect/*/models"):
+                            shutil.rmtree(models)
                     start = time.perf_counter()
                     res = subprocess.run([sys.executable, "-m", "flashbuild", *argv],
                                          capture_output=True, text=True, check=False, env=env)
@@ -128,8 +144,10 @@ def bench_corpus(corpus: Path, tree: str, repeat: int) -> None:
                     import json
 
                     doc = json.loads(res.stdout)
+                    truth = str(doc.get("truth", ""))
                     summary += (f", {doc['files_scanned']} files scanned, "
-                                f"{doc['counts']['error']} error(s); {doc.get('truth', '')}")
+                                f"{doc['counts']['error']} error(s); "
+                                f"{truth[:140] + ' …' if len(truth) > 140 else truth}")
                 print(f"| {name} | {platform} sm_120 | {best:.2f} | {summary} |")
 
 

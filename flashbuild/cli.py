@@ -470,8 +470,9 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
         "--jobs", "-j", help="Worker processes (default: all cores).")] = None,
     force: ForceOpt = False,
     static: Annotated[bool, typer.Option(
-        "--static", help="Execute nothing: read the text only (no preprocessor, no compiler); "
-        "for untrusted trees.")] = False,
+        "--static", help="Execute nothing: read the text only (no build introspection, no "
+        "preprocessor, no compiler); for untrusted trees. By default the scan configures the "
+        "tree (CMake) or runs its setup.py in record mode, as building does.")] = False,
     compile_units: Annotated[bool, typer.Option(
         "--compile", help="Confirm instruction findings (FB160/FB170) by compiling their "
         "units for the target, however many (by default only when two or fewer are needed).")]
@@ -479,14 +480,16 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
 ) -> int:
     """List what will break in a kernel tree for a platform and GPU.
 
-    Reads the tree's C++/CUDA, CMake, setup.py and Python and lists what will break for the
-    target platform and arch, with the fix for each. Exit 11 when errors were found."""
+    Asks the tree's build what it compiles (configure or setup.py record, nothing compiled;
+    this machine's platform only), reads the tree's C++/CUDA, CMake, setup.py and Python and
+    lists what will break for the target platform and arch, with the fix for each. Exit 11
+    when errors were found."""
     ui.configure(json_mode=json)
-    from flashbuild.scanning.report import run_scan
+    from flashbuild.pipeline.scan import scan_command
 
-    return run_scan(source, platform=platform, arch=arch, as_json=json, sarif=sarif,
-                    include_vendored=include_vendored, jobs=jobs, force=force, static=static,
-                    compile_units=compile_units)
+    return scan_command(source, platform=platform, arch=arch, as_json=json, sarif=sarif,
+                        include_vendored=include_vendored, jobs=jobs, force=force,
+                        static=static, compile_units=compile_units)
 
 
 @recipe_app.command(cls=_Command, name="init")

@@ -31,7 +31,7 @@ from flashbuild.building import staging
 from flashbuild.errors import FlashbuildError, RecipeError, TreeError, UsageError
 from flashbuild.installing import shim
 from flashbuild.installing.manifest import MANIFEST_NAME
-from flashbuild.recipes.load import bundled_recipes, load_recipe, source_tree
+from flashbuild.recipes.load import bundled_for, load_recipe, source_tree
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -101,14 +101,13 @@ def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platfor
     # A plain clone without its submodules is refused before a recipe is chosen or drafted
     # for it: a bundled recipe matches such a clone by content too.
     refuse_missing_submodules(tree, platform=platform, archs=parse_arch_spec(arch).archs)
-    for path in bundled_recipes():
-        bundled = load_recipe(path)
-        if bundled.matches(tree):
-            ident = bundled.identity
-            assert ident is not None
-            say(f"using the bundled recipe `{bundled.name}`: the tree ships the "
-                f"`{ident.package}` package and {', '.join(ident.markers)}")
-            return Chosen(bundled, tree, "bundled")
+    bundled = bundled_for(tree)
+    if bundled is not None:
+        ident = bundled.identity
+        assert ident is not None
+        say(f"using the bundled recipe `{bundled.name}`: the tree ships the "
+            f"`{ident.package}` package and {', '.join(ident.markers)}")
+        return Chosen(bundled, tree, "bundled")
     return _drafted(tree, arch=arch, platform=platform, installing=installing,
                     build_root=build_root, say=say)
 

@@ -60,21 +60,34 @@ _TOP_ONLY = frozenset({"build", "dist"})
 
 def introspect(recipe: Recipe, tree: Path, spec: ArchSpec, *, platform: str | None = None,
                timeout: float = DEFAULT_TIMEOUT,
-               say: Callable[[str], None] | None = None) -> Introspection:
+               say: Callable[[str], None] | None = None, cache: bool = True,
+               bindings: bool = True) -> Introspection:
     """Configure (CMake) or record (setup.py) the tree as `flashbuild build --recipe` would;
-    never raises for what the tree or the machine lacks: the reason is the fallback line."""
+    never raises for what the tree or the machine lacks: the reason is the fallback line.
+
+    `cache`: reuse the model of an earlier run whose inputs are unchanged (see `_cache_key`);
+    a fallback is never stored, so a machine that gains a toolkit is asked again. `bindings`:
+    also preprocess each module's bindings unit for the names it registers (recipe init's
+    exports; a scan does not need them, and they cost a host preprocessor run per module)."""
     start = time.monotonic()
     try:
         request, runner = _request(recipe, tree, spec, platform)
         scratch = _scratch(request)
+        key = _cache_key(request, bindings=bindings) if cache else ""
+        hit = _cached(scratch, key) if key else None
+        if hit is not None:
+            seconds = time.monotonic() - start
+            if say is not None:
+                say(f"introspection: reused the model of an unchanged tree ({scratch})")
+            return Introspection(model=hit, seconds=seconds, cached=True)
         if say is not None:
             what = ("recording setup.py" if recipe.build.backend == "setuptools"
                     else "configuring (no compile)")
             say(f"introspection: {what} in {scratch}")
         if recipe.build.backend == "setuptools":
-            model = _record(request, runner, scratch, timeout)
+            model = _record(request, runner, scratch, timeout, bindings=bindings)
         else:
-            model = _configure(request, runner, scratch, timeout)
+            model = _configure(request, runner, scratch, timeout, bindings=bindings)
     except FlashbuildError as exc:
         return Introspection(model=None, fallback=_one_line(exc),
                              seconds=time.monotonic() - start)
@@ -83,7 +96,10 @@ def introspect(recipe: Recipe, tree: Path, spec: ArchSpec, *, platform: str | No
         return Introspection(model=None, fallback=f"the scratch folder could not be prepared "
                              f"({exc})", seconds=time.monotonic() - start)
     seconds = time.monotonic() - start
-    return Introspection(model=_with_seconds(model, seconds), seconds=seconds)
+    model = _with_seconds(model, seconds)
+    if key:
+        _store(scratch, key, model, tree)
+    return Introspection(model=model, seconds=seconds)
 
 
 def introspect_for_draft(recipe: Recipe, tree: Path, spec: ArchSpec,
@@ -164,10 +180,115 @@ def _scratch(request: BuildRequest) -> Path:
     return folder
 
 
+# --- the model cache -------------------------------------------------------------------------
+
+#: Raised whenever what introspection records changes, so older stored models are not reused.
+CACHE_FORMAT = 2
+#: Files whose content decides what the build is: build scripts and the Python they import.
+_BUILD_FILES = re.compile(r"(?:^CMakeLists\.txt|\.cmake|\.py|^pyproject\.toml|^setup\.cfg|"
+                          r"^MANIFEST\.in|^requirements.*\.txt|^CMakePresets\.json|"
+                          r"^Makefile|\.in)$")
+
+
+def _cache_key(request: BuildRequest, *, bindings: bool) -> str:
+    """What a model depends on that is known before running: flashbuild's version, the
+    recipe, the arch, the toolkit, the host compiler and the interpreter, the content of every
+    build file of the tree (CMake files, setup.py and the Python it may import, pyproject,
+    setup.cfg) and the names of all its other files (a `file(GLOB …)` or a setup.py `glob`
+    sees a file added), the environment CMake's package lookup reads. What the run itself says
+    it read (a setup.py's environment variables, the bindings units) is checked when a stored
+    model is loaded (`_cached`)."""
+    from flashbuild import __version__
+
+    host = request.host_compiler
+    h = hashlib.sha256(repr([CACHE_FORMAT, __version__, bindings, repr(request.recipe),
+                             request.arch.cmake(), request.arch.torch_informational(),
+                             request.platform.name, request.toolkit.fingerprint,
+                             str(request.cmake_toolkit_root), host.path, str(host.version),
+                             request.python, str(request.source_dir.resolve()),
+                             _lookup_environment(), tree_digest(request.source_dir.resolve())
+                             ]).encode())
+    return h.hexdigest()
+
+
+def _lookup_environment() -> list[tuple[str, str]]:
+    """The environment variables CMake's package lookup reads without saying so
+    (`CMAKE_PREFIX_PATH`, `<Pkg>_ROOT`, `<Pkg>_DIR`, `CUDA_HOME`…): a package made findable
+    changes what a configure builds. (A setup.py's own reads are recorded and checked.)"""
+    return sorted((k, v) for k, v in os.environ.items()
+                  if k.startswith(("CMAKE_", "CUDA")) or k.endswith(("_ROOT", "_DIR")))
+
+
+def tree_digest(root: Path) -> str:
+    """The content of the tree's build files and the names of all its files (see
+    `_cache_key`); version control, caches and earlier builds left out."""
+    h = hashlib.sha256()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP)
+        rel_dir = os.path.relpath(folder, root)
+        for name in sorted(files):
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            h.update(rel.encode("utf-8", "surrogateescape") + b"\0")
+            if _BUILD_FILES.search(name):
+                try:
+                    h.update(hashlib.sha256(Path(folder, name).read_bytes()).digest())
+                except OSError:
+                    h.update(b"?")
+    return h.hexdigest()
+
+
+def _cache_file(scratch: Path, key: str) -> Path:
+    return scratch / "models" / f"{key[:24]}.json"
+
+
+def _cached(scratch: Path, key: str) -> treemodel.TreeModel | None:
+    """The stored model for `key`, if the environment variables its setup.py read still have
+    the values they had and its bindings units the content they had; else None."""
+    import json
+
+    try:
+        data = json.loads(_cache_file(scratch, key).read_text(encoding="utf-8"))
+        if data["key"] != key:
+            return None
+        for name, value in data["env"].items():
+            if os.environ.get(name) != value:
+                return None
+        for path, digest in data["files"].items():
+            if hashlib.sha256(Path(path).read_bytes()).hexdigest() != digest:
+                return None
+        return treemodel.model_from_json(data["model"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _store(scratch: Path, key: str, model: treemodel.TreeModel, tree: Path) -> None:
+    """Keep the model for `_cached` (atomically; a failure to write only costs a re-run)."""
+    import json
+
+    root = tree.resolve()
+    files: dict[str, str] = {}
+    for b in model.bindings:
+        path = Path(b.source) if Path(b.source).is_absolute() else root / b.source
+        try:
+            files[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            continue
+    env = {r.name: os.environ.get(r.name) for r in model.env_reads}
+    target = _cache_file(scratch, key)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"key": key, "env": env, "files": files,
+                                   "model": treemodel.model_to_json(model)}), encoding="utf-8")
+        tmp.replace(target)
+    except OSError:
+        pass
+
+
 # --- CMake -------------------------------------------------------------------------------------
 
 def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
-               timeout: float) -> treemodel.TreeModel:
+               timeout: float, *, bindings: bool = True) -> treemodel.TreeModel:
     from flashbuild.building.backends.cmake import pybind11_dir
     from flashbuild.errors import BuildError
 
@@ -243,7 +364,7 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
     compiler = reply.cache_value("CMAKE_CXX_COMPILER") or request.host_compiler.path or "c++"
     root = request.source_dir.resolve()
     return replace(model, bindings=_bindings(model, root, runner, request.env,
-                                             {"CXX": compiler}),
+                                             {"CXX": compiler}) if bindings else (),
                    jit=treemodel.find_jit(root, _python_files(root)))
 
 
@@ -386,7 +507,7 @@ def _confirm_arch_variable(request: BuildRequest, base: cmake.ConfigureInputs,
 # --- setup.py ----------------------------------------------------------------------------------
 
 def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
-            timeout: float) -> treemodel.TreeModel:
+            timeout: float, *, bindings: bool = True) -> treemodel.TreeModel:
     from flashbuild.building.backends.setuptools import (
         build_environment,
         check_torch_cuda,
@@ -433,7 +554,8 @@ def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
         raise BuildError("the setup.py record could not be read", evidence=str(exc)) from exc
     model = treemodel.from_record(record, request.source_dir.resolve(), copy)
     compilers = {treemodel.relative(c.source, copy): c.compiler for c in record.commands}
-    return replace(model, bindings=_bindings(model, copy, runner, env, compilers),
+    return replace(model, bindings=_bindings(model, copy, runner, env, compilers)
+                   if bindings else (),
                    jit=treemodel.find_jit(copy, _python_files(copy)))
 
 

@@ -338,6 +338,15 @@ def bundled_recipes() -> list[Path]:
     return sorted(recipes_dir().glob("*.toml"))
 
 
+def bundled_for(tree: Path) -> Recipe | None:
+    """The bundled recipe whose `[identity]` matches the tree by content, if one does."""
+    for path in bundled_recipes():
+        bundled = load_recipe(path)
+        if bundled.matches(tree):
+            return bundled
+    return None
+
+
 def source_tree(recipe: Recipe, override: Path | None = None) -> Path:
     """The tree a recipe applies to (`--source`, else its `[source] path`), which must be a
     folder: a recipe whose tree is not there (a bundled recipe for an upstream tree, run

@@ -42,6 +42,8 @@ _MAX_PATH = 260
 
 def setup_findings(root: Path, reach: Reach, target: ScanTarget) -> list[Finding]:
     setup = reach.setup
+    if setup is None:
+        return []  # a CMake build: no setup.py rules
     text = read_source(root, setup.path, 1 << 24)
     lines = text.splitlines() if isinstance(text, str) else []
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from flashbuild.console import VERDICTS, clip, plural
-from flashbuild.scanning.findings import Finding, ScanResult, Severity
+from flashbuild.scanning.findings import Finding, ScanOptions, ScanResult, ScanTarget, Severity
 from flashbuild.scanning.rules import RULES
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from rich.console import Console
 
@@ -133,15 +133,18 @@ def resolve_platform(platform: str | None) -> str:
 
 def run_scan(source: Path, *, platform: str | None, arch: str, as_json: bool,
              sarif: Path | None, include_vendored: bool = False, jobs: int | None = None,
-             force: bool = False, static: bool = False, compile_units: bool = False) -> int:
+             force: bool = False, static: bool = False, compile_units: bool = False,
+             scanner: Callable[[Path, ScanTarget, ScanOptions], ScanResult] | None = None
+             ) -> int:
     """The `scan` stage: scan, print (Rich or JSON), write SARIF; the exit code says whether
-    blocking findings exist (0 none, 11 some)."""
+    blocking findings exist (0 none, 11 some). `scanner`: what scans (the pipeline's, which
+    asks the build first); default `scan_tree`, which reads the text."""
     import json
 
     from flashbuild.console import lit, ui
     from flashbuild.errors import BlockingFindings, UsageError
     from flashbuild.outputs import refuse_over_tree
-    from flashbuild.scanning.findings import ScanOptions, make_target
+    from flashbuild.scanning.findings import make_target
     from flashbuild.scanning.sarif import to_sarif
     from flashbuild.scanning.scan import scan_tree
 
@@ -153,7 +156,7 @@ def run_scan(source: Path, *, platform: str | None, arch: str, as_json: bool,
     if static and compile_units:
         raise UsageError("--static and --compile contradict each other",
                          fix="--static runs nothing; leave out one of them")
-    result = scan_tree(source, target, ScanOptions(
+    result = (scanner or scan_tree)(source, target, ScanOptions(
         include_vendored=include_vendored, jobs=jobs, static=static,
         compile="always" if compile_units else "auto"))
     if sarif is not None:

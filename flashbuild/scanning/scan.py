@@ -2,17 +2,19 @@
 
 The pipeline is: walk the tree (`os.scandir`, skipping VCS/build folders and vendored code —
 submodules, third_party/-style folders, CUTLASS/CCCL copies recognised by content — never
-following a symlink loop) → for a setup.py tree, what its extensions compile for the target
-and what those sources include (`reach`, `setuppy`); the rest is left out with one note per
-folder → the macros each C++ file's headers define (`ppgraph`) → run the checks for each
-file's kind (C++/CUDA, CMake, Python) in worker processes (binary, non-UTF-8 and oversized
-files are skipped with a note) → combine what needs the whole tree (build-system gating of
-arch-specific sources, explicit-instantiation sites as the `explicit-instantiations`
-transform sees them, NOMINMAX defined by the build, the setup.py rules) → the findings whose
-verdict hangs on a gate checked against the real preprocessor when a toolkit is found
-(`truth`) → instruction findings no kernel compiled for the target reaches made notes
-(`callgraph`) → the remaining instruction findings confirmed by compiling when that is cheap
-(`compiletruth`) → one `ScanResult`. `ScanOptions.static` runs no tool at all.
+following a symlink loop) → what the build compiles for the target and what those sources
+include: given a `TreeModel` (the configured build, asked by pipeline/scan.py), its targets'
+sources and their real include folders; else, for a setup.py tree, its extensions as read
+(`reach`, `setuppy`); the rest is left out with one note per folder → the macros each C++
+file's headers define (`ppgraph`) → run the checks for each file's kind (C++/CUDA, CMake,
+Python) in worker processes (binary, non-UTF-8 and oversized files are skipped with a note) →
+combine what needs the whole tree (build-system gating of arch-specific sources,
+explicit-instantiation sites as the `explicit-instantiations` transform sees them, NOMINMAX
+defined by the build, the setup.py rules) → the findings whose verdict hangs on a gate checked
+against the real preprocessor when a toolkit is found (`truth`) → instruction findings no
+kernel compiled for the target reaches made notes (`callgraph`) → the remaining instruction
+findings confirmed by compiling when that is cheap (`compiletruth`) → one `ScanResult`.
+`ScanOptions.static` runs no tool at all.
 
 Every `Finding` names its rule, category, place (file:line:col), a snippet, a severity for the
 target, the evidence that triggered it, and the fix: a transform with a params sketch, or a
@@ -28,7 +30,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from flashbuild.console import plural
 from flashbuild.errors import UsageError
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     from flashbuild.arch import Arch
+    from flashbuild.source.treemodel import TreeModel
 
 # --- per-file work ------------------------------------------------------------------------
 
@@ -261,17 +264,25 @@ def _not_regular(entry: os.DirEntry[str]) -> str:
 
 # --- the scan -------------------------------------------------------------------------------
 
-def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None) -> ScanResult:
-    """Scan a tree for the target. Bad files and folders become `skipped` notes."""
+def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None, *,
+              model: TreeModel | None = None) -> ScanResult:
+    """Scan a tree for the target. Bad files and folders become `skipped` notes.
+
+    `model`: what the configured build compiles (pipeline/introspect.py), for this target.
+    Then its sources (and what they include through their real include folders) are the
+    compiled files, the rest is "not compiled by this configuration", and the preprocessor
+    runs each unit with its real flags; None reads the build files as text instead."""
     opts = options or ScanOptions()
     start = time.perf_counter()
     root = root.resolve()
     walk = walk_tree(root, include_vendored=opts.include_vendored)
     reach, setup_note = build_reach(root, walk, target, opts.max_file_bytes)
+    if model is not None:
+        reach = _model_reach(root, walk, model, reach, opts.max_file_bytes)
     files = walk.files
     not_built: list[Skipped] = []
     if reach is not None:
-        files, not_built = _reachable_files(walk.files, reach)
+        files, not_built = _reachable_files(walk.files, reach, model)
     jobs = opts.jobs or os.cpu_count() or 1
     cxx = [(str(root), rel, opts.max_file_bytes) for rel, kind in files if kind == "cxx"]
     reports: list[FileReport]
@@ -290,12 +301,14 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
             reports = list(pool.map(_check_file, work,
                                     chunksize=max(8, len(work) // (jobs * 8))))
     inherited = {w[1]: w[5] for w in work if w[2] == "cxx"}
-    findings = combine(root, reports, target, reach)
+    findings = combine(root, reports, target, reach, model)
     from flashbuild.scanning.truth import apply_preprocessor
 
     # The preprocessor first (it can decide a gate the static reader could not), then the
     # call graph (an instruction the pass keeps still needs a kernel that reaches it).
     findings, truth = apply_preprocessor(root, findings, reach, target, opts)
+    if model is not None:
+        truth = f"{_model_line(model)}; {truth}"
     findings = unreached_instructions(root, findings, target, inherited, opts.max_file_bytes)
     from flashbuild.scanning.compiletruth import confirm_by_compiling
 
@@ -381,6 +394,48 @@ def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> t
     return compute_reach(setup, paths, read), why
 
 
+def _model_reach(root: Path, walk: Walk, model: TreeModel, static: Any,
+                 max_bytes: int) -> Any:
+    """The `reach.Reach` of the configured build: its sources and what they include. The
+    static reading of a setup.py (`static`) keeps its rules and its packages."""
+    from flashbuild.source.reach import from_model
+
+    def read(rel: str) -> str | None:
+        text = read_source(root, rel, max_bytes)
+        return text if isinstance(text, str) else None
+
+    setup = static.setup if static is not None and model.system == "setuptools" else None
+    return from_model(model, [rel for rel, _kind in walk.files], read, setup)
+
+
+def _model_line(model: TreeModel) -> str:
+    """The `truth` line's part that says the build decided what is compiled."""
+    if model.system == "cmake":
+        what = f"build (CMake File API, {plural(len(model.targets), 'target')}"
+    else:
+        what = f"build (setup.py record, {plural(len(model.targets), 'extension')}"
+    if model.jit:
+        what += f"; {plural(len(model.jit), 'run-time compile site')}"
+    if not model.targets and model.env_reads:
+        # An extension behind an environment switch (`PROJECT_CUDA_EXT=1`): say which
+        # variables could turn one on, so the user can scan that configuration.
+        names = ", ".join(dict.fromkeys(f"{r.name} ({r.where})" for r in model.env_reads[:4]))
+        what += f"; nothing is compiled as run, and the build reads {names}"
+    return what + ")"
+
+
+def build_system(root: Path) -> Literal["cmake", "setuptools"] | None:
+    """How the tree is built, as the scan reads it (`build_reach`): a top-level
+    CMakeLists.txt (unless it says it serves an IDE and a setup.py is there), else a top-level
+    setup.py; None when there is neither."""
+    cmake, setup = root / "CMakeLists.txt", root / "setup.py"
+    if cmake.is_file():
+        text = read_source(root, "CMakeLists.txt", 1 << 22)
+        if not (setup.is_file() and isinstance(text, str) and _ide_only_cmake(text)):
+            return "cmake"
+    return "setuptools" if setup.is_file() else None
+
+
 #: A leading comment that says the CMake file serves an IDE, not the build.
 _IDE_ONLY_CMAKE = re.compile(r"\b(?:IDEs?|CLion|IntelliSense|VS ?Code|code completion|"
                              r"code navigation|indexing|clangd|compile_commands)\b", re.I)
@@ -416,10 +471,7 @@ def _work(root: Path, files: Sequence[tuple[str, FileKind]], target: ScanTarget,
     (`ppgraph`): the preprocessor state along the include graph."""
     from flashbuild.source.ppgraph import as_wire, graph_from
 
-    dirs: list[str] = []
-    if reach is not None:
-        for ext in reach.setup.built_for_target():
-            dirs.extend(d for d in ext.include_dirs if d not in dirs)
+    dirs = list(reach.include_dirs) if reach is not None else []
     graph = graph_from(headers, dirs)
     out = []
     for rel, kind in files:
@@ -429,18 +481,30 @@ def _work(root: Path, files: Sequence[tuple[str, FileKind]], target: ScanTarget,
     return out
 
 
-def _reachable_files(files: Sequence[tuple[str, FileKind]], reach: Any
+def _reachable_files(files: Sequence[tuple[str, FileKind]], reach: Any,
+                     model: TreeModel | None = None
                      ) -> tuple[list[tuple[str, FileKind]], list[Skipped]]:
     """The files the build compiles, includes or ships; the rest as one note per folder.
     Code no build compiles for the target can hold nothing that breaks that build."""
     kept: list[tuple[str, FileKind]] = []
     left: dict[tuple[str, str], int] = {}
+    not_compiled = "C/C++ not compiled for the target by setup.py, nor included by what is"
+    if model is not None:
+        not_compiled = (f"C/C++ not compiled by this configuration ({model.via}), nor "
+                        "included by what is")
+        if model.jit:
+            first = model.jit[0]
+            not_compiled += (f"; the tree compiles kernels at run time ({first.where} "
+                             f"{first.how}" + (f" and {len(model.jit) - 1} more"
+                                               if len(model.jit) > 1 else "")
+                             + "): those are compiled at run time, for the GPU it runs on")
+    cmake_build = model is not None and model.system == "cmake"
     for rel, kind in files:
         if kind == "cxx" and reach.complete and not reach.covers(rel):
-            why = "C/C++ not compiled for the target by setup.py, nor included by what is"
+            why = not_compiled
         elif kind == "python" and not reach.shipped(rel):
             why = "Python outside the packages setup.py installs"
-        elif kind == "cmake":
+        elif kind == "cmake" and not cmake_build:
             why = "CMake file of a tree that setup.py builds"
         else:
             kept.append((rel, kind))
@@ -453,9 +517,9 @@ def _reachable_files(files: Sequence[tuple[str, FileKind]], reach: Any
 
 
 def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
-            reach: Any = None) -> list[Finding]:
+            reach: Any = None, model: TreeModel | None = None) -> list[Finding]:
     """The tree-wide pass: per-file findings, filtered and completed with what only the whole
-    tree shows."""
+    tree shows (and, with `model`, what the configured build says)."""
     from flashbuild.scanning.checks_cmake import build_gates, tree_defines
     from flashbuild.scanning.checks_cxx import instantiation_findings
 
@@ -465,7 +529,7 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
         dlsym=any(r.facts.get("dlsym") for r in reports), reach=reach,
         exported={name: r.path for r in reports for name in r.facts.get("exported", ())},
         libraries={name: (kind, gates) for r in reports
-                   for name, kind, gates in r.facts.get("libraries", ())})
+                   for name, kind, gates in r.facts.get("libraries", ())}, model=model)
     out: list[Finding] = []
     for report in reports:
         for finding in report.findings:
@@ -475,7 +539,7 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
     out.extend(instantiation_findings(root, reports, target))
     if target.platform == "windows":
         out.extend(_package_dll_directory(root, reports, tree, target, out))
-    if reach is not None:
+    if reach is not None and reach.setup is not None:
         from flashbuild.scanning.checks_setup import setup_findings
 
         out.extend(setup_findings(root, reach, target))
@@ -494,10 +558,18 @@ class TreeFacts:
     """Function names some file declares with an export macro → that file."""
     libraries: Mapping[str, tuple[str, Any]] = field(default_factory=dict)
     """CMake library targets (shared libraries and Python modules) → (kind, their gates)."""
+    model: TreeModel | None = None
+    """What the configured build compiles, when it was asked."""
 
     def library_gate(self, name: str, target: ScanTarget) -> str | None:
         """The gate that keeps library `name` out of the target's build, if the build files
         define it and one of its gates is false for the target; else None."""
+        if self.model is not None and self.model.system == "cmake":
+            # The configured build knows which targets this configuration defines.
+            if name in self.libraries and not any(t.name == name
+                                                  for t in self.model.targets):
+                return "not defined by this configuration (CMake File API)"
+            return None
         hit = self.libraries.get(name)
         if hit is None:
             return None
@@ -507,7 +579,7 @@ class TreeFacts:
         return None
 
 
-def _apply_tree_facts(  # noqa: PLR0911 - one return per kind of tree fact
+def _apply_tree_facts(  # noqa: PLR0911, PLR0912 - one return per kind of tree fact
         finding: Finding, tree: TreeFacts, target: ScanTarget) -> Finding | None:
     """Drop or complete findings with what the rest of the tree says."""
     needs = needs_of(finding.facts)
@@ -515,6 +587,9 @@ def _apply_tree_facts(  # noqa: PLR0911 - one return per kind of tree fact
         why = tree.reach.reachable.get(finding.path)
         if why is None and tree.reach.complete:
             return None
+        if tree.reach.via and why is not None:
+            told = why if tree.reach.via in why else f"{why} ({tree.reach.via})"
+            return replace(finding, evidence=f"{finding.evidence}; {told}", truth=Truth.BUILD)
         return replace(finding, evidence=f"{finding.evidence}; {why or 'setup.py lists it'}")
     if needs is TreeCheck.COMPILED_FOR_TARGET:
         verdict = tree.gates.compiled_for(finding.path, target)
@@ -526,6 +601,9 @@ def _apply_tree_facts(  # noqa: PLR0911 - one return per kind of tree fact
         return None
     if needs is TreeCheck.LIBRARY_BUILT and isinstance(finding.facts, LibraryNameFacts):
         return _library_not_built(finding, finding.facts.literal, tree, target)
+    if needs is TreeCheck.PLUGIN_SOURCE and isinstance(finding.facts, PluginExportFacts) \
+            and tree.model is not None and tree.model.system == "cmake":
+        return _plugin_by_build(finding, finding.facts.symbol, tree, tree.model)
     if needs is TreeCheck.PLUGIN_SOURCE and isinstance(finding.facts, PluginExportFacts):
         shared = tree.gates.shared_library(finding.path)
         if not tree.dlsym or shared is None:
@@ -546,6 +624,19 @@ def _apply_tree_facts(  # noqa: PLR0911 - one return per kind of tree fact
     return finding
 
 
+def _plugin_by_build(finding: Finding, symbol: str, tree: TreeFacts,
+                     model: TreeModel) -> Finding | None:
+    """A plugin's missing export (FB102), decided by the configured build: reported only when
+    a shared library this configuration builds compiles the file."""
+    plugin = next((t for t in model.targets if t.kind == "plugin" and
+                   any(u.path == finding.path for u in t.sources)), None)
+    if not tree.dlsym or plugin is None or \
+            tree.exported.get(symbol) is not None:
+        return None
+    return replace(finding, evidence=f"{finding.evidence} (shared library `{plugin.name}`, "
+                   f"{plugin.defined_at}: CMake File API)", truth=Truth.BUILD)
+
+
 def _library_not_built(finding: Finding, literal: str, tree: TreeFacts,
                        target: ScanTarget) -> Finding:
     """A hard-coded `libX.so` whose CMake target X this configuration does not build (its
@@ -555,8 +646,14 @@ def _library_not_built(finding: Finding, literal: str, tree: TreeFacts,
     gate = tree.library_gate(stem, target) or (
         tree.library_gate(stem.removeprefix("lib"), target) if stem.startswith("lib")
         else None)
+    by_build = tree.model is not None and tree.model.system == "cmake"
     if gate is None:
         return finding
+    if by_build:
+        return replace(finding, severity=Severity.NOTE, truth=Truth.BUILD,
+                       message=f"{finding.message} (this configuration does not build the "
+                       f"library, for {target.label})",
+                       evidence=f"{finding.evidence}; its CMake target is {gate}")
     return replace(finding, severity=Severity.NOTE,
                    message=f"{finding.message} (the build makes this library only when "
                    f"`{gate}`, not for {target.label})",

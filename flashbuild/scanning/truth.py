@@ -1,9 +1,9 @@
 """Findings checked against the real preprocessor (`source.preprocess`).
 
 The scan's own `#if` evaluator reads the text; where a CUDA toolkit is present and the build's
-compile commands are known (a setup.py tree: its extensions' sources, include folders and
-flags), the findings whose verdict hangs on a gate are checked against what nvcc's own
-preprocessor passes keep:
+compile commands are known (from the configured build, `Reach.units`: each unit's real include
+folders, defines, flags and arch flags; else a setup.py's extensions as read), the findings
+whose verdict hangs on a gate are checked against what nvcc's own preprocessor passes keep:
 
 * instructions and shared-memory budgets (FB160, FB170): the target's device pass;
 * host-compiler problems on Windows (POSIX headers and types, GCC extensions, windows.h
@@ -152,8 +152,9 @@ def units_for(reach: Reach, paths: set[str], sources: set[str]
     checked (their absence from the checked passes proves nothing)."""
     from flashbuild.source.preprocess import Unit
 
-    flags: dict[str, Unit] = {}
-    for ext in reach.setup.built_for_target():
+    # The configured build's own flags per unit when it was asked; else setup.py's as read.
+    flags: dict[str, Unit] = dict(reach.units)
+    for ext in reach.setup.built_for_target() if reach.setup is not None and not flags else ():
         for src in ext.sources:
             cuda = src.endswith(".cu")
             flags.setdefault(src, Unit(src, ext.include_dirs,

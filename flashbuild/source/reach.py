@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from pathlib import Path
 
+    from flashbuild.source.preprocess import Unit
     from flashbuild.source.setuppy import SetupPy
+    from flashbuild.source.treemodel import TreeModel
 
 INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.MULTILINE)
 
@@ -78,7 +80,8 @@ class Include:
 class Reach:
     """The files the target's build compiles or includes, and why each one."""
 
-    setup: SetupPy
+    setup: SetupPy | None
+    """The static reading of setup.py (its rules and packages); None for a CMake build."""
     compiled: dict[str, str] = field(default_factory=dict)
     """Source → evidence (`setup.py:349 flash_attn_2_cuda (not SKIP_CUDA_BUILD)`)."""
     reachable: dict[str, str] = field(default_factory=dict)
@@ -87,6 +90,14 @@ class Reach:
     complete: bool = True
     """False when some source list could not be read: then nothing is left out."""
     package_dirs: tuple[str, ...] = ()
+    include_dirs: tuple[str, ...] = ()
+    """The compiled units' include folders inside the tree (tree-relative)."""
+    units: dict[str, Unit] = field(default_factory=dict)
+    """Per compiled source, its real include folders and flags, when the configured build
+    said so (`from_model`); empty for the static reading."""
+    via: str = ""
+    """How the configured build was read (`CMake File API (…)`, `setup.py record mode`);
+    empty for the static reading of setup.py."""
 
     def covers(self, path: str) -> bool:
         return path in self.reachable
@@ -113,6 +124,14 @@ def compute_reach(setup: SetupPy, files: Iterable[str],
         for src in ext.sources:
             reach.compiled.setdefault(src, where)
         include_dirs.extend(d for d in ext.include_dirs if d not in include_dirs)
+    reach.package_dirs = _package_dirs(setup)
+    reach.include_dirs = tuple(include_dirs)
+    _follow(reach, known, read)
+    return reach
+
+
+def _package_dirs(setup: SetupPy) -> tuple[str, ...]:
+    """The tree folders of the packages setup.py installs."""
     package_dirs = []
     pdir = dict(setup.package_dir)
     for pkg in setup.packages:
@@ -123,7 +142,41 @@ def compute_reach(setup: SetupPy, files: Iterable[str],
         if "" in pdir and top not in pdir and base:
             rel = posixpath.join(base, rel)
         package_dirs.append(posixpath.normpath(rel))
-    reach.package_dirs = tuple(sorted(set(package_dirs)))
+    return tuple(sorted(set(package_dirs)))
+
+
+def from_model(model: TreeModel, files: Iterable[str], read: Callable[[str], str | None],
+               setup: SetupPy | None = None) -> Reach:
+    """What the configured build compiles (`model`: its targets' sources, tree-relative) and
+    what those sources include through their real include folders. `setup`, the static
+    reading of a setup.py, adds its rules and its packages (which Python is shipped)."""
+    from flashbuild.source.preprocess import Unit
+
+    reach = Reach(setup, via=model.via)
+    include_dirs: list[str] = []
+    for target in model.targets:
+        for unit in target.sources:
+            if posixpath.isabs(unit.path) or unit.path.startswith("../"):
+                continue  # generated in the build folder, or outside the tree
+            into = "" if f"`{target.name}`" in target.defined_at else f" into `{target.name}`"
+            reach.compiled.setdefault(
+                unit.path, f"{target.defined_at} compiles it{into} ({model.via})")
+            reach.units.setdefault(unit.path, Unit(
+                unit.path, unit.includes,
+                (*(f"-D{d}" for d in unit.defines), *unit.flags, *unit.arch_flags)))
+            include_dirs.extend(d for d in unit.includes if d not in include_dirs
+                                and not posixpath.isabs(d) and not d.startswith("../"))
+    if setup is not None:
+        reach.package_dirs = _package_dirs(setup)
+    reach.include_dirs = tuple(include_dirs)
+    _follow(reach, frozenset(files), read)
+    return reach
+
+
+def _follow(reach: Reach, known: frozenset[str], read: Callable[[str], str | None]) -> None:
+    """Every file the compiled sources include, transitively: a quoted include next to the
+    including file first, then the include folders, then the tree root."""
+    include_dirs = reach.include_dirs
     queue = [s for s in reach.compiled if s in known]
     for s in queue:
         reach.reachable[s] = reach.compiled[s]
@@ -148,7 +201,6 @@ def compute_reach(setup: SetupPy, files: Iterable[str],
                 reach.reachable[resolved] = f"included from {path}:{line}"
                 queue.append(resolved)
         reach.includes[path] = incs
-    return reach
 
 
 def includes_header(reach: Reach, source: str, header: str) -> Include | None:

@@ -146,6 +146,8 @@ class Introspection:
     fallback: str = ""
     """Why static reading is used instead (empty when there is a model)."""
     seconds: float = 0.0
+    cached: bool = False
+    """The model was stored by an earlier run with the same inputs (nothing ran now)."""
 
     @property
     def source_of_truth(self) -> str:
@@ -346,6 +348,12 @@ _ARCH_TEXT = re.compile(r"(?:-gencode|--generate-code|-arch|--gpu-architecture)[
                         r"\bsm_\d+[af]?\b|\bcompute_\d+[af]?\b")
 
 
+#: nvcc options that ask nvcc something instead of compiling (`nvcc --version` to read the
+#: CUDA release is no run-time compile).
+_NVCC_QUERIES = frozenset({"--version", "-V", "--help", "-h", "--list-gpu-arch",
+                           "--list-gpu-code", "-arch-ls", "-code-ls"})
+
+
 def find_jit(root: Path, python_files: list[str]) -> tuple[JitSite, ...]:
     """Calls that compile CUDA code at run time in the tree's Python: cpp_extension's `load` /
     `load_inline` (imported from torch.utils.cpp_extension), NVRTC, CuPy's RawKernel /
@@ -376,9 +384,13 @@ def find_jit(root: Path, python_files: list[str]) -> tuple[JitSite, ...]:
             if how is not None and name in ("load", "load_inline") and not from_cpp_ext:
                 how = None  # a `load` of something else (json.load, torch.load)
             if how is None and node.args and isinstance(node.args[0], ast.List | ast.Tuple):
-                first = node.args[0].elts[0] if node.args[0].elts else None
+                elts = node.args[0].elts
+                first = elts[0] if elts else None
+                words = {e.value for e in elts
+                         if isinstance(e, ast.Constant) and isinstance(e.value, str)}
                 if isinstance(first, ast.Constant) and isinstance(first.value, str) and \
-                        PurePosixPath(first.value).name in ("nvcc", "nvcc.exe"):
+                        PurePosixPath(first.value).name in ("nvcc", "nvcc.exe") and \
+                        not words & _NVCC_QUERIES:
                     how = "nvcc"
             if how is None:
                 continue
@@ -386,3 +398,66 @@ def find_jit(root: Path, python_files: list[str]) -> tuple[JitSite, ...]:
             sites.append(JitSite(where=f"{rel}:{node.lineno}", how=how,
                                  arch_flags=tuple(dict.fromkeys(_ARCH_TEXT.findall(segment)))))
     return tuple(sites)
+
+
+# --- stored models (the introspection cache) -------------------------------------------------
+
+def model_to_json(model: TreeModel) -> dict[str, object]:
+    """The model as plain JSON data (`model_from_json` reads it back)."""
+    import dataclasses
+
+    return dataclasses.asdict(model)
+
+
+def model_from_json(data: object) -> TreeModel:
+    """A model from `model_to_json`'s data; ValueError when it does not have that shape."""
+    value = _typed(TreeModel, data)
+    assert isinstance(value, TreeModel)
+    return value
+
+
+def _typed(hint: object, data: object) -> object:  # noqa: PLR0911 - one return per shape
+    """`data` (JSON) as a value of type `hint`: the model's frozen dataclasses, tuples,
+    optionals, literals and scalars."""
+    import dataclasses
+    import types
+    import typing
+
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        if not isinstance(data, dict):
+            raise ValueError(f"{hint.__name__}: expected an object")
+        hints = typing.get_type_hints(hint, globalns=_hint_names())
+        kwargs = {f.name: _typed(hints[f.name], data[f.name])
+                  for f in dataclasses.fields(hint) if f.name in data}
+        return hint(**kwargs)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if not isinstance(data, list):
+            raise ValueError("expected a list")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_typed(args[0], item) for item in data)
+        return tuple(_typed(a, item) for a, item in zip(args, data, strict=True))
+    if origin in (typing.Union, types.UnionType):
+        if data is None and type(None) in typing.get_args(hint):
+            return None
+        inner = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _typed(inner[0], data)
+    if origin is typing.Literal:
+        if data not in typing.get_args(hint):
+            raise ValueError(f"{data!r} is not one of {typing.get_args(hint)}")
+        return data
+    if hint in (str, int, float, bool):
+        if not isinstance(data, hint):
+            if hint is float and isinstance(data, int):
+                return float(data)
+            raise ValueError(f"expected {hint}, got {type(data).__name__}")
+        return data
+    raise ValueError(f"cannot read {hint!r}")
+
+
+def _hint_names() -> dict[str, object]:
+    from flashbuild.source import setup_record
+
+    return {**globals(), "EnvRead": setup_record.EnvRead,
+            "NetworkCall": setup_record.NetworkCall, "RaisedError": setup_record.RaisedError}

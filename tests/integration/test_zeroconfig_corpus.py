@@ -58,7 +58,7 @@ def test_seed_trees_get_their_bundled_recipe(trees: Path, tmp_path: Path, name: 
 @pytest.fixture
 def no_bundled(monkeypatch: pytest.MonkeyPatch) -> None:
     """A tree no bundled recipe matches is drafted: hide the bundled recipes."""
-    monkeypatch.setattr(choose, "bundled_recipes", list)
+    monkeypatch.setattr(choose, "bundled_for", lambda _tree: None)
 
 
 @pytest.mark.parametrize(("name", "package"), [("FlashMLA", "flash_mla"),

@@ -313,6 +313,13 @@ def test_find_jit_names_run_time_compilation_with_its_arch_flags(tmp_path: Path)
     assert "-arch=sm_80" in sites[1].arch_flags
 
 
+def test_asking_nvcc_its_version_is_no_run_time_compile(tmp_path: Path) -> None:
+    (tmp_path / "bench.py").write_text(
+        "import subprocess\nout = subprocess.check_output(['nvcc', '--version']).decode()\n",
+        encoding="utf-8")
+    assert treemodel.find_jit(tmp_path, ["bench.py"]) == ()
+
+
 def _setuptools_draft() -> Draft:
     d = Draft(name="t", source_path="tree", target=make_target("linux", "sm_120"))
     d.build = BuildDraft(backend="setuptools", notes=defaultdict(list))

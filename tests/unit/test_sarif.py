@@ -43,8 +43,9 @@ def test_cli_writes_sarif(tmp_path: Path, schema: dict[str, object]) -> None:
     import jsonschema
 
     out = tmp_path / "scan.sarif"
+    # --static: a unit test runs no tool (the default scan would configure csrc with CMake).
     res = CliRunner().invoke(app, ["scan", str(ROOT / "csrc"), "--platform", "linux",
-                                   "--arch", "sm120", "--sarif", str(out)])
+                                   "--arch", "sm120", "--sarif", str(out), "--static"])
     assert res.exit_code == 11, res.output
     doc = json.loads(out.read_text(encoding="utf-8"))
     jsonschema.Draft4Validator(schema).validate(doc)

@@ -257,7 +257,9 @@ def test_cli_exit_codes_and_json(tmp_path: Path) -> None:
     doc = json.loads(res.stdout)
     assert doc["schema_version"] == 1 and doc["blocking"] is True
     assert doc["counts"]["error"] == sum(f["severity"] == "error" for f in doc["findings"])
-    res = runner.invoke(app, ["scan", str(CSRC), "--platform", "linux", "--arch", "sm_90a"])
+    # --static: a unit test runs no tool (the default scan would configure csrc with CMake).
+    res = runner.invoke(app, ["scan", str(CSRC), "--platform", "linux", "--arch", "sm_90a",
+                              "--static"])
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["scan", str(CSRC), "--platform", "beos", "--arch", "sm120"])
     assert res.exit_code == 2
