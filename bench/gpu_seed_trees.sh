@@ -8,7 +8,8 @@
 # then three unchanged re-runs, `flashbuild verify`, and the tree's own tests:
 #   FlashMLA       tests/test_flash_mla_dense_decoding.py (a script: correctness + TFLOPS)
 #   xformers-full  tests/test_sparsity24.py (pytest, from outside the tree)
-#   causal-conv1d  tests/test_causal_conv1d.py -k "$CC_K" (a subset: the file is large)
+#   causal-conv1d  tests/test_causal_conv1d.py -k "$CC_K" (default 2048: a subset, the file
+#                  has 13,300 cases)
 #   FlashRT        import flash_vla and one kernel against torch (bench/seed_flashrt_check.py)
 # With SEED_PIP=1, after FlashMLA: its own build as a user would run it (`pip wheel
 # --no-build-isolation .`, both of its archs, with the two hand fixes CUDA 13 needs: the CCCL
@@ -28,10 +29,15 @@ trees=${SEED_TREES:-FlashMLA xformers-full causal-conv1d}
 now() { python3 -c "import time; print(f'{time.monotonic():.3f}')"; }
 
 if [ "$mode" = start ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 1
   python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 \
     || { cat "$out/install.log"; exit 1; }
+  # An editable install compiles no bytecode; a pip install of a wheel does (and Python
+  # writes it on first import unless the machine says not to): compile it once, as a user's
+  # install would have it, so the no-op timings below are not Python compiling flashbuild.
+  python3 -c "import sys; print('dont_write_bytecode', sys.dont_write_bytecode)" | tee "$out/pyc.txt"
+  python3 -m compileall -q flashbuild /tmp/site >/dev/null
   rm -rf "$seed" && mkdir -p "$seed"
   for t in $trees; do tar xzf ".devcarry/$t.tar.gz" -C "$seed" || exit 1; done
   nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$out/gpu.txt"
