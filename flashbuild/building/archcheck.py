@@ -20,65 +20,16 @@ refused (`check_host_compiler`).
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from flashbuild.errors import BuildError
+from flashbuild.source.nvccflags import ArchFlags, first_arch_option, read_arch_flags
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Mapping
     from pathlib import Path
 
     from flashbuild.arch import ArchSpec
-
-_GENCODE = re.compile(
-    r"(?:-gencode|--generate-code)(?:=|\s+)\"?arch=(?P<arch>compute_\w+),"
-    r"\s*code=\[?(?P<codes>[\w,\s]+?)\]?(?=[\s\"']|$)")
-_ARCH = re.compile(r"(?:^|\s)(?:-arch|--gpu-architecture)(?:=|\s+)(?P<value>[\w-]+)")
-_CODE = re.compile(r"(?:^|\s)(?:-code|--gpu-code)(?:=|\s+)(?P<value>[\w,\[\]]+)")
-_WIDE = frozenset({"native", "all", "all-major"})
-
-
-@dataclass
-class ArchFlags:
-    """The images a set of nvcc command lines asks for."""
-
-    sass: set[str] = field(default_factory=set)
-    """`sm_90a`, `sm_89`, …"""
-    ptx: set[str] = field(default_factory=set)
-    """`compute_90a`, …"""
-    wide: set[str] = field(default_factory=set)
-    """`-arch=native` / `all` / `all-major`: archs nvcc picks itself."""
-    lines: list[str] = field(default_factory=list)
-    """The lines the flags came from (evidence)."""
-
-    @property
-    def found(self) -> bool:
-        return bool(self.sass or self.ptx or self.wide)
-
-
-def read_arch_flags(lines: Iterable[str]) -> ArchFlags:
-    """Collect the arch flags of command lines (Ninja's FLAGS / cuda_post_cflags lines)."""
-    flags = ArchFlags()
-    for line in lines:
-        codes: list[str] = []
-        for m in _GENCODE.finditer(line):
-            codes += re.split(r"[,\s]+", m["codes"].strip())
-        for m in _ARCH.finditer(line):
-            value = m["value"]
-            if value in _WIDE:
-                flags.wide.add(value)
-            # `-arch=sm_89` alone is shorthand for SASS sm_89 + PTX compute_89.
-            codes += [value, "compute_" + value[3:]] if value.startswith("sm_") else [value]
-        for m in _CODE.finditer(line):
-            codes += re.split(r"[,\[\]]+", m["value"])
-        flags.sass.update(c for c in codes if c.startswith("sm_"))
-        flags.ptx.update(c for c in codes if c.startswith("compute_"))
-        if codes or _ARCH.search(line):
-            flags.lines.append(line.strip())
-    return flags
-
 
 #: The variables nvcc adds to every command line it runs.
 NVCC_FLAG_VARS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
@@ -219,8 +170,8 @@ def _same_file(a: str, b: str) -> bool:
 
 def _shorten(line: str, width: int = 240) -> str:
     """The arch part of a long command line, with a little context."""
-    m = _GENCODE.search(line) or _ARCH.search(line) or _CODE.search(line)
-    if m is None or len(line) <= width:
+    at = first_arch_option(line)
+    if at is None or len(line) <= width:
         return line
-    start = max(0, m.start() - 40)
+    start = max(0, at - 40)
     return ("… " if start else "") + line[start:start + width] + " …"

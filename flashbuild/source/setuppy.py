@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from flashbuild.source.nvccflags import pins_arch
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
@@ -54,7 +56,6 @@ _ROCM = re.compile(r"rocm|hip", re.IGNORECASE)
 #: Names of switches that turn something off when set.
 _OFF_SWITCH = re.compile(r"(?:^|_)(?:DISABLE|DISABLED|SKIP|NO|WITHOUT|EXCLUDE)(?:_|$)",
                          re.IGNORECASE)
-_GENCODE = re.compile(r"(?:arch=|-arch[= ]|--gpu-architecture[= ]|code=)(?:compute|sm)_\d")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -967,7 +968,7 @@ def _gencode_literals(tree: ast.Module) -> list[tuple[int, str]]:
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
-                _GENCODE.search(node.value) and "\n" not in node.value:
+                pins_arch(node.value) and "\n" not in node.value:
             out.append((node.lineno, node.value))
     return sorted(out)
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
+from flashbuild.source.nvccflags import arch_text, split_arch_flags
+
 if TYPE_CHECKING:
     from flashbuild.source.cmake_fileapi import Reply, Setting
     from flashbuild.source.setup_record import EnvRead, NetworkCall, RaisedError, SetupRecord
@@ -25,9 +27,6 @@ if TYPE_CHECKING:
 BuildSystem = Literal["cmake", "setuptools"]
 TargetKind = Literal["module", "plugin", "library", "executable", "other"]
 ArchForm = Literal["arch_numbers", "arch_codes", "arch_dotted"]
-#: nvcc options that choose the arch (every spelling the grammar of nvcc accepts).
-_ARCH_FLAG = re.compile(r"^(?:-gencode|--generate-code|-arch|--gpu-architecture|-code|"
-                        r"--gpu-code)\b")
 
 
 @dataclass(frozen=True)
@@ -177,13 +176,11 @@ def split_fragments(fragments: tuple[Setting, ...]) -> tuple[list[str], list[str
             tokens = shlex.split(frag.value)
         except ValueError:
             tokens = frag.value.split()
-        for tok in tokens:
-            if _ARCH_FLAG.match(tok):
-                arch.append(tok)
-                if not origin and frag.origin is not None:
-                    origin = str(frag.origin)
-            else:
-                flags.append(tok)
+        other, found = split_arch_flags(tokens)
+        flags += other
+        arch += found
+        if found and not origin and frag.origin is not None:
+            origin = str(frag.origin)
     return flags, arch, origin
 
 
@@ -211,7 +208,7 @@ def ninja_arch_flags(build_ninja: str) -> dict[str, tuple[str, ...]]:
                 tokens = shlex.split(line.removeprefix("  FLAGS = "))
             except ValueError:
                 tokens = line.split()
-            arch = tuple(t for t in tokens if _ARCH_FLAG.match(t))
+            arch = tuple(split_arch_flags(tokens)[1])
             if arch:
                 found[source] = arch
         elif not line.startswith(" "):
@@ -344,8 +341,6 @@ _JIT_CALLS = {"load": "torch.utils.cpp_extension.load",
               "load_inline": "torch.utils.cpp_extension.load_inline",
               "nvrtcCreateProgram": "nvrtcCreateProgram", "RawKernel": "RawKernel",
               "RawModule": "RawModule"}
-_ARCH_TEXT = re.compile(r"(?:-gencode|--generate-code|-arch|--gpu-architecture)[= ][^\s'\"]+|"
-                        r"\bsm_\d+[af]?\b|\bcompute_\d+[af]?\b")
 
 
 #: nvcc options that ask nvcc something instead of compiling (`nvcc --version` to read the
@@ -396,7 +391,7 @@ def find_jit(root: Path, python_files: list[str]) -> tuple[JitSite, ...]:
                 continue
             segment = ast.get_source_segment(text, node) or ""
             sites.append(JitSite(where=f"{rel}:{node.lineno}", how=how,
-                                 arch_flags=tuple(dict.fromkeys(_ARCH_TEXT.findall(segment)))))
+                                 arch_flags=tuple(dict.fromkeys(arch_text(segment)))))
     return tuple(sites)
 
 
