@@ -93,6 +93,12 @@ class WindowsPlatform:
 
         return JobObject(proc, Kernel32Jobs())
 
+    def output_holders(self, pipe_id: int) -> list[str]:
+        # Windows has no cheap way to list a pipe's holders (handles are per process, and
+        # enumerating them needs NtQuerySystemInformation); the note names none.
+        del pipe_id
+        return []
+
     def standard_toolkit_roots(self, env: Mapping[str, str]) -> list[str]:
         program_files = env.get("ProgramFiles", env.get("PROGRAMFILES", r"C:\Program Files"))
         return [program_files + r"\NVIDIA GPU Computing Toolkit\CUDA\v*"]
