@@ -50,6 +50,8 @@ class Category(StrEnum):
     """The target arch is hard-coded, missing, or TORCH_CUDA_ARCH_LIST is ignored."""
     SETUP_BUILD = "setup-build"
     """How the setup.py build runs: downloads, build isolation, path lengths."""
+    SOURCE_TEXT = "source-text"
+    """How a source file was read (an encoding other than UTF-8)."""
 
 
 class Truth(StrEnum):

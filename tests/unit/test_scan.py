@@ -189,12 +189,40 @@ def test_binary_file_skipped(tmp_path: Path) -> None:
     assert "binary" in skipped["src/blob.cu"]
 
 
-def test_non_utf8_skipped(tmp_path: Path) -> None:
+def test_a_latin1_file_is_scanned_with_a_note(tmp_path: Path) -> None:
+    """Read as patch reads it (source/text.py): before, a Latin-1 header was skipped ("not
+    UTF-8") and its unistd.h was never reported."""
     root = _tree(tmp_path)
     (root / "src" / "latin1.h").write_bytes("// caf\xe9\n#include <unistd.h>\n".encode("latin-1"))
-    found, skipped = _scan(root)
-    assert found == ["FB110 src/ok.cu:1"]
-    assert "not UTF-8" in skipped["src/latin1.h"]
+    result = scan_tree(root, make_target("windows", "sm120"), ScanOptions())
+    found = [f"{f.rule} {f.path}:{f.line}" for f in result.findings]
+    assert sorted(found) == ["FB010 src/latin1.h:1", "FB110 src/latin1.h:2", "FB110 src/ok.cu:1"]
+    (note,) = [f for f in result.findings if f.rule == "FB010"]
+    assert note.severity.value == "note" and "Latin-1" in note.message
+    assert "U+00E9" in note.evidence and note.col == 7
+    assert result.skipped == () and result.files_scanned == 2
+
+
+def test_a_utf16_file_with_a_bom_is_scanned_with_a_note(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    (root / "src" / "msvc.h").write_bytes(
+        "\ufeff// \u00e9\r\n#include <unistd.h>\r\n".encode("utf-16-le"))
+    result = scan_tree(root, make_target("windows", "sm120"), ScanOptions())
+    assert sorted(f"{f.rule} {f.path}:{f.line}" for f in result.findings) == [
+        "FB010 src/msvc.h:1", "FB110 src/msvc.h:2", "FB110 src/ok.cu:1"]
+    assert "UTF-16-LE" in next(f.message for f in result.findings if f.rule == "FB010")
+
+
+def test_scan_and_patch_read_a_file_alike() -> None:
+    """One reader (source/text.py): what patch decodes, the scan decodes, BOM aside."""
+    from flashbuild.patching.tree import decode_text
+    from flashbuild.source.text import decode
+
+    for data in (b"caf\xc3\xa9", "caf\xe9".encode("latin-1"), b"\xef\xbb\xbfx",
+                 "\ufeffx\u00e9".encode("utf-16-be")):
+        decoded = decode(data)
+        assert decoded is not None and decode_text("f", data) == decoded[0]
+    assert decode(b"\x7fELF\0") is None
 
 
 def test_huge_generated_file_skipped(tmp_path: Path) -> None:
