@@ -22,15 +22,21 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from flashbuild import interrupts
 from flashbuild.errors import Interrupted, ProcessError, ProcessTimeout, ToolchainError
+from flashbuild.runner import Completed, Runner
 
 if TYPE_CHECKING:
     from flashbuild.platforms.children import ChildTree
+
+# Completed and Runner live below proc and platforms (whose helpers take a Runner, while proc
+# asks platforms how to start and end a child tree); callers import them from here.
+__all__ = ["INTERRUPTED_CODES", "KILL_WAIT_S", "PIPE_GRACE_S", "STOP_GRACE_S", "TAIL_LINES",
+           "Completed", "Echo", "ProcessRunner", "Runner", "end_all_children", "failed",
+           "quote", "tail"]
 
 #: Lines of output an error keeps.
 TAIL_LINES = 30
@@ -48,29 +54,6 @@ STOP_GRACE_S = 5.0
 KILL_WAIT_S = 10.0
 
 
-@dataclass(frozen=True)
-class Completed:
-    """A finished process."""
-
-    argv: tuple[str, ...]
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float = 0.0
-    #: What flashbuild noticed about the run beyond its output: a process outside the child's
-    #: tree that kept the output open after the child exited ("" when nothing).
-    note: str = ""
-
-    @property
-    def output(self) -> str:
-        """stdout and stderr together (tools disagree on where they print versions)."""
-        return self.stdout + ("\n" if self.stdout and self.stderr else "") + self.stderr
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0
-
-
 def quote(argv: Sequence[str]) -> str:
     """The command as a user could paste it into this OS's shell (the platform's quoting:
     cmd's on Windows, POSIX elsewhere)."""
@@ -81,23 +64,6 @@ def quote(argv: Sequence[str]) -> str:
 
 def tail(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
-
-
-class Runner(Protocol):
-    """What detection and the stages need from a process runner."""
-
-    def run(
-        self,
-        argv: Sequence[str | os.PathLike[str]],
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        timeout: float = 60.0,
-        check: bool = True,
-        input: str | None = None,
-    ) -> Completed: ...
-
-    def which(self, program: str, env: Mapping[str, str] | None = None) -> str | None: ...
 
 
 Echo = Callable[[str], None]

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from flashbuild.platforms.base import HostCompilerFamily, Prerequisite, RegistryReader
     from flashbuild.platforms.children import ChildTree
-    from flashbuild.proc import Completed, Runner
+    from flashbuild.runner import Completed, Runner
 
 _LONG_PATHS_KEY = r"SYSTEM\CurrentControlSet\Control\FileSystem"
 

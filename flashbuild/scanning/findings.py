@@ -72,7 +72,7 @@ class Fix:
     """How a finding is fixed: a built-in transform with a params sketch, or a manual step."""
 
     transform: str | None = None
-    """Name of the transform in `flashbuild.patching.transforms.REGISTRY`."""
+    """Name of the transform (`flashbuild/recipes/transforms.py` declares them)."""
     params: dict[str, Any] = field(default_factory=dict)
     """A sketch of the transform's params for this finding (recipe init fills the rest)."""
     manual: str = ""

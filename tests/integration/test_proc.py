@@ -68,7 +68,7 @@ UNBLOCK = ("import signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SI
 OUTER = UNBLOCK + """
 import signal, sys
 from flashbuild.errors import Interrupted
-from flashbuild.proc import Completed, ProcessRunner
+from flashbuild.proc import ProcessRunner
 if sys.argv[1] == "late":
     # Python's KeyboardInterrupt arriving after the child's exit (the race a terminal's Ctrl-C
     # to the process group creates) is made certain here: the handler never raises.

@@ -13,10 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from flashbuild.cli import app
-from flashbuild.patching.transforms.instantiations import (
-    ExplicitInstantiationsParams,
-    find_sites,
-)
+from flashbuild.patching.transforms.instantiations import find_sites
+from flashbuild.recipes.transforms import ExplicitInstantiationsParams
 from flashbuild.scanning.checks_cxx import _CANDIDATES, _candidates_for
 from flashbuild.scanning.findings import ScanOptions, make_target
 from flashbuild.scanning.scan import file_kind, scan_tree
