@@ -8,6 +8,7 @@ import the types without importing the walk and the worker pools.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
@@ -126,6 +127,20 @@ class Finding:
 
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.line, self.col, self.rule)
+
+
+@functools.lru_cache(maxsize=8)
+def _lines(text: str) -> list[str]:
+    return text.splitlines()
+
+
+def source_line(text: str, line: int) -> str:
+    """Line `line` (1-based, as `str.splitlines` counts) of `text`, stripped; "" past the end.
+    The split is kept for the last few texts: a file's findings each quote a line, and
+    splitting a large header once per finding cost more than its checks (a str caches its
+    hash, so the lookup is cheap). The list is shared: never change it."""
+    lines = _lines(text)
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
 
 
 @dataclass(frozen=True)

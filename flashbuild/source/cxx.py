@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 import tree_sitter_cuda
-from tree_sitter import Language, Node, Parser, Tree
+from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -230,8 +230,17 @@ def template_instantiations(src: Source) -> list[Instantiation]:
     `#if` branches). `template<>` specialisations are `template_declaration` nodes and
     `x.template f<…>()` is a call, so neither is returned; nor are `extern template`
     declarations or class instantiations."""
-    found = (_instantiation(src, n) for n in _of_type(src.root, ("template_instantiation",)))
+    # A query (in C) instead of a walk of every node in Python, as in macro_definitions;
+    # sorted as the walk visits them (an outer node before one that starts with it).
+    nodes = QueryCursor(_instantiations_query()).captures(src.root).get("n", [])
+    found = (_instantiation(src, n)
+             for n in sorted(nodes, key=lambda n: (n.start_byte, -n.end_byte)))
     return [i for i in found if i is not None]
+
+
+@functools.cache
+def _instantiations_query() -> Query:
+    return Query(language(), "(template_instantiation) @n")
 
 
 def template_definitions(src: Source) -> dict[str, bool]:
@@ -335,22 +344,32 @@ class MacroDef:
     line rule (a directive ends at a newline not preceded by a backslash)."""
 
 
+@functools.cache
+def _definitions_query() -> Query:
+    return Query(language(), " ".join(f"({t}) @def" for t in _PREPROC_DEFS) + " (ERROR) @error")
+
+
 def macro_definitions(src: Source) -> list[MacroDef]:
+    """Every `#define` of the file, in file order. The nodes are found by a tree-sitter query
+    (in C) rather than by walking every node in Python: on CUTLASS-sized headers the walk was
+    most of the static scan's time (FlashRT's 6,625 C++ files of the corpus: 24 s → 3.9 s, the
+    same definitions). Each definition is one node's or one `#define` token's, so sorting by
+    start gives the order the walk gave."""
     out: list[MacroDef] = []
-    for node in walk(src.root):
-        if node.type in _PREPROC_DEFS:
-            name = node.child_by_field_name("name")
-            params = node.child_by_field_name("parameters")
-            value = node.child_by_field_name("value")
-            out.append(MacroDef(
-                name=src.node_text(name) if name is not None else "",
-                params=None if params is None else tuple(
-                    src.node_text(p) for p in params.named_children),
-                body=src.node_text(value).strip() if value is not None else "",
-                start=node.start_byte, end=node.end_byte, line=src.line_of(node.start_byte),
-            ))
-        elif node.is_error:
-            out.extend(_recover_defines(src, node))
+    captures = QueryCursor(_definitions_query()).captures(src.root)
+    for node in captures.get("def", []):
+        name = node.child_by_field_name("name")
+        params = node.child_by_field_name("parameters")
+        value = node.child_by_field_name("value")
+        out.append(MacroDef(
+            name=src.node_text(name) if name is not None else "",
+            params=None if params is None else tuple(
+                src.node_text(p) for p in params.named_children),
+            body=src.node_text(value).strip() if value is not None else "",
+            start=node.start_byte, end=node.end_byte, line=src.line_of(node.start_byte),
+        ))
+    for node in captures.get("error", []):
+        out.extend(_recover_defines(src, node))
     return sorted(out, key=lambda m: m.start)
 
 

@@ -94,6 +94,34 @@ def test_gated_candidate_search_matches_the_full_pattern(root: Path) -> None:
             assert gated == full, path
 
 
+_EDGES = """#include <unistd.h>
+  #  error no
+x.kind::f8f6f4 ykind::mxf4 _cp.async.bulk.tensor asm("cp.async.bulk.tensor.2d");
+if (prop->major == 9 && dev.cc_major==10 || p.ccMajor == 12) {}
+static constexpr int kSmemSize = 4; SharedMem_bytes =
+ x; 900 == __CUDA_ARCH__; __CUDA_ARCH__<=1000; a-small; max (a, b); __builtin_expect(x, 0);
+extern "C" void f(); dlsym(h, "x"); ssize_t n; __int128_t w; wgmma tcgen05 setmaxnreg
+"""
+
+
+@pytest.mark.parametrize("root", [CSRC, OTHER])
+def test_the_start_guard_changes_no_match(root: Path) -> None:
+    """`_START` (a lookahead that turns away positions no alternative can start at) gives the
+    same matches as the bare alternation, on real files and on the edge cases of each
+    alternative's first character."""
+    import re
+
+    from flashbuild.scanning.checks_cxx import _ALTERNATIVES
+
+    bare = re.compile("|".join(p for p, _gate in _ALTERNATIVES))
+    texts = [_EDGES] + [p.read_text(encoding="utf-8") for p in sorted(root.rglob("*"))
+                        if p.is_file() and file_kind(p.name) == "cxx"]
+    for text in texts:
+        assert [(m.span(), m.lastgroup, m.groupdict()) for m in _CANDIDATES.finditer(text)] == \
+            [(m.span(), m.lastgroup, m.groupdict()) for m in bare.finditer(text)]
+    assert len(list(_CANDIDATES.finditer(_EDGES))) >= 20
+
+
 def test_csrc_linux_sm120_only_arch_findings() -> None:
     assert _keys(CSRC, "linux", "sm120") == [
         "FB151 arch/sm_gate.h:15", "FB150 arch/sm_gate.h:25", "FB170 arch/traits.h:14"]
