@@ -189,7 +189,8 @@ class _Visitor(ast.NodeVisitor):
 def check_python(file: FileText, target: ScanTarget) -> FileReport:
     report = FileReport(file.path)
     init = target.platform == "windows" and file.path.rpartition("/")[2] == "__init__.py"
-    if not init and not _NEEDS_AST.search(file.text):
+    needs_visit = _NEEDS_AST.search(file.text) is not None
+    if not init and not needs_visit:
         return report
     try:
         tree = parse_python(file.text, file.path)
@@ -197,9 +198,10 @@ def check_python(file: FileText, target: ScanTarget) -> FileReport:
         report.facts["note"] = f"not parsed as Python: {exc.msg} (line {exc.lineno})"
         return report
     nodes = list(ast.walk(tree))  # one walk, shared (same order as each walk it replaces)
-    visitor = _Visitor(file, target, report)
-    visitor.pair_all(nodes)
-    visitor.visit(tree)
+    if needs_visit:  # else a Windows __init__.py: only its imports below count
+        visitor = _Visitor(file, target, report)
+        visitor.pair_all(nodes)
+        visitor.visit(tree)
     if target.platform == "windows" and file.path.rpartition("/")[2] == "__init__.py":
         _dll_directory(file, nodes, report)
     if target.platform == "windows":

@@ -136,8 +136,18 @@ def walk(node: Node) -> Iterator[Node]:
 
 
 def _of_type(node: Node, types: Iterable[str]) -> Iterator[Node]:
-    wanted = set(types)
-    return (n for n in walk(node) if n.type in wanted)
+    """The nodes of `types` below (and including) `node`, in document order as `walk` visits
+    them (an outer node before one that starts with it). Found by a tree-sitter query, in C:
+    walking every node in Python was most of the static scan's time on CUTLASS-sized files
+    (the same nodes in the same order for every type this module asks for, on all 6,625 C++
+    files of the corpus)."""
+    nodes = QueryCursor(_type_query(tuple(types))).captures(node).get("n", [])
+    return iter(sorted(nodes, key=lambda n: (n.start_byte, -n.end_byte)))
+
+
+@functools.cache
+def _type_query(types: tuple[str, ...]) -> Query:
+    return Query(language(), " ".join(f"({t}) @n" for t in types))
 
 
 def _ancestors(node: Node) -> Iterator[Node]:
@@ -230,17 +240,8 @@ def template_instantiations(src: Source) -> list[Instantiation]:
     `#if` branches). `template<>` specialisations are `template_declaration` nodes and
     `x.template f<…>()` is a call, so neither is returned; nor are `extern template`
     declarations or class instantiations."""
-    # A query (in C) instead of a walk of every node in Python, as in macro_definitions;
-    # sorted as the walk visits them (an outer node before one that starts with it).
-    nodes = QueryCursor(_instantiations_query()).captures(src.root).get("n", [])
-    found = (_instantiation(src, n)
-             for n in sorted(nodes, key=lambda n: (n.start_byte, -n.end_byte)))
+    found = (_instantiation(src, n) for n in _of_type(src.root, ("template_instantiation",)))
     return [i for i in found if i is not None]
-
-
-@functools.cache
-def _instantiations_query() -> Query:
-    return Query(language(), "(template_instantiation) @n")
 
 
 def template_definitions(src: Source) -> dict[str, bool]:
