@@ -3,6 +3,7 @@ include/cutlass/** headers full of templates, examples with kernels) plus a kern
 (csrc/ copied N times with its CMake, Python and planted problems).
 
     python bench/bench_scan.py [--files 5000] [--repeat 2] [--corpus DIR] [--tree NAME]
+    python bench/bench_scan.py --baseline DIR [--repeat 3] [--files 5000] [--corpus DIR]
 
 Prints a Markdown table: files, seconds and files/second for 1 worker, and for all cores as
 processes and as threads (the best of `--repeat` runs each). Then, when the real-tree corpus
@@ -18,6 +19,13 @@ them (all cores, a fresh process each), wall time:
 - `flashbuild scan`, re-scan of the unchanged tree: everything kept (the stored model is
   reused);
 - `flashbuild recipe init`.
+
+`--baseline DIR` (another checkout holding `flashbuild/`, e.g. /work/main) times the static part
+side by side instead: `flashbuild scan TREE --platform P --arch sm120 --static --json` (and with
+`--include-vendored`) on every corpus tree and on the generated tree, a fresh process per run
+with PYTHONPATH set to each checkout in turn, interleaved run by run so load on the machine hits
+both alike; files/s is the report's `files_scanned` over its `seconds` (the scan itself, not the
+interpreter's start), the best of `--repeat` runs.
 """
 
 from __future__ import annotations
@@ -151,6 +159,45 @@ def bench_corpus(corpus: Path, tree: str, repeat: int) -> None:
                 print(f"| {name} | {platform} sm_120 | {best:.2f} | {summary} |")
 
 
+def bench_baseline(baseline: Path, corpus: Path, files: int, repeat: int) -> None:
+    import json
+
+    versions = {"baseline": baseline.resolve(), "this checkout": ROOT}
+    with tempfile.TemporaryDirectory(prefix="bench-scan-") as tmp:
+        trees: list[Path] = []
+        for tarball in sorted(corpus.glob("*.tar.gz")):
+            with tarfile.open(tarball) as tar:
+                tar.extractall(tmp, filter="data")
+            trees.append(Path(tmp) / tarball.name.removesuffix(".tar.gz"))
+        synthetic = Path(tmp) / "synthetic"
+        generate(synthetic, files)
+        trees.append(synthetic)
+        print(f"static scan, sm_120, best of {repeat} (files/s = files_scanned / seconds)\n")
+        print("| tree | platform | vendored | " + " | ".join(
+            f"{v} files | {v} s | {v} files/s" for v in versions) + " |")
+        print("|---|---|---|" + "---:|---:|---:|" * len(versions))
+        for tree in trees:
+            for platform in ("windows", "linux"):
+                for vendored in (False, True):
+                    argv = [sys.executable, "-m", "flashbuild", "scan", str(tree), "--platform",
+                            platform, "--arch", "sm120", "--static", "--json",
+                            *(["--include-vendored"] if vendored else [])]
+                    best = {v: float("inf") for v in versions}
+                    count = dict.fromkeys(versions, 0)
+                    for _ in range(repeat):
+                        for version, code in versions.items():
+                            done = subprocess.run(argv, capture_output=True, text=True,
+                                                  check=False, cwd=code.anchor,
+                                                  env={**os.environ, "PYTHONPATH": str(code)})
+                            doc = json.loads(done.stdout)
+                            best[version] = min(best[version], doc["seconds"])
+                            count[version] = doc["files_scanned"]
+                    cells = " | ".join(f"{count[v]} | {best[v]:.2f} | {count[v] / best[v]:,.0f}"
+                                       for v in versions)
+                    print(f"| {tree.name} | {platform} | {'yes' if vendored else 'no'} | "
+                          f"{cells} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--files", type=int, default=5000)
@@ -159,7 +206,13 @@ def main() -> None:
     parser.add_argument("--tree", default="flash-attention")
     parser.add_argument("--corpus-only", action="store_true",
                         help="skip the synthetic tree")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another checkout: time the static scan of every tree side by "
+                        "side with it")
     args = parser.parse_args()
+    if args.baseline is not None:
+        bench_baseline(args.baseline, args.corpus, args.files, args.repeat)
+        return
     if args.corpus_only:
         bench_corpus(args.corpus, args.tree, args.repeat)
         return

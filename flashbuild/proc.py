@@ -17,19 +17,26 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from flashbuild import interrupts
 from flashbuild.errors import Interrupted, ProcessError, ProcessTimeout, ToolchainError
+from flashbuild.runner import Completed, Runner
 
 if TYPE_CHECKING:
     from flashbuild.platforms.children import ChildTree
+
+# Completed and Runner live below proc and platforms (whose helpers take a Runner, while proc
+# asks platforms how to start and end a child tree); callers import them from here.
+__all__ = ["INTERRUPTED_CODES", "KILL_WAIT_S", "PIPE_GRACE_S", "STOP_GRACE_S", "TAIL_LINES",
+           "Completed", "Echo", "ProcessRunner", "Runner", "end_all_children", "failed",
+           "quote", "tail"]
 
 #: Lines of output an error keeps.
 TAIL_LINES = 30
@@ -47,26 +54,6 @@ STOP_GRACE_S = 5.0
 KILL_WAIT_S = 10.0
 
 
-@dataclass(frozen=True)
-class Completed:
-    """A finished process."""
-
-    argv: tuple[str, ...]
-    returncode: int
-    stdout: str
-    stderr: str
-    seconds: float = 0.0
-
-    @property
-    def output(self) -> str:
-        """stdout and stderr together (tools disagree on where they print versions)."""
-        return self.stdout + ("\n" if self.stdout and self.stderr else "") + self.stderr
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0
-
-
 def quote(argv: Sequence[str]) -> str:
     """The command as a user could paste it into this OS's shell (the platform's quoting:
     cmd's on Windows, POSIX elsewhere)."""
@@ -77,23 +64,6 @@ def quote(argv: Sequence[str]) -> str:
 
 def tail(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
-
-
-class Runner(Protocol):
-    """What detection and the stages need from a process runner."""
-
-    def run(
-        self,
-        argv: Sequence[str | os.PathLike[str]],
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: Path | None = None,
-        timeout: float = 60.0,
-        check: bool = True,
-        input: str | None = None,
-    ) -> Completed: ...
-
-    def which(self, program: str, env: Mapping[str, str] | None = None) -> str | None: ...
 
 
 Echo = Callable[[str], None]
@@ -159,17 +129,28 @@ class ProcessRunner:
                 details={"argv": args},
             ) from exc
         tree = _adopt(proc)
+        # Each pipe is read in a thread of its own, so waiting for its end can stop: the pipe
+        # ends when every process holding it has closed it, and a process outside the tree
+        # (a daemon with a session of its own) may hold it for ever after the child is gone.
+        drains = [_Drain(_take(proc, "stdout")), _Drain(_take(proc, "stderr"))]
+        if input is not None:
+            _feed(_take(proc, "stdin"), input.encode("utf-8"))
         try:
             with interrupts.watching():
-                stdout, stderr = proc.communicate(
-                    None if input is None else input.encode("utf-8"), timeout=timeout)
+                proc.wait(timeout=timeout)
+                note = _finish(drains, args)
         except subprocess.TimeoutExpired as exc:
             _end(tree, proc, polite=False)
+            note = _finish(drains, args)
             raise ProcessTimeout(
                 f"`{Path(args[0]).name}` did not finish within {timeout:g} s",
-                evidence=f"command: {quote(args)}; it was ended with every process it started",
+                # The note first: the scan's fallback line keeps only the start.
+                evidence=(f"{note}; command: {quote(args)}; its process tree was ended" if note
+                          else f"command: {quote(args)}; it was ended with every process it "
+                          "started"),
                 fix="the tool may be hanging (a licence prompt, a network drive, a stuck "
-                "driver); run the command by hand to see what it waits for",
+                "driver); run the command by hand to see what it waits for"
+                + ("; end the process named above" if note else ""),
                 details={"argv": args, "timeout": timeout},
             ) from exc
         except BaseException:
@@ -180,8 +161,9 @@ class ProcessRunner:
         # Bytes decoded by the platform: cl, link and nvcc print in the OEM code page on
         # Windows; never crash on a bad byte.
         decode = _decoder()
-        done = Completed(tuple(args), proc.returncode, _newlines(decode(stdout or b"")),
-                         _newlines(decode(stderr or b"")), time.monotonic() - start)
+        done = Completed(tuple(args), proc.returncode, _newlines(decode(drains[0].data())),
+                         _newlines(decode(drains[1].data())), time.monotonic() - start,
+                         note=note)
         if check and not done.ok:
             raise failed(done)
         return done
@@ -233,20 +215,37 @@ class ProcessRunner:
         )
         tree = _adopt(proc)
         decode = _decoder()  # bytes per line, decoded as in `run`
+        lines = _Drain(_take(proc, "stdout"), lines=True)
         timer: threading.Timer | None = None
         if timeout is not None:
-            # The whole tree, not only the child: killing ninja alone leaves its nvcc running
-            # (and holding the pipe, so the loop below would not even end).
+            # The whole tree, not only the child: killing ninja alone leaves its nvcc running.
             timer = threading.Timer(timeout, _end, (tree, proc), {"polite": False})
             timer.daemon = True
             timer.start()
+
+        def emit(raw: bytes) -> None:
+            for line in _universal_lines(decode(raw)):
+                if log is not None:
+                    log.write(line)
+                on_line(line.rstrip("\n"))
+
         try:
-            assert proc.stdout is not None
-            for raw in proc.stdout:
-                for line in _universal_lines(decode(raw)):
-                    if log is not None:
-                        log.write(line)
-                    on_line(line.rstrip("\n"))
+            # Lines as they come while the child runs; once it is gone (exited, or its tree
+            # killed by the timer), PIPE_GRACE_S more for what is left in the pipe.
+            ended: float | None = None
+            while True:
+                if ended is None and proc.poll() is not None:
+                    ended = time.monotonic()
+                wait = 0.1 if ended is None else ended + PIPE_GRACE_S - time.monotonic()
+                raw = lines.next(max(wait, 0.0))
+                if raw is None:
+                    break
+                if raw:
+                    emit(raw)
+                elif ended is not None and time.monotonic() >= ended + PIPE_GRACE_S:
+                    note = _held_note(lines, args=args)
+                    emit(f"flashbuild: {note}\n".encode())
+                    break
             return proc.wait()
         except BaseException:
             _end(tree, proc, polite=True)
@@ -255,6 +254,107 @@ class ProcessRunner:
             if timer is not None:
                 timer.cancel()
             _release(tree, proc)
+
+
+# --- reading a child's output -----------------------------------------------------------------
+
+#: Seconds flashbuild goes on reading a child's output after the child is gone (it exited, or
+#: a timeout ended its tree) before it stops reading: a process outside the tree (a daemon
+#: that started a session of its own, so the tree's kill does not reach it) can hold the pipe
+#: open for ever, and waiting for the pipe's end made a timeout no bound at all.
+PIPE_GRACE_S = 2.0
+
+
+class _Drain:
+    """One output pipe read to its end by a daemon thread. The thread owns the stream and
+    closes it at the end: closing a buffered stream that another thread reads blocks, so a
+    pipe that is given up on stays with its thread until its last holder closes it."""
+
+    def __init__(self, stream: IO[bytes], *, lines: bool = False) -> None:
+        self.pipe_id = os.fstat(stream.fileno()).st_ino
+        self._chunks: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._stream = stream
+        self._thread = threading.Thread(target=self._read, args=(lines,), daemon=True,
+                                        name="flashbuild-pipe")
+        self._thread.start()
+
+    def _read(self, lines: bool) -> None:
+        read: Callable[[], bytes] = (self._stream.readline if lines
+                                     else lambda: self._stream.read1(65536))  # type: ignore[attr-defined]
+        try:
+            while chunk := read():
+                self._chunks.put(chunk)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._chunks.put(None)
+            with contextlib.suppress(OSError):
+                self._stream.close()
+
+    def next(self, timeout: float) -> bytes | None:
+        """The next chunk; b"" when none came within `timeout`; None at the pipe's end."""
+        try:
+            return self._chunks.get(timeout=timeout)
+        except queue.Empty:
+            return b""
+
+    def wait(self, deadline: float) -> bool:
+        """Whether the pipe ended by `deadline` (time.monotonic())."""
+        self._thread.join(max(deadline - time.monotonic(), 0.0))
+        return not self._thread.is_alive()
+
+    def data(self) -> bytes:
+        """Everything read so far (for `run`, once it stopped waiting)."""
+        out = []
+        while True:
+            try:
+                chunk = self._chunks.get_nowait()
+            except queue.Empty:
+                break
+            if chunk is None:
+                self._chunks.put(None)  # the end stays the end
+                break
+            out.append(chunk)
+        return b"".join(out)
+
+
+def _take(proc: subprocess.Popen[Any], name: str) -> IO[bytes]:
+    """The child's stream `name`, taken from `proc` so nothing else closes it (a reader or
+    writer thread owns it from now on)."""
+    stream = getattr(proc, name)
+    assert stream is not None
+    setattr(proc, name, None)
+    return cast("IO[bytes]", stream)
+
+
+def _feed(stream: IO[bytes], data: bytes) -> None:
+    """Write `data` to the child's stdin from a daemon thread (the child may read it only
+    after writing more than a pipe holds), then close it."""
+    def write() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            stream.write(data)
+        with contextlib.suppress(OSError, ValueError):
+            stream.close()
+
+    threading.Thread(target=write, daemon=True, name="flashbuild-stdin").start()
+
+
+def _finish(drains: Sequence[_Drain], args: Sequence[str]) -> str:
+    """Wait up to PIPE_GRACE_S for the pipes of a child that is gone; "" when they ended,
+    else the note that says who still holds them (then flashbuild stops reading)."""
+    deadline = time.monotonic() + PIPE_GRACE_S
+    open_ = [d for d in drains if not d.wait(deadline)]
+    return _held_note(*open_, args=args) if open_ else ""
+
+
+def _held_note(*drains: _Drain, args: Sequence[str]) -> str:
+    from flashbuild import platforms
+
+    holders = sorted({h for d in drains for h in platforms.current().output_holders(d.pipe_id)})
+    who = ", ".join(holders) if holders else "a process"
+    return (f"{who} outside the process tree of `{Path(args[0]).name}` still held its output "
+            f"{PIPE_GRACE_S:g} s after it ended (a process that started a session of its own "
+            "is not ended with the tree), so flashbuild stopped reading it")
 
 
 def _decoder() -> Callable[[bytes], str]:

@@ -167,7 +167,7 @@ def _expect(step: PatchStep, what: str, want: int | None, found: int, where: str
 
 def plan(recipe: Recipe, tree: Tree, ctx: WhenContext) -> _Plan:
     """Plan every step against `tree` (whose pristine state is disk + base overlay)."""
-    from flashbuild.recipes.load import transform_registry
+    from flashbuild.patching.transforms import registry as transform_registry
 
     result = _Plan(tree)
     from flashbuild.patching.transforms._common import is_text_source

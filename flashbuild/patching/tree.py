@@ -13,9 +13,9 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Literal
 
 from flashbuild.errors import PatchError, TreeError
+from flashbuild.source.text import decode, not_text_reason, sniff_encoding
 
 STATE_DIR = ".flashbuild"
 _HIDDEN_DIRS = frozenset({STATE_DIR, ".git", ".hg", ".svn"})
@@ -207,51 +207,17 @@ class Tree:
                 if data != self.pristine_bytes(rel)}
 
 
-#: How patch reads a file and writes it back (docs/reliability.md "Encodings"). Each is a
-#: byte-exact round trip: a BOM stays in the text as U+FEFF and is written back, and Latin-1
-#: maps each byte to one character, so bytes no edit touches are written back unchanged.
-Encoding = Literal["utf-8", "utf-16-le", "utf-16-be", "latin-1"]
-
-
-def sniff_encoding(data: bytes) -> Encoding | None:
-    """The encoding patch reads `data` in, None for a file it cannot read as text.
-
-    UTF-8 first (with or without a BOM); then UTF-16 declared by its BOM (MSVC writes it,
-    and its NUL bytes would otherwise look binary); then, for NUL-free bytes that are not
-    UTF-8 (a Latin-1 or CP1252 source, which upstream trees hold), Latin-1, byte for byte.
-    NUL bytes without a UTF-16 BOM (a binary file, BOM-less UTF-16) or a UTF-16 BOM before
-    invalid UTF-16 are not text."""
-    for bom, name in ((b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be")):
-        if data.startswith(bom) and not data.startswith(b"\xff\xfe\0\0"):
-            try:
-                data.decode(name)
-            except UnicodeDecodeError:
-                return None
-            return name  # type: ignore[return-value]
-    if b"\0" in data:
-        return None
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return "latin-1"
-    return "utf-8"
-
-
 def decode_text(path: str, data: bytes) -> str:
     """Source text of a file in the encoding `sniff_encoding` finds; a file that is not text
     (NUL bytes without a UTF-16 BOM, damaged UTF-16) is refused."""
-    encoding = sniff_encoding(data)
-    if encoding is None:
-        nul = data.find(b"\0")
+    decoded = decode(data)
+    if decoded is None:
         raise PatchError(
             f"`{path}` is not a text file flashbuild can read",
-            evidence=(f"a NUL byte at offset {nul} and no UTF-16 byte-order mark (a binary "
-                      "file, or UTF-16 without a BOM)" if nul >= 0 and not
-                      data.startswith((b"\xff\xfe", b"\xfe\xff")) else
-                      "it starts with a UTF-16 byte-order mark but is not valid UTF-16"),
+            evidence=not_text_reason(data),
             fix="convert it to UTF-8 (or UTF-16 with a BOM), or leave it out of the step (its "
             "`files` globs, or the diff)")
-    return data.decode(encoding)
+    return decoded[0]
 
 
 def encode_like(path: str, text: str, original: bytes | None) -> bytes:

@@ -119,6 +119,13 @@ class Platform(Protocol):
         POSIX, a Job Object on Windows), to stop or kill as one."""
         ...
 
+    def output_holders(self, pipe_id: int) -> list[str]:
+        """The processes other than flashbuild that hold the pipe `pipe_id` (the `st_ino` of
+        its read end, taken when it was made), as `pid N (name)`; empty where this OS cannot
+        tell cheaply. For the note when a process outside a child's tree keeps its output
+        open (proc.py)."""
+        ...
+
     # --- detection (flashbuild.detect) -------------------------------------------------
     #: Which host compiler family nvcc uses here: MSVC's `cl` or GCC/clang.
     host_compiler_family: HostCompilerFamily

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform as _pyplatform
 import shlex
@@ -31,6 +32,13 @@ _PACKAGES: dict[str, tuple[str, dict[str, str]]] = {
 }
 _DESCRIBED = {"python-headers": "the Python development headers (Python.h)",
               "python-venv": "Python's venv module with ensurepip", "c++": "g++"}
+
+
+def _readlink(path: Path) -> str:
+    try:
+        return str(path.readlink())
+    except OSError:  # the fd closed meanwhile
+        return ""
 
 
 def distribution_ids(os_release: str) -> list[str]:
@@ -103,6 +111,25 @@ class LinuxPlatform:
         from flashbuild.platforms.children import ProcessGroup
 
         return ProcessGroup(proc)
+
+    def output_holders(self, pipe_id: int) -> list[str]:
+        # /proc/<pid>/fd/<n> links read `pipe:[<inode>]`; psutil lists regular files only.
+        # Processes of other users cannot be read and are skipped: a child's pipe is held by
+        # processes it started, which run as this user.
+        target, me, found = f"pipe:[{pipe_id}]", os.getpid(), []
+        with contextlib.suppress(OSError), os.scandir("/proc") as entries:
+            for entry in entries:
+                if not entry.name.isdigit() or int(entry.name) == me:
+                    continue
+                try:
+                    fds = list(Path(f"/proc/{entry.name}/fd").iterdir())
+                    if not any(_readlink(fd) == target for fd in fds):
+                        continue
+                    name = Path(f"/proc/{entry.name}/comm").read_text().strip()
+                except OSError:
+                    continue
+                found.append(f"pid {entry.name} ({name})")
+        return found
 
     def standard_toolkit_roots(self, env: Mapping[str, str]) -> list[str]:
         return ["/usr/local/cuda", "/usr/local/cuda-*", "/opt/cuda", "/usr/lib/cuda"]

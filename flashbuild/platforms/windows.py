@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from flashbuild.platforms.base import HostCompilerFamily, Prerequisite, RegistryReader
     from flashbuild.platforms.children import ChildTree
-    from flashbuild.proc import Completed, Runner
+    from flashbuild.runner import Completed, Runner
 
 _LONG_PATHS_KEY = r"SYSTEM\CurrentControlSet\Control\FileSystem"
 
@@ -92,6 +92,12 @@ class WindowsPlatform:
         from flashbuild.platforms.children import JobObject, Kernel32Jobs
 
         return JobObject(proc, Kernel32Jobs())
+
+    def output_holders(self, pipe_id: int) -> list[str]:
+        # Windows has no cheap way to list a pipe's holders (handles are per process, and
+        # enumerating them needs NtQuerySystemInformation); the note names none.
+        del pipe_id
+        return []
 
     def standard_toolkit_roots(self, env: Mapping[str, str]) -> list[str]:
         program_files = env.get("ProgramFiles", env.get("PROGRAMFILES", r"C:\Program Files"))

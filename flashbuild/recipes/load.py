@@ -1,7 +1,7 @@
 """TOML → the recipe model, with errors that point at the file and line.
 
 The conversion is generic: `convert(cls, data)` walks a dataclass's fields and type hints, so the
-recipe classes and every transform's params dataclass (from `transforms.REGISTRY`) load the same
+recipe classes and every transform's params dataclass (from `recipes/transforms.py`) load the same
 way. Raw dicts never leave this module. Unknown keys are errors with a "did you mean" (difflib);
 wrong types name the field, what was expected and what was found.
 """
@@ -22,6 +22,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from flashbuild.errors import RecipeError
 from flashbuild.recipes.model import PatchStep, Recipe
+from flashbuild.recipes.transforms import SPECS, TransformSpec
 
 T = TypeVar("T")
 
@@ -29,11 +30,10 @@ T = TypeVar("T")
 KeyPath = tuple[str | int, ...]
 
 
-def transform_registry() -> dict[str, Any]:
-    """`transforms.REGISTRY`, with every built-in transform module imported."""
-    from flashbuild.patching import transforms
-
-    return dict(transforms.registry())
+def transform_registry() -> dict[str, TransformSpec]:
+    """Every transform a recipe may name (recipes/transforms.py: the built-ins, and any
+    other that patching registered)."""
+    return dict(SPECS)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 `python -m flashbuild.recipes.schema` rewrites `schema/recipe.schema.json`; a unit test fails
 when the committed file differs from what this generates, so the schema is never edited by
-hand. Transform params come from `transforms.REGISTRY`: a step's `params` is validated against
+hand. Transform params come from `recipes/transforms.py`: a step's `params` is validated against
 the params dataclass of the transform it names.
 """
 

@@ -29,6 +29,7 @@ from flashbuild.scanning.findings import (
     Fix,
     ScanTarget,
     Severity,
+    source_line,
 )
 from flashbuild.scanning.gates import (
     BuildGates,
@@ -146,8 +147,7 @@ def _pos(node: Node) -> tuple[int, int]:
 
 
 def _snippet(file: FileText, line: int) -> str:
-    lines = file.text.splitlines()
-    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    return source_line(file.text, line)
 
 
 def check_cmake(file: FileText, target: ScanTarget) -> FileReport:

@@ -40,6 +40,7 @@ from flashbuild.scanning.findings import (
     Fix,
     ScanTarget,
     Severity,
+    source_line,
 )
 from flashbuild.scanning.proposals import (
     DeriveTraits,
@@ -57,7 +58,7 @@ from flashbuild.source import instantiations as inst
 from flashbuild.source.pp import NOT_DEFINED, Evaluator, Pass, device_pass, host_pass
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
     from pathlib import Path
 
     from tree_sitter import Node
@@ -88,13 +89,26 @@ _ALTERNATIVES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 """The candidate patterns, each with the substrings one of which any match must contain (empty:
 always tried). One alternation finds them all left to right in one pass."""
-_CANDIDATES = re.compile("|".join(p for p, _gate in _ALTERNATIVES))
+#: Where any alternative can start: a `#`, the unanchored `kind::` / `cp.async.bulk.tensor`,
+#: or a word boundary before a word character, `.`, `>` or `-` (every other alternative opens
+#: with `\b`). A necessary condition of every alternative, so it changes no match; but `re`
+#: tries each alternative at every position of the text, and this one lookahead turns most
+#: positions (inside words, spaces) away at once: the candidate search, the costliest step of
+#: the static scan on CUTLASS-sized trees, runs about 2.7 times as fast (49.7 MB of FlashRT's
+#: C++ with its vendored code: 20.3 s → 7.4 s, the same matches).
+_START = r"(?=#|kind::|cp\.async\.bulk\.tensor|\b[\w.>-])"
+
+
+def _alternation(keep: Iterable[int]) -> re.Pattern[str]:
+    return re.compile(_START + "(?:" + "|".join(_ALTERNATIVES[i][0] for i in keep) + ")")
+
+
+_CANDIDATES = _alternation(range(len(_ALTERNATIVES)))
 
 
 @functools.cache
 def _candidates_without(dropped: frozenset[int]) -> re.Pattern[str]:
-    return re.compile("|".join(p for i, (p, _gate) in enumerate(_ALTERNATIVES)
-                               if i not in dropped))
+    return _alternation(i for i in range(len(_ALTERNATIVES)) if i not in dropped)
 
 
 def _candidates_for(text: str) -> re.Pattern[str]:
@@ -113,8 +127,7 @@ _FUNCS = ("function_definition",)
 
 
 def _snippet(file: FileText, line: int) -> str:
-    lines = file.text.splitlines()
-    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    return source_line(file.text, line)
 
 
 @dataclass

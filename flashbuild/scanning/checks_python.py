@@ -22,6 +22,7 @@ from flashbuild.scanning.findings import (
     Fix,
     ScanTarget,
     Severity,
+    source_line,
 )
 from flashbuild.scanning.gates import Gate, Mention, gate_from_words
 from flashbuild.scanning.proposals import LOADER_SHIM
@@ -47,8 +48,7 @@ _NEEDS_AST = re.compile(r"CDLL|PyDLL|LoadLibrary|cdll|dlopen|\.so\b|NOMINMAX|"
 
 
 def _snippet(file: FileText, line: int) -> str:
-    lines = file.text.splitlines()
-    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    return source_line(file.text, line)
 
 
 def _call_name(node: ast.Call) -> str:
@@ -71,10 +71,17 @@ class _Visitor(ast.NodeVisitor):
         self.cdll_args: set[int] = set()
         self.paired: set[int] = set()
 
-    def visit(self, node: ast.AST) -> None:
-        if isinstance(node, ast.stmt):
-            self._pair_suffixes(node)
-        super().visit(node)
+    def pair_all(self, nodes: Sequence[ast.AST]) -> None:
+        """`_pair_suffixes` for every statement of the file, before the visit (`paired` is
+        only read while visiting, so computing it up front is the same). Skipped when no
+        string of the file ends in a Windows suffix: then nothing pairs, and the walk of every
+        statement's expressions was the costliest part of the Python checks."""
+        if not any(isinstance(n, ast.Constant) and isinstance(n.value, str)
+                   and WINDOWS_SUFFIX.search(n.value) for n in nodes):
+            return
+        for node in nodes:
+            if isinstance(node, ast.stmt):
+                self._pair_suffixes(node)
 
     def _pair_suffixes(self, stmt: ast.stmt) -> None:
         """`.so` literals that share an expression of this statement with a Windows suffix
@@ -186,22 +193,27 @@ class _Visitor(ast.NodeVisitor):
 def check_python(file: FileText, target: ScanTarget) -> FileReport:
     report = FileReport(file.path)
     init = target.platform == "windows" and file.path.rpartition("/")[2] == "__init__.py"
-    if not init and not _NEEDS_AST.search(file.text):
+    needs_visit = _NEEDS_AST.search(file.text) is not None
+    if not init and not needs_visit:
         return report
     try:
         tree = parse_python(file.text, file.path)
     except SyntaxError as exc:
         report.facts["note"] = f"not parsed as Python: {exc.msg} (line {exc.lineno})"
         return report
-    _Visitor(file, target, report).visit(tree)
+    nodes = list(ast.walk(tree))  # one walk, shared (same order as each walk it replaces)
+    if needs_visit:  # else a Windows __init__.py: only its imports below count
+        visitor = _Visitor(file, target, report)
+        visitor.pair_all(nodes)
+        visitor.visit(tree)
     if target.platform == "windows" and file.path.rpartition("/")[2] == "__init__.py":
-        _dll_directory(file, tree, report)
+        _dll_directory(file, nodes, report)
     if target.platform == "windows":
-        report.facts["package_imports"] = _package_imports(file, tree)
+        report.facts["package_imports"] = _package_imports(file, nodes)
     return report
 
 
-def _package_imports(file: FileText, tree: ast.Module) -> list[tuple[str, str, int]]:
+def _package_imports(file: FileText, nodes: Sequence[ast.AST]) -> list[tuple[str, str, int]]:
     """(package, module, line) for each `import pkg.mod` / `from pkg import mod` /
     `from pkg.mod import x` where `pkg` is the top folder this file lives in: the tree-wide
     pass asks which of them are extension modules the build makes."""
@@ -209,7 +221,7 @@ def _package_imports(file: FileText, tree: ast.Module) -> list[tuple[str, str, i
     if not top:
         return []
     out: list[tuple[str, str, int]] = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             parts = node.module.split(".")
             if parts[0] != top:
@@ -222,13 +234,13 @@ def _package_imports(file: FileText, tree: ast.Module) -> list[tuple[str, str, i
     return out
 
 
-def _dll_directory(file: FileText, tree: ast.Module, report: FileReport) -> None:
+def _dll_directory(file: FileText, nodes: Sequence[ast.AST], report: FileReport) -> None:
     """FB181: `from ._ext import x` / `from . import _ext` where no `_ext.py` exists is an
     extension import (the sibling-file check runs in the tree-wide pass)."""
     if "add_dll_directory" in file.text:
         return
     package = file.path.rpartition("/")[0].rpartition("/")[2]
-    for node in ast.walk(tree):
+    for node in nodes:
         if not isinstance(node, ast.ImportFrom | ast.Import):
             continue
         names: list[str] = []

@@ -8,6 +8,7 @@ import the types without importing the walk and the worker pools.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
@@ -53,6 +54,8 @@ class Category(StrEnum):
     """The target arch is hard-coded, missing, or TORCH_CUDA_ARCH_LIST is ignored."""
     SETUP_BUILD = "setup-build"
     """How the setup.py build runs: downloads, build isolation, path lengths."""
+    SOURCE_TEXT = "source-text"
+    """How a source file was read (an encoding other than UTF-8)."""
 
 
 class Truth(StrEnum):
@@ -73,7 +76,7 @@ class Fix:
     """How a finding is fixed: a built-in transform with a params sketch, or a manual step."""
 
     transform: str | None = None
-    """Name of the transform in `flashbuild.patching.transforms.REGISTRY`."""
+    """Name of the transform (`flashbuild/recipes/transforms.py` declares them)."""
     params: dict[str, Any] = field(default_factory=dict)
     """A sketch of the transform's params for this finding (recipe init fills the rest)."""
     manual: str = ""
@@ -133,6 +136,20 @@ class Finding:
 
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.line, self.col, self.rule)
+
+
+@functools.lru_cache(maxsize=8)
+def _lines(text: str) -> list[str]:
+    return text.splitlines()
+
+
+def source_line(text: str, line: int) -> str:
+    """Line `line` (1-based, as `str.splitlines` counts) of `text`, stripped; "" past the end.
+    The split is kept for the last few texts: a file's findings each quote a line, and
+    splitting a large header once per finding cost more than its checks (a str caches its
+    hash, so the lookup is cheap). The list is shared: never change it."""
+    lines = _lines(text)
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,13 @@ from __future__ import annotations
 from flashbuild.scanning.findings import Category, Rule
 
 _RULES = [
+    Rule(id="FB010", name="source-encoding", category=Category.SOURCE_TEXT,
+         short="source read as Latin-1 or UTF-16, not UTF-8",
+         help="A NUL-free file that is not UTF-8 is read as Latin-1 byte for byte, and UTF-16 "
+         "by its byte-order mark, as `flashbuild patch` reads and writes it "
+         "(docs/reliability.md \"patch: encodings\"); every check runs on it. nvcc and cl "
+         "read such a file in their own default code page, so non-ASCII text in it may differ "
+         "between compilers."),
     Rule(id="FB101", name="dlfcn-dynamic-loading", category=Category.DYNAMIC_LOADING,
          short="dlopen/dlsym through <dlfcn.h>",
          help="<dlfcn.h> does not exist on Windows (FACTS: MSVC flags). The "

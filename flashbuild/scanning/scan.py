@@ -58,11 +58,13 @@ from flashbuild.scanning.findings import (
     Truth,
 )
 from flashbuild.scanning.proposals import LOADER_SHIM
+from flashbuild.source.text import decode, not_text_reason
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     from flashbuild.arch import Arch
+    from flashbuild.source.text import Encoding
     from flashbuild.source.treemodel import TreeModel
 
 # --- per-file work ------------------------------------------------------------------------
@@ -77,7 +79,6 @@ VENDORED_DIRS = frozenset({"third_party", "third-party", "thirdparty", "3rdparty
                            "vendored", "external", "extern"})
 #: Below this many files a pool costs more than it saves.
 SERIAL_BELOW = 48
-BINARY_SNIFF = 8192
 
 
 def file_kind(name: str) -> FileKind | None:
@@ -93,6 +94,13 @@ def file_kind(name: str) -> FileKind | None:
 
 def read_source(root: Path, rel: str, max_bytes: int) -> str | Skipped:
     """The text of a file, or why it is skipped. Never raises for a bad file."""
+    read = read_source_as(root, rel, max_bytes)
+    return read if isinstance(read, Skipped) else read[0]
+
+
+def read_source_as(root: Path, rel: str, max_bytes: int) -> tuple[str, Encoding] | Skipped:
+    """The text of a file and the encoding it was read in (patch's reader, source/text.py:
+    UTF-8, UTF-16 with a BOM, else Latin-1 byte for byte), or why it is skipped."""
     path = root / rel
     try:
         size = path.stat().st_size
@@ -102,21 +110,40 @@ def read_source(root: Path, rel: str, max_bytes: int) -> str | Skipped:
         data = path.read_bytes()
     except OSError as exc:
         return Skipped(rel, f"unreadable: {exc.strerror or exc}")
-    if b"\0" in data[:BINARY_SNIFF]:
-        return Skipped(rel, "binary file (NUL bytes)")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return Skipped(rel, f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})")
-    return text.removeprefix("\ufeff")
+    decoded = decode(data)
+    if decoded is None:
+        return Skipped(rel, f"binary file, not text: {not_text_reason(data)}")
+    return decoded[0].removeprefix("\ufeff"), decoded[1]
 
 
 def _check_file(args: tuple[str, str, FileKind, ScanTarget, int, Any]) -> FileReport:
     root, rel, kind, target, max_bytes, inherited = args
-    text = read_source(Path(root), rel, max_bytes)
-    if isinstance(text, Skipped):
-        return FileReport(rel, skipped=[text])
-    return check_text(FileText(rel, kind, text), target, inherited)
+    read = read_source_as(Path(root), rel, max_bytes)
+    if isinstance(read, Skipped):
+        return FileReport(rel, skipped=[read])
+    report = check_text(FileText(rel, kind, read[0]), target, inherited)
+    if read[1] != "utf-8":
+        report.findings.append(encoding_note(rel, read[1], read[0]))
+    return report
+
+
+def encoding_note(rel: str, encoding: Encoding, text: str) -> Finding:
+    """The note that a file was read as something other than UTF-8, at its first non-ASCII
+    character (it is scanned all the same; before, a Latin-1 file was skipped unchecked)."""
+    at = next((i for i, ch in enumerate(text) if ord(ch) > 127), 0)
+    line = text.count("\n", 0, at) + 1
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    how = ("Latin-1, byte for byte (not UTF-8, no NUL bytes)" if encoding == "latin-1"
+           else f"{encoding.upper()} (by its byte-order mark)")
+    return Finding(
+        rule="FB010", category=Category.SOURCE_TEXT, path=rel, line=line,
+        col=at - start + 1, severity=Severity.NOTE, message=f"read as {how} and scanned",
+        evidence=f"encoding {encoding}; first non-ASCII character {text[at]!r} "
+        f"(U+{ord(text[at]):04X})" if text else f"encoding {encoding}",
+        snippet=text[start:end if end >= 0 else None].strip()[:200] or "(empty)",
+        fix=Fix(manual="nothing to do: `flashbuild patch` reads it the same way and writes it "
+                "back in its own encoding (convert it to UTF-8 to drop this note)"))
 
 
 def check_text(file: FileText, target: ScanTarget, inherited: Any = None) -> FileReport:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 import tree_sitter_cuda
-from tree_sitter import Language, Node, Parser, Tree
+from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -136,8 +136,18 @@ def walk(node: Node) -> Iterator[Node]:
 
 
 def _of_type(node: Node, types: Iterable[str]) -> Iterator[Node]:
-    wanted = set(types)
-    return (n for n in walk(node) if n.type in wanted)
+    """The nodes of `types` below (and including) `node`, in document order as `walk` visits
+    them (an outer node before one that starts with it). Found by a tree-sitter query, in C:
+    walking every node in Python was most of the static scan's time on CUTLASS-sized files
+    (the same nodes in the same order for every type this module asks for, on all 6,625 C++
+    files of the corpus)."""
+    nodes = QueryCursor(_type_query(tuple(types))).captures(node).get("n", [])
+    return iter(sorted(nodes, key=lambda n: (n.start_byte, -n.end_byte)))
+
+
+@functools.cache
+def _type_query(types: tuple[str, ...]) -> Query:
+    return Query(language(), " ".join(f"({t}) @n" for t in types))
 
 
 def _ancestors(node: Node) -> Iterator[Node]:
@@ -335,22 +345,32 @@ class MacroDef:
     line rule (a directive ends at a newline not preceded by a backslash)."""
 
 
+@functools.cache
+def _definitions_query() -> Query:
+    return Query(language(), " ".join(f"({t}) @def" for t in _PREPROC_DEFS) + " (ERROR) @error")
+
+
 def macro_definitions(src: Source) -> list[MacroDef]:
+    """Every `#define` of the file, in file order. The nodes are found by a tree-sitter query
+    (in C) rather than by walking every node in Python: on CUTLASS-sized headers the walk was
+    most of the static scan's time (FlashRT's 6,625 C++ files of the corpus: 24 s → 3.9 s, the
+    same definitions). Each definition is one node's or one `#define` token's, so sorting by
+    start gives the order the walk gave."""
     out: list[MacroDef] = []
-    for node in walk(src.root):
-        if node.type in _PREPROC_DEFS:
-            name = node.child_by_field_name("name")
-            params = node.child_by_field_name("parameters")
-            value = node.child_by_field_name("value")
-            out.append(MacroDef(
-                name=src.node_text(name) if name is not None else "",
-                params=None if params is None else tuple(
-                    src.node_text(p) for p in params.named_children),
-                body=src.node_text(value).strip() if value is not None else "",
-                start=node.start_byte, end=node.end_byte, line=src.line_of(node.start_byte),
-            ))
-        elif node.is_error:
-            out.extend(_recover_defines(src, node))
+    captures = QueryCursor(_definitions_query()).captures(src.root)
+    for node in captures.get("def", []):
+        name = node.child_by_field_name("name")
+        params = node.child_by_field_name("parameters")
+        value = node.child_by_field_name("value")
+        out.append(MacroDef(
+            name=src.node_text(name) if name is not None else "",
+            params=None if params is None else tuple(
+                src.node_text(p) for p in params.named_children),
+            body=src.node_text(value).strip() if value is not None else "",
+            start=node.start_byte, end=node.end_byte, line=src.line_of(node.start_byte),
+        ))
+    for node in captures.get("error", []):
+        out.extend(_recover_defines(src, node))
     return sorted(out, key=lambda m: m.start)
 
 

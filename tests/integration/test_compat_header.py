@@ -21,8 +21,8 @@ import pytest
 from flashbuild.patching.transforms import registry
 from flashbuild.patching.transforms.base import TransformContext
 from flashbuild.patching.transforms.dynload import HEADER_NAME, compat_header_text
-from flashbuild.patching.transforms.instantiations import ExplicitInstantiationsParams
 from flashbuild.proc import ProcessRunner
+from flashbuild.recipes.transforms import ExplicitInstantiationsParams
 from tests.unit.transform_tree import DictTree
 
 pytestmark = pytest.mark.integration

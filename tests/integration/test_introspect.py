@@ -6,10 +6,12 @@ and nothing is written outside the build root."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shutil
 from pathlib import Path
 
+import psutil
 import pytest
 
 from flashbuild.arch import parse_arch_spec
@@ -126,6 +128,26 @@ def test_a_setup_py_that_hangs_is_stopped(tmp_path: Path) -> None:
     outcome = _run(tree, "setuptools", timeout=8)
     assert outcome.model is None
     assert "did not finish within 8 s" in outcome.fallback
+
+
+def test_a_setup_py_whose_daemon_holds_the_output_falls_back_in_bounded_time(
+        tmp_path: Path) -> None:
+    """The daemon (a session of its own) outlives the timeout's kill of the tree and keeps the
+    output pipe open: the record stops PIPE_GRACE_S after the kill, and the one fallback line
+    names the daemon (before, the line said every process was ended)."""
+    tree = _tree(tmp_path, "setup_daemon")
+    try:
+        outcome = _run(tree, "setuptools", timeout=8)
+        assert outcome.model is None
+        (pid_file,) = (tmp_path / "work" / "build").rglob("sleeper.pid")
+        assert "did not finish within 8 s" in outcome.fallback
+        assert f"pid {int(pid_file.read_text())} (" in outcome.fallback
+        assert "outside the process tree" in outcome.fallback
+        assert "\n" not in outcome.fallback
+    finally:
+        for pid_file in (tmp_path / "work" / "build").rglob("sleeper.pid"):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                psutil.Process(int(pid_file.read_text())).kill()
 
 
 def test_network_calls_fail_at_once_and_are_reported(tmp_path: Path) -> None:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 import pytest
 
 from flashbuild.errors import ProcessError, ProcessTimeout, ToolchainError
-from flashbuild.proc import ProcessRunner
+from flashbuild.proc import Completed, ProcessRunner
 
 pytestmark = pytest.mark.integration
 PY = sys.executable
@@ -237,3 +239,104 @@ def test_a_stop_signal_to_the_runner_ends_its_tree(tmp_path: Path, sig: str,
     assert outer.returncode == 130, out
     assert "Traceback" not in out
     assert not [pid for pid in family if _running(pid)], f"{family} outlived the signal"
+
+
+# --- a process outside the tree holding the output: the runner stops waiting ---------------
+
+# A child that starts a sleeper in a session of its own (as a daemon does: the tree's kill
+# does not reach it) which inherits its stdout and stderr, writes the sleeper's pid to argv[1]
+# and then waits for ever (argv[2] == "hang") or exits at once.
+DETACH = """import os, subprocess, sys, time
+sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(900)"],
+                           start_new_session=True)
+open(sys.argv[1], "w").write(str(sleeper.pid))
+print("ready", flush=True)
+if sys.argv[2] == "hang":
+    time.sleep(900)
+"""
+
+#: Seconds a call may take before the test calls it a hang: far above the runner's own bound
+#: (its timeout plus PIPE_GRACE_S), far below a sleeper's 900 s. The old runner waited for the
+#: pipe's end, which the sleeper holds until the test ends it.
+HANG_S = 120.0
+
+
+def _within_bound(call: Callable[[], object]) -> object:
+    """`call()` in a thread; its result or its error, or a failure (not a hung test) when it is
+    still running after HANG_S."""
+    box: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the test's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(HANG_S)
+    assert not thread.is_alive(), "the runner still waits for a pipe a detached process holds"
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]
+
+
+def _detach_script(tmp_path: Path) -> tuple[Path, Path]:
+    script = tmp_path / "detach.py"
+    script.write_text(DETACH)
+    return script, tmp_path / "sleeper.pid"
+
+
+@pytest.mark.parametrize("mode", ["run", "stream"])
+def test_a_child_that_exits_leaving_a_detached_holder_of_its_output_returns(
+        tmp_path: Path, mode: str) -> None:
+    """The child exits; its sleeper (own session) keeps stdout open. Before, `run` waited for
+    the pipe until its timeout and then called a finished command hung, and `stream` (no
+    timeout) waited for ever. Now: a bounded wait, the output read so far, and a note that
+    names the holder."""
+    script, pid_file = _detach_script(tmp_path)
+    lines: list[str] = []
+    argv = [PY, str(script), str(pid_file), "exit"]
+    try:
+        if mode == "run":
+            done = _within_bound(lambda: ProcessRunner().run(argv, timeout=600))
+            assert isinstance(done, Completed)
+            assert done.returncode == 0 and done.stdout == "ready\n"
+            note = done.note
+        else:
+            code = _within_bound(lambda: ProcessRunner().stream(argv, on_line=lines.append))
+            assert code == 0 and lines[0] == "ready"
+            assert len(lines) == 2 and lines[1].startswith("flashbuild: ")
+            note = lines[1]
+        pid = int(pid_file.read_text())
+        assert f"pid {pid} (" in note and "still held its output" in note
+        assert _running(pid), "a process outside the tree is not flashbuild's to end"
+    finally:
+        _reap(pid_file)
+
+
+def test_a_timeout_of_run_names_a_detached_holder_of_the_output(tmp_path: Path) -> None:
+    script, pid_file = _detach_script(tmp_path)
+    try:
+        with pytest.raises(ProcessTimeout) as info:
+            _within_bound(lambda: ProcessRunner().run([PY, str(script), str(pid_file), "hang"],
+                                                      timeout=5))
+        assert f"pid {int(pid_file.read_text())} (" in info.value.evidence
+        assert "outside the process tree" in info.value.evidence
+    finally:
+        _reap(pid_file)
+
+
+def test_a_timeout_of_stream_is_a_bound_though_a_detached_process_holds_the_output(
+        tmp_path: Path) -> None:
+    """Before, the tree was killed at the timeout and the loop then read the sleeper's pipe
+    for ever."""
+    script, pid_file = _detach_script(tmp_path)
+    lines: list[str] = []
+    try:
+        code = _within_bound(lambda: ProcessRunner().stream(
+            [PY, str(script), str(pid_file), "hang"], on_line=lines.append, timeout=5))
+        assert code != 0 and lines[0] == "ready"
+        assert f"pid {int(pid_file.read_text())} (" in lines[-1]
+    finally:
+        _reap(pid_file)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from flashbuild.patching.transforms import REGISTRY, registry
+from flashbuild.patching.transforms import REGISTRY, register, registry
 from flashbuild.patching.transforms.base import (
     Site,
     TransformContext,
@@ -16,6 +16,7 @@ from flashbuild.patching.transforms.base import (
     TransformResult,
     TreeView,
 )
+from flashbuild.recipes.transforms import SPECS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -49,8 +50,9 @@ APPEND = TransformDef("test-append", AppendParams, _apply, "append text (tests o
 @pytest.fixture
 def fake_transform() -> Iterator[TransformDef]:
     registry()
-    REGISTRY[APPEND.name] = APPEND
+    register(APPEND)  # the code in patching, the name and params for recipes
     try:
         yield APPEND
     finally:
         REGISTRY.pop(APPEND.name, None)
+        SPECS.pop(APPEND.name, None)

@@ -181,3 +181,16 @@ def test_bundled_recipes_validate_against_the_schema() -> None:
 def test_unknown_bundled_name() -> None:
     with pytest.raises(RecipeError, match="no recipe `nope`"):
         load_recipe("nope")
+
+
+def test_every_declared_transform_has_its_code_in_patching() -> None:
+    """recipes/transforms.py declares each built-in (name, params, summary) for the loader;
+    patching registers the code under the same name with the same params: the loader never
+    imports patching (tests/unit/test_layers.py), and the two cannot drift apart."""
+    from flashbuild.patching.transforms import registry
+    from flashbuild.recipes.transforms import SPECS
+
+    code = registry()
+    assert sorted(SPECS) == sorted(code)
+    for name, spec in SPECS.items():
+        assert (code[name].params, code[name].summary) == (spec.params, spec.summary), name

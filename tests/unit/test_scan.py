@@ -13,10 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from flashbuild.cli import app
-from flashbuild.patching.transforms.instantiations import (
-    ExplicitInstantiationsParams,
-    find_sites,
-)
+from flashbuild.patching.transforms.instantiations import find_sites
+from flashbuild.recipes.transforms import ExplicitInstantiationsParams
 from flashbuild.scanning.checks_cxx import _CANDIDATES, _candidates_for
 from flashbuild.scanning.findings import ScanOptions, make_target
 from flashbuild.scanning.scan import file_kind, scan_tree
@@ -94,6 +92,34 @@ def test_gated_candidate_search_matches_the_full_pattern(root: Path) -> None:
             gated = [(m.start(), m.lastgroup, m[0])
                      for m in _candidates_for(text).finditer(text)]
             assert gated == full, path
+
+
+_EDGES = """#include <unistd.h>
+  #  error no
+x.kind::f8f6f4 ykind::mxf4 _cp.async.bulk.tensor asm("cp.async.bulk.tensor.2d");
+if (prop->major == 9 && dev.cc_major==10 || p.ccMajor == 12) {}
+static constexpr int kSmemSize = 4; SharedMem_bytes =
+ x; 900 == __CUDA_ARCH__; __CUDA_ARCH__<=1000; a-small; max (a, b); __builtin_expect(x, 0);
+extern "C" void f(); dlsym(h, "x"); ssize_t n; __int128_t w; wgmma tcgen05 setmaxnreg
+"""
+
+
+@pytest.mark.parametrize("root", [CSRC, OTHER])
+def test_the_start_guard_changes_no_match(root: Path) -> None:
+    """`_START` (a lookahead that turns away positions no alternative can start at) gives the
+    same matches as the bare alternation, on real files and on the edge cases of each
+    alternative's first character."""
+    import re
+
+    from flashbuild.scanning.checks_cxx import _ALTERNATIVES
+
+    bare = re.compile("|".join(p for p, _gate in _ALTERNATIVES))
+    texts = [_EDGES] + [p.read_text(encoding="utf-8") for p in sorted(root.rglob("*"))
+                        if p.is_file() and file_kind(p.name) == "cxx"]
+    for text in texts:
+        assert [(m.span(), m.lastgroup, m.groupdict()) for m in _CANDIDATES.finditer(text)] == \
+            [(m.span(), m.lastgroup, m.groupdict()) for m in bare.finditer(text)]
+    assert len(list(_CANDIDATES.finditer(_EDGES))) >= 20
 
 
 def test_csrc_linux_sm120_only_arch_findings() -> None:
@@ -189,12 +215,40 @@ def test_binary_file_skipped(tmp_path: Path) -> None:
     assert "binary" in skipped["src/blob.cu"]
 
 
-def test_non_utf8_skipped(tmp_path: Path) -> None:
+def test_a_latin1_file_is_scanned_with_a_note(tmp_path: Path) -> None:
+    """Read as patch reads it (source/text.py): before, a Latin-1 header was skipped ("not
+    UTF-8") and its unistd.h was never reported."""
     root = _tree(tmp_path)
     (root / "src" / "latin1.h").write_bytes("// caf\xe9\n#include <unistd.h>\n".encode("latin-1"))
-    found, skipped = _scan(root)
-    assert found == ["FB110 src/ok.cu:1"]
-    assert "not UTF-8" in skipped["src/latin1.h"]
+    result = scan_tree(root, make_target("windows", "sm120"), ScanOptions())
+    found = [f"{f.rule} {f.path}:{f.line}" for f in result.findings]
+    assert sorted(found) == ["FB010 src/latin1.h:1", "FB110 src/latin1.h:2", "FB110 src/ok.cu:1"]
+    (note,) = [f for f in result.findings if f.rule == "FB010"]
+    assert note.severity.value == "note" and "Latin-1" in note.message
+    assert "U+00E9" in note.evidence and note.col == 7
+    assert result.skipped == () and result.files_scanned == 2
+
+
+def test_a_utf16_file_with_a_bom_is_scanned_with_a_note(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    (root / "src" / "msvc.h").write_bytes(
+        "\ufeff// \u00e9\r\n#include <unistd.h>\r\n".encode("utf-16-le"))
+    result = scan_tree(root, make_target("windows", "sm120"), ScanOptions())
+    assert sorted(f"{f.rule} {f.path}:{f.line}" for f in result.findings) == [
+        "FB010 src/msvc.h:1", "FB110 src/msvc.h:2", "FB110 src/ok.cu:1"]
+    assert "UTF-16-LE" in next(f.message for f in result.findings if f.rule == "FB010")
+
+
+def test_scan_and_patch_read_a_file_alike() -> None:
+    """One reader (source/text.py): what patch decodes, the scan decodes, BOM aside."""
+    from flashbuild.patching.tree import decode_text
+    from flashbuild.source.text import decode
+
+    for data in (b"caf\xc3\xa9", "caf\xe9".encode("latin-1"), b"\xef\xbb\xbfx",
+                 "\ufeffx\u00e9".encode("utf-16-be")):
+        decoded = decode(data)
+        assert decoded is not None and decode_text("f", data) == decoded[0]
+    assert decode(b"\x7fELF\0") is None
 
 
 def test_huge_generated_file_skipped(tmp_path: Path) -> None:

@@ -10,8 +10,7 @@ import pytest
 
 from flashbuild.patching.transforms import registry
 from flashbuild.patching.transforms.base import TransformContext
-from flashbuild.patching.transforms.dynload import DynamicLoadingParams
-from flashbuild.patching.transforms.instantiations import ExplicitInstantiationsParams
+from flashbuild.recipes.transforms import DynamicLoadingParams, ExplicitInstantiationsParams
 from tests.unit.transform_tree import DictTree
 
 CSRC = Path(__file__).resolve().parents[2] / "csrc"

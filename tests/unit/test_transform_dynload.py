@@ -9,7 +9,8 @@ import pytest
 from flashbuild.errors import PatchError
 from flashbuild.patching.transforms import registry
 from flashbuild.patching.transforms.base import TransformContext, TransformResult
-from flashbuild.patching.transforms.dynload import DynamicLoadingParams, compat_header_text
+from flashbuild.patching.transforms.dynload import compat_header_text
+from flashbuild.recipes.transforms import DynamicLoadingParams
 from tests.unit.transform_tree import DictTree
 
 BASE = Path(__file__).resolve().parent.parent / "fixtures" / "transforms" / "dynload"

@@ -10,10 +10,8 @@ import pytest
 from flashbuild.errors import PatchError
 from flashbuild.patching.transforms import registry
 from flashbuild.patching.transforms.base import TransformContext, TransformResult
-from flashbuild.patching.transforms.instantiations import (
-    ExplicitInstantiationsParams,
-    find_sites,
-)
+from flashbuild.patching.transforms.instantiations import find_sites
+from flashbuild.recipes.transforms import ExplicitInstantiationsParams
 from flashbuild.source import cxx
 from flashbuild.source.instantiations import FileFacts, InstantiationAnalysis, file_facts
 from tests.unit.transform_tree import DictTree

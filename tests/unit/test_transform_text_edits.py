@@ -9,8 +9,8 @@ import pytest
 from flashbuild.errors import PatchError
 from flashbuild.patching.transforms import registry
 from flashbuild.patching.transforms.base import TransformContext, TransformResult
-from flashbuild.patching.transforms.sources import ExcludeSourcesParams
-from flashbuild.patching.transforms.text_edits import (
+from flashbuild.recipes.transforms import (
+    ExcludeSourcesParams,
     InsertBlockParams,
     MacroEditParams,
     ReplaceBlockParams,

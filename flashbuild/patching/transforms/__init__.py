@@ -21,7 +21,15 @@ _MODULES = (
 
 
 def register(definition: TransformDef) -> TransformDef:
+    """Make `definition` the code behind its name. A built-in is declared with its params in
+    recipes/transforms.py (the loader reads that, never this package); any other (a test's)
+    is declared there now."""
+    from flashbuild.recipes import transforms as specs
+
     REGISTRY[definition.name] = definition
+    if definition.name not in specs.SPECS:
+        specs.declare(specs.TransformSpec(definition.name, definition.params,
+                                          definition.summary))
     return definition
 
 

@@ -6,9 +6,11 @@ changes (in that file's own line-ending style) and every site it looked at, and 
 `PatchError` when what it finds differs from what the recipe expects. The engine plans all
 transforms in memory first and writes nothing until every step has succeeded.
 
-Each transform module defines a frozen, keyword-only params dataclass (one docstring per
-field; the recipe loader builds it from TOML by introspection and the JSON schema is generated
-from it) and registers itself in `flashbuild.patching.transforms.REGISTRY`.
+Each transform's params are a frozen, keyword-only dataclass declared with its name in
+`flashbuild/recipes/transforms.py` (one docstring per field; the recipe loader builds it from
+TOML by introspection and the JSON schema is generated from it, without importing patching);
+each transform module here registers its apply function under that name in
+`flashbuild.patching.transforms.REGISTRY` (`TransformDef.built_in`).
 """
 
 from __future__ import annotations
@@ -82,6 +84,17 @@ class TransformDef:
     params: type[Any]
     apply: Callable[[TreeView, Any, TransformContext], TransformResult]
     summary: str
+
+    @classmethod
+    def built_in(cls, name: str,
+                 apply: Callable[[TreeView, Any, TransformContext], TransformResult],
+                 ) -> TransformDef:
+        """The code behind a built-in transform; its params and summary are the ones recipes
+        declare (recipes/transforms.py), one fact in one place."""
+        from flashbuild.recipes.transforms import SPECS
+
+        spec = SPECS[name]
+        return cls(name, spec.params, apply, spec.summary)
 
 
 def site_lines(sites: Iterable[Site]) -> list[str]:

@@ -26,8 +26,7 @@ declarations, class template instantiations.
 from __future__ import annotations
 
 from collections.abc import Mapping  # noqa: TC003 (params are introspected at run time)
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from flashbuild.errors import PatchError
 from flashbuild.patching.transforms import register
@@ -46,40 +45,18 @@ from flashbuild.patching.transforms.base import (
     TreeView,
 )
 from flashbuild.source import cxx
-from flashbuild.source.instantiations import DEFAULT_GUARD, InstantiationAnalysis
+from flashbuild.source.instantiations import InstantiationAnalysis
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from tree_sitter import Node
 
+    from flashbuild.recipes.transforms import ExplicitInstantiationsParams
     from flashbuild.source.instantiations import InstantiationSite
 
 NAME = "explicit-instantiations"
 REMOVED_MARKER = "flashbuild: explicit instantiation removed:"
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExplicitInstantiationsParams:
-    """Parameters of `explicit-instantiations`."""
-
-    files: tuple[str, ...]
-    """Files to edit: paths or globs relative to the tree root (`kernels/*.cu`)."""
-    mode: Literal["guard", "remove"] = "guard"
-    """`guard`: wrap each run of adjacent sites in `#if <guard>` … `#endif` so one tree builds
-    with every compiler; `remove`: replace each site with a marker comment."""
-    guard: str = DEFAULT_GUARD
-    """The preprocessor condition that keeps a site (guard mode); also recognised as an
-    existing guard."""
-    expect: int | Mapping[str, int] | None = None
-    """Expected number of sites (all actions counted): a total, or a table path → count
-    (files not named must have none). Unset: at least one. A mismatch is an error."""
-    keep_referenced: bool = True
-    """Keep (leave unguarded) a host template instantiation whose function another source of
-    the recipe references; removing it would break the link."""
-    sources: tuple[str, ...] = field(default_factory=tuple)
-    """Extra files (globs) searched for cross-file references and instantiation macros, in
-    addition to the recipe's sources (TransformContext.sources)."""
 
 
 def apply(tree: TreeView, params: ExplicitInstantiationsParams,
@@ -204,9 +181,4 @@ def _removal(src: cxx.Source, item: InstantiationSite) -> Edit:
     return Edit(start, end, f"{indent}// {REMOVED_MARKER} {target}{ending}")
 
 
-register(TransformDef(
-    name=NAME,
-    params=ExplicitInstantiationsParams,
-    apply=apply,
-    summary="guard (`#if !defined(_MSC_VER)`) or remove explicit template instantiations",
-))
+register(TransformDef.built_in(NAME, apply))

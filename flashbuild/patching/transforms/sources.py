@@ -14,8 +14,7 @@ import ast
 import fnmatch
 import posixpath
 import re
-from collections.abc import Mapping  # noqa: TC003 (params are introspected at run time)
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from flashbuild.errors import PatchError
 from flashbuild.patching.transforms import register
@@ -28,26 +27,15 @@ from flashbuild.patching.transforms.base import (
     TreeView,
 )
 
+if TYPE_CHECKING:
+    from flashbuild.recipes.transforms import ExcludeSourcesParams
+
 NAME = "exclude-sources"
 MARK = "# flashbuild: excluded: "
 _SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".cuh", ".h", ".hpp")
 _CMAKE_PREFIXES = ("${CMAKE_CURRENT_SOURCE_DIR}/", "${CMAKE_CURRENT_LIST_DIR}/",
                    "${PROJECT_SOURCE_DIR}/", "${CMAKE_SOURCE_DIR}/")
 _CMAKE_TOKEN = re.compile(r'"[^"]*"|[^\s()"#]+')
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExcludeSourcesParams:
-    """Parameters of `exclude-sources`."""
-
-    globs: tuple[str, ...]
-    """Sources to leave out, relative to the tree root (`sm90/**`, `kernels/fp8_*.cu`)."""
-    cmake_lists: tuple[str, ...] = ()
-    """CMakeLists.txt files whose explicit source lists are edited too."""
-    setup_py: tuple[str, ...] = ()
-    """setup.py files whose `sources=[…]` lists are edited too."""
-    expect: int | Mapping[str, int] | None = None
-    """Expected number of excluded files in the tree. Unset: at least one."""
 
 
 def _excluded(path: str, globs: tuple[str, ...]) -> bool:
@@ -164,9 +152,4 @@ def _others_on_line(listing: ast.List, element: ast.Constant) -> bool:
                for e in listing.elts)
 
 
-register(TransformDef(
-    name=NAME,
-    params=ExcludeSourcesParams,
-    apply=apply,
-    summary="leave sources out of the build (and of CMake / setup.py source lists)",
-))
+register(TransformDef.built_in(NAME, apply))

@@ -10,10 +10,8 @@ as resolved absolute paths; they live outside the tree, so they are read from di
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping  # noqa: TC003 (params are introspected at run time)
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from flashbuild.errors import PatchError, RecipeError
 from flashbuild.patching.transforms import register
@@ -34,6 +32,14 @@ from flashbuild.patching.transforms.base import (
 )
 from flashbuild.source import cxx
 
+if TYPE_CHECKING:
+    from flashbuild.recipes.transforms import (
+        InsertBlockParams,
+        MacroEditParams,
+        ReplaceBlockParams,
+        ReplaceFileParams,
+    )
+
 # --------------------------------------------------------------------------- macro-edit
 
 _MACRO_NODES = {
@@ -42,60 +48,6 @@ _MACRO_NODES = {
     "define": ("preproc_def", "value"),
     "define-function": ("preproc_function_def", "value"),
 }
-
-
-@dataclass(frozen=True, kw_only=True)
-class MacroEditParams:
-    """Parameters of `macro-edit`."""
-
-    files: tuple[str, ...]
-    """Files (paths or globs relative to the tree root)."""
-    find: str
-    """Text to find inside preprocessor conditions / `#define` bodies (a regex if `regex`)."""
-    replace: str
-    """Replacement (with `\\1` groups when `regex`)."""
-    regex: bool = False
-    """Treat `find` as a Python regular expression."""
-    already: str = ""
-    """Text (a regex if `regex`) whose presence at a match marks it as done. Default: the
-    literal `replace` text (so re-applying is a no-op)."""
-    directives: tuple[Literal["if", "elif", "define", "define-function"], ...] = (
-        "if", "elif", "define", "define-function")
-    """Which directives to edit."""
-    expect: int | Mapping[str, int] | None = None
-    """Expected number of matches (edited + already). Unset: at least one."""
-
-    def __post_init__(self) -> None:
-        if self.regex:  # compiled when the recipe loads: exit 4 with its file:line
-            _check_regex("find", self.find)
-            _check_template(self.find, self.replace)
-            if self.already:
-                _check_regex("already", self.already)
-
-
-def _check_template(pattern: str, replace: str) -> None:
-    """Raise ValueError for a `replace` that names a group `find` lacks (`\\2` with one
-    group): it failed only at patch time, as an internal error, after `recipe check` said the
-    recipe was valid (issue 22). `sub` compiles the template before it looks for a match."""
-    compiled = re.compile(pattern)
-    try:
-        compiled.sub(replace, "")
-    except (re.error, IndexError) as exc:
-        groups = compiled.groups
-        named = ", ".join(f"<{n}>" for n in compiled.groupindex) or "none named"
-        raise ValueError(f"`replace` = {replace!r} does not fit `find`: {exc} (`find` has "
-                         f"{groups} group(s), {named}; refer only to those, or escape a "
-                         "literal backslash as `\\\\`)") from exc
-
-
-def _check_regex(name: str, pattern: str) -> None:
-    """Raise ValueError (the loader adds file:line) for a pattern Python cannot compile."""
-    try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"`{name}` = {pattern!r} is not a valid regular expression: {exc} "
-                         "(Python `re` syntax; escape literal `(`, `[`, `+`, `*` with a "
-                         "backslash, or leave the regex option off)") from exc
 
 
 def macro_edit(tree: TreeView, params: MacroEditParams,
@@ -147,57 +99,6 @@ def _macro_site(src: cxx.Source, base: int, text: str, at: int, action: Literal[
 
 
 # --------------------------------------------------------------------------- blocks
-
-
-@dataclass(frozen=True, kw_only=True)
-class InsertBlockParams:
-    """Parameters of `insert-block`."""
-
-    file: str
-    """The file to edit (relative to the tree root)."""
-    anchor: str
-    """A whole line: literal (compared without surrounding whitespace) or, with
-    `anchor_regex`, a regex that must match the whole line."""
-    anchor_regex: bool = False
-    """Treat `anchor` as a regular expression."""
-    where: Literal["before", "after"] = "after"
-    """Insert before or after the anchor line."""
-    block: str = ""
-    """The text to insert (written in the file's line-ending style)."""
-    block_file: str = ""
-    """Or: a file holding the text (relative to the recipe; the engine passes it resolved)."""
-    expect: int = 1
-    """Expected number of anchor lines."""
-
-    def __post_init__(self) -> None:
-        if self.anchor_regex:
-            _check_regex("anchor", self.anchor)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReplaceBlockParams:
-    """Parameters of `replace-block`."""
-
-    file: str
-    """The file to edit (relative to the tree root)."""
-    anchor: str
-    """The first line of the replaced region (literal, or a regex with `anchor_regex`)."""
-    end_anchor: str = ""
-    """The last line of the replaced region (inclusive); unset: only the anchor line."""
-    anchor_regex: bool = False
-    """Treat `anchor` and `end_anchor` as regular expressions matching whole lines."""
-    block: str = ""
-    """The replacement text (written in the file's line-ending style)."""
-    block_file: str = ""
-    """Or: a file holding the text (relative to the recipe; the engine passes it resolved)."""
-    expect: int = 1
-    """Expected number of regions."""
-
-    def __post_init__(self) -> None:
-        if self.anchor_regex:
-            _check_regex("anchor", self.anchor)
-            if self.end_anchor:
-                _check_regex("end_anchor", self.end_anchor)
 
 
 def _block_text(block: str, block_file: str, transform: str) -> str:
@@ -311,19 +212,6 @@ def _block_line(text: str, block: str) -> int:
 # --------------------------------------------------------------------------- replace-file
 
 
-@dataclass(frozen=True, kw_only=True)
-class ReplaceFileParams:
-    """Parameters of `replace-file`."""
-
-    path: str
-    """The file in the tree to replace (it may not exist yet)."""
-    from_file: str
-    """The new content: a file relative to the recipe (the engine passes it resolved). Its
-    bytes are used as they are, line endings included."""
-    expect: int = 1
-    """Expected number of sites (1; 0 makes a missing `from_file` … an error anyway)."""
-
-
 def replace_file(tree: TreeView, params: ReplaceFileParams,
                  ctx: TransformContext) -> TransformResult:
     try:
@@ -342,11 +230,7 @@ def replace_file(tree: TreeView, params: ReplaceFileParams,
     return result
 
 
-register(TransformDef(name="macro-edit", params=MacroEditParams, apply=macro_edit,
-                      summary="find/replace inside #if/#elif conditions and #define bodies"))
-register(TransformDef(name="insert-block", params=InsertBlockParams, apply=insert_block,
-                      summary="insert a block of text before/after an anchor line"))
-register(TransformDef(name="replace-block", params=ReplaceBlockParams, apply=replace_block,
-                      summary="replace the lines from an anchor to an end anchor"))
-register(TransformDef(name="replace-file", params=ReplaceFileParams, apply=replace_file,
-                      summary="replace a whole file with one shipped next to the recipe"))
+register(TransformDef.built_in("macro-edit", macro_edit))
+register(TransformDef.built_in("insert-block", insert_block))
+register(TransformDef.built_in("replace-block", replace_block))
+register(TransformDef.built_in("replace-file", replace_file))

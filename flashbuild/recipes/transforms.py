@@ -1,0 +1,246 @@
+"""The built-in transforms as a recipe names them: each one's name, one-line summary and
+params dataclass — what the recipe loader validates a `[[patch]]` step against and the JSON
+schema documents.
+
+The code that applies a transform is patching's (`flashbuild/patching/transforms/`), a later
+layer: it registers its apply function under the same name (`patching.transforms.register`,
+which also declares here any transform not built in, such as a test's). So loading a recipe
+never imports the patch engine.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping  # noqa: TC003 (params are introspected at run time)
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from flashbuild.source.instantiations import DEFAULT_GUARD
+
+
+@dataclass(frozen=True)
+class TransformSpec:
+    """A transform as recipes see it."""
+
+    name: str
+    params: type[Any]
+    """The frozen, keyword-only params dataclass (one docstring per field)."""
+    summary: str
+
+
+#: Every transform a recipe may name, by name.
+SPECS: dict[str, TransformSpec] = {}
+
+
+def declare(spec: TransformSpec) -> TransformSpec:
+    SPECS[spec.name] = spec
+    return spec
+
+
+# ------------------------------------------------------------------ explicit-instantiations
+
+@dataclass(frozen=True, kw_only=True)
+class ExplicitInstantiationsParams:
+    """Parameters of `explicit-instantiations`."""
+
+    files: tuple[str, ...]
+    """Files to edit: paths or globs relative to the tree root (`kernels/*.cu`)."""
+    mode: Literal["guard", "remove"] = "guard"
+    """`guard`: wrap each run of adjacent sites in `#if <guard>` … `#endif` so one tree builds
+    with every compiler; `remove`: replace each site with a marker comment."""
+    guard: str = DEFAULT_GUARD
+    """The preprocessor condition that keeps a site (guard mode); also recognised as an
+    existing guard."""
+    expect: int | Mapping[str, int] | None = None
+    """Expected number of sites (all actions counted): a total, or a table path → count
+    (files not named must have none). Unset: at least one. A mismatch is an error."""
+    keep_referenced: bool = True
+    """Keep (leave unguarded) a host template instantiation whose function another source of
+    the recipe references; removing it would break the link."""
+    sources: tuple[str, ...] = field(default_factory=tuple)
+    """Extra files (globs) searched for cross-file references and instantiation macros, in
+    addition to the recipe's sources (TransformContext.sources)."""
+
+
+# --------------------------------------------------------------------------- dynamic-loading
+
+@dataclass(frozen=True, kw_only=True)
+class DynamicLoadingParams:
+    """Parameters of `dynamic-loading`."""
+
+    mode: Literal["portable", "stub"] = "portable"
+    """`portable`: keep plugin loading working on Windows through the compat header;
+    `stub`: replace the dispatcher with functions that report "not available"."""
+    files: tuple[str, ...] = ()
+    """portable: files (globs) whose `#include <dlfcn.h>` is rewritten."""
+    header: str = ""
+    """portable: where the compat header goes (relative to the tree); default: next to the
+    first file of `files`. stub: the header whose declarations the stubs implement."""
+    plugin_files: tuple[str, ...] = ()
+    """portable: plugin sources (globs) whose `extern "C"` functions get the export macro."""
+    export_macro: str = "FB_EXPORT"
+    """portable: the export macro's name."""
+    replace: str = ""
+    """stub: the source whose whole content becomes the stubs (the dispatcher's .cpp)."""
+    functions: tuple[str, ...] = ()
+    """stub: the functions to implement (default: every function `header` declares)."""
+    returns: Mapping[str, str] = field(default_factory=dict)
+    """stub: function name → the C++ expression it returns (for types with no obvious
+    "not available" value, e.g. an error enum)."""
+    expect: int | Mapping[str, int] | None = None
+    """Expected number of sites (includes, exports, stubbed functions). Unset: at least one."""
+
+
+# --------------------------------------------------------------------------- text edits
+
+@dataclass(frozen=True, kw_only=True)
+class MacroEditParams:
+    """Parameters of `macro-edit`."""
+
+    files: tuple[str, ...]
+    """Files (paths or globs relative to the tree root)."""
+    find: str
+    """Text to find inside preprocessor conditions / `#define` bodies (a regex if `regex`)."""
+    replace: str
+    """Replacement (with `\\1` groups when `regex`)."""
+    regex: bool = False
+    """Treat `find` as a Python regular expression."""
+    already: str = ""
+    """Text (a regex if `regex`) whose presence at a match marks it as done. Default: the
+    literal `replace` text (so re-applying is a no-op)."""
+    directives: tuple[Literal["if", "elif", "define", "define-function"], ...] = (
+        "if", "elif", "define", "define-function")
+    """Which directives to edit."""
+    expect: int | Mapping[str, int] | None = None
+    """Expected number of matches (edited + already). Unset: at least one."""
+
+    def __post_init__(self) -> None:
+        if self.regex:  # compiled when the recipe loads: exit 4 with its file:line
+            _check_regex("find", self.find)
+            _check_template(self.find, self.replace)
+            if self.already:
+                _check_regex("already", self.already)
+
+
+def _check_template(pattern: str, replace: str) -> None:
+    """Raise ValueError for a `replace` that names a group `find` lacks (`\\2` with one
+    group): it failed only at patch time, as an internal error, after `recipe check` said the
+    recipe was valid (issue 22). `sub` compiles the template before it looks for a match."""
+    compiled = re.compile(pattern)
+    try:
+        compiled.sub(replace, "")
+    except (re.error, IndexError) as exc:
+        groups = compiled.groups
+        named = ", ".join(f"<{n}>" for n in compiled.groupindex) or "none named"
+        raise ValueError(f"`replace` = {replace!r} does not fit `find`: {exc} (`find` has "
+                         f"{groups} group(s), {named}; refer only to those, or escape a "
+                         "literal backslash as `\\\\`)") from exc
+
+
+def _check_regex(name: str, pattern: str) -> None:
+    """Raise ValueError (the loader adds file:line) for a pattern Python cannot compile."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"`{name}` = {pattern!r} is not a valid regular expression: {exc} "
+                         "(Python `re` syntax; escape literal `(`, `[`, `+`, `*` with a "
+                         "backslash, or leave the regex option off)") from exc
+
+
+@dataclass(frozen=True, kw_only=True)
+class InsertBlockParams:
+    """Parameters of `insert-block`."""
+
+    file: str
+    """The file to edit (relative to the tree root)."""
+    anchor: str
+    """A whole line: literal (compared without surrounding whitespace) or, with
+    `anchor_regex`, a regex that must match the whole line."""
+    anchor_regex: bool = False
+    """Treat `anchor` as a regular expression."""
+    where: Literal["before", "after"] = "after"
+    """Insert before or after the anchor line."""
+    block: str = ""
+    """The text to insert (written in the file's line-ending style)."""
+    block_file: str = ""
+    """Or: a file holding the text (relative to the recipe; the engine passes it resolved)."""
+    expect: int = 1
+    """Expected number of anchor lines."""
+
+    def __post_init__(self) -> None:
+        if self.anchor_regex:
+            _check_regex("anchor", self.anchor)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplaceBlockParams:
+    """Parameters of `replace-block`."""
+
+    file: str
+    """The file to edit (relative to the tree root)."""
+    anchor: str
+    """The first line of the replaced region (literal, or a regex with `anchor_regex`)."""
+    end_anchor: str = ""
+    """The last line of the replaced region (inclusive); unset: only the anchor line."""
+    anchor_regex: bool = False
+    """Treat `anchor` and `end_anchor` as regular expressions matching whole lines."""
+    block: str = ""
+    """The replacement text (written in the file's line-ending style)."""
+    block_file: str = ""
+    """Or: a file holding the text (relative to the recipe; the engine passes it resolved)."""
+    expect: int = 1
+    """Expected number of regions."""
+
+    def __post_init__(self) -> None:
+        if self.anchor_regex:
+            _check_regex("anchor", self.anchor)
+            if self.end_anchor:
+                _check_regex("end_anchor", self.end_anchor)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplaceFileParams:
+    """Parameters of `replace-file`."""
+
+    path: str
+    """The file in the tree to replace (it may not exist yet)."""
+    from_file: str
+    """The new content: a file relative to the recipe (the engine passes it resolved). Its
+    bytes are used as they are, line endings included."""
+    expect: int = 1
+    """Expected number of sites (1; 0 makes a missing `from_file` … an error anyway)."""
+
+
+# --------------------------------------------------------------------------- exclude-sources
+
+@dataclass(frozen=True, kw_only=True)
+class ExcludeSourcesParams:
+    """Parameters of `exclude-sources`."""
+
+    globs: tuple[str, ...]
+    """Sources to leave out, relative to the tree root (`sm90/**`, `kernels/fp8_*.cu`)."""
+    cmake_lists: tuple[str, ...] = ()
+    """CMakeLists.txt files whose explicit source lists are edited too."""
+    setup_py: tuple[str, ...] = ()
+    """setup.py files whose `sources=[…]` lists are edited too."""
+    expect: int | Mapping[str, int] | None = None
+    """Expected number of excluded files in the tree. Unset: at least one."""
+
+
+declare(TransformSpec(
+    "explicit-instantiations", ExplicitInstantiationsParams,
+    "guard (`#if !defined(_MSC_VER)`) or remove explicit template instantiations"))
+declare(TransformSpec(
+    "dynamic-loading", DynamicLoadingParams,
+    "portable dlopen (compat header + plugin exports) or stubbed dispatcher"))
+declare(TransformSpec("macro-edit", MacroEditParams,
+                      "find/replace inside #if/#elif conditions and #define bodies"))
+declare(TransformSpec("insert-block", InsertBlockParams,
+                      "insert a block of text before/after an anchor line"))
+declare(TransformSpec("replace-block", ReplaceBlockParams,
+                      "replace the lines from an anchor to an end anchor"))
+declare(TransformSpec("replace-file", ReplaceFileParams,
+                      "replace a whole file with one shipped next to the recipe"))
+declare(TransformSpec(
+    "exclude-sources", ExcludeSourcesParams,
+    "leave sources out of the build (and of CMake / setup.py source lists)"))
