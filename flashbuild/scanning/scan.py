@@ -319,6 +319,7 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
         reports = [_check_file(w) for w in work]
     else:
         pool_type = ProcessPoolExecutor if opts.executor == "process" else ThreadPoolExecutor
+        _preload(kinds={kind for _rel, kind in files})
         with pool_type(max_workers=jobs) as pool:
             # Two passes on one pool: what each file defines and includes (for the macros
             # along the include graph), then the checks with those macros.
@@ -478,6 +479,26 @@ def _ide_only_cmake(text: str) -> bool:
             break
         head.append(stripped)
     return bool(_IDE_ONLY_CMAKE.search(" ".join(head)))
+
+
+def _preload(kinds: set[FileKind]) -> None:
+    """Import the checks (and build the C++ parser) once here, before the pool starts: where
+    workers are forked they inherit them instead of each importing tree-sitter, its grammar
+    and the rule tables again (about a fifth of a static scan of a 300-file tree)."""
+    if "cxx" in kinds:
+        from flashbuild.scanning import checks_cxx
+        from flashbuild.source import cxx
+
+        cxx.parse("", "<preload>")
+        del checks_cxx
+    if "cmake" in kinds:
+        from flashbuild.scanning import checks_cmake
+
+        del checks_cmake
+    if "python" in kinds:
+        from flashbuild.scanning import checks_python
+
+        del checks_python
 
 
 def _header_facts(args: tuple[str, str, int]) -> tuple[str, Any]:
