@@ -44,20 +44,20 @@ def _has_gpu() -> bool:
 # started last and one worker sat idle while the other ran it. Only the order depends on this
 # list: a file missing from it, or a stale entry, costs time, never a result.
 SLOW_FILES = (
-    "tests/integration/test_csrc_build.py",
     "tests/integration/test_build_e2e.py",
+    "tests/integration/test_csrc_build.py",
     "tests/integration/test_corpus.py",
-    "tests/integration/test_verify_dynamic_smem.py",
-    "tests/integration/test_seed_recipes.py",
     "tests/integration/test_scan_recipe_init.py",
-    "tests/integration/test_introspect.py",
+    "tests/integration/test_verify_dynamic_smem.py",
     "tests/integration/test_patch_csrc.py",
+    "tests/integration/test_seed_recipes.py",
+    "tests/integration/test_introspect.py",
     "tests/integration/test_torchext_fixture.py",
     "tests/integration/test_build_reinstall.py",
-    "tests/integration/test_zeroconfig_corpus.py",
-    "tests/integration/test_introspect_corpus.py",
     "tests/integration/test_quickstart_resolves.py",
     "tests/integration/test_build_zeroconfig.py",
+    "tests/integration/test_introspect_corpus.py",
+    "tests/integration/test_zeroconfig_corpus.py",
 )
 # After those: the rest of each layer, the compiling layers before the quick ones.
 LAYER_ORDER = ("integration", "reliability", "windows_semantics", "gpu", "unit")
