@@ -572,12 +572,15 @@ def ci_init(  # noqa: PLR0917 - Typer maps each option to a parameter
 def main() -> None:
     """Run the CLI (flashbuild/__main__.py is the entry point: it installs the stop signals'
     handler before this module's imports; installing it again here is harmless)."""
-    interrupts.install()
-    # Before Typer prints anything (--help included): output must survive a legacy code page.
-    prepare_streams()
     try:
+        # Inside the try: a stop signal that lands here (the entry point's handler is already
+        # in place) gets the one-line message too, not a silent exit 130.
+        interrupts.install()
+        # Before Typer prints anything (--help included): output must survive a legacy code
+        # page.
+        prepare_streams()
         app()
-    except KeyboardInterrupt:  # during Typer's own parsing, outside any command's _edge
+    except KeyboardInterrupt:  # before or during Typer's own parsing, outside any _edge
         interrupts.finished()
         sys.stderr.write(interrupts.startup_message())
         sys.exit(130)

@@ -56,3 +56,26 @@ def test_the_entry_point_turns_a_wrapped_stop_into_exit_130(
         entry.main()
     assert info.value.code == 130
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_stop_before_typer_runs_is_exit_130_with_the_message(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Seen under load (tests/reliability/test_signals.py, SIGTERM 0.1 s after the handler was
+    in place): exit 130 with nothing printed. The CLI's main() set its streams up (and
+    installed the handler again) before its `try`, so a stop landing there left it through the
+    entry point's last resort, which prints nothing; it must print the start-up paragraph."""
+    from flashbuild import __main__ as entry
+    from flashbuild import cli
+
+    def stopped(*streams: object) -> None:
+        raise StopRequested
+
+    monkeypatch.setattr(interrupts, "install", lambda: None)
+    monkeypatch.setattr(interrupts, "finished", lambda: None)
+    monkeypatch.setattr(cli, "prepare_streams", stopped)
+    with pytest.raises(SystemExit) as info:
+        entry.main()
+    assert info.value.code == 130
+    err = capsys.readouterr().err
+    assert "interrupted by" in err and "while starting" in err, err
+    assert "Traceback" not in err
