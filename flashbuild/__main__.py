@@ -24,6 +24,13 @@ def main() -> None:
         interrupts.finished()
         sys.stderr.write(interrupts.startup_message())
         sys.exit(130)
+    if interrupts.received() is not None:
+        # The signal arrived, but where Python cannot raise (a callback of its import
+        # machinery prints "Exception ignored ... StopRequested" and goes on): the import
+        # finished as if nothing happened. The stop still counts.
+        interrupts.finished()
+        sys.stderr.write(interrupts.startup_message())
+        sys.exit(130)
     try:
         cli_main()
     except KeyboardInterrupt:  # in the instant between the command's end and finished()

@@ -79,3 +79,28 @@ def test_a_stop_before_typer_runs_is_exit_130_with_the_message(
     err = capsys.readouterr().err
     assert "interrupted by" in err and "while starting" in err, err
     assert "Traceback" not in err
+
+
+def test_a_stop_python_swallowed_while_the_cli_loaded_still_counts(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Seen under load: SIGINT inside a callback of the import machinery, where the handler's
+    exception is printed as "Exception ignored" and dropped; the import then completes."""
+    import builtins
+
+    from flashbuild import __main__ as entry
+
+    real_import = builtins.__import__
+
+    def importing(name: str, *args: object, **kwargs: object) -> object:
+        if name == "flashbuild.cli":
+            interrupts._state.received.append("SIGINT")  # noted, the raise was swallowed
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(interrupts, "install", lambda: None)
+    monkeypatch.setattr(interrupts, "finished", lambda: None)
+    monkeypatch.setattr(interrupts._state, "received", [])
+    monkeypatch.setattr(builtins, "__import__", importing)
+    with pytest.raises(SystemExit) as info:
+        entry.main()
+    assert info.value.code == 130
+    assert "interrupted by Ctrl-C (SIGINT) while starting" in capsys.readouterr().err
