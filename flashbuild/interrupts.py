@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 
 # Not `from typing import TYPE_CHECKING`: importing typing costs ~8 ms of the start-up window
 # this module exists to close (type checkers treat the name as true all the same).
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
 #: Windows console sends no signal Python sees; the Job Object's KILL_ON_JOB_CLOSE ends the
 #: children when flashbuild itself is ended (platforms/children.py).
 STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK")
+
+#: Seconds after which a stop Python could not raise is delivered again (`_unraisable`).
+REDELIVER_S = 0.02
 
 #: How each signal is named to people.
 _SAID = {"SIGINT": "Ctrl-C (SIGINT)", "SIGTERM": "SIGTERM",
@@ -50,6 +54,9 @@ class _State:
         """The command has finished: a late signal changes nothing."""
         self.stopping = False
         """The command is being stopped: no new child may start (proc.end_all_children)."""
+        self.previous_hook: Callable[[Any], object] = sys.__unraisablehook__
+        """The `sys.unraisablehook` `install()` found (`_unraisable` hands everything else
+        to it)."""
 
 
 _state = _State()
@@ -106,6 +113,32 @@ def _available() -> list[signal.Signals]:
     return [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
 
 
+def _unraisable(unraisable: Any) -> None:
+    """`sys.unraisablehook` while flashbuild's handlers are in place.
+
+    Where Python cannot raise (a weakref or import-lock callback: a signal that lands in one,
+    seen under load while a module loaded lazily), the handler's `StopRequested` is printed as
+    "Exception ignored" and dropped, and the command would go on as if never stopped. Instead
+    the stop is delivered again to the main thread (`_thread.interrupt_main` calls the handler
+    as for a real signal, at the next instruction that can raise); anything else goes to
+    Python's own hook."""
+    if isinstance(unraisable.exc_value, StopRequested) and not _state.done:
+        import _thread
+        import threading
+
+        name = _state.received.pop() if _state.received else "SIGINT"
+        signum = getattr(signal, name, signal.SIGINT)
+        if signal.getsignal(signum) is _handler:
+            # From another thread and a moment later: delivered now, the handler would run
+            # inside this hook, where its exception is as unraisable as before.
+            timer = threading.Timer(REDELIVER_S, _thread.interrupt_main, (signum,))
+            timer.daemon = True
+            timer.start()
+            return
+        _state.received.append(name)
+    _state.previous_hook(unraisable)
+
+
 def install() -> None:
     """Make every stop signal a KeyboardInterrupt (noted here) for the rest of the process.
 
@@ -117,6 +150,9 @@ def install() -> None:
         with contextlib.suppress(ValueError, OSError):
             if signal.getsignal(sig) is not signal.SIG_IGN:
                 signal.signal(sig, _handler)
+    if sys.unraisablehook is not _unraisable:
+        _state.previous_hook = sys.unraisablehook
+        sys.unraisablehook = _unraisable
 
 
 def finished() -> None:

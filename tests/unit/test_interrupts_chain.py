@@ -104,3 +104,49 @@ def test_a_stop_python_swallowed_while_the_cli_loaded_still_counts(
         entry.main()
     assert info.value.code == 130
     assert "interrupted by Ctrl-C (SIGINT) while starting" in capsys.readouterr().err
+
+
+def test_a_stop_raised_where_python_cannot_raise_is_delivered_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A weakref callback is one of the places whose exceptions Python prints as "Exception
+    ignored" and drops (the import lock's is another, seen under load): the stop must reach
+    the main thread all the same."""
+    import signal
+    import sys
+    import weakref
+
+    class Thing:
+        pass
+
+    def stop(_ref: object) -> None:
+        interrupts._state.received.append("SIGINT")  # what the handler notes before raising
+        raise StopRequested
+
+    monkeypatch.setattr(interrupts._state, "received", [])
+    monkeypatch.setattr(interrupts._state, "done", False)
+    monkeypatch.setattr(sys, "unraisablehook", interrupts._unraisable)
+    old = signal.signal(signal.SIGINT, interrupts._handler)
+    try:
+        thing = Thing()
+        ref = weakref.ref(thing, stop)
+        import time
+
+        with pytest.raises(KeyboardInterrupt):
+            del thing  # the callback runs here, and its StopRequested is unraisable
+            deadline = time.monotonic() + 30  # a bound for a broken hook, not a timing test
+            while time.monotonic() < deadline:  # the stop lands at an instruction here
+                pass
+        assert ref() is None
+        assert interrupts._state.received == ["SIGINT"]
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def test_other_unraisable_errors_go_to_the_previous_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    seen: list[object] = []
+    monkeypatch.setattr(interrupts._state, "previous_hook", seen.append)
+    event = SimpleNamespace(exc_value=ValueError("x"))
+    interrupts._unraisable(event)
+    assert seen == [event]
