@@ -37,6 +37,19 @@ def _scan(tree: Path, platform: str, out: Path) -> float:
     return time.perf_counter() - start
 
 
+def _source(truth: str) -> str:
+    """The report's `truth` cut to what decided what is compiled: the build's model, or the
+    static reading with the start of the reason introspection fell back."""
+    head = truth.split(";", maxsplit=1)[0]
+    if "fell back: " not in head:
+        return head
+    reason = truth.split("fell back: ", 1)[1]
+    if reason.startswith("introspection configures for this machine"):
+        return "static reading (another platform: introspection runs for this machine's)"
+    reason = reason.split(" (", 1)[0].split(":", 1)[0].strip()
+    return f"static reading (introspection fell back: {reason})"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=ROOT.parent / "shared" / "corpus")
@@ -69,7 +82,7 @@ def main() -> int:
             failed += score.returncode != 0
             print(f"| {name} | {target} | {recall[1] if recall else '?'} | "
                   f"{f'{errors[1]} ({errors[2]})' if errors else '?'} | {verdict} | "
-                  f"{first:.1f} s | {again:.1f} s | {truth.split(';')[0]} |")
+                  f"{first:.1f} s | {again:.1f} s | {_source(truth)} |")
     return 1 if failed else 0
 
 
