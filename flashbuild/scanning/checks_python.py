@@ -37,6 +37,8 @@ POSIX_LIB = re.compile(r"^(?:.*/)?lib[\w+.-]*\.so(?:\.\d+)*$")
 UNVERSIONED = re.compile(r"\.so$")
 SO_SUFFIX = re.compile(r"\.so$")
 WINDOWS_SUFFIX = re.compile(r"\.(?:pyd|dll|lib)$", re.IGNORECASE)
+#: The text of a file with a string `WINDOWS_SUFFIX` matches holds this (unanchored).
+_MAY_END_IN_WINDOWS_SUFFIX = re.compile(r"\.(?:pyd|dll|lib)\b", re.IGNORECASE)
 SOURCE = re.compile(r"\.(cu|cpp|cc|cxx|c)$")
 CDLL_NAMES = frozenset({"CDLL", "PyDLL", "LoadLibrary", "cdll", "dlopen"})
 _WIN_NAME = re.compile(r"(?:^|_)(?:IS_)?WIN(?:DOWS|32|64)?(?:$|_)", re.IGNORECASE)
@@ -128,12 +130,13 @@ class _Visitor(ast.NodeVisitor):
 
     def _gated(self, test: ast.expr, body: Sequence[ast.AST], orelse: Sequence[ast.AST]
                ) -> None:
-        words = [n.value for n in ast.walk(test) if isinstance(n, ast.Constant)
+        parts = list(ast.walk(test))
+        words = [n.value for n in parts if isinstance(n, ast.Constant)
                  and isinstance(n.value, str)]
         # A flag named for the platform (IS_WINDOWS, _IS_WIN32) tests it like sys.platform.
-        words += ["win32" for n in ast.walk(test) if isinstance(n, ast.Name | ast.Attribute)
+        words += ["win32" for n in parts if isinstance(n, ast.Name | ast.Attribute)
                   and _WIN_NAME.search(n.id if isinstance(n, ast.Name) else n.attr)]
-        if any(isinstance(n, ast.Not | ast.NotEq) for n in ast.walk(test)):
+        if any(isinstance(n, ast.Not | ast.NotEq) for n in parts):
             words.append("not")
         text = ast.unparse(test)
         self.visit(test)
@@ -240,12 +243,11 @@ def check_python(file: FileText, target: ScanTarget) -> FileReport:
         report.facts["note"] = f"not parsed as Python: {exc.msg} (line {exc.lineno})"
         return report
     if needs_visit:  # else a Windows __init__.py or an importer: only its imports count
-        nodes: Sequence[ast.AST] = list(ast.walk(tree))  # one walk, shared, same order
         visitor = _Visitor(file, target, report)
-        visitor.pair_all(nodes)
+        if _MAY_END_IN_WINDOWS_SUFFIX.search(file.text):  # else no string can pair
+            visitor.pair_all(list(ast.walk(tree)))
         visitor.visit(tree)
-    else:
-        nodes = _statements(tree)
+    nodes = _statements(tree)  # the imports below, in ast.walk's order
     if target.platform == "windows" and file.path.rpartition("/")[2] == "__init__.py":
         _dll_directory(file, nodes, report)
     if target.platform == "windows":
