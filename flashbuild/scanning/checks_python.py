@@ -75,6 +75,19 @@ class _Visitor(ast.NodeVisitor):
         self._dispatch: dict[type[ast.AST], Callable[[Any], None]] = {
             ast.If: self.visit_If, ast.IfExp: self.visit_IfExp, ast.Call: self.visit_Call,
             ast.Constant: self.visit_Constant}
+        # Lines as the parser numbers them (\r\n, \r and \n end a line; str.splitlines
+        # would also split at form feeds and other separators the parser does not count).
+        self._lines = self.file.text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+    def _wanted(self, node: ast.AST) -> bool:
+        """A statement is visited only if its lines can hold what the visitor reports or
+        records (`_NEEDS_AST`, the test the whole file passed): any string, call or name it
+        holds lies within them, so one with no match adds nothing, whatever gates hold it.
+        Big files are mostly such statements."""
+        if not isinstance(node, ast.stmt):
+            return True
+        text = "\n".join(self._lines[node.lineno - 1:node.end_lineno or node.lineno])
+        return _NEEDS_AST.search(text) is not None
 
     def visit(self, node: ast.AST) -> None:
         """`NodeVisitor.visit` with the four methods looked up by type once, and children
@@ -92,7 +105,7 @@ class _Visitor(ast.NodeVisitor):
             value = getattr(node, name, None)
             if isinstance(value, list):
                 for item in value:
-                    if isinstance(item, ast.AST):
+                    if isinstance(item, ast.AST) and self._wanted(item):
                         visit(item)
             elif isinstance(value, ast.AST):
                 visit(value)
@@ -142,12 +155,14 @@ class _Visitor(ast.NodeVisitor):
         self.visit(test)
         self.gates.append(gate_from_words(text, words, negated=False))
         for stmt in body:
-            self.visit(stmt)
+            if self._wanted(stmt):
+                self.visit(stmt)
         g = self.gates.pop()
         self.gates.append(Gate(text=f"not ({g.text})", archs=g.archs, platform=g.platform,
                                negated=not g.negated))
         for stmt in orelse:
-            self.visit(stmt)
+            if self._wanted(stmt):
+                self.visit(stmt)
         self.gates.pop()
 
     def visit_Call(self, node: ast.Call) -> None:
