@@ -75,7 +75,7 @@ class Chosen:
 
 #: Part of a draft's key: raised whenever drafting changes what it writes (a development
 #: build keeps its version string), so a tree is drafted again instead of reusing an old draft.
-DRAFT_FORMAT = 2
+DRAFT_FORMAT = 3
 
 
 def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platform: str,

@@ -29,6 +29,7 @@ import re
 import shutil
 import sys
 import sysconfig
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING
 from flashbuild.building import cmake
 from flashbuild.errors import FlashbuildError
 from flashbuild.source import cmake_fileapi, setup_record, treemodel
+from flashbuild.source.preprocess import Stubs, run_stubbing
 from flashbuild.source.treemodel import ArchForm, ArchVariable, Bindings, Introspection
 
 if TYPE_CHECKING:
@@ -183,7 +185,7 @@ def _scratch(request: BuildRequest) -> Path:
 # --- the model cache -------------------------------------------------------------------------
 
 #: Raised whenever what introspection records changes, so older stored models are not reused.
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 #: Files whose content decides what the build is: build scripts and the Python they import.
 _BUILD_FILES = re.compile(r"(?:^CMakeLists\.txt|\.cmake|\.py|^pyproject\.toml|^setup\.cfg|"
                           r"^MANIFEST\.in|^requirements.*\.txt|^CMakePresets\.json|"
@@ -398,22 +400,37 @@ def _bindings(model: treemodel.TreeModel, root: Path, runner: StreamRunner,
                     *(f"-D{d}" for d in unit.defines),
                     *(f for f in unit.flags if f.startswith(("-std", "-f", "-m", "-U", "-D"))),
                     str(path)]
-            try:
-                done = runner.run(argv, env=env, cwd=root, timeout=180, check=False)
-            except FlashbuildError as exc:
-                found.append(Bindings(module=macro[1], source=unit.path, names=(),
-                                      error=exc.what))
-                continue
+            with tempfile.TemporaryDirectory(prefix="flashbuild-stubs-") as tmp:
+                stubs = Stubs(Path(tmp))
+                try:
+                    done = run_stubbing(runner, argv, stubs, env=env, cwd=root, timeout=180)
+                except FlashbuildError as exc:
+                    found.append(Bindings(module=macro[1], source=unit.path, names=(),
+                                          error=exc.what))
+                    continue
             if done.ok:
                 found.append(Bindings(module=macro[1], source=unit.path,
                                       names=treemodel.registered_names(done.stdout, path.name,
-                                                                       macro[2])))
+                                                                       macro[2]),
+                                      stubbed=tuple(stubs.headers)))
             else:
                 first = next((ln.strip() for ln in done.stderr.splitlines()
                               if "error" in ln), f"exit {done.returncode}")
                 found.append(Bindings(module=macro[1], source=unit.path, names=(),
                                       error=first.replace(str(root) + "/", "")))
     return tuple(found)
+
+
+def _presented_cuda(torch: Mapping[str, str], request: BuildRequest) -> str:
+    """The CUDA version (`13.0`) a CPU-only torch is shown as in record mode: the chosen
+    toolkit's, which is what a CUDA torch the build accepts has (same major); "" for a CUDA or
+    ROCm torch, or a toolkit of unknown version. Many setup.py files build their extensions
+    only for a CUDA torch (`'cu' in torch.__version__`) or read `torch.version.cuda` first:
+    on a CPU-only torch they would record a configuration no build runs."""
+    version = request.toolkit.version
+    if torch.get("cuda") or "rocm" in torch.get("version", "") or version is None:
+        return ""
+    return f"{version.major}.{version.minor}"
 
 
 def _first_cmake_error(output: str) -> str:
@@ -524,37 +541,56 @@ def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
         # A CPU-only torch is enough to write build.ninja (its headers are all cpp_extension
         # needs; the hook gives it CUDA_HOME); only the link would fail. Say nothing.
         del exc
+    present = _presented_cuda(torch, request)
     copy = scratch / "tree"
-    if copy.exists():
-        shutil.rmtree(copy)
     top = str(request.source_dir)
 
     def skip(folder: str, names: list[str]) -> list[str]:
         # build/ and dist/ only at the top (setuptools' output folders); the others anywhere.
         return [n for n in names if n in _SKIP and (folder == top or n not in _TOP_ONLY)]
 
-    shutil.copytree(top, copy, symlinks=True, ignore=skip)
-    record_file = scratch / "record.json"
-    record_file.unlink(missing_ok=True)
-    env = build_environment(request, copy, jobs=1, hook_report=scratch / "hook.jsonl",
-                            build_temp=scratch / "temp")
-    env[setup_record.RECORD_ENV] = str(record_file)
-    # Network calls fail in the hook; git (a submodule clone) and pip are told the same.
-    env["GIT_ALLOW_PROTOCOL"] = "file"
-    env["PIP_NO_INDEX"] = "1"
-    argv = [request.python, str(_RECORDER), "build_ext", "--build-temp",
-            str(scratch / "temp"), "--build-lib", str(scratch / "lib")]
-    done = runner.run(argv, env=env, cwd=copy, timeout=timeout, check=False)
-    if not record_file.is_file():
-        tail = done.output.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
-        raise BuildError("setup.py ended before the record was written", evidence=tail[0])
-    try:
-        record = setup_record.load_record(record_file)
-    except setup_record.RecordError as exc:
-        raise BuildError("the setup.py record could not be read", evidence=str(exc)) from exc
+    def run(present: str) -> tuple[setup_record.SetupRecord, dict[str, str]]:
+        """One record-mode run on a fresh copy of the tree."""
+        if copy.exists():
+            shutil.rmtree(copy)
+        shutil.copytree(top, copy, symlinks=True, ignore=skip)
+        record_file = scratch / "record.json"
+        record_file.unlink(missing_ok=True)
+        env = build_environment(request, copy, jobs=1, hook_report=scratch / "hook.jsonl",
+                                build_temp=scratch / "temp")
+        env[setup_record.RECORD_ENV] = str(record_file)
+        if present:
+            env[setup_record.PRESENT_CUDA_ENV] = present
+        # Network calls fail in the hook; git (a submodule clone) and pip are told the same.
+        env["GIT_ALLOW_PROTOCOL"] = "file"
+        env["PIP_NO_INDEX"] = "1"
+        argv = [request.python, str(_RECORDER), "build_ext", "--build-temp",
+                str(scratch / "temp"), "--build-lib", str(scratch / "lib")]
+        done = runner.run(argv, env=env, cwd=copy, timeout=timeout, check=False)
+        if not record_file.is_file():
+            tail = done.output.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+            raise BuildError("setup.py ended before the record was written",
+                             evidence=tail[0])
+        try:
+            return setup_record.load_record(record_file), env
+        except setup_record.RecordError as exc:
+            raise BuildError("the setup.py record could not be read",
+                             evidence=str(exc)) from exc
+
+    record, env = run(present)
+    notes: tuple[str, ...] = ()
+    if present and record.exception is not None:
+        # The presented CUDA torch led setup.py into what only a real one has
+        # (`torch._C._nccl_version`): the CPU-only torch as it is may get further.
+        plain, plain_env = run("")
+        if plain.exception is None:
+            notes = (f"setup.py raised when shown torch as a CUDA build ({record.exception}); "
+                     "recorded with the CPU-only torch as it is",)
+            record, env = plain, plain_env
     model = treemodel.from_record(record, request.source_dir.resolve(), copy)
     compilers = {treemodel.relative(c.source, copy): c.compiler for c in record.commands}
-    return replace(model, bindings=_bindings(model, copy, runner, env, compilers)
+    return replace(model, notes=(*model.notes, *notes),
+                   bindings=_bindings(model, copy, runner, env, compilers)
                    if bindings else (),
                    jit=treemodel.find_jit(copy, _python_files(copy)))
 

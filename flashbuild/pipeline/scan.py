@@ -45,8 +45,8 @@ def scan_with_build(root: Path, target: ScanTarget, opts: ScanOptions, *,
                     say: Callable[[str], None] | None = None) -> ScanResult:
     """Scan `root` for `target` with the configured build's model where it can be had (see the
     module docstring); `say` gets the one line that says which."""
-    if opts.static:
-        return scan_tree(root, target, opts)
+    if opts.static or not root.is_dir():
+        return scan_tree(root, target, opts)  # (a missing folder: the scan's own error)
     outcome = introspect_for_scan(root.resolve(), target)
     if outcome.model is None or outcome.fallback:
         reason = outcome.fallback
@@ -60,6 +60,8 @@ def scan_with_build(root: Path, target: ScanTarget, opts: ScanOptions, *,
         how = "reused: the tree is unchanged" if outcome.cached else \
             f"{outcome.seconds:.1f} s"
         say(f"introspection: {model.via}, {plural(len(model.targets), 'target')} ({how})")
+        for note in model.notes:
+            say(f"introspection: {note}")
     return scan_tree(root, target, opts, model=model)
 
 

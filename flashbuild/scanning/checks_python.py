@@ -26,7 +26,7 @@ from flashbuild.scanning.findings import (
 )
 from flashbuild.scanning.gates import Gate, Mention, gate_from_words
 from flashbuild.scanning.proposals import LOADER_SHIM
-from flashbuild.source.setuppy import parse_python
+from flashbuild.source.setuppy import names_other_stack, parse_python
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -70,6 +70,10 @@ class _Visitor(ast.NodeVisitor):
 
     def __post_init__(self) -> None:
         self.gates: list[Gate] = []
+        # Code of another accelerator stack's backend (`op_builder/xpu/`, `rocm_utils.py`)
+        # never runs in a CUDA build: its library names are not this build's problem.
+        parts = self.file.path.removesuffix(".py").split("/")
+        self.other_stack = any(names_other_stack(part) for part in parts)
         self.cdll_args: set[int] = set()
         self.paired: set[int] = set()
         self._dispatch: dict[type[ast.AST], Callable[[Any], None]] = {
@@ -191,7 +195,8 @@ class _Visitor(ast.NodeVisitor):
                 Mention(value, self.file.path, node.lineno, tuple(self.gates)))
         # Globs (`*.so` in an ignore list) only filter; they do not load anything.
         if self.target.platform == "windows" and SO_SUFFIX.search(value) and \
-                not any(ch in value for ch in "*?[") and \
+                not any(ch in value for ch in "*?[") and not self.other_stack and \
+                not _other_stack_library(value) and \
                 id(node) not in self.cdll_args and id(node) not in self.paired and \
                 "\n" not in value and \
                 not any((g.platform == "posix") != g.negated for g in self.gates
@@ -207,6 +212,8 @@ class _Visitor(ast.NodeVisitor):
     def _cdll(self, call: ast.Call, name: str) -> None:
         if any((g.platform == "posix") != g.negated for g in self.gates if g.platform):
             return  # already behind a POSIX test
+        if self.other_stack or _other_stack_library(name):
+            return  # a ROCm/XPU/... runtime: not loaded by a CUDA build
         if self.target.platform == "windows":
             self._add(call, "FB180", Severity.ERROR,
                       f"ctypes loads {name!r}, a Linux library name that does not exist on "
@@ -230,6 +237,21 @@ class _Visitor(ast.NodeVisitor):
             rule=rule, category=cat, path=self.file.path, line=line, col=col, severity=sev,
             message=message, evidence=evidence, snippet=_snippet(self.file, line), fix=fix,
             facts=facts))
+
+
+#: Runtime libraries of other accelerator stacks whose names `names_other_stack` does not
+#: split out (`libamdhip64.so`, `librocblas.so`, `libze_loader.so`).
+_OTHER_STACK_LIBS = ("amdhip", "rocblas", "rocm", "hipblas", "hiprtc", "miopen", "rccl",
+                     "roctx", "roctracer", "hsa", "ze_", "sycl", "ascendcl", "hccl", "cnrt",
+                     "cnnl", "musa", "mccl", "habana", "synapse", "torch_npu", "torch_mlu")
+
+
+def _other_stack_library(literal: str) -> bool:
+    """Whether a library file name (`libamdhip64.so`, `/opt/rocm/lib/libhsa-runtime64.so.1`,
+    `libsycl.so`) belongs to an accelerator stack other than CUDA."""
+    stem = literal.replace("\\", "/").rpartition("/")[2].split(".so")[0].removeprefix("lib")
+    return names_other_stack(stem) or stem.lower().startswith(_OTHER_STACK_LIBS) or \
+        any(names_other_stack(part) for part in literal.replace("\\", "/").split("/")[:-1])
 
 
 def _may_import_package(file: FileText) -> bool:

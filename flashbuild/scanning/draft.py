@@ -654,10 +654,12 @@ def _setuptools_build(  # noqa: PLR0912 - one branch per table it drafts
         b.package_dir = str(PurePosixPath(base, *rest)) if base else "/".join(
             package.split("."))
     else:
+        tops = list(dict.fromkeys(p.split(".")[0] for p in setup.packages))
         b.todos.append(BuildTodo(
             table="install", what="no package for the extension modules of setup.py",
-            evidence=f"modules: {', '.join(modules) or 'none named'}; packages: "
-            f"{', '.join(setup.packages) or 'none'}",
+            evidence=f"modules: {', '.join(modules) or 'none named'}; top-level packages: "
+            f"{', '.join(tops[:6]) or 'none'}"
+            + (f" and {len(tops) - 6} more" if len(tops) > 6 else ""),
             fix="add [install] package = \"NAME\" and package_dir = \"path/to/NAME\""))
 
 
@@ -1032,7 +1034,12 @@ def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, plat
     drafted into [[build.env]], with the line that read it."""
     assert d.build is not None
     tried = 0
-    for read in model.env_reads:
+    # The setup.py's own reads first, then names that sound like a build switch (a package's
+    # imports read many variables before setup.py reaches its own: deepspeed's DS_BUILD_OPS).
+    reads = sorted(model.env_reads, key=lambda r: (
+        not r.where.startswith("setup.py:"),
+        not re.search(r"CUDA|BUILD|EXT|OPS?\b|OPS_|KERNEL|COMPILE|FORCE|WITH", r.name)))
+    for read in reads:
         name = read.name
         if name in _BUILD_VARIABLES or name.startswith(("FLASHBUILD_", "_")) or re.search(
                 r"ARCH|DISABLE|SKIP|(^|_)NO_|ROCM|HIP|VERSION|DEBUG", name):

@@ -200,7 +200,9 @@ def _exports(b: BuildDraft, model: TreeModel, root: Path) -> None:
             b.exports += [n for n in names if n not in b.exports]
             b.notes["verify"].append(
                 f"exports: what {binding.source} registers for {module}, preprocessed "
-                "with the configured build's flags")
+                "with the configured build's flags" + (
+                    f" (headers absent here stubbed: {', '.join(binding.stubbed[:3])})"
+                    if binding.stubbed else ""))
     if b.exports:
         return
     why = "; ".join(f"{x.source}: {x.error or 'registers no name'}" for x in model.bindings) \

@@ -61,11 +61,11 @@ from flashbuild.scanning.proposals import LOADER_SHIM
 from flashbuild.source.text import decode, not_text_reason
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from flashbuild.arch import Arch
     from flashbuild.source.text import Encoding
-    from flashbuild.source.treemodel import TreeModel
+    from flashbuild.source.treemodel import JitSite, TreeModel
 
 # --- per-file work ------------------------------------------------------------------------
 
@@ -309,7 +309,14 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
     files = walk.files
     not_built: list[Skipped] = []
     if reach is not None:
-        files, not_built = _reachable_files(walk.files, reach, model)
+        def jit() -> tuple[JitSite, ...]:
+            if model is not None:
+                return model.jit
+            from flashbuild.source.treemodel import find_jit
+
+            return find_jit(root, [rel for rel, kind in walk.files if kind == "python"])
+
+        files, not_built = _reachable_files(walk.files, reach, model, jit)
     jobs = opts.jobs or os.cpu_count() or 1
     cxx = [(str(root), rel, opts.max_file_bytes) for rel, kind in files if kind == "cxx"]
     reports: list[FileReport]
@@ -412,6 +419,18 @@ def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> t
         # A CMake project (perhaps with a setup.py as a second way in): its lists and their
         # gates decide what is compiled, as before.
         return None, ""
+    from flashbuild.source.reach import Reach
+    from flashbuild.source.setuppy import builds_nothing
+
+    try:
+        top = [e.name for e in os.scandir(root) if e.is_file()]
+    except OSError:
+        top = []
+    nothing = builds_nothing(top, read)
+    if nothing:
+        # A pure-Python build: the tree's C/C++ is compiled at run time or not at all, never
+        # by its build, so none of it is "assumed compiled".
+        return Reach(None, none_compiled=nothing), ""
     setup, why = read_setup(paths, read, platform=target.platform, archs=target.archs)
     if why:
         why = (f"not read as Python: {why}; what it builds is unknown, so every C/C++ file "
@@ -530,25 +549,19 @@ def _work(root: Path, files: Sequence[tuple[str, FileKind]], target: ScanTarget,
 
 
 def _reachable_files(files: Sequence[tuple[str, FileKind]], reach: Any,
-                     model: TreeModel | None = None
+                     model: TreeModel | None = None,
+                     jit: Callable[[], Sequence[JitSite]] = tuple,
                      ) -> tuple[list[tuple[str, FileKind]], list[Skipped]]:
     """The files the build compiles, includes or ships; the rest as one note per folder.
-    Code no build compiles for the target can hold nothing that breaks that build."""
+    Code no build compiles for the target can hold nothing that breaks that build. `jit`
+    gives the tree's run-time compile sites, asked once something is left out."""
     kept: list[tuple[str, FileKind]] = []
     left: dict[tuple[str, str], int] = {}
-    not_compiled = "C/C++ not compiled for the target by setup.py, nor included by what is"
-    if model is not None:
-        not_compiled = (f"C/C++ not compiled by this configuration ({model.via}), nor "
-                        "included by what is")
-        if model.jit:
-            first = model.jit[0]
-            not_compiled += (f"; the tree compiles kernels at run time ({first.where} "
-                             f"{first.how}" + (f" and {len(model.jit) - 1} more"
-                                               if len(model.jit) > 1 else "")
-                             + "): those are compiled at run time, for the GPU it runs on")
+    not_compiled = ""
     cmake_build = model is not None and model.system == "cmake"
     for rel, kind in files:
         if kind == "cxx" and reach.complete and not reach.covers(rel):
+            not_compiled = not_compiled or _not_compiled_reason(reach, model, jit())
             why = not_compiled
         elif kind == "python" and not reach.shipped(rel):
             why = "Python outside the packages setup.py installs"
@@ -562,6 +575,24 @@ def _reachable_files(files: Sequence[tuple[str, FileKind]], reach: Any,
     notes = [Skipped(top, f"{plural(n, 'file')}: {why}; not checked")
              for (top, why), n in sorted(left.items())]
     return kept, notes
+
+
+def _not_compiled_reason(reach: Any, model: TreeModel | None, jit: Sequence[JitSite]) -> str:
+    """Why a C/C++ file the build does not reach is left out, and where the tree compiles
+    kernels at run time when it does (those are compiled for the GPU they run on)."""
+    if model is not None:
+        why = (f"C/C++ not compiled by this configuration ({model.via}), nor included by "
+               "what is")
+    elif reach.none_compiled:
+        why = f"C/C++ the tree's build never compiles ({reach.none_compiled})"
+    else:
+        why = "C/C++ not compiled for the target by setup.py, nor included by what is"
+    if jit:
+        first = jit[0]
+        why += (f"; the tree compiles kernels at run time ({first.where} {first.how}"
+                + (f" and {len(jit) - 1} more" if len(jit) > 1 else "")
+                + "): those are compiled at run time, for the GPU it runs on")
+    return why
 
 
 def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from flashbuild.scanning.facts import CcclFacts, InstructionFacts
 from flashbuild.scanning.findings import Finding, ScanOptions, ScanTarget, Severity, Truth
+from flashbuild.source.hostinclude import is_cccl_header
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -48,8 +49,9 @@ def apply_preprocessor(root: Path, findings: list[Finding], reach: Reach | None,
     if opts.static:
         return findings, "static reading (--static): no preprocessor or compiler was run"
     if reach is None:
-        return findings, ("static reading: the compile commands of this build are not known "
-                          "without configuring it (CMake), so no preprocessor pass was run")
+        return findings, ("static reading: no compile commands are known for this tree (a "
+                          "CMake build that was not configured, or no build files), so no "
+                          "preprocessor pass was run")
     wanted = [f for f in findings if _checkable(f, target)]
     if not wanted:
         return findings, ("no preprocessor pass needed: no finding hangs on a gate the "
@@ -221,7 +223,7 @@ def _judge_cccl(f: Finding, passes: Mapping[str, Sequence[PassResult]]) -> Findi
     host = [p for p in passes.get(src, ()) if p.arch is None and not p.emulated]
     if not host:
         return f
-    missing = [s for s in host[0].stubbed if s.startswith(("cuda/", "cub/", "thrust/", "nv/"))]
+    missing = [s for s in host[0].stubbed if is_cccl_header(s)]
     if missing:
         return replace(f, truth=Truth.PREPROCESSOR,
                        evidence=f"{f.evidence}; the host compiler's preprocessor stops at "

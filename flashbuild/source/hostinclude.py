@@ -29,8 +29,18 @@ if TYPE_CHECKING:
 
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)(.*)$")
 _DEFINE = re.compile(r"^(\w+)(\(([^)]*)\))?\s*(.*)$")
-#: Header prefixes that CUDA 13 keeps under include/cccl only.
-CCCL_PREFIXES = ("cuda/std/", "cuda/", "cub/", "thrust/", "nv/")
+#: Header prefixes that CUDA 13 keeps under include/cccl only (`cuda/` itself is shared with
+#: trees' own folders: see `is_cccl_header`).
+CCCL_PREFIXES = ("cuda/std/", "cuda/__", "cub/", "thrust/", "nv/")
+_CCCL_CUDA_TOP = re.compile(r"^cuda/[a-z_]+$")
+
+
+def is_cccl_header(header: str) -> bool:
+    """Whether an include names a CCCL header: under `cuda/std/`, `cub/`, `thrust/`, `nv/`, or
+    one of libcu++'s extension-less `cuda/<name>` headers (`cuda/atomic`, `cuda/ptx`; CUDA
+    13.0's include/cccl/cuda holds no other kind). A tree's own `cuda/q_matrix.cuh` is not one:
+    its absence is the tree's problem, not CCCL's place."""
+    return header.startswith(CCCL_PREFIXES) or bool(_CCCL_CUDA_TOP.match(header))
 _OTHER_OS = ("__APPLE__", "__QNX__", "__ANDROID__", "__FreeBSD__", "__OpenBSD__", "__NetBSD__",
              "__EMSCRIPTEN__", "__HIP_PLATFORM_AMD__", "__HIPCC__", "__HIP__")
 _NVCC = ("__CUDACC__", "__NVCC__", "__CUDA_ARCH__", "__CUDACC_RTC__", "__CUDACC_VER_MAJOR__",
@@ -61,7 +71,7 @@ class Reached:
 
 def first_cccl_include(source: str, include_dirs: Sequence[str], read: Callable[[str], str | None],
                        platform: str) -> Reached | None:
-    """The first CCCL header (`CCCL_PREFIXES`) the host compile of `source` certainly includes
+    """The first CCCL header (`is_cccl_header`) the host compile of `source` certainly includes
     and that no folder of `include_dirs` holds; None when there is none (or the walk cannot
     tell). Paths are tree-relative; `read` gives a file's text or None."""
     walk = _Walk(list(include_dirs), read, host_compiler_pass(platform))
@@ -155,7 +165,7 @@ class _Walk:
                 return None
             if self.read(cand) is not None:
                 return self.file(cand, here)
-        if header.startswith(CCCL_PREFIXES):
+        if is_cccl_header(header):
             return Reached(header, here)
         return None
 

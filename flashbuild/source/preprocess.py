@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     from flashbuild.arch import Arch
     from flashbuild.proc import Runner
+    from flashbuild.runner import Completed
 
 CACHE_VERSION = 1
 ALL_KINDS = frozenset({"host", "cuda-host", "device", "windows-host"})
@@ -158,7 +159,7 @@ class Preprocessor:
         # The passes of one unit share their stubs: the first pass that runs finds the
         # missing headers (one `-M -MG` run), the others reuse them.
         with tempfile.TemporaryDirectory(prefix="flashbuild-pp-") as tmp:
-            stubs = _Stubs(Path(tmp))
+            stubs = Stubs(Path(tmp))
             # A .cu unit's own host pass is asked for as `cuda-host` (the host findings are
             # Windows ones, answered by the emulated pass built from the same command).
             host = "cuda-host" if unit.cuda else "host"
@@ -194,7 +195,7 @@ class Preprocessor:
         return parse_dryrun(done.stdout + "\n" + done.stderr)
 
     def _safe_pass(self, unit: Unit, name: str, code: int | None,
-                   argv: list[str], stubs: _Stubs, *, emulated: bool) -> PassResult:
+                   argv: list[str], stubs: Stubs, *, emulated: bool) -> PassResult:
         """`_pass`, with a tool that cannot start or hangs (timeout) as a failed pass: the
         static verdict then stands for what it would have decided."""
         from flashbuild.errors import FlashbuildError
@@ -206,7 +207,7 @@ class Preprocessor:
                               emulated=emulated)
 
     def _pass(self, unit: Unit, name: str, code: int | None,
-              argv: list[str], stubs: _Stubs, *, emulated: bool) -> PassResult:
+              argv: list[str], stubs: Stubs, *, emulated: bool) -> PassResult:
         key = self._key(unit, name, argv)
         hit = self._load(key)
         if hit is not None:
@@ -215,21 +216,7 @@ class Preprocessor:
                               error=hit["error"], stubbed=tuple(hit["stubbed"]),
                               emulated=emulated, cached=True)
         self.stats["run"] += 1
-        cmd = [*argv, f"-idirafter{stubs.folder}"]
-        if not stubs.probed:
-            # One dependency run (-M -MG takes a missing header for one still to be
-            # generated) names every header this machine lacks; stubbing them at once lets
-            # the real pass run once instead of once per missing header.
-            deps = self.runner.run([*cmd, "-M", "-MG"], timeout=TIMEOUT_S, check=False,
-                                   cwd=self.root)
-            for header in missing_headers(deps.stdout, self.root):
-                stubs.add(header)
-            stubs.probed = True
-        while True:
-            done = self.runner.run(cmd, timeout=TIMEOUT_S, check=False, cwd=self.root)
-            missing = _MISSING.search(done.stderr)
-            if done.returncode == 0 or missing is None or not stubs.add(missing[1].strip()):
-                break
+        done = run_stubbing(self.runner, argv, stubs, cwd=self.root)
         lines, files = survivors(done.stdout, self.root)
         ok = done.returncode == 0
         error = "" if ok else (done.stderr.strip().splitlines() or ["failed"])[-1][:300]
@@ -292,7 +279,7 @@ class Preprocessor:
 
 
 @dataclass
-class _Stubs:
+class Stubs:
     """Empty stand-ins for headers this machine lacks, shared by the passes of one unit."""
 
     folder: Path
@@ -309,6 +296,28 @@ class _Stubs:
         stub.write_text("", encoding="utf-8")
         self.headers.append(header)
         return True
+
+
+def run_stubbing(runner: Runner, argv: Sequence[str], stubs: Stubs, *, cwd: Path,
+                 env: Mapping[str, str] | None = None, timeout: float = TIMEOUT_S
+                 ) -> Completed:
+    """Run a preprocessor command (gcc/clang `-E`) with the stubs' folder searched last,
+    stubbing each header it stops at ("No such file or directory") and running it again,
+    until it runs through or no header can be stubbed."""
+    cmd = [*argv, f"-idirafter{stubs.folder}"]
+    if not stubs.probed:
+        # One dependency run (-M -MG takes a missing header for one still to be generated)
+        # names every header this machine lacks; stubbing them at once lets the real run
+        # happen once instead of once per missing header.
+        deps = runner.run([*cmd, "-M", "-MG"], timeout=timeout, check=False, cwd=cwd, env=env)
+        for header in missing_headers(deps.stdout, cwd):
+            stubs.add(header)
+        stubs.probed = True
+    while True:
+        done = runner.run(cmd, timeout=timeout, check=False, cwd=cwd, env=env)
+        missing = _MISSING.search(done.stderr)
+        if done.returncode == 0 or missing is None or not stubs.add(missing[1].strip()):
+            return done
 
 
 def missing_headers(rule: str, root: Path) -> list[str]:

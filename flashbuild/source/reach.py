@@ -98,6 +98,9 @@ class Reach:
     via: str = ""
     """How the configured build was read (`CMake File API (…)`, `setup.py record mode`);
     empty for the static reading of setup.py."""
+    none_compiled: str = ""
+    """Why the tree's own build compiles no C/C++ at all (`setuppy.builds_nothing`), when the
+    static reading says so; then `compiled` is empty."""
 
     def covers(self, path: str) -> bool:
         return path in self.reachable

@@ -24,6 +24,8 @@ from typing import Any
 
 #: The environment variable that turns record mode on (the record file's path).
 RECORD_ENV = "FLASHBUILD_RECORD"
+#: Set with it (to the toolkit's `13.0`): a CPU-only torch is presented as that CUDA build.
+PRESENT_CUDA_ENV = "FLASHBUILD_TORCH_CUDA"
 
 _COMPILED = (".cu", ".cpp", ".cc", ".cxx", ".c")
 
@@ -101,6 +103,9 @@ class SetupRecord:
     """The arch flags of the setup.py that the build hook replaced with `--arch`'s."""
     argv_options: tuple[EnvRead, ...] = ()
     """Command-line options the tree's code looked for in sys.argv (`--cuda_ext`), where."""
+    torch_presented: tuple[str, str] | None = None
+    """(installed, presented) torch versions when a CPU-only torch was presented to setup.py
+    as the CUDA build a real build needs (`2.13.0+cpu`, `2.13.0+cu130`); None otherwise."""
 
     def env_names(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(r.name for r in self.env_reads))
@@ -176,7 +181,11 @@ def parse_record(data: dict[str, Any]) -> SetupRecord:
     for rewrite in data.get("rewrites", []) or []:
         removed += [str(r) for r in rewrite.get("removed", [])] if isinstance(rewrite,
                                                                               dict) else []
+    shown = next((t for t in data.get("torch_presented", []) or [] if isinstance(t, dict)),
+                 None)
     return SetupRecord(
+        torch_presented=(str(shown.get("was", "")), str(shown.get("now", "")))
+        if shown is not None else None,
         stopped=bool(data.get("stopped")), extensions=exts, commands=tuple(_commands(data)),
         env_reads=tuple(EnvRead(str(r.get("name", "")), str(r.get("where", "?")))
                         for r in data.get("env_reads", []) if isinstance(r, dict)),

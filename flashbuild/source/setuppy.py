@@ -9,8 +9,10 @@ source list is what the build *may* compile. Three tests are decided on purpose:
 
 * platform tests (`sys.platform`, `os.name`, `platform.system()`, `IS_WINDOWS`-style names
   that are assigned from them) follow the target platform;
-* a test that names ROCm/HIP (`IS_ROCM`, `torch.version.hip`, `BUILD_TARGET == "rocm"`) is
-  false: flashbuild builds CUDA;
+* a test that names another accelerator stack — ROCm/HIP (`IS_ROCM`, `torch.version.hip`,
+  `BUILD_TARGET == "rocm"`), Ascend NPU, Cambricon MLU, Apple MPS, Intel XPU/SYCL, DIOPI,
+  MUSA, Habana HPU (`FORCE_NPU`, `torch.is_mlu_available()`, `torch.backends.mps`) — is
+  false, and `!=` one of them true: flashbuild builds CUDA;
 * an arch flag whose value is unknown and whose name carries an SM number (`HAS_SM90`,
   `ENABLE_SM120`) is true exactly when the target is that SM — the idiom of trees that
   build one extension per arch (SageAttention's `_qattn_sm90` only `if HAS_SM90`).
@@ -52,7 +54,11 @@ class _Unknown:
 UNKNOWN: Any = _Unknown()
 _MAX_DEPTH = 6
 _SM_FLAG = re.compile(r"(?:^|_)SM_?(\d{2,3})(?:[AF])?(?:$|_)", re.IGNORECASE)
-_ROCM = re.compile(r"rocm|hip", re.IGNORECASE)
+#: Words (identifier parts) that name an accelerator stack other than CUDA.
+_OTHER_STACKS = frozenset({"rocm", "hip", "hipify", "hipcc", "npu", "mlu", "mps", "xpu",
+                           "sycl", "dipu", "diopi", "musa", "hpu", "habana", "ascend", "cncc",
+                           "ipex", "oneapi"})
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 #: Names of switches that turn something off when set.
 _OFF_SWITCH = re.compile(r"(?:^|_)(?:DISABLE|DISABLED|SKIP|NO|WITHOUT|EXCLUDE)(?:_|$)",
                          re.IGNORECASE)
@@ -544,12 +550,14 @@ class _Interp:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             v = self.truth(node.operand, env)
             return None if v is None else not v
-        if _names_rocm(node):
+        if _names_other_stack(node):
             for n in ast.walk(node):  # still record the switches the test reads
                 if isinstance(n, ast.Call) and _dotted(n.func) in ("os.getenv",
                                                                    "os.environ.get"):
                     self._env_read(n)
-            return False  # a ROCm/HIP branch: flashbuild builds CUDA
+            # A ROCm/NPU/MPS/... branch: flashbuild builds CUDA. `x != "rocm"` holds for it.
+            return isinstance(node, ast.Compare) and len(node.ops) == 1 and \
+                isinstance(node.ops[0], ast.NotEq | ast.IsNot | ast.NotIn)
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             left = self.expr(node.left, env)
             right = self.expr(node.comparators[0], env)
@@ -653,15 +661,23 @@ def _dotted(node: ast.expr) -> str:
     return ""
 
 
-def _names_rocm(node: ast.expr) -> bool:
-    """Whether a test is about ROCm/HIP: a name, attribute or string in it says so."""
+def names_other_stack(word: str) -> bool:
+    """Whether an identifier (`IS_ROCM`, `is_mlu_available`, `torch_npu`, `HIP_HOME`) names an
+    accelerator stack other than CUDA by one of its parts (so `ship` and `chip` do not)."""
+    return any(w.lower() in _OTHER_STACKS or w.lower().startswith("rocm")
+               for w in _WORDS.findall(word))
+
+
+def _names_other_stack(node: ast.expr) -> bool:
+    """Whether a test is about another accelerator stack: a name, attribute, or a one-word
+    string in it (`'is_mlu_available'`, `"rocm"`) says so."""
     for n in ast.walk(node):
-        if isinstance(n, ast.Name) and _ROCM.search(n.id):
+        if isinstance(n, ast.Name) and names_other_stack(n.id):
             return True
-        if isinstance(n, ast.Attribute) and _ROCM.search(n.attr):
+        if isinstance(n, ast.Attribute) and names_other_stack(n.attr):
             return True
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and \
-                n.value.lower() in ("rocm", "hip"):
+                re.fullmatch(r"\w+", n.value) and names_other_stack(n.value):
             return True
     return False
 
@@ -1026,3 +1042,61 @@ def read_setup(root_files: Sequence[str], read: Callable[[str], str | None], *,
 #: asks twice (the zero-config draft's submodule check, then the build's own), and analysing a
 #: large setup.py (xformers') costs 0.12 s of a no-op rebuild each time.
 _ANALYSED: dict[tuple[str, str, tuple[Arch, ...], tuple[str, ...]], SetupPy] = {}
+
+
+#: PEP 517 backends that build no compiled code of their own (a tree built by one of them
+#: compiles C/C++ only at run time, if at all). setuptools is here too: its extensions are
+#: named in setup.py or in pyproject's `ext-modules`, which `builds_nothing` looks for.
+_PURE_BACKENDS = frozenset({"setuptools.build_meta", "setuptools.build_meta:__legacy__",
+                            "hatchling.build", "flit_core.buildapi", "poetry.core.masonry.api",
+                            "pdm.backend", "pdm.pep517.api"})
+#: Words in a setup.py (or pyproject.toml) that say it may build compiled code.
+_BUILDS_CODE = re.compile(r"\b(?:ext_modules|ext-modules|Extension|CUDAExtension|CppExtension|"
+                          r"build_ext|cmdclass|distclass|cmake|CMake|Pybind11Extension|"
+                          r"cythonize|cffi_modules|rust_extensions|libraries)\b")
+
+
+def builds_nothing(root_files: Sequence[str], read: Callable[[str], str | None]) -> str:
+    """Why the tree's own build compiles no C/C++ ("" when it may, or cannot be told): a
+    top-level setup.py that names no extension, build_ext, cmdclass or library at all, or,
+    without setup.py, a pyproject.toml whose build backend builds pure-Python wheels and that
+    declares no `ext-modules`. Read as text, statically; no CMakeLists.txt at the top."""
+    files = frozenset(root_files)
+    if "CMakeLists.txt" in files or "meson.build" in files:
+        return ""
+    if "setup.py" in files:
+        text = read("setup.py")
+        names = _code_only(text) if text is not None else None
+        if names is None or _BUILDS_CODE.search(names):
+            return ""
+        return "setup.py names no extension module, build_ext or cmdclass"
+    if "pyproject.toml" not in files:
+        return ""
+    text = read("pyproject.toml") or ""
+    m = re.search(r'^\s*build-backend\s*=\s*["\']([^"\']+)["\']', text, re.MULTILINE)
+    if m is None or m[1] not in _PURE_BACKENDS or _BUILDS_CODE.search(text) or \
+            "[tool.poetry.build]" in text:
+        return ""
+    return f"pyproject.toml builds with {m[1]}, which compiles nothing, and lists no ext-modules"
+
+
+def _code_only(text: str) -> str | None:
+    """The names a Python source uses (names, attributes, keywords, imports, and strings that
+    are one word, such as a `"ext_modules"` key), without its comments and prose (a docstring
+    that mentions extensions builds none); None when it does not parse, or when a
+    `setup(**kwargs)` call takes arguments this reading cannot see."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    names: list[str] = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and _dotted(n.func).rpartition(".")[2] == "setup" and \
+                any(kw.arg is None for kw in n.keywords):
+            return None
+        names.append(n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute)
+                     else n.arg or "" if isinstance(n, ast.keyword) else
+                     n.name if isinstance(n, ast.alias) else
+                     n.value if isinstance(n, ast.Constant) and isinstance(n.value, str) and
+                     re.fullmatch(r"\w+", n.value) else "")
+    return " ".join(n for n in names if n)

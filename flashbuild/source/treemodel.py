@@ -84,6 +84,9 @@ class Bindings:
     names: tuple[str, ...]
     error: str = ""
     """Why the unit could not be preprocessed (then `names` is empty and means nothing)."""
+    stubbed: tuple[str, ...] = ()
+    """Headers this machine lacks that were stubbed so the unit preprocessed (a CPU-only
+    torch has no `c10/cuda/impl/cuda_cmake_macros.h`): the names come from the unit itself."""
 
 
 @dataclass(frozen=True)
@@ -289,6 +292,10 @@ def from_record(record: SetupRecord, root: Path, copy: Path, *,
         targets.append(BuildTarget(name=ext.name, kind="module", artifact="",
                                    sources=tuple(units), defined_at=f"setup.py `{ext.name}`"))
     notes: list[str] = []
+    if record.torch_presented is not None:
+        was, now = record.torch_presented
+        notes.append(f"torch {was} is a CPU-only build: setup.py was shown it as {now}, the "
+                     "CUDA torch a build needs")
     if record.replaced_arch_flags:
         notes.append("the build hook replaces the setup.py's own arch flags ("
                      + " ".join(record.replaced_arch_flags[:4])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import shutil
 from pathlib import Path
 
@@ -112,6 +113,62 @@ def test_an_env_switched_extension_exists_only_with_its_switch(tmp_path: Path) -
     assert unit.arch_flags == ("-gencode=arch=compute_90a,code=sm_90a",)
     assert "ENVPKG_FAST" in unit.defines and "csrc/include" in unit.includes
     assert any("arch=compute_80,code=sm_80" in n for n in on.model.notes)
+
+
+def _cpu_torch() -> bool:
+    """Whether the torch here is a CPU-only build (read from its version.py, not imported)."""
+    import importlib.util
+
+    from flashbuild.detect.pyenv import parse_torch_version_file
+
+    spec = importlib.util.find_spec("torch")
+    assert spec is not None and spec.origin is not None
+    fields = parse_torch_version_file(
+        (Path(spec.origin).parent / "version.py").read_text(encoding="utf-8"))
+    return not fields.get("cuda")
+
+
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="torch is not installed")
+
+
+@needs_torch
+def test_a_setup_py_that_builds_only_for_a_cuda_torch_is_recorded_as_the_build_runs(
+        tmp_path: Path) -> None:
+    """A setup.py that tests for a CUDA torch (`'cu' in torch.__version__`,
+    `torch.version.cuda.split`) records its extension here too: a CPU-only torch is shown as
+    the CUDA build a real build needs, and the model says so. Its bindings unit includes a
+    header only CUDA builds of torch ship: it is stubbed, and the names are read."""
+    tree = _tree(tmp_path, "setup_cudatorch")
+    outcome = _run(tree, "setuptools")
+    assert outcome.model is not None, outcome.fallback
+    assert outcome.model.exception is None
+    (ext,) = outcome.model.targets
+    assert ext.name == "cudapkg._cuda"
+    assert {u.path for u in ext.sources} == {"csrc/bindings.cpp", "csrc/kernel.cu"}
+    (bound,) = outcome.model.bindings
+    assert bound.names == ("scale",), bound.error
+    shown = [n for n in outcome.model.notes if "CPU-only build" in n]
+    if _cpu_torch():
+        assert shown and "+cu" in shown[0], outcome.model.notes
+        assert "c10/cuda/impl/cuda_cmake_macros.h" in bound.stubbed
+    else:
+        assert not shown
+
+
+@needs_torch
+def test_a_setup_py_that_needs_a_real_cuda_torch_is_recorded_with_the_one_here(
+        tmp_path: Path) -> None:
+    """Shown a CUDA torch, this setup.py calls what only a real one has and raises; the record
+    is taken again with the CPU-only torch as it is, which gets through, and says why."""
+    tree = _tree(tmp_path, "setup_cudainternals")
+    outcome = _run(tree, "setuptools")
+    assert outcome.model is not None, outcome.fallback
+    assert outcome.model.exception is None
+    assert [t.name for t in outcome.model.targets] == ["internals_cuda"]
+    if _cpu_torch():
+        (note,) = [n for n in outcome.model.notes if "recorded with the CPU-only" in n]
+        assert "_nccl_version" in note and "setup.py:9" in note
 
 
 def test_a_setup_py_that_raises_is_recorded_with_its_line(tmp_path: Path) -> None:

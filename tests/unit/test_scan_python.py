@@ -37,3 +37,24 @@ def test_pairing_is_per_statement() -> None:
 
 def test_linux_target_never_reports_so() -> None:
     assert _rules('x = f"{n}.so"\n', platform="linux") == []
+
+
+@pytest.mark.parametrize("text", [
+    # deepspeed's XPU op builder and gptqmodel's ROCm probe: another stack's runtime.
+    "import os\nsycl = os.path.isfile(os.path.join(lib, 'libsycl.so'))\n",
+    'ok = (candidate / "libamdhip64.so").is_file()\n',
+    "import ctypes\nctypes.CDLL('/opt/rocm/lib/libhsa-runtime64.so.1')\n",
+])
+def test_another_stacks_library_is_not_a_windows_cuda_problem(text: str) -> None:
+    assert _rules(text) == []
+
+
+def test_a_backend_module_of_another_stack_is_not_checked_for_so() -> None:
+    text = 'lib = f"{name}.so"\n'
+    for path in ("ops/op_builder/xpu/builder.py", "pkg/rocm_utils.py", "pkg/npu/load.py"):
+        report = check_python(FileText(path, "python", text), make_target("windows", "sm120"))
+        assert report.findings == [], path
+    # A CUDA module of the same tree still is.
+    report = check_python(FileText("ops/op_builder/builder.py", "python", text),
+                          make_target("windows", "sm120"))
+    assert [f.rule for f in report.findings] == ["FB182"]

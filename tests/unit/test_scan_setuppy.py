@@ -418,3 +418,113 @@ def test_cccl_in_cu_files_or_the_trees_own_cuda_folder_is_not_fb222(tmp_path: Pa
     rules = {f.rule for f in scan_tree(root, make_target("linux", "sm120"),
                                        ScanOptions(static=True)).findings}
     assert "FB222" not in rules
+
+
+OTHER_STACKS = '''
+import os, torch
+from setuptools import setup
+from torch.utils.cpp_extension import CUDAExtension, CppExtension
+is_rocm = torch.version.hip is not None
+if torch.cuda.is_available() or is_rocm or os.getenv('FORCE_CUDA', '0') == '1':
+    files = ['csrc/cuda.cu']
+elif (hasattr(torch, 'is_mlu_available') and torch.is_mlu_available()) or \\
+        os.getenv('FORCE_MLU', '0') == '1':
+    files = ['csrc/mlu.cpp']
+elif torch.backends.mps.is_available():
+    files = ['csrc/mps.cpp']
+elif os.getenv('FORCE_NPU', '0') == '1':
+    files = ['csrc/npu.cpp']
+else:
+    files = ['csrc/cpu.cpp']
+if BACKEND != "rocm":
+    files += ['csrc/not_rocm.cu']
+setup(name='pkg', ext_modules=[CUDAExtension('pkg._C', files)])
+'''
+
+
+def test_branches_of_other_accelerator_stacks_are_not_built_for_cuda(tmp_path: Path) -> None:
+    """mmcv's shape: a CUDA branch (which also names ROCm: still maybe), then MLU, MPS and
+    NPU branches that a CUDA build never takes, then the CPU fallback."""
+    files = ["csrc/cuda.cu", "csrc/mlu.cpp", "csrc/mps.cpp", "csrc/npu.cpp", "csrc/cpu.cpp",
+             "csrc/not_rocm.cu"]
+    setup = analyze_setup(OTHER_STACKS, "setup.py", platform="windows", archs=SM120,
+                          files=files)
+    assert setup is not None
+    (ext,) = setup.extensions
+    assert ext.sources == ("csrc/cuda.cu", "csrc/cpu.cpp", "csrc/not_rocm.cu")
+
+
+@pytest.mark.parametrize(("word", "other"), [
+    ("IS_ROCM", True), ("is_mlu_available", True), ("torch_npu", True), ("HIP_HOME", True),
+    ("MMCV_WITH_DIOPI", True), ("XPUExtension", True), ("hipify_extension", True),
+    ("ship", False), ("is_shipped", False), ("chip_count", False), ("BUILD_CUDA_EXT", False),
+    ("HAS_SM90", False), ("cpu", False)])
+def test_words_that_name_another_stack(word: str, other: bool) -> None:
+    from flashbuild.source.setuppy import names_other_stack
+
+    assert names_other_stack(word) is other
+
+
+@pytest.mark.parametrize(("files", "nothing"), [
+    # gptqmodel 7.7's setup.py: packages only; its kernels are compiled at run time.
+    ({"setup.py": "from setuptools import setup, find_packages\n"
+                  "setup(version='1', packages=find_packages())\n"}, True),
+    ({"setup.py": '"""Builds no Extension: see jit/."""\nfrom setuptools import setup\n'
+                  "setup(name='x')\n"}, True),
+    ({"setup.py": "from setuptools import setup\nsetup(**kwargs)\n"}, False),
+    ({"setup.py": "from setuptools import setup\nkw = {'ext_modules': mods}\nsetup(name='x')\n"},
+     False),
+    ({"setup.py": "from setuptools import setup\nsetup(name='x', cmdclass={'install': I})\n"},
+     False),
+    ({"setup.py": "setup(\n"}, False),
+    ({"setup.py": "from setuptools import setup\nsetup(name='x')\n", "CMakeLists.txt": ""},
+     False),
+    # optimum-quanto: pyproject.toml only, setuptools, no ext-modules.
+    ({"pyproject.toml": "[build-system]\nrequires = ['setuptools']\n"
+                        "build-backend = 'setuptools.build_meta'\n"}, True),
+    ({"pyproject.toml": '[build-system]\nbuild-backend = "hatchling.build"\n'}, True),
+    ({"pyproject.toml": '[build-system]\nbuild-backend = "scikit_build_core.build"\n'}, False),
+    ({"pyproject.toml": '[build-system]\nbuild-backend = "setuptools.build_meta"\n'
+                        '[tool.setuptools]\next-modules = [{name = "x", sources = ["x.c"]}]\n'},
+     False),
+    ({}, False),
+])
+def test_a_build_that_compiles_nothing_is_recognised(files: dict[str, str],
+                                                      nothing: bool) -> None:
+    from flashbuild.source.setuppy import builds_nothing
+
+    assert bool(builds_nothing(list(files), files.get)) is nothing
+
+
+def test_a_pure_python_tree_that_compiles_at_run_time_is_not_assumed_compiled(
+        tmp_path: Path) -> None:
+    """gptqmodel's shape, statically (a Windows target reads the text): no extension in
+    setup.py, kernels loaded with cpp_extension.load; no finding on the kernels, and the
+    note says where they are compiled."""
+    root = _tree(tmp_path, {
+        "setup.py": "from setuptools import setup\nsetup(name='jitpkg', packages=['jitpkg'])\n",
+        "jitpkg/__init__.py": "",
+        "jitpkg/ops.py": "from torch.utils.cpp_extension import load\n"
+                         "mod = load('k', ['kernels/k.cu'], extra_cuda_cflags=['-O3'])\n",
+        "kernels/k.cu": "#include <dlfcn.h>\n__global__ void k() {\n"
+                        "  asm volatile(\"wgmma.fence.sync.aligned;\");\n}\n",
+        "kernels/inst.cu": "template <typename T> __global__ void g(T* x) {}\n"
+                           "template __global__ void g<float>(float*);\n"})
+    result = scan_tree(root, make_target("windows", "sm120"), ScanOptions(static=True))
+    assert [f.rule for f in result.findings if f.path.startswith("kernels/")] == []
+    (note,) = [s for s in result.skipped if s.path == "kernels"]
+    assert "setup.py names no extension module" in note.reason
+    assert "jitpkg/ops.py:2 torch.utils.cpp_extension.load" in note.reason
+
+
+@pytest.mark.parametrize(("header", "cccl"), [
+    ("cuda/std/utility", True), ("cuda/atomic", True), ("cuda/ptx", True),
+    ("cuda/__cccl_config", True), ("cub/cub.cuh", True), ("thrust/device_vector.h", True),
+    ("nv/target", True),
+    # auto-gptq's exllamav2: `#include "cuda/q_matrix.cuh"`, a file of the tree (absent from
+    # its sdist). Not CCCL's, so no FB222.
+    ("cuda/q_matrix.cuh", False), ("cuda/helpers.h", False), ("cuda_runtime.h", False)])
+def test_which_headers_are_cccl(header: str, cccl: bool) -> None:
+    from flashbuild.source.hostinclude import is_cccl_header
+
+    assert is_cccl_header(header) is cccl

@@ -42,7 +42,11 @@ hook asks `ninja -t compdb` for the compile commands instead of running ninja, r
 commands setuptools would spawn without running them, and stops setup.py there. Meanwhile it
 records which environment variables the tree's own files read (file:line), and makes network
 calls fail at once (recorded too): record mode runs a tree's setup.py to learn what it builds,
-never to fetch anything.
+never to fetch anything. With FLASHBUILD_TORCH_CUDA (`13.0`) set as well, a CPU-only torch is
+presented to the setup.py as the CUDA build of the same version (`torch.version.cuda`, the
+`+cu130` local version): a build needs a CUDA torch, and setup.py files that test for one
+(`'cu' in torch.__version__`, `torch.version.cuda.split('.')`) would otherwise record a
+configuration no build runs.
 """
 
 from __future__ import annotations
@@ -227,6 +231,21 @@ def _block_network() -> None:
     _guard_network(allow_local=False,
                    message="network calls are refused while flashbuild records setup.py",
                    note=note)
+
+
+def _present_cuda(module: object) -> None:
+    """Record mode on a CPU-only torch: `torch.version` says the CUDA build of the same torch
+    (see the module docstring). Patched right after torch/version.py runs, before
+    torch.torch_version reads `__version__` from it."""
+    cuda = os.environ.get("FLASHBUILD_TORCH_CUDA", "")
+    if not cuda or getattr(module, "cuda", None) is not None or \
+            getattr(module, "hip", None) is not None:
+        return
+    was = str(getattr(module, "__version__", ""))
+    now = was.split("+", 1)[0] + "+cu" + cuda.replace(".", "")
+    module.cuda = cuda  # type: ignore[attr-defined]
+    module.__version__ = now  # type: ignore[attr-defined]
+    _RECORD["torch_presented"] = [{"was": was, "now": now, "cuda": cuda}]
 
 
 def _compdb(build_directory: str) -> None:
@@ -458,4 +477,6 @@ if __name__ == "sitecustomize":  # imported by Python at start-up, not by a test
     if _recording():
         _record_env_reads()
         _block_network()
+        if os.environ.get("FLASHBUILD_TORCH_CUDA"):
+            sys.meta_path.insert(0, _Finder("torch.version", _present_cuda))
     _chain()
