@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from flashbuild.source.nvccflags import arch_text, split_arch_flags
 
@@ -347,7 +347,9 @@ def registered_names(preprocessed: str, source_name: str, var: str) -> tuple[str
 _JIT_CALLS = {"load": "torch.utils.cpp_extension.load",
               "load_inline": "torch.utils.cpp_extension.load_inline",
               "nvrtcCreateProgram": "nvrtcCreateProgram", "RawKernel": "RawKernel",
-              "RawModule": "RawModule"}
+              "RawModule": "RawModule", "SourceModule": "pycuda SourceModule"}
+#: Calls that start a program with an argv list (the tree running nvcc itself).
+_SPAWNS = frozenset({"run", "call", "check_call", "check_output", "Popen", "spawn"})
 
 
 #: nvcc options that ask nvcc something instead of compiling (`nvcc --version` to read the
@@ -359,8 +361,9 @@ _NVCC_QUERIES = frozenset({"--version", "-V", "--help", "-h", "--list-gpu-arch",
 def find_jit(root: Path, python_files: list[str]) -> tuple[JitSite, ...]:
     """Calls that compile CUDA code at run time in the tree's Python: cpp_extension's `load` /
     `load_inline` (imported from torch.utils.cpp_extension), NVRTC, CuPy's RawKernel /
-    RawModule, and `nvcc` started by the tree itself (a subprocess argv whose first string is
-    nvcc)."""
+    RawModule, pycuda's SourceModule, and `nvcc` started by the tree itself: a subprocess
+    call whose argv (a list, or a name assigned one in the same function) starts with nvcc —
+    the string, or an expression that names it (`get_nvcc_compiler()[0]`, DeepGEMM's JIT)."""
     import ast
 
     sites: list[JitSite] = []
@@ -369,37 +372,95 @@ def find_jit(root: Path, python_files: list[str]) -> tuple[JitSite, ...]:
             text = (root / rel).read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        if not re.search(r"cpp_extension|nvrtc|RawKernel|RawModule|nvcc", text):
+        if not re.search(r"cpp_extension|nvrtc|RawKernel|RawModule|SourceModule|nvcc", text,
+                         re.IGNORECASE):
             continue
         try:
             tree = ast.parse(text)
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError):
             continue
         from_cpp_ext = "cpp_extension" in text
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call):
-                continue
+        for scope, node in _calls_by_scope(tree):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else \
                 func.id if isinstance(func, ast.Name) else ""
             how = _JIT_CALLS.get(name)
             if how is not None and name in ("load", "load_inline") and not from_cpp_ext:
                 how = None  # a `load` of something else (json.load, torch.load)
-            if how is None and node.args and isinstance(node.args[0], ast.List | ast.Tuple):
-                elts = node.args[0].elts
-                first = elts[0] if elts else None
-                words = {e.value for e in elts
-                         if isinstance(e, ast.Constant) and isinstance(e.value, str)}
-                if isinstance(first, ast.Constant) and isinstance(first.value, str) and \
-                        PurePosixPath(first.value).name in ("nvcc", "nvcc.exe") and \
-                        not words & _NVCC_QUERIES:
-                    how = "nvcc"
+            argv = _argv_list(node, scope) if how is None and (
+                name in _SPAWNS or not isinstance(func, ast.Attribute)) else None
+            if argv is not None and _starts_nvcc(argv, text):
+                how = "nvcc"
             if how is None:
                 continue
             segment = ast.get_source_segment(text, node) or ""
+            if how == "nvcc" and argv is not None:
+                segment += " " + " ".join(ast.get_source_segment(text, e) or "" for e in argv)
             sites.append(JitSite(where=f"{rel}:{node.lineno}", how=how,
                                  arch_flags=tuple(dict.fromkeys(arch_text(segment)))))
     return tuple(sites)
+
+
+def _calls_by_scope(tree: Any) -> list[tuple[dict[str, Any], Any]]:
+    """Every call with the list/tuple literals assigned to plain names in its function (or
+    the module, for module-level code), the last assignment winning."""
+    import ast
+
+    out: list[tuple[dict[str, Any], Any]] = []
+    scopes: list[Any] = [tree, *(n for n in ast.walk(tree)
+                                 if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))]
+    for scope in scopes:
+        lists: dict[str, Any] = {}
+        calls: list[Any] = []
+        todo = list(ast.iter_child_nodes(scope))
+        while todo:
+            node = todo.pop(0)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda |
+                          ast.ClassDef) and scope is not node:
+                if isinstance(node, ast.ClassDef):
+                    todo.extend(n for n in node.body
+                                if not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
+                continue  # its own scope
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                    isinstance(node.targets[0], ast.Name) and \
+                    isinstance(node.value, ast.List | ast.Tuple):
+                lists[node.targets[0].id] = node.value
+            if isinstance(node, ast.Call):
+                calls.append(node)
+            todo.extend(ast.iter_child_nodes(node))
+        out += [(lists, c) for c in calls]
+    return out
+
+
+def _argv_list(call: Any, scope: dict[str, Any]) -> list[Any] | None:
+    """The argv list a spawning call is given: a list/tuple literal, or a name the scope
+    assigned one to."""
+    import ast
+
+    if not call.args:
+        return None
+    first = call.args[0]
+    if isinstance(first, ast.Name):
+        first = scope.get(first.id, first)
+    return list(first.elts) if isinstance(first, ast.List | ast.Tuple) else None
+
+
+def _starts_nvcc(argv: list[Any], text: str) -> bool:
+    """Whether an argv runs nvcc to compile: its first element is `nvcc` (a path ending in
+    it) or an expression that names it; no element asks nvcc a question (`--version`)."""
+    import ast
+
+    if not argv:
+        return False
+    first = argv[0]
+    words = {e.value for e in argv if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    if words & _NVCC_QUERIES:
+        return False
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        return PurePosixPath(first.value.replace("\\", "/")).name in ("nvcc", "nvcc.exe")
+    if isinstance(first, ast.Starred):
+        return False
+    return "nvcc" in (ast.get_source_segment(text, first) or "").lower()
 
 
 # --- stored models (the introspection cache) -------------------------------------------------

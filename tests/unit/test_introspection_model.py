@@ -313,6 +313,30 @@ def test_find_jit_names_run_time_compilation_with_its_arch_flags(tmp_path: Path)
     assert "-arch=sm_80" in sites[1].arch_flags
 
 
+def test_nvcc_reached_through_a_helper_and_a_named_argv_is_a_run_time_compile(
+        tmp_path: Path) -> None:
+    """DeepGEMM's JIT: `command = [get_nvcc_compiler()[0], code_path, ...]` then
+    `subprocess.check_call(command)`; a pycuda SourceModule too. A name assigned something
+    else, and a command that only asks nvcc, are not."""
+    (tmp_path / "compiler.py").write_text(
+        "import os, subprocess\n"
+        "def get_nvcc_compiler():\n    return (os.environ['CUDA_HOME'] + '/bin/nvcc', '12.8')\n"
+        "def build(code_path, so_path):\n"
+        "    flags = ['-std=c++17', '-gencode=arch=compute_90a,code=sm_90a']\n"
+        "    command = [get_nvcc_compiler()[0], code_path, *flags, '-o', so_path]\n"
+        "    return subprocess.check_call(command)\n"
+        "def other():\n    command = 'ls'\n    subprocess.check_call(command)\n"
+        "def version():\n"
+        "    command = [get_nvcc_compiler()[0], '--version']\n"
+        "    return subprocess.check_output(command)\n", encoding="utf-8")
+    (tmp_path / "legacy.py").write_text(
+        "from pycuda.compiler import SourceModule\nmod = SourceModule('__global__ void k(){}')\n",
+        encoding="utf-8")
+    sites = treemodel.find_jit(tmp_path, ["compiler.py", "legacy.py"])
+    assert [(s.where, s.how) for s in sites] == [("compiler.py:7", "nvcc"),
+                                                 ("legacy.py:2", "pycuda SourceModule")]
+
+
 def test_asking_nvcc_its_version_is_no_run_time_compile(tmp_path: Path) -> None:
     (tmp_path / "bench.py").write_text(
         "import subprocess\nout = subprocess.check_output(['nvcc', '--version']).decode()\n",
