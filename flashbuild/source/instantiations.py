@@ -346,10 +346,31 @@ class InstantiationAnalysis:
             if key not in self._refs:
                 src = self.source(other)
                 refs = cxx.identifier_references(src, name) if src is not None else []
-                self._refs[key] = src.line_of(refs[0]) if src is not None and refs else 0
+                self._refs[key] = src.line_of(refs[0]) if src is not None and refs else \
+                    self._macro_reference(src, other, name) if src is not None else 0
             if self._refs[key]:
                 return f"{other}:{self._refs[key]}"
         return ""
+
+    def _macro_reference(self, src: cxx.Source, path: str, name: str) -> int:
+        """The line of a `#define` in `path` whose body names `name` and that is expanded
+        somewhere (`#define DISPATCH(T) launch_k<T>(…)` used as `DISPATCH(float)`): the call
+        happens where the macro is used, so the template is referenced (0 for none)."""
+        for m in cxx.macro_definitions(src):
+            if m.name == name or name not in _TOKEN.findall(m.body):
+                continue
+            for user in self._index.get(m.name, ()):
+                if user != path:
+                    return m.line  # another file names the macro: it uses (or redefines) it
+                text = src.text
+                spans = [(d.start, d.end) for d in cxx.macro_definitions(src)
+                         if d.name == m.name]
+                # The defining file: a mention outside its #define(s) is a use.
+                for hit in re.finditer(rf"\b{re.escape(m.name)}\b", text):
+                    at = len(text[:hit.start()].encode("utf-8"))
+                    if not any(s <= at < e for s, e in spans):
+                        return m.line
+        return 0
 
 
 def _guarded_by(conditionals: Iterable[cxx.Conditional], guard: str) -> str:

@@ -239,3 +239,32 @@ def test_macro_through_macro_from_another_file() -> None:
     assert analysis.macros["INST_ALL"].kernel
     sites = analysis.sites(["k.cu"], ExplicitInstantiationsParams(files=("k.cu",)))
     assert [(s.line, s.found.via_macro, s.action) for s in sites] == [(2, "INST_ALL", "edit")]
+
+
+@pytest.mark.parametrize(("files", "kept"), [
+    # The launcher is called only from a macro body that another file expands.
+    ({"b.cu": "template <typename T> void launch_k(T* x, int n);\n"
+              "#define DISPATCH(T, x, n) launch_k<T>(reinterpret_cast<T*>(x), n)\n"
+              "void run(void* x, int n, bool d) {\n"
+              "  if (d) { DISPATCH(double, x, n); } else { DISPATCH(float, x, n); }\n}\n"},
+     "host template launch_k is referenced from b.cu:2"),
+    # The macro sits in a header; a third file expands it.
+    ({"dispatch.h": "template <typename T> void launch_k(T* x, int n);\n"
+                    "#define DISPATCH(T, x, n) launch_k<T>(x, n)\n",
+      "run.cu": "#include \"dispatch.h\"\nvoid run(float* x, int n) { DISPATCH(float, x, n); }\n"},
+     "host template launch_k is referenced from dispatch.h:2"),
+    # A macro nobody expands references nothing.
+    ({"b.cu": "#define UNUSED(T, x, n) launch_k<T>(x, n)\nint y;\n"}, ""),
+])
+def test_a_host_launcher_called_through_a_macro_body_is_kept(files: dict[str, str],
+                                                              kept: str) -> None:
+    """A guard on such an instantiation would end the Windows build with LNK2019: the call
+    is written in the `#define`, made where the macro is expanded."""
+    files = {"a.cu": "template <typename T> __global__ void k(T* x, int n) {}\n"
+                     "template <typename T> void launch_k(T* x, int n) { k<T><<<1, 1>>>(x, n); }\n"
+                     "template __global__ void k<float>(float* x, int n);\n"
+                     "template void launch_k<float>(float* x, int n);\n", **files}
+    sources = {p: cxx.parse(t, p) for p, t in files.items()}
+    sites = find_sites(sources, ["a.cu"], ExplicitInstantiationsParams(files=("a.cu",)))
+    assert [(s.line, s.action, s.note) for s in sites] == [
+        (3, "edit", ""), (4, "keep" if kept else "edit", kept)]
