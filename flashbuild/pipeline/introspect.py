@@ -421,6 +421,42 @@ def _bindings(model: treemodel.TreeModel, root: Path, runner: StreamRunner,
     return tuple(found)
 
 
+def _own_build_model(record: setup_record.SetupRecord, own: setup_record.OwnBuild,
+                     copy: Path, runner: StreamRunner, *, env: Mapping[str, str],
+                     notes: tuple[str, ...], bindings: bool) -> treemodel.TreeModel:
+    """A setup.py that runs its own build (natten's and vllm's build_ext call cmake): the
+    model of the CMake configure it ran, read from that configure's File API reply, which
+    the build hook copied before stopping setup.py at the first command that would compile.
+    Without a configure there is nothing to read: a BuildError (the scan falls back)."""
+    from flashbuild.errors import BuildError
+
+    if not own.cmake_reply:
+        raise BuildError(
+            f"setup.py runs its own build tool ({own.command}, {own.where}): record mode "
+            "stops it before it compiles, and it leaves no compile commands to read",
+            evidence=f"{own.where} starts {own.command}")
+    try:
+        reply = cmake_fileapi.load_reply(Path(own.cmake_reply))
+    except cmake_fileapi.FileApiError as exc:
+        raise BuildError("the CMake configure setup.py ran left no File API reply",
+                         evidence=str(exc)) from exc
+    model = treemodel.from_cmake(reply, copy,
+                                 python_suffix=str(sysconfig.get_config_var("EXT_SUFFIX") or ""))
+    configure = " ".join(own.configure[:6]) + (" …" if len(own.configure) > 6 else "")
+    model = replace(
+        model, system="setuptools",
+        via="setup.py record mode (the CMake configure it runs, File API)",
+        env_reads=record.env_reads, argv_options=record.argv_options, network=record.network,
+        exception=record.exception,
+        notes=(*notes, f"setup.py configures CMake itself ({configure}); its targets come from "
+               f"that configure's File API reply, and record mode stopped it at "
+               f"{own.command} ({own.where}) before anything compiled"))
+    compiler = reply.cache_value("CMAKE_CXX_COMPILER") or "c++"
+    return replace(model, bindings=_bindings(model, copy, runner, env, {"CXX": compiler})
+                   if bindings else (),
+                   jit=treemodel.find_jit(copy, _python_files(copy)))
+
+
 def _presented_cuda(torch: Mapping[str, str], request: BuildRequest) -> str:
     """The CUDA version (`13.0`) a CPU-only torch is shown as in record mode: the chosen
     toolkit's, which is what a CUDA torch the build accepts has (same major); "" for a CUDA or
@@ -587,6 +623,9 @@ def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
             notes = (f"setup.py raised when shown torch as a CUDA build ({record.exception}); "
                      "recorded with the CPU-only torch as it is",)
             record, env = plain, plain_env
+    if record.own_build is not None:
+        return _own_build_model(record, record.own_build, copy, runner, env=env,
+                                notes=notes, bindings=bindings)
     model = treemodel.from_record(record, request.source_dir.resolve(), copy)
     compilers = {treemodel.relative(c.source, copy): c.compiler for c in record.commands}
     return replace(model, notes=(*model.notes, *notes),

@@ -1030,8 +1030,9 @@ def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, plat
                  introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection],
                  ) -> TreeModel | None:
     """A setup.py that builds no CUDA extension as run: try the switches it read (at most
-    three, each `1` then `TRUE`); the first that makes record mode see a CUDA extension is
-    drafted into [[build.env]], with the line that read it."""
+    three, each `1` then `TRUE`; one named for an arch, such as natten's NATTEN_CUDA_ARCH,
+    gets `--arch` as `9.0` then `90`); the first that makes record mode see a CUDA extension
+    is drafted into [[build.env]], with the line that read it."""
     assert d.build is not None
     tried = 0
     # The setup.py's own reads first, then names that sound like a build switch (a package's
@@ -1042,14 +1043,15 @@ def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, plat
     for read in reads:
         name = read.name
         if name in _BUILD_VARIABLES or name.startswith(("FLASHBUILD_", "_")) or re.search(
-                r"ARCH|DISABLE|SKIP|(^|_)NO_|ROCM|HIP|VERSION|DEBUG", name):
+                r"DISABLE|SKIP|(^|_)NO_|ROCM|HIP|VERSION|DEBUG", name):
             continue
+        arch = "ARCH" in name.upper()
         if name in {k for _w, values, _c in d.build.env for k in values}:
             continue
         tried += 1
         if tried > 3:
             break
-        for value in ("1", "TRUE"):
+        for value in ("{arch_dotted}", "{arch_numbers}") if arch else ("1", "TRUE"):
             d.build.env.append(({"platform": [platform]}, {name: value}, ""))
             retry = introspect(validate_draft(render(d), None), root, spec, platform)
             d.build.env.pop()
@@ -1057,9 +1059,10 @@ def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, plat
             cuda = [t.name for t in found.targets if any(u.language == "CUDA" for u in t.sources)
                     ] if found is not None and found.exception is None else []
             if found is not None and cuda:
+                shown = spec.placeholders()[value[1:-1]] if arch else value
                 d.build.env.append(({"platform": ["windows", "linux"]}, {name: value},
                                     f"setup.py builds its CUDA extension(s) only when {name} "
-                                    f"is set ({read.where}); record mode with {name}={value} "
+                                    f"is set ({read.where}); record mode with {name}={shown} "
                                     f"builds {', '.join(cuda)}"))
                 return found
     return None

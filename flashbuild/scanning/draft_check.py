@@ -162,12 +162,22 @@ def _install_from_imports(root: Path, python_files: Sequence[str], b: BuildDraft
 
 
 def _module_of(macro_name: str, source: str, model: TreeModel) -> str:
-    """The module's own (last) name; `TORCH_EXTENSION_NAME` is the extension compiling it."""
+    """The module's own (last) name; `TORCH_EXTENSION_NAME` is what the unit's compile command
+    defines it to, else the module its target builds (the artifact's stem for a CMake target:
+    natten's target `natten` writes `libnatten.<suffix>`), else the extension's name."""
     if macro_name != "TORCH_EXTENSION_NAME":
         return macro_name
-    owner = next((t.name for t in model.targets if any(u.path == source for u in t.sources)),
-                 macro_name)
-    return owner.rsplit(".", 1)[-1]
+    unit = model.unit(source)
+    defined = next((d.split("=", 1)[1] for d in unit.defines
+                    if d.startswith("TORCH_EXTENSION_NAME=")), "") if unit is not None else ""
+    if defined:
+        return defined
+    owner = next((t for t in model.targets if any(u.path == source for u in t.sources)), None)
+    if owner is None:
+        return macro_name
+    if owner.artifact:
+        return owner.artifact.split(".", 1)[0]
+    return owner.name.rsplit(".", 1)[-1]
 
 
 def _package_binds(root: Path, b: BuildDraft, module: str) -> set[str] | None:

@@ -81,6 +81,25 @@ class CompileCommand:
 
 
 @dataclass(frozen=True)
+class OwnBuild:
+    """A build tool the setup.py started itself (its own build_ext running cmake, ninja, make
+    or a compiler), where record mode stopped it before anything compiled."""
+
+    argv: tuple[str, ...]
+    where: str
+    """The tree's `file:line` that started it."""
+    cmake_reply: str = ""
+    """A folder holding the File API reply of the CMake configure it ran first (the hook
+    copied `<its build dir>/.cmake/api/v1/reply` there); "" when there was none."""
+    configure: tuple[str, ...] = ()
+    """That configure's command line."""
+
+    @property
+    def command(self) -> str:
+        return " ".join(self.argv[:8]) + (" …" if len(self.argv) > 8 else "")
+
+
+@dataclass(frozen=True)
 class RecordedExtension:
     name: str
     sources: tuple[str, ...]
@@ -103,6 +122,8 @@ class SetupRecord:
     """The arch flags of the setup.py that the build hook replaced with `--arch`'s."""
     argv_options: tuple[EnvRead, ...] = ()
     """Command-line options the tree's code looked for in sys.argv (`--cuda_ext`), where."""
+    own_build: OwnBuild | None = None
+    """Set when setup.py started a build tool itself (record mode stopped there)."""
     torch_presented: tuple[str, str] | None = None
     """(installed, presented) torch versions when a CPU-only torch was presented to setup.py
     as the CUDA build a real build needs (`2.13.0+cpu`, `2.13.0+cu130`); None otherwise."""
@@ -183,7 +204,15 @@ def parse_record(data: dict[str, Any]) -> SetupRecord:
                                                                               dict) else []
     shown = next((t for t in data.get("torch_presented", []) or [] if isinstance(t, dict)),
                  None)
+    own = next((o for o in data.get("own_build", []) or [] if isinstance(o, dict)), None)
+    configure = next((c for c in reversed(data.get("cmake_configure", []) or [])
+                      if isinstance(c, dict)), {})
     return SetupRecord(
+        own_build=OwnBuild(argv=tuple(str(a) for a in own.get("argv", [])),
+                           where=str(own.get("where", "?")),
+                           cmake_reply=str(own.get("cmake_reply", "") or ""),
+                           configure=tuple(str(a) for a in configure.get("argv", [])))
+        if own is not None else None,
         torch_presented=(str(shown.get("was", "")), str(shown.get("now", "")))
         if shown is not None else None,
         stopped=bool(data.get("stopped")), extensions=exts, commands=tuple(_commands(data)),

@@ -171,6 +171,45 @@ def test_a_setup_py_that_needs_a_real_cuda_torch_is_recorded_with_the_one_here(
         assert "_nccl_version" in note and "setup.py:9" in note
 
 
+def test_a_setup_py_that_runs_cmake_itself_is_read_through_that_configure(
+        tmp_path: Path) -> None:
+    """natten's shape: setup.py's build_ext runs `cmake <csrc>` then `cmake --build`. The
+    configure runs with File API queries in its build folder; `cmake --build` is where
+    record mode stops; the model is that configure's targets. Nothing is compiled."""
+    tree = _tree(tmp_path, "setup_owncmake")
+    outcome = _run(tree, "setuptools",
+                   extra='[[build.env]]\nset = { OWNPKG_CUDA_ARCH = "{arch_dotted}" }\n')
+    assert outcome.model is not None, outcome.fallback
+    model = outcome.model
+    assert model.system == "setuptools" and "the CMake configure it runs" in model.via
+    (target,) = [t for t in model.targets if t.name == "_own"]
+    unit = model.unit("csrc/kern.cu")
+    assert unit is not None and unit.language == "CUDA" and "OWN_FAST=1" in unit.defines
+    assert any("sm_90" in f for f in unit.arch_flags), unit.arch_flags
+    assert any("cmake --build" in n for n in model.notes), model.notes
+    # (CMake's own compiler checks compile in CMakeFiles/ during any configure.)
+    assert not [p for p in tmp_path.rglob("*") if p.suffix in (".o", ".so")
+                and "CMakeFiles" not in p.parts[:-1] or p.name == "kern.cu.o"], \
+        "record mode compiled something"
+
+
+def test_recipe_init_sets_the_arch_variable_a_setup_py_reads(tmp_path: Path) -> None:
+    text, out = _init(tmp_path, "setup_owncmake", "sm_90a")
+    recipe = parse_recipe(text, out)
+    assert [dict(t.set) for t in recipe.build.env if "OWNPKG_CUDA_ARCH" in t.set] == [
+        {"OWNPKG_CUDA_ARCH": "{arch_dotted}"}]
+    assert "OWNPKG_CUDA_ARCH=9.0 builds _own" in text
+
+
+def test_a_setup_py_that_runs_a_build_tool_itself_falls_back_before_it_compiles(
+        tmp_path: Path) -> None:
+    tree = _tree(tmp_path, "setup_ownninja")
+    outcome = _run(tree, "setuptools")
+    assert outcome.model is None
+    assert "runs its own build tool (ninja -v, setup.py:12)" in outcome.fallback
+    assert not list(tmp_path.rglob("k.o")), "record mode ran ninja"
+
+
 def test_a_setup_py_that_raises_is_recorded_with_its_line(tmp_path: Path) -> None:
     tree = _tree(tmp_path, "setup_allowlist")
     outcome = _run(tree, "setuptools", arch="sm_120")

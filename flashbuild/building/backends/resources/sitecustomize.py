@@ -195,7 +195,8 @@ def _caller_in_tree() -> str | None:
     frame = sys._getframe(2)
     while frame is not None:
         raw = frame.f_code.co_filename
-        if raw.startswith("<") or os.path.basename(raw) in ("os.py", "_collections_abc.py") \
+        if raw.startswith("<") or os.path.basename(raw) in ("os.py", "_collections_abc.py",
+                                                            "subprocess.py") \
                 or os.path.dirname(os.path.abspath(raw)) == _HERE:
             frame = frame.f_back  # type: ignore[assignment]
             continue
@@ -246,6 +247,138 @@ def _present_cuda(module: object) -> None:
     module.cuda = cuda  # type: ignore[attr-defined]
     module.__version__ = now  # type: ignore[attr-defined]
     _RECORD["torch_presented"] = [{"was": was, "now": now, "cuda": cuda}]
+
+
+#: Programs that compile or link when a setup.py starts them itself (its own build_ext
+#: running CMake, as natten's and vllm's do): record mode stops there. A compiler counts only
+#: when it is given something to compile or link (torch asks `g++ -dumpfullversion`).
+_COMPILERS = ("nvcc", "cl", "gcc", "g++", "cc", "c++", "clang", "clang++")
+_MAKERS = ("ninja", "make", "gmake", "nmake", "msbuild")
+_SOURCES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".o", ".obj")
+#: Arguments that only ask a tool something, or run CMake's portable shell commands.
+_ASKS = ("--version", "-version", "-V", "--help", "-h", "-t", "-n", "--dry-run", "-E", "-M",
+         "-MM", "--list-gpu-arch", "--list-gpu-code", "--system-information", "-P",
+         "--find-package")
+
+
+def _compiles(program: str, argv: list[str], cwd: str, tree: str) -> bool:
+    """Whether a command a setup.py starts would build the tree: CMake's build or install
+    step, a make tool, or a compiler given a source of the tree. A compiler probe of a file
+    outside the tree (deepspeed's op builders test for libaio with a scratch program) is
+    configure-time work and runs."""
+    rest = argv[1:]
+    if any(a in _ASKS or a.startswith("-dump") for a in rest):
+        return False
+    if program == "cmake":
+        return any(a in ("--build", "--install") for a in rest)
+    if program in _MAKERS:
+        return True
+    if program not in _COMPILERS:
+        return False
+    sources = [os.path.abspath(os.path.join(cwd, a)) for a in rest
+               if a.lower().endswith(_SOURCES)]
+    return any(s.startswith(tree + os.sep) for s in sources)
+
+
+def _program(argv: list[str]) -> str:
+    name = os.path.basename(argv[0]).lower() if argv else ""
+    return name[:-4] if name.endswith(".exe") else name
+
+
+def _argv(args: object, shell: bool) -> list[str]:
+    if isinstance(args, (str, bytes)):
+        import shlex
+
+        text = args.decode(errors="replace") if isinstance(args, bytes) else args
+        try:
+            words = shlex.split(text)
+        except ValueError:
+            return []
+        if shell:  # `cd dir && cmake --build .`: the command after the last separator counts
+            for sep in ("&&", ";", "||"):
+                if sep in words:
+                    words = words[len(words) - words[::-1].index(sep):]
+        return words
+    try:
+        return [os.fsdecode(a) for a in args]  # type: ignore[attr-defined]
+    except TypeError:
+        return []
+
+
+def _cmake_build_dir(argv: list[str], cwd: str) -> str:
+    """The build folder of a CMake configure command: `-B dir`, `-Bdir`, else the folder it
+    runs in."""
+    for i, arg in enumerate(argv):
+        if arg == "-B" and i + 1 < len(argv):
+            return os.path.join(cwd, argv[i + 1])
+        if arg.startswith("-B") and len(arg) > 2:
+            return os.path.join(cwd, arg[2:])
+    return cwd
+
+
+def _stop_own_builds() -> None:
+    """Record mode: a setup.py that runs a build tool itself (its own build_ext calling
+    cmake, ninja, make or a compiler) must not compile here. A CMake configure may run, with
+    File API queries written into its build folder first and FetchContent kept offline; at
+    the first command that would compile (`cmake --build`, ninja, nvcc, ...) the reply is
+    copied next to the record and setup.py is stopped, as torch's build.ninja stops it."""
+    import subprocess
+
+    real_init = subprocess.Popen.__init__
+    real_system = os.system
+    state: dict[str, str] = {}
+    tree = os.path.abspath(os.getcwd())  # the recorder runs in the tree's copy
+
+    def decide(argv: list[str], cwd: str) -> list[str]:
+        program = _program(argv)
+        if not _RECORD_ON[0] or len(argv) < 2:
+            return argv  # (a compiler run bare prints its banner: no compile)
+        compiles = _compiles(program, argv, cwd, tree)
+        if program == "cmake" and not compiles and not any(
+                a in _ASKS or a.startswith("-dump") for a in argv[1:]):
+            build_dir = _cmake_build_dir(argv, cwd)
+            query = os.path.join(build_dir, ".cmake", "api", "v1", "query")
+            os.makedirs(query, exist_ok=True)
+            for name in ("codemodel-v2", "cache-v2", "toolchains-v1"):
+                open(os.path.join(query, name), "a").close()
+            state["build_dir"] = build_dir
+            _RECORD.setdefault("cmake_configure", []).append(
+                {"argv": argv[:80], "cwd": cwd, "build_dir": build_dir})
+            return [*argv, "-DFETCHCONTENT_FULLY_DISCONNECTED=ON"]
+        if compiles:
+            reply = ""
+            if state.get("build_dir"):
+                import shutil
+
+                src = os.path.join(state["build_dir"], ".cmake", "api", "v1", "reply")
+                dest = os.path.join(os.path.dirname(os.environ["FLASHBUILD_RECORD"]),
+                                    "own-cmake", ".cmake", "api", "v1", "reply")
+                if os.path.isdir(src):
+                    shutil.rmtree(os.path.dirname(os.path.dirname(os.path.dirname(dest))),
+                                  ignore_errors=True)
+                    shutil.copytree(src, dest)
+                    reply = os.path.dirname(os.path.dirname(os.path.dirname(
+                        os.path.dirname(dest))))
+            _RECORD["own_build"] = [{"argv": argv[:80], "cwd": cwd,
+                                     "where": _caller_in_tree() or "?",
+                                     "cmake_reply": reply}]
+            raise RecordDone(0)
+        return argv
+
+    def init(self: object, args: object, *rest: object, **kwargs: object) -> None:
+        argv = _argv(args, bool(kwargs.get("shell")))
+        cwd = kwargs.get("cwd") or (rest[8] if len(rest) > 8 else None) or os.getcwd()
+        new = decide(argv, os.fsdecode(cwd))  # type: ignore[arg-type]
+        if new is not argv and not kwargs.get("shell") and not isinstance(args, (str, bytes)):
+            args = new
+        real_init(self, args, *rest, **kwargs)  # type: ignore[call-overload]
+
+    def system(command: object) -> int:
+        decide(_argv(command, True), os.getcwd())
+        return real_system(command)  # type: ignore[arg-type]
+
+    subprocess.Popen.__init__ = init  # type: ignore[method-assign]
+    os.system = system
 
 
 def _compdb(build_directory: str) -> None:
@@ -477,6 +610,7 @@ if __name__ == "sitecustomize":  # imported by Python at start-up, not by a test
     if _recording():
         _record_env_reads()
         _block_network()
+        _stop_own_builds()
         if os.environ.get("FLASHBUILD_TORCH_CUDA"):
             sys.meta_path.insert(0, _Finder("torch.version", _present_cuda))
     _chain()
