@@ -1010,6 +1010,9 @@ def _introspect(d: Draft, root: Path, arch: str, platform: str,
             not any(u.language == "CUDA" for t in model.targets for u in t.sources):
         model = _find_switch(d, model, root, spec, platform=platform,
                              introspect=introspect) or model
+    elif model is not None and model.system == "setuptools" and model.exception is None:
+        model = _steer_arch(d, model, root, spec, platform=platform,
+                            introspect=introspect) or model
     if model is None:
         d.introspection = (f"build tables: static reading (introspection fell back: "
                            f"{outcome.fallback})")
@@ -1031,8 +1034,9 @@ def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, plat
                  ) -> TreeModel | None:
     """A setup.py that builds no CUDA extension as run: try the switches it read (at most
     three, each `1` then `TRUE`; one named for an arch, such as natten's NATTEN_CUDA_ARCH,
-    gets `--arch` as `9.0` then `90`); the first that makes record mode see a CUDA extension
-    is drafted into [[build.env]], with the line that read it."""
+    gets `--arch` as `9.0`, `90`, then `90a`, and counts only when the recorded arch flags are
+    `--arch`'s); the first that makes record mode see a CUDA extension is drafted into
+    [[build.env]], with the line that read it."""
     assert d.build is not None
     tried = 0
     # The setup.py's own reads first, then names that sound like a build switch (a package's
@@ -1051,13 +1055,16 @@ def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, plat
         tried += 1
         if tried > 3:
             break
-        for value in ("{arch_dotted}", "{arch_numbers}") if arch else ("1", "TRUE"):
+        for value in ("{arch_dotted}", "{arch_numbers}", "{arch_codes}") if arch else \
+                ("1", "TRUE"):
             d.build.env.append(({"platform": [platform]}, {name: value}, ""))
             retry = introspect(validate_draft(render(d), None), root, spec, platform)
             d.build.env.pop()
             found = retry.model
             cuda = [t.name for t in found.targets if any(u.language == "CUDA" for u in t.sources)
                     ] if found is not None and found.exception is None else []
+            if found is not None and cuda and arch and not _asks_for(found, spec):
+                continue  # it turns the build on, for another arch: try the next spelling
             if found is not None and cuda:
                 shown = spec.placeholders()[value[1:-1]] if arch else value
                 d.build.env.append(({"platform": ["windows", "linux"]}, {name: value},
@@ -1065,6 +1072,60 @@ def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, plat
                                     f"is set ({read.where}); record mode with {name}={shown} "
                                     f"builds {', '.join(cuda)}"))
                 return found
+    return None
+
+
+def _asks_for(model: TreeModel, spec: ArchSpec) -> bool:
+    """Whether the recorded arch flags ask for exactly `--arch`'s SASS (or there are none to
+    read: torch's builds get `--arch`'s from the build hook)."""
+    from flashbuild.source.nvccflags import read_arch_flags
+
+    got = read_arch_flags(sorted(model.arch_flags()))
+    return not got.found or (got.sass == {t.arch.sm for t in spec.targets if t.sass}
+                             and not got.wide)
+
+
+def _steer_arch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, platform: str,
+                introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection],
+                ) -> TreeModel | None:
+    """A setup.py whose own build chooses the arch (natten runs CMake with the arch from
+    NATTEN_CUDA_ARCH, or from the GPU it sees) and records flags for another arch than
+    `--arch`: try the variables it read whose names say ARCH, as `9.0`, `90`, `90a`; the
+    first that makes the recorded arch flags exactly `--arch`'s is drafted. None found is a
+    TODO: building as recorded would compile for the wrong GPU. (torch's own builds never get
+    here: the build hook gives every CUDAExtension `--arch`'s flags.)"""
+    from flashbuild.source.nvccflags import read_arch_flags
+
+    assert d.build is not None
+    if _asks_for(model, spec):
+        return None
+    want = {t.arch.sm for t in spec.targets if t.sass}
+    have = read_arch_flags(sorted(model.arch_flags()))
+    names = [r for r in model.env_reads if "ARCH" in r.name.upper()
+             and r.name != "TORCH_CUDA_ARCH_LIST"]
+    for read in list({r.name: r for r in names}.values())[:3]:
+        for value in ("{arch_dotted}", "{arch_numbers}", "{arch_codes}"):
+            d.build.env.append(({"platform": [platform]}, {read.name: value}, ""))
+            retry = introspect(validate_draft(render(d), None), root, spec, platform)
+            d.build.env.pop()
+            found = retry.model
+            if found is not None and found.exception is None and \
+                    found.arch_flags() and _asks_for(found, spec):
+                shown = spec.placeholders()[value[1:-1]]
+                d.build.env.append(({"platform": ["windows", "linux"]}, {read.name: value},
+                                    f"the build takes its arch from {read.name} "
+                                    f"({read.where}): as run it compiled for "
+                                    f"{' '.join(sorted(have.sass | have.wide))}; with "
+                                    f"{read.name}={shown} for {' '.join(sorted(want))}"))
+                return found
+    d.build.todos.append(BuildTodo(
+        table="build", what=f"the build compiles for {' '.join(sorted(have.sass | have.wide))}"
+        f", not for {' '.join(sorted(want))}",
+        evidence=f"{model.via}: {' '.join(sorted(model.arch_flags())[:4])}"
+        + (f"; arch variables it reads: {', '.join(r.name for r in names[:4])}" if names
+           else ""),
+        fix="set the tree's own arch variable in [[build.env]] (its value as the tree spells "
+        "arches), or patch where it picks the arch"))
     return None
 
 

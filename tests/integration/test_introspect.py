@@ -196,9 +196,24 @@ def test_a_setup_py_that_runs_cmake_itself_is_read_through_that_configure(
 def test_recipe_init_sets_the_arch_variable_a_setup_py_reads(tmp_path: Path) -> None:
     text, out = _init(tmp_path, "setup_owncmake", "sm_90a")
     recipe = parse_recipe(text, out)
+    # `9.0` and `90` turn the build on for sm_90, not sm_90a: the spelling that asks for
+    # --arch's SASS is the one drafted.
     assert [dict(t.set) for t in recipe.build.env if "OWNPKG_CUDA_ARCH" in t.set] == [
-        {"OWNPKG_CUDA_ARCH": "{arch_dotted}"}]
-    assert "OWNPKG_CUDA_ARCH=9.0 builds _own" in text
+        {"OWNPKG_CUDA_ARCH": "{arch_codes}"}]
+    assert "OWNPKG_CUDA_ARCH=90a builds _own" in text
+
+
+def test_recipe_init_steers_a_setup_py_whose_own_build_picks_another_arch(
+        tmp_path: Path) -> None:
+    """As recorded, the CMake configure the setup.py runs compiles for sm_80 (its default);
+    the draft sets the arch variable it reads so that the record asks for --arch's: `9.0`
+    and `90` give sm_90 (the tree pastes the number into CMAKE_CUDA_ARCHITECTURES), `90a`
+    gives sm_90a."""
+    text, out = _init(tmp_path, "setup_ownarch", "sm_90a")
+    recipe = parse_recipe(text, out)
+    assert [dict(t.set) for t in recipe.build.env if "OWNPKG_CUDA_ARCH" in t.set] == [
+        {"OWNPKG_CUDA_ARCH": "{arch_codes}"}]
+    assert "as run it compiled for sm_80" in text and "TODO: [build]" not in text
 
 
 def test_a_setup_py_that_runs_a_build_tool_itself_falls_back_before_it_compiles(
