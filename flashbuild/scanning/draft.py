@@ -653,6 +653,10 @@ def _setuptools_build(  # noqa: PLR0912 - one branch per table it drafts
         b.package = package
         b.package_dir = str(PurePosixPath(base, *rest)) if base else "/".join(
             package.split("."))
+        if f"{b.package_dir}/__init__.py" not in python_files:
+            # Packages found under `src/` by pyproject's [tool.setuptools.packages.find]
+            # (natten), which setup.py itself does not say.
+            b.package_dir = package_folder(package, python_files) or b.package_dir
     else:
         tops = list(dict.fromkeys(p.split(".")[0] for p in setup.packages))
         b.todos.append(BuildTodo(
@@ -661,6 +665,15 @@ def _setuptools_build(  # noqa: PLR0912 - one branch per table it drafts
             f"{', '.join(tops[:6]) or 'none'}"
             + (f" and {len(tops) - 6} more" if len(tops) > 6 else ""),
             fix="add [install] package = \"NAME\" and package_dir = \"path/to/NAME\""))
+
+
+def package_folder(package: str, python_files: Sequence[str]) -> str | None:
+    """The tree folder holding package `package` (dotted): `pkg/__init__.py` at the top, else
+    the shallowest `…/pkg/__init__.py` (a `src/` layout); None when there is none."""
+    tail = package.replace(".", "/") + "/__init__.py"
+    found = sorted((f for f in python_files if f == tail or f.endswith("/" + tail)),
+                   key=lambda f: (f.count("/"), f))
+    return found[0].removesuffix("/__init__.py") if found else None
 
 
 # --- planning the drafted steps: exact expect counts ---------------------------------------

@@ -73,6 +73,8 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
                 evidence=f"{model.via}: no extension with CUDA sources",
                 fix="flashbuild's setuptools backend passes no setup.py options: patch the "
                 "check to also read an environment variable, then set it in [[build.env]]"))
+        if b.package is None:
+            _install_from_record(b, built, python_files)
         b.notes["build"].append(
             "setup.py record mode: builds " + (", ".join(
                 f"{t.name} ({len(t.sources)} sources)" for t in built) or "no extension"))
@@ -121,6 +123,27 @@ def _cmake_targets(b: BuildDraft, model: TreeModel) -> None:
             evidence=f"{model.via}: targets "
             + (", ".join(t.name for t in model.targets) or "none"),
             fix="add an [[artifact]] per binary the build must install"))
+
+
+def _install_from_record(b: BuildDraft, built: Sequence[BuildTarget],
+                         python_files: Sequence[str]) -> None:
+    """[install] from the extension names the record holds (`torch_scatter._scatter_cuda`,
+    built in a loop the static reading could not name): the package they live in, where a
+    folder of the tree holds it."""
+    from flashbuild.scanning.draft import package_folder
+
+    dotted = [t.name for t in built if "." in t.name]
+    if not dotted:
+        return
+    package = dotted[0].rsplit(".", 1)[0]
+    folder = package_folder(package, python_files)
+    if folder is None:
+        return
+    b.package, b.package_dir = package, folder
+    b.todos = [t for t in b.todos if t.table != "install"]
+    b.notes["install"].append(
+        f"extension module(s) {', '.join(dotted[:3])}{' …' if len(dotted) > 3 else ''} "
+        f"(setup.py record) live in package `{package}`")
 
 
 def _install_from_imports(root: Path, python_files: Sequence[str], b: BuildDraft,

@@ -415,7 +415,8 @@ def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> t
         return text if isinstance(text, str) else None
 
     if "CMakeLists.txt" in paths and not ("setup.py" in paths and
-                                          _ide_only_cmake(read("CMakeLists.txt") or "")):
+                                          _setup_py_wins(read("CMakeLists.txt") or "",
+                                                         read("setup.py") or "")):
         # A CMake project (perhaps with a setup.py as a second way in): its lists and their
         # gates decide what is compiled, as before.
         return None, ""
@@ -478,9 +479,28 @@ def build_system(root: Path) -> Literal["cmake", "setuptools"] | None:
     cmake, setup = root / "CMakeLists.txt", root / "setup.py"
     if cmake.is_file():
         text = read_source(root, "CMakeLists.txt", 1 << 22)
-        if not (setup.is_file() and isinstance(text, str) and _ide_only_cmake(text)):
+        setup_text = read_source(root, "setup.py", 1 << 22) if setup.is_file() else ""
+        if not (isinstance(text, str) and isinstance(setup_text, str) and setup_text and
+                _setup_py_wins(text, setup_text)):
             return "cmake"
     return "setuptools" if setup.is_file() else None
+
+
+#: A CMakeLists.txt that installs a CMake package for C++ users (`find_package(TorchScatter)`):
+#: its library is the C++ API, not what a Python package loads.
+_CPP_PACKAGE = re.compile(r"\b(?:configure_package_config_file|write_basic_package_version_file)"
+                          r"\s*\(|\binstall\s*\(\s*EXPORT\b", re.I)
+
+
+def _setup_py_wins(cmake_text: str, setup_text: str) -> bool:
+    """Whether a tree with both a top-level CMakeLists.txt and a setup.py is built for Python
+    by its setup.py: the CMake file says it serves an IDE, or it packages a C++ library for
+    CMake users (a package config, `install(EXPORT …)`) while the setup.py builds torch
+    extensions (PyG's torch_scatter/torch_sparse/torch_cluster)."""
+    if _ide_only_cmake(cmake_text):
+        return True
+    return bool(_CPP_PACKAGE.search(cmake_text)) and bool(
+        re.search(r"\b(?:CUDAExtension|CppExtension|BuildExtension)\b", setup_text))
 
 
 #: A leading comment that says the CMake file serves an IDE, not the build.

@@ -16,6 +16,7 @@ This module reads what it recorded:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from dataclasses import dataclass
@@ -183,10 +184,14 @@ def _commands(data: dict[str, Any]) -> list[CompileCommand]:
         if not PurePosixPath(source).is_absolute():
             source = str(PurePosixPath(str(entry.get("directory", ""))) / source)
         out.append(split_command(argv, source))
+    cwd = PurePosixPath(str(data.get("cwd", "")))
     for argv in data.get("spawned", []):
-        srcs = [a for a in argv if str(a).endswith(_COMPILED) and "-c" in argv]
+        srcs = [str(a) for a in argv if str(a).endswith(_COMPILED) and "-c" in argv]
         if srcs:
-            out.append(split_command([str(a) for a in argv], str(srcs[-1])))
+            command = split_command([str(a) for a in argv], srcs[-1])
+            if not PurePosixPath(srcs[-1]).is_absolute() and cwd.is_absolute():
+                command = dataclasses.replace(command, source=str(cwd / srcs[-1]))
+            out.append(command)
     return out
 
 

@@ -225,6 +225,20 @@ def test_a_setup_py_that_runs_a_build_tool_itself_falls_back_before_it_compiles(
     assert not list(tmp_path.rglob("k.o")), "record mode ran ninja"
 
 
+@needs_torch
+def test_a_build_without_ninja_is_recorded_and_compiles_nothing(tmp_path: Path) -> None:
+    """BuildExtension(use_ninja=False) compiles through setuptools' compiler object: record
+    mode takes each command there (the .cu one with --arch's flags) and runs none."""
+    tree = _tree(tmp_path, "setup_noninja")
+    outcome = _run(tree, "setuptools")
+    assert outcome.model is not None, outcome.fallback
+    cu = outcome.model.unit("csrc/k.cu")
+    cpp = outcome.model.unit("csrc/bind.cpp")
+    assert cu is not None and cpp is not None
+    assert cu.arch_flags == ("-gencode=arch=compute_90a,code=sm_90a",), cu.arch_flags
+    assert not list(tmp_path.rglob("*.o")), "record mode compiled something"
+
+
 def test_a_setup_py_that_raises_is_recorded_with_its_line(tmp_path: Path) -> None:
     tree = _tree(tmp_path, "setup_allowlist")
     outcome = _run(tree, "setuptools", arch="sm_120")

@@ -528,3 +528,42 @@ def test_which_headers_are_cccl(header: str, cccl: bool) -> None:
     from flashbuild.source.hostinclude import is_cccl_header
 
     assert is_cccl_header(header) is cccl
+
+
+TORCH_SCATTER_CMAKE = """cmake_minimum_required(VERSION 3.0)
+project(torchscatter)
+add_library(${PROJECT_NAME} SHARED ${OPERATOR_SOURCES})
+configure_package_config_file(cmake/TorchScatterConfig.cmake.in
+  "${CMAKE_CURRENT_BINARY_DIR}/TorchScatterConfig.cmake")
+install(EXPORT TorchScatterTargets NAMESPACE TorchScatter::)
+"""
+
+
+@pytest.mark.parametrize(("cmake", "setup", "setup_wins"), [
+    # PyG's torch_scatter: the CMake build packages the C++ API; pip builds setup.py's
+    # torch extensions.
+    (TORCH_SCATTER_CMAKE, "from torch.utils.cpp_extension import CUDAExtension\n", True),
+    # The same CMake file beside a setup.py that builds no torch extension: CMake builds.
+    (TORCH_SCATTER_CMAKE, "from setuptools import setup\nsetup(name='x')\n", False),
+    # A CMake build of a plugin the Python package loads (no package config): CMake builds.
+    ("project(fastops LANGUAGES CXX CUDA)\nadd_library(p SHARED p.cpp)\n",
+     "from torch.utils.cpp_extension import CUDAExtension\n", False),
+    ("# This file is only for IDE indexing (CLion); build with setup.py\nproject(x)\n",
+     "from setuptools import setup\n", True),
+])
+def test_which_build_a_tree_with_cmake_and_setup_py_uses(cmake: str, setup: str,
+                                                         setup_wins: bool,
+                                                         tmp_path: Path) -> None:
+    from flashbuild.scanning.scan import build_system
+
+    root = _tree(tmp_path, {"CMakeLists.txt": cmake, "setup.py": setup})
+    assert build_system(root) == ("setuptools" if setup_wins else "cmake")
+
+
+def test_the_package_folder_of_a_src_layout() -> None:
+    from flashbuild.scanning.draft import package_folder
+
+    files = ["setup.py", "src/natten/__init__.py", "src/natten/ops.py", "tests/natten/x.py"]
+    assert package_folder("natten", files) == "src/natten"
+    assert package_folder("pkg.sub", ["pkg/__init__.py", "pkg/sub/__init__.py"]) == "pkg/sub"
+    assert package_folder("missing", files) is None

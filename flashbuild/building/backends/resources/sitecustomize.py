@@ -419,7 +419,8 @@ def write_record(extra: dict[str, object]) -> None:
     _RECORD_ON[0] = False
     if not path:
         return
-    text = json.dumps({**_RECORD, **extra}, default=str)
+    # Commands taken without ninja name their sources relative to setup.py's folder.
+    text = json.dumps({**_RECORD, "cwd": os.getcwd(), **extra}, default=str)
     with open(path + ".tmp", "w", encoding="utf-8") as fh:
         fh.write(text)
     os.replace(path + ".tmp", path)
@@ -452,9 +453,13 @@ def _patch(module: object) -> None:
                 lambda build_directory, *a, **k: _compdb(build_directory))
             compiler = getattr(self, "compiler", None)
             if compiler is not None:
-                # Without ninja torch compiles through spawn: record the command, run nothing.
-                compiler.spawn = lambda cmd, *a, **k: _RECORD["spawned"].append(
-                    [str(c) for c in cmd])
+                # Without ninja torch compiles through the compiler object's `spawn`
+                # (setuptools < 80) or `call` (newer): record the command, run nothing.
+                def note_command(cmd: list[object], *a: object, **k: object) -> None:
+                    _RECORD["spawned"].append([str(c) for c in cmd])
+
+                compiler.spawn = note_command
+                compiler.call = note_command
                 compiler.link_shared_object = lambda *a, **k: None
         temp = os.environ.get("FLASHBUILD_BUILD_TEMP")
         if temp:
