@@ -10,6 +10,8 @@
 # then one unchanged re-run, `flashbuild verify --package PKG`, and bench/unseen_checks.py
 # (the built kernels against torch). Expects the sdists in .devcarry/ and flashbuild's
 # pure-Python dependencies as wheels in .whl/ (the machine has no internet).
+# Not run yet: written 2026-11-27 in a session that had no device time left (the zero-config
+# drafts of these three trees were checked on the CPU machine only, docs/benchmarks.md).
 set -u
 mode=${1:?start|poll}; out=${2:?OUTDIR}
 mkdir -p "$out"

@@ -635,6 +635,7 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
             kept = _apply_tree_facts(finding, tree, target)
             if kept is not None:
                 out.append(kept)
+    out = _self_written_libraries(root, out)
     out.extend(instantiation_findings(root, reports, target))
     if target.platform == "windows":
         out.extend(_package_dll_directory(root, reports, tree, target, out))
@@ -643,6 +644,37 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
 
         out.extend(setup_findings(root, reach, target))
     return out
+
+
+def _self_written_libraries(root: Path, findings: list[Finding]) -> list[Finding]:
+    """FB182 on a `.so` the tree writes itself at run time is a note: a module that runs nvcc
+    with `-o …/kernel.so` and the code that loads that file agree on its name, and Windows
+    loads a DLL by its path whatever its suffix (DeepGEMM's JIT cache). Only the names written
+    in a file that starts nvcc itself count (`find_jit`); cpp_extension's `load` names its
+    output with the platform's suffix."""
+    hits = [f for f in findings if f.rule == "FB182" and isinstance(f.facts, LibraryNameFacts)]
+    if not hits:
+        return findings
+    from flashbuild.source.treemodel import find_jit
+
+    writers = {site.where.rpartition(":")[0]: site.where for site in
+               find_jit(root, sorted({f.path for f in hits})) if site.how == "nvcc"}
+    written = {_base_name(f.facts.literal): writers[f.path] for f in hits
+               if f.path in writers and isinstance(f.facts, LibraryNameFacts)}
+    out: list[Finding] = []
+    for f in findings:
+        base = _base_name(f.facts.literal) if f in hits and \
+            isinstance(f.facts, LibraryNameFacts) else ""
+        out.append(replace(
+            f, severity=Severity.NOTE,
+            message=f"{f.message} (the tree writes `{base}` itself: nvcc at "
+            f"{written[base]}; Windows loads a DLL by its path, whatever its suffix)")
+            if base and base in written else f)
+    return out
+
+
+def _base_name(literal: str) -> str:
+    return literal.replace("\\", "/").rpartition("/")[2]
 
 
 @dataclass(frozen=True)

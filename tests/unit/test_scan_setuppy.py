@@ -567,3 +567,24 @@ def test_the_package_folder_of_a_src_layout() -> None:
     assert package_folder("natten", files) == "src/natten"
     assert package_folder("pkg.sub", ["pkg/__init__.py", "pkg/sub/__init__.py"]) == "pkg/sub"
     assert package_folder("missing", files) is None
+
+
+def test_a_library_the_tree_writes_itself_at_run_time_is_a_note(tmp_path: Path) -> None:
+    """DeepGEMM's JIT cache: one module runs nvcc `-o {path}/kernel.so`, another lists
+    `kernel.so` among the cached files; a `.so` the tree loads that it never writes is still
+    an error."""
+    root = _tree(tmp_path, {
+        "setup.py": "from setuptools import setup\nsetup(name='jit', packages=['jit'])\n",
+        "jit/__init__.py": "",
+        "jit/compiler.py": "import subprocess\n"
+                           "def build(path, nvcc):\n"
+                           "    so_path = f'{path}/kernel.so'\n"
+                           "    command = [nvcc, 'kernel.cu', '-shared', '-o', so_path]\n"
+                           "    subprocess.check_call(command)\n",
+        "jit/runtime.py": "FILES = ['kernel.cu', 'kernel.so']\n"
+                          "import ctypes\nlib = ctypes.CDLL(f'{here}/_ops.so')\n"})
+    found = {(f.path, f.line): f.severity.value
+             for f in scan_tree(root, make_target("windows", "sm120"),
+                                ScanOptions(static=True)).findings if f.rule == "FB182"}
+    assert found == {("jit/compiler.py", 3): "note", ("jit/runtime.py", 1): "note",
+                     ("jit/runtime.py", 3): "error"}
