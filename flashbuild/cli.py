@@ -90,6 +90,14 @@ class _Group(TyperGroup):
                 code = exc.exit_code
         except typer.Abort:
             code = 1
+        if code == 130:
+            # Typer turns a KeyboardInterrupt in its own parsing or dispatch (outside any
+            # command's _edge) into Exit(130) and prints nothing: seen under load, SIGTERM
+            # 0.05 s after start-up (tests/reliability/test_signals.py).
+            message = interrupts.unreported_message()
+            interrupts.finished()
+            if message is not None:
+                sys.stderr.write(message)
         sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -177,6 +185,7 @@ def _edge(func: Callable[P, int | None]) -> Callable[P, None]:
             if isinstance(exc, Interrupted):
                 _end_children()
             _report(exc)
+            interrupts.mark_reported()
             code = exc.exit_code
         except KeyboardInterrupt:
             _end_children()
@@ -186,6 +195,7 @@ def _edge(func: Callable[P, int | None]) -> Callable[P, None]:
                 fix="run the same command again: patching repairs or reverts, and the build "
                 "resumes where ninja stopped")
             _report(exc2)
+            interrupts.mark_reported()
             code = exc2.exit_code
         except (typer.Exit, typer.Abort):
             raise

@@ -54,6 +54,10 @@ class _State:
         """The command has finished: a late signal changes nothing."""
         self.stopping = False
         """The command is being stopped: no new child may start (proc.end_all_children)."""
+        self.began = False
+        """A command started (the CLI's `_edge` called `begin()`)."""
+        self.reported = False
+        """The command's edge printed the stop's paragraph itself."""
         self.previous_hook: Callable[[Any], object] = sys.__unraisablehook__
         """The `sys.unraisablehook` `install()` found (`_unraisable` hands everything else
         to it)."""
@@ -170,6 +174,27 @@ def begin() -> None:
     """A command starts (the CLI's edge): children may be started again. Matters only where
     one process runs several commands (tests, flashbuild as a library)."""
     _state.stopping = False
+    _state.began = True
+    _state.reported = False
+
+
+def mark_reported() -> None:
+    """The command's edge printed the paragraph for the stop."""
+    _state.reported = True
+
+
+def unreported_message() -> str | None:
+    """The paragraph for a stop that ended the run where no edge printed one (Typer turns a
+    KeyboardInterrupt in its own parsing into a silent exit 130): before any command ran, the
+    start-up paragraph; after a command ended, one that says its output stands. None when the
+    edge already reported it."""
+    if _state.reported:
+        return None
+    if not _state.began:
+        return startup_message()
+    return (f"error: flashbuild was interrupted by {describe()} as the command ended.\n"
+            "What it printed above is complete; its exit code is 130 because of the stop.\n"
+            "fix: run the same command again if you need its exit code.\n")
 
 
 def stop_children() -> None:

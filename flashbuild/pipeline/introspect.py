@@ -600,6 +600,14 @@ def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
         # Network calls fail in the hook; git (a submodule clone) and pip are told the same.
         env["GIT_ALLOW_PROTOCOL"] = "file"
         env["PIP_NO_INDEX"] = "1"
+        # Temporary folders inside the scratch folder: a setup.py that configures CMake in a
+        # `tempfile` folder (natten) writes nothing outside the build root either.
+        tmp = scratch / "tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for key in [k for k in env if k.upper() in ("TMPDIR", "TEMP", "TMP")]:
+            del env[key]  # (Windows spells them as it likes: one of each name stays)
+        env.update(dict.fromkeys(("TMPDIR", "TEMP", "TMP"), str(tmp)))
         argv = [request.python, str(_RECORDER), "build_ext", "--build-temp",
                 str(scratch / "temp"), "--build-lib", str(scratch / "lib")]
         done = runner.run(argv, env=env, cwd=copy, timeout=timeout, check=False)

@@ -187,6 +187,8 @@ def test_a_setup_py_that_runs_cmake_itself_is_read_through_that_configure(
     assert unit is not None and unit.language == "CUDA" and "OWN_FAST=1" in unit.defines
     assert any("sm_90" in f for f in unit.arch_flags), unit.arch_flags
     assert any("cmake --build" in n for n in model.notes), model.notes
+    # The setup.py configured in a `tempfile` folder: it was inside the build root.
+    assert list((tmp_path / "work" / "build").rglob("ownpkg-*")), "TMPDIR was not contained"
     # (CMake's own compiler checks compile in CMakeFiles/ during any configure.)
     assert not [p for p in tmp_path.rglob("*") if (p.suffix in (".o", ".so")
                 and "CMakeFiles" not in p.parts[:-1]) or p.name == "kern.cu.o"], \

@@ -150,3 +150,50 @@ def test_other_unraisable_errors_go_to_the_previous_hook(monkeypatch: pytest.Mon
     event = SimpleNamespace(exc_value=ValueError("x"))
     interrupts._unraisable(event)
     assert seen == [event]
+
+
+@pytest.mark.parametrize(("began", "said"), [(False, "while starting"),
+                                             (True, "as the command ended")])
+def test_a_stop_typer_swallows_still_prints_its_paragraph(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], began: bool,
+        said: str) -> None:
+    """Seen under load (test_signals, SIGTERM 0.05 s after start-up): exit 130 with nothing
+    printed. Typer turns a KeyboardInterrupt in its own parsing into a silent Exit(130); no
+    command's edge ran, so the group prints the paragraph itself."""
+    import typer.main
+
+    from flashbuild import cli
+
+    def stopped(*args: object, **kwargs: object) -> object:
+        interrupts._state.received.append("SIGTERM")
+        raise StopRequested
+
+    monkeypatch.setattr(interrupts, "finished", lambda: None)
+    monkeypatch.setattr(interrupts._state, "received", [])
+    monkeypatch.setattr(interrupts._state, "began", began)
+    monkeypatch.setattr(interrupts._state, "reported", False)
+    monkeypatch.setattr(cli._Group, "make_context", stopped)
+    with pytest.raises(SystemExit) as info:
+        typer.main.get_command(cli.app).main(args=["recipe", "list"], prog_name="flashbuild")
+    assert info.value.code == 130
+    err = capsys.readouterr().err
+    assert f"interrupted by SIGTERM {said}" in err, err
+    assert "Traceback" not in err
+
+
+def test_a_stop_the_command_reported_is_not_reported_twice(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from typer.testing import CliRunner
+
+    from flashbuild import cli
+
+    def stopped(*args: object, **kwargs: object) -> None:
+        interrupts._state.received.append("SIGINT")
+        raise StopRequested
+
+    monkeypatch.setattr(interrupts, "finished", lambda: None)
+    monkeypatch.setattr(interrupts._state, "received", [])
+    monkeypatch.setattr("flashbuild.recipes.load.bundled_recipes", stopped)
+    result = CliRunner().invoke(cli.app, ["recipe", "list"])
+    assert result.exit_code == 130
+    assert result.output.count("interrupted by") == 1, result.output
