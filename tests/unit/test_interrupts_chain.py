@@ -187,13 +187,14 @@ def test_a_stop_the_command_reported_is_not_reported_twice(
 
     from flashbuild import cli
 
-    def stopped(*args: object, **kwargs: object) -> None:
+    def stopped(*args: object, **kwargs: object) -> int:
         interrupts._state.received.append("SIGINT")
         raise StopRequested
 
     monkeypatch.setattr(interrupts, "finished", lambda: None)
     monkeypatch.setattr(interrupts._state, "received", [])
-    monkeypatch.setattr("flashbuild.recipes.load.bundled_recipes", stopped)
+    # recipe_list imports it at call time: the stop lands inside the command's edge.
+    monkeypatch.setattr("flashbuild.recipes.report.list_recipes", stopped)
     result = CliRunner().invoke(cli.app, ["recipe", "list"])
     assert result.exit_code == 130
     assert result.output.count("interrupted by") == 1, result.output
