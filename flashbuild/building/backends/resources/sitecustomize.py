@@ -351,14 +351,14 @@ def _stop_own_builds() -> None:
                 import shutil
 
                 src = os.path.join(state["build_dir"], ".cmake", "api", "v1", "reply")
-                dest = os.path.join(os.path.dirname(os.environ["FLASHBUILD_RECORD"]),
-                                    "own-cmake", ".cmake", "api", "v1", "reply")
+                # A build folder of its own beside the record, holding the reply only (the
+                # setup.py's may be a temporary folder it deletes on exit).
+                own = os.path.join(os.path.dirname(os.environ["FLASHBUILD_RECORD"]),
+                                   "own-cmake")
                 if os.path.isdir(src):
-                    shutil.rmtree(os.path.dirname(os.path.dirname(os.path.dirname(dest))),
-                                  ignore_errors=True)
-                    shutil.copytree(src, dest)
-                    reply = os.path.dirname(os.path.dirname(os.path.dirname(
-                        os.path.dirname(dest))))
+                    shutil.rmtree(own, ignore_errors=True)
+                    shutil.copytree(src, os.path.join(own, ".cmake", "api", "v1", "reply"))
+                    reply = own
             _RECORD["own_build"] = [{"argv": argv[:80], "cwd": cwd,
                                      "where": _caller_in_tree() or "?",
                                      "cmake_reply": reply}]
