@@ -497,10 +497,39 @@ def _setup_py_wins(cmake_text: str, setup_text: str) -> bool:
     by its setup.py: the CMake file says it serves an IDE, or it packages a C++ library for
     CMake users (a package config, `install(EXPORT …)`) while the setup.py builds torch
     extensions (PyG's torch_scatter/torch_sparse/torch_cluster)."""
-    if _ide_only_cmake(cmake_text):
+    if _ide_only_cmake(cmake_text) or _runs_cmake(setup_text):
         return True
     return bool(_CPP_PACKAGE.search(cmake_text)) and bool(
         re.search(r"\b(?:CUDAExtension|CppExtension|BuildExtension)\b", setup_text))
+
+
+def _runs_cmake(setup_text: str) -> bool:
+    """Whether setup.py runs CMake itself (vllm's `cmake_build_ext`, natten's build_ext): an
+    argument list or f-string in its code holds `cmake` or a `-DCMAKE_…` define. Then the
+    CMakeLists.txt is what setup.py configures, with the variables it passes, and the build
+    is setup.py's (record mode reads that configure). Docstrings and comments do not count:
+    FlashRT's setup.py mentions `cmake ..` in its docstring only."""
+    if "cmake" not in setup_text.lower():
+        return False
+    import ast
+
+    try:
+        tree = ast.parse(setup_text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    for node in ast.walk(tree):
+        parts: list[ast.expr] = []
+        if isinstance(node, ast.List | ast.Tuple):
+            parts = list(node.elts)
+        elif isinstance(node, ast.JoinedStr):
+            parts = list(node.values)
+        elif isinstance(node, ast.Call):
+            parts = list(node.args)
+        for part in parts:
+            if isinstance(part, ast.Constant) and isinstance(part.value, str) and (
+                    part.value == "cmake" or part.value.startswith("-DCMAKE_")):
+                return True
+    return False
 
 
 #: A leading comment that says the CMake file serves an IDE, not the build.

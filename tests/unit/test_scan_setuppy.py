@@ -550,6 +550,17 @@ install(EXPORT TorchScatterTargets NAMESPACE TorchScatter::)
      "from torch.utils.cpp_extension import CUDAExtension\n", False),
     ("# This file is only for IDE indexing (CLion); build with setup.py\nproject(x)\n",
      "from setuptools import setup\n", True),
+    # vllm's shape: setup.py's build_ext configures this CMakeLists.txt itself.
+    ("project(vllm LANGUAGES CXX CUDA)\nadd_library(_C MODULE csrc/ops.cu)\n",
+     "import subprocess\nfrom setuptools.command.build_ext import build_ext\n"
+     "class cmake_build_ext(build_ext):\n"
+     "    def run(self):\n"
+     "        args = [f'-DCMAKE_BUILD_TYPE={cfg}']\n"
+     "        subprocess.check_call(['cmake', src, *args])\n", True),
+    # FlashRT's shape: `cmake ..` only in setup.py's docstring; CMake is the build.
+    ("project(flash_vla LANGUAGES CXX CUDA)\n",
+     '"""Build first:\n    cmake .. && make -j$(nproc) && make install\n"""\n'
+     "from setuptools import setup\nsetup(name='flash_vla')\n", False),
 ])
 def test_which_build_a_tree_with_cmake_and_setup_py_uses(cmake: str, setup: str,
                                                          setup_wins: bool,
