@@ -5,7 +5,7 @@ cuBLAS/cuSPARSE, and a CPU-only torch 2.13 (its headers lack the generated
 torch's c10/cuda headers stops; the link stops on its missing CUDA libraries).
 
 Opt-in: `FLASHBUILD_SEED_BUILDS=1 python -m pytest tests/integration/test_seed_builds.py -n 0`
-(about 2 minutes on 2 cores). The README's test command skips it; docs/benchmarks.md has the
+(about 4 minutes on 2 cores). The README's test command skips it; docs/benchmarks.md has the
 last run. On a GPU machine with a CUDA torch the same trees build, install and pass verify
 and their own tests (bench/gpu_seed_trees.sh).
 
@@ -16,7 +16,10 @@ What each asserts, besides the tree being unchanged:
   to the header a CPU-only torch lacks, FlashMLA to the cuSPARSE header this toolkit lacks,
   xformers through every unit to the link on torch's CUDA libraries;
 - FlashRT (CMake): the configure stops on the cuBLAS it links, and the fix names where to get
-  it (with a toolkit that has cuBLAS it compiles: not this case).
+  it (with a toolkit that has cuBLAS it compiles: not this case);
+- `recipe init` then `build --recipe` with that draft, no hand edit (xformers, FlashMLA,
+  FlashRT): the drafted [install] package is the modules' and the build stops where the
+  bundled recipe's does.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ CORPUS = ROOT.parent / "shared" / "corpus"
 pytestmark = [
     pytest.mark.integration, pytest.mark.slow,
     pytest.mark.skipif(os.environ.get("FLASHBUILD_SEED_BUILDS") != "1",
-                       reason="opt-in (FLASHBUILD_SEED_BUILDS=1): about 20 minutes"),
+                       reason="opt-in (FLASHBUILD_SEED_BUILDS=1): about 4 minutes"),
     pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                        reason="torch is not installed"),
 ]
@@ -110,4 +113,39 @@ def test_flashrt_configures_until_the_cublas_it_links(
     assert error is not None
     text = error.paragraph()
     assert "CUDA::cublas" in text and "cublas" in text.split("fix:")[-1].lower(), text
+    assert _digest(tree) == before
+
+
+@pytest.mark.parametrize(("name", "package", "stop"), [
+    ("xformers-full", "xformers", "cannot find -lc10_cuda"),
+    ("FlashMLA", "flash_mla", "cusparse.h"),
+    ("FlashRT", "flash_vla", "CUDA::cublas"),
+])
+def test_recipe_init_then_build_with_that_draft(
+        tmp_path: Path, cuda_toolkit_root: Path, monkeypatch: pytest.MonkeyPatch, name: str,
+        package: str, stop: str) -> None:
+    """`flashbuild recipe init --source T --platform linux --arch sm_90a -o T.toml`, then
+    `flashbuild build --recipe T.toml` with the draft as written: the drafted [install] is the
+    package the build's modules belong to, and the build goes as far as with the bundled
+    recipe (the same stop)."""
+    from typer.testing import CliRunner
+
+    from flashbuild.cli import app
+    from flashbuild.pipeline.command import run_build
+    from flashbuild.recipes.load import parse_recipe
+
+    monkeypatch.setattr(st, "check_torch_cuda", lambda torch, request: None)
+    tree = _tree(tmp_path, name)
+    before = _digest(tree)
+    draft = tmp_path / f"{name}.toml"
+    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(tree), "--platform",
+                                   "linux", "--arch", "sm_90a", "-o", str(draft)])
+    assert res.exit_code == 0, res.output
+    recipe = parse_recipe(draft.read_text(encoding="utf-8"), draft)
+    assert recipe.install is not None and recipe.install.package == package
+    with pytest.raises(FlashbuildError) as info:
+        run_build(recipe=str(draft), source=tree, arch="sm_90a", cuda=cuda_toolkit_root,
+                  platform=None, jobs_text="2", launcher_text="none", install_text="none",
+                  build_dir=tmp_path / "b", as_json=True)
+    assert stop in info.value.paragraph(), info.value.paragraph()
     assert _digest(tree) == before
