@@ -17,20 +17,38 @@ failed".
 On Linux this file does nothing: the binaries find their libraries through RPATH ($ORIGIN).
 This file runs inside the installed package, without flashbuild, so it checks the OS itself.
 flashbuild renders DLL_DIRS when it installs the package; edit the build, not this file.
+
+It also checks, before the package's first extension import, that a GPU this process can see
+can run the GPU code the binaries hold (IMAGES, read from them at install): the failure users
+otherwise meet at the first kernel launch, "no kernel image is available for execution on the
+device", becomes an ImportError that names the GPU, what the binaries hold and the command that
+rebuilds them. The GPUs come from NVML (the driver's libnvidia-ml / nvml.dll through ctypes; no
+torch import, no CUDA context). No driver or no GPU: nothing to check. FLASHBUILD_ARCH_CHECK=0
+turns the check off.
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib.abc
 import importlib.machinery
 import os
+import re
 import site
 import sys
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 #: Absolute folders that may hold the DLLs the binaries need (rendered by flashbuild).
 DLL_DIRS: tuple[str, ...] = ()
+
+#: The GPU images each binary of the package holds, read from the binaries at install
+#: (rendered by flashbuild): its path relative to this folder -> `sm_90a`, `compute_120`, ...
+IMAGES: dict[str, tuple[str, ...]] = {}
+
+#: The command that rebuilds the package for another GPU, `{arch}` left to fill (rendered).
+REBUILD: str = "flashbuild build --arch {arch}"
 
 #: The handles os.add_dll_directory returned: a folder stays registered only while its
 #: handle is open, so they live as long as the module.
@@ -145,3 +163,218 @@ def _register(folders: tuple[str, ...]) -> list[str]:
 
 
 REGISTERED: list[str] = _register(DLL_DIRS)
+
+
+# --- arch-aware loading ---------------------------------------------------------------------
+
+#: The environment variable that turns the GPU check off (`0`, `off`, `no`, `false`).
+CHECK_VARIABLE = "FLASHBUILD_ARCH_CHECK"
+
+_IMAGE = re.compile(r"(sm|compute)_(\d+)([af]?)\Z")
+
+
+class Gpu(NamedTuple):
+    index: int
+    name: str
+    capability: tuple[int, int]
+    uuid: str = ""
+
+    def describe(self) -> str:
+        major, minor = self.capability
+        return f"GPU {self.index} ({self.name}, compute capability {major}.{minor})"
+
+
+def image_runs(image: str, capability: tuple[int, int]) -> str | None:
+    """How a GPU of `capability` runs one image: `sass` (as it is), `jit` (the driver compiles
+    the PTX at the first launch), or None (it cannot).
+
+    SASS for sm_XY runs on X.Z with Z >= Y (CUDA's binary compatibility within a major); an `a`
+    (arch-specific) image only on exactly X.Y; an `f` (family) image on X.Z with Z >= Y; PTX
+    for compute_XY JITs on any X.Y or newer, its `a`/`f` forms as their SASS does.
+    """
+    match = _IMAGE.match(image)
+    if match is None:
+        return None
+    kind, code, suffix = match[1], int(match[2]), match[3]
+    major, minor = divmod(code, 10)
+    if suffix == "a":
+        runs = capability == (major, minor)
+    elif kind == "sm" or suffix == "f":
+        runs = capability[0] == major and capability[1] >= minor
+    else:
+        runs = capability >= (major, minor)
+    if not runs:
+        return None
+    return "sass" if kind == "sm" else "jit"
+
+
+def coverage(images: tuple[str, ...], capability: tuple[int, int]) -> str | None:
+    """The best way a GPU of `capability` runs a binary holding `images`."""
+    ways = {image_runs(image, capability) for image in images}
+    return "sass" if "sass" in ways else "jit" if "jit" in ways else None
+
+
+def _nvml_library() -> Any:
+    """The driver's NVML, by absolute path on Windows (never the current directory)."""
+    if sys.platform == "win32":
+        root = os.environ.get("SystemRoot", "C:\\Windows")
+        names = [os.path.join(root, "System32", "nvml.dll"),
+                 os.path.join(os.environ.get("ProgramFiles", "C:\\Program Files"),
+                              "NVIDIA Corporation", "NVSMI", "nvml.dll")]
+    else:
+        names = ["libnvidia-ml.so.1"]
+    for name in names:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+def nvml_gpus() -> list[Gpu] | None:
+    """Every GPU NVML lists, in NVML's order (PCI bus order); None when NVML cannot be read
+    (no NVIDIA driver: nothing to check)."""
+    lib = _nvml_library()
+    if lib is None:
+        return None
+    try:
+        if lib.nvmlInit_v2() != 0:
+            return None
+    except AttributeError:
+        return None
+    try:
+        count = ctypes.c_uint(0)
+        if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+            return None
+        gpus = []
+        for index in range(count.value):
+            handle = ctypes.c_void_p()
+            if lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != 0:
+                return None
+            major, minor = ctypes.c_int(0), ctypes.c_int(0)
+            if lib.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major),
+                                                      ctypes.byref(minor)) != 0:
+                return None
+            name = ctypes.create_string_buffer(96)
+            uuid = ctypes.create_string_buffer(96)
+            lib.nvmlDeviceGetName(handle, name, 96)
+            lib.nvmlDeviceGetUUID(handle, uuid, 96)
+            gpus.append(Gpu(index, name.value.decode("utf-8", "replace") or "NVIDIA GPU",
+                            (major.value, minor.value), uuid.value.decode("ascii", "replace")))
+        return gpus
+    finally:
+        lib.nvmlShutdown()
+
+
+def visible_gpus(gpus: list[Gpu], env: Any) -> tuple[list[Gpu], bool]:
+    """The GPUs CUDA will show this process, and whether that is certain.
+
+    NVML lists every GPU; CUDA_VISIBLE_DEVICES narrows what CUDA sees, by UUID (`GPU-...`, a
+    prefix is enough) or by index. Indices follow NVML's PCI bus order only with
+    CUDA_DEVICE_ORDER=PCI_BUS_ID; under CUDA's default (fastest first) an index is certain only
+    when every GPU has the same compute capability.
+    """
+    raw = env.get("CUDA_VISIBLE_DEVICES")
+    if raw is None:
+        return gpus, True
+    chosen: list[Gpu] = []
+    certain = True
+    same = len({g.capability for g in gpus}) <= 1
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            break
+        if item.startswith(("GPU-", "MIG-")):
+            found = [g for g in gpus if g.uuid and g.uuid.startswith(item)]
+            if not found:
+                certain = False
+            chosen += found[:1]
+            continue
+        try:
+            index = int(item)
+        except ValueError:
+            break  # CUDA stops at the first entry it cannot read
+        if index < 0 or index >= len(gpus):
+            break
+        if env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID" and not same:
+            certain = False
+        chosen.append(gpus[index])
+    return list(dict.fromkeys(chosen)), certain
+
+
+class Verdict(NamedTuple):
+    error: str | None
+    warnings: list[str]
+
+
+def _arch_name(capability: tuple[int, int]) -> str:
+    return f"sm_{capability[0]}{capability[1]}"
+
+
+def _held(images: tuple[str, ...]) -> str:
+    sass = [i for i in images if i.startswith("sm_")]
+    ptx = [i for i in images if i.startswith("compute_")]
+    parts = [f"{', '.join(sass)} SASS" if sass else "no SASS",
+             f"{', '.join(ptx)} PTX" if ptx else "no PTX"]
+    return " and ".join(parts)
+
+
+def judge(images: dict[str, tuple[str, ...]], gpus: list[Gpu], *, certain: bool = True,
+          package: str = "this package", rebuild: str = REBUILD) -> Verdict:
+    """What the GPUs can run of each binary: an error when a binary holds no image any of them
+    can run (every launch would fail), warnings when some GPUs are left out or only PTX (a
+    slow first launch while the driver compiles it) covers one."""
+    gpu_code = {path: held for path, held in images.items() if held}
+    if not gpus or not gpu_code:
+        return Verdict(None, [])
+    errors: list[str] = []
+    warned: list[str] = []
+    for path, held in gpu_code.items():
+        ways = {gpu: coverage(held, gpu.capability) for gpu in gpus}
+        left_out = [gpu for gpu, way in ways.items() if way is None]
+        jit = [gpu for gpu, way in ways.items() if way == "jit"]
+        if len(left_out) == len(gpus):
+            errors.append(f"{path} holds {_held(held)}, and none of it runs on "
+                          f"{'; '.join(g.describe() for g in gpus)}")
+        elif left_out:
+            warned.append(f"{package}: {path} holds {_held(held)}: no image for "
+                          f"{'; '.join(g.describe() for g in left_out)}; kernels launched there "
+                          "fail with \"no kernel image is available\"")
+        if jit and len(left_out) < len(gpus):
+            warned.append(f"{package}: {path} has no SASS for "
+                          f"{'; '.join(g.describe() for g in jit)}: the driver compiles its "
+                          "PTX at the first launch (slow once, then cached)")
+    if not errors:
+        return Verdict(None, warned)
+    target = _arch_name(gpus[0].capability)
+    suffix_note = (" An `a` image (sm_90a) runs only on exactly its arch."
+                   if any(i.endswith("a") for held in gpu_code.values() for i in held) else "")
+    paragraph = (
+        f"{package} cannot run on this machine's GPU: {'; '.join(errors)}.{suffix_note} Its "
+        "kernels would fail at their first launch with \"no kernel image is available for "
+        f"execution on the device\". Fix: rebuild it for this GPU, `{rebuild.format(arch=target)}`"
+        f"; or set {CHECK_VARIABLE}=0 to import it anyway.")
+    if not certain:
+        return Verdict(None, [*warned, paragraph + " (CUDA_VISIBLE_DEVICES names GPUs by index "
+                              "and their order is not certain, so this is a warning.)"])
+    return Verdict(paragraph, warned)
+
+
+def _check_arch(images: dict[str, tuple[str, ...]], env: Any = None) -> Verdict | None:
+    environ = os.environ if env is None else env
+    if not images or environ.get(CHECK_VARIABLE, "1").strip().lower() in (
+            "0", "off", "no", "false"):
+        return None
+    listed = nvml_gpus()
+    if not listed:
+        return None
+    gpus, certain = visible_gpus(listed, environ)
+    verdict = judge(images, gpus, certain=certain,
+                    package=(__package__ or "this package"), rebuild=REBUILD)
+    for text in verdict.warnings:
+        warnings.warn(text, RuntimeWarning, stacklevel=3)
+    if verdict.error is not None:
+        raise ImportError(verdict.error)
+    return verdict
+
+
+ARCH_VERDICT: Verdict | None = _check_arch(IMAGES)
