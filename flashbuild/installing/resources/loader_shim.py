@@ -174,14 +174,15 @@ _IMAGE = re.compile(r"(sm|compute)_(\d+)([af]?)\Z")
 
 
 class Gpu(NamedTuple):
-    index: int
+    number: int
+    """NVML's index (PCI bus order)."""
     name: str
     capability: tuple[int, int]
     uuid: str = ""
 
     def describe(self) -> str:
         major, minor = self.capability
-        return f"GPU {self.index} ({self.name}, compute capability {major}.{minor})"
+        return f"GPU {self.number} ({self.name}, compute capability {major}.{minor})"
 
 
 def image_runs(image: str, capability: tuple[int, int]) -> str | None:
@@ -217,10 +218,11 @@ def coverage(images: tuple[str, ...], capability: tuple[int, int]) -> str | None
 def _nvml_library() -> Any:
     """The driver's NVML, by absolute path on Windows (never the current directory)."""
     if sys.platform == "win32":
-        root = os.environ.get("SystemRoot", "C:\\Windows")
-        names = [os.path.join(root, "System32", "nvml.dll"),
-                 os.path.join(os.environ.get("ProgramFiles", "C:\\Program Files"),
-                              "NVIDIA Corporation", "NVSMI", "nvml.dll")]
+        # Windows matches environment names without case: SYSTEMROOT is %SystemRoot%.
+        root = Path(os.environ.get("SYSTEMROOT", "C:\\Windows"))
+        programs = Path(os.environ.get("PROGRAMFILES", "C:\\Program Files"))
+        names = [str(root / "System32" / "nvml.dll"),
+                 str(programs / "NVIDIA Corporation" / "NVSMI" / "nvml.dll")]
     else:
         names = ["libnvidia-ml.so.1"]
     for name in names:
@@ -231,39 +233,46 @@ def _nvml_library() -> Any:
     return None
 
 
+class _NvmlError(Exception):
+    pass
+
+
+def _nvml(status: int) -> None:
+    if status != 0:
+        raise _NvmlError(status)
+
+
 def nvml_gpus() -> list[Gpu] | None:
     """Every GPU NVML lists, in NVML's order (PCI bus order); None when NVML cannot be read
     (no NVIDIA driver: nothing to check)."""
     lib = _nvml_library()
-    if lib is None:
-        return None
     try:
-        if lib.nvmlInit_v2() != 0:
+        if lib is None:
             return None
-    except AttributeError:
+        _nvml(lib.nvmlInit_v2())
+    except (AttributeError, _NvmlError):
         return None
     try:
         count = ctypes.c_uint(0)
-        if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
-            return None
+        _nvml(lib.nvmlDeviceGetCount_v2(ctypes.byref(count)))
         gpus = []
-        for index in range(count.value):
+        for number in range(count.value):
             handle = ctypes.c_void_p()
-            if lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != 0:
-                return None
+            _nvml(lib.nvmlDeviceGetHandleByIndex_v2(number, ctypes.byref(handle)))
             major, minor = ctypes.c_int(0), ctypes.c_int(0)
-            if lib.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major),
-                                                      ctypes.byref(minor)) != 0:
-                return None
+            _nvml(lib.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major),
+                                                         ctypes.byref(minor)))
             name = ctypes.create_string_buffer(96)
             uuid = ctypes.create_string_buffer(96)
             lib.nvmlDeviceGetName(handle, name, 96)
             lib.nvmlDeviceGetUUID(handle, uuid, 96)
-            gpus.append(Gpu(index, name.value.decode("utf-8", "replace") or "NVIDIA GPU",
+            gpus.append(Gpu(number, name.value.decode("utf-8", "replace") or "NVIDIA GPU",
                             (major.value, minor.value), uuid.value.decode("ascii", "replace")))
-        return gpus
+    except (AttributeError, _NvmlError):
+        return None
     finally:
         lib.nvmlShutdown()
+    return gpus
 
 
 def visible_gpus(gpus: list[Gpu], env: Any) -> tuple[list[Gpu], bool]:
