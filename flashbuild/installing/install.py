@@ -73,6 +73,15 @@ class InstallPlan:
     prebuilt: Path | None = None
     """A wheel the build produced itself (setuptools): installed with the shim and the
     manifest added, instead of a wheel made from `package_dir`."""
+    images: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """The GPU images each binary holds (path relative to the package -> `sm_90a`, ...),
+    rendered into the shim for its arch check at import."""
+    rebuild: str = ""
+    """The command that rebuilds the package for another arch (`{arch}` left to fill)."""
+
+    def shim_text(self) -> str:
+        return shim.render(self.dll_dirs, package=self.package, images=dict(self.images),
+                           rebuild=self.rebuild)
 
 
 @dataclass(frozen=True)
@@ -131,7 +140,7 @@ def _install_inplace(plan: InstallPlan) -> InstallResult:
     init_text = init.read_bytes().decode("utf-8") if init.is_file() else ""
     contents: list[tuple[Path, Path | bytes]] = [
         *((dest, a.path) for a, dest in zip(plan.artifacts, destinations, strict=True)),
-        (shim_file, shim.render(plan.dll_dirs, package=plan.package).encode("utf-8")),
+        (shim_file, plan.shim_text().encode("utf-8")),
         (init, shim.insert(init_text).encode("utf-8")),
         (manifest, plan.manifest)]
     replace_all(contents)
@@ -266,8 +275,7 @@ def _install_wheel(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) ->
         arcname = plan.package.replace(".", "/") + "/__init__.py"
         raw = read_member(plan.prebuilt, arcname)
         added = {"__init__.py": shim.insert(raw.decode("utf-8") if raw else "").encode("utf-8"),
-                 f"{shim.SHIM_MODULE}.py": shim.render(plan.dll_dirs,
-                                                       package=plan.package).encode("utf-8"),
+                 f"{shim.SHIM_MODULE}.py": plan.shim_text().encode("utf-8"),
                  plan.manifest_name: plan.manifest}
         wheel = repack_wheel(plan.prebuilt, package=plan.package, extra=added,
                              out_dir=plan.work_dir / "dist")
@@ -276,8 +284,7 @@ def _install_wheel(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) ->
         init_text = init.read_bytes().decode("utf-8") if init.is_file() else ""
         extra: dict[str, Path | bytes] = {a.path.name: a.path for a in plan.artifacts}
         extra["__init__.py"] = shim.insert(init_text).encode("utf-8")
-        extra[f"{shim.SHIM_MODULE}.py"] = shim.render(plan.dll_dirs,
-                                                      package=plan.package).encode("utf-8")
+        extra[f"{shim.SHIM_MODULE}.py"] = plan.shim_text().encode("utf-8")
         extra[plan.manifest_name] = plan.manifest
         wheel = build_wheel(distribution=plan.distribution or plan.package,
                             version=plan.version, package=plan.package,
@@ -361,7 +368,8 @@ def _platlib(python: str, runner: Runner, env: Mapping[str, str]) -> Path:
 def _plan_digest(plan: InstallPlan) -> str:
     h = hashlib.sha256()
     h.update(json.dumps([plan.mode, plan.package, str(plan.package_dir), plan.python,
-                         plan.version, list(plan.dll_dirs), plan.manifest_name]).encode())
+                         plan.version, list(plan.dll_dirs), plan.manifest_name,
+                         [[p, list(held)] for p, held in plan.images], plan.rebuild]).encode())
     h.update(plan.manifest)
     for artifact in plan.artifacts:
         st = artifact.path.stat()

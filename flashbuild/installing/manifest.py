@@ -58,6 +58,20 @@ class Artifact:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BinaryImages:
+    path: str
+    """A binary of the package that holds GPU code, as its `artifacts` entry names it."""
+    sass: tuple[str, ...] = ()
+    """Its SASS images (`sm_90a`, `sm_120`), read from the binary at build time."""
+    ptx: tuple[str, ...] = ()
+    """Its PTX images (`compute_120`)."""
+
+    @property
+    def images(self) -> tuple[str, ...]:
+        return (*self.sass, *self.ptx)
+
+
+@dataclass(frozen=True, kw_only=True)
 class KernelSmem:
     kernel: str
     """Kernel name (plain, like `rms_norm_kernel`, or mangled)."""
@@ -104,13 +118,17 @@ class Manifest:
     kernels: tuple[str, ...] = ()
     """The recipe's `[verify] kernels`: names verify looks for (as substrings of the mangled
     names) in the symbol tables of every target arch's cubins."""
+    binaries: tuple[BinaryImages, ...] = ()
+    """Per binary, the GPU images it holds: what the loader shim compares with the GPUs
+    present before the first extension import, and what `doctor --packages` reads."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         if self.ptxas_info is None:
             del data["ptxas_info"]
-        if not self.kernels:
-            del data["kernels"]  # manifests written before the field existed stay byte-equal
+        for key in ("kernels", "binaries"):
+            if not data[key]:
+                del data[key]  # manifests written before the field existed stay byte-equal
         return data
 
     def dump(self) -> str:
@@ -177,6 +195,9 @@ class Manifest:
                 for d in r.objs("dynamic_smem_symbols", required=False)),
             ptxas_info=r.opt_str("ptxas_info"),
             kernels=r.strs("kernels", required=False),
+            binaries=tuple(BinaryImages(path=b.text("path"), sass=b.strs("sass"),
+                                        ptx=b.strs("ptx"))
+                           for b in r.objs("binaries", required=False)),
         )
         for artifact in manifest.artifacts:
             if not _inside(artifact.path):
@@ -204,7 +225,7 @@ def _bad(where: Path | str, why: str) -> VerifyError:
 
 _KEYS = {"schema_version", "flashbuild", "recipe", "platform", "archs", "toolkit",
          "host_compiler", "patches", "flags", "artifacts", "dll_dirs", "exports",
-         "kernel_smem", "dynamic_smem_symbols", "ptxas_info", "kernels"}
+         "kernel_smem", "dynamic_smem_symbols", "ptxas_info", "kernels", "binaries"}
 
 
 class _Reader:

@@ -2,7 +2,9 @@
 comments at the top of a package's `__init__.py` (idempotent and removable).
 
 The template is a real Python file (`resources/loader_shim.py`, linted and typed like the
-rest of flashbuild); rendering replaces its one data line, `DLL_DIRS: tuple[str, ...] = ()`.
+rest of flashbuild); rendering replaces its data lines: `DLL_DIRS` (the folders to register on
+Windows), `IMAGES` (the GPU images each binary holds, for the arch check at import) and
+`REBUILD` (the command the check's paragraph names).
 The rendered file is written into the package as `_flashbuild_shim.py`; the `__init__.py`
 block only imports it, so the add_dll_directory handles live in that module (FACTS.md,
 "Windows DLL loading": the known-good delvewheel pattern).
@@ -21,12 +23,14 @@ from flashbuild import __version__, platforms
 from flashbuild.errors import InstallError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
 SHIM_MODULE = "_flashbuild_shim"
 BEGIN = "# >>> flashbuild loader shim >>>"
 END = "# <<< flashbuild loader shim <<<"
 _DATA_LINE = "DLL_DIRS: tuple[str, ...] = ()"
+_IMAGES_LINE = "IMAGES: dict[str, tuple[str, ...]] = {}"
+_REBUILD_LINE = 'REBUILD: str = "flashbuild build --arch {arch}"'
 TEMPLATE = Path(__file__).resolve().parent / "resources" / "loader_shim.py"
 
 
@@ -74,27 +78,37 @@ def _is_windows_absolute(text: str) -> bool:
     return len(text) > 2 and text[1] == ":" and text[2] in "\\/"
 
 
-def render(folders: Sequence[str], *, package: str) -> str:
-    """The template with its data filled in."""
+def render(folders: Sequence[str], *, package: str,
+           images: Mapping[str, Sequence[str]] | None = None, rebuild: str = "") -> str:
+    """The template with its data filled in: the DLL folders, the GPU images per binary
+    (relative path -> `sm_90a`, `compute_120`, ...) and the rebuild command (`{arch}` left for
+    the shim to fill)."""
     template = TEMPLATE.read_text(encoding="utf-8")
-    if template.count(_DATA_LINE) != 1:
-        raise InstallError(
-            "the loader shim template has no single data line",
-            evidence=f"{TEMPLATE} must contain `{_DATA_LINE}` exactly once",
-            fix="reinstall flashbuild (its package data is damaged)",
-        )
+    for line in (_DATA_LINE, _IMAGES_LINE, _REBUILD_LINE):
+        if template.count(line) != 1:
+            raise InstallError(
+                "the loader shim template has no single data line",
+                evidence=f"{TEMPLATE} must contain `{line}` exactly once",
+                fix="reinstall flashbuild (its package data is damaged)",
+            )
     items = "".join(f"    {folder!r},\n" for folder in folders)
     data = f"DLL_DIRS: tuple[str, ...] = (\n{items})" if folders else _DATA_LINE
+    text = template.replace(_DATA_LINE, data)
+    if images:
+        rows = "".join(f"    {path!r}: {tuple(held)!r},\n" for path, held in images.items())
+        text = text.replace(_IMAGES_LINE, f"IMAGES: dict[str, tuple[str, ...]] = {{\n{rows}}}")
+    if rebuild:
+        text = text.replace(_REBUILD_LINE, f"REBUILD: str = {rebuild!r}")
     header = (f"# Rendered by flashbuild {__version__} for the `{package}` package; "
               "`flashbuild build` rewrites it.\n")
-    text = header + template.replace(_DATA_LINE, data)
+    text = header + text
     ast.parse(text)  # a rendering bug must not reach a user's package
     return text
 
 
 def import_block(newline: str = "\n") -> str:
     lines = [BEGIN,
-             f"from . import {SHIM_MODULE}  # noqa: F401  (registers DLL folders on Windows)",
+             f"from . import {SHIM_MODULE}  # noqa: F401  (DLL folders on Windows; GPU check)",
              END]
     return newline.join(lines) + newline
 

@@ -21,6 +21,7 @@ The options of the `flashbuild build` command are resolved in pipeline/command.p
 from __future__ import annotations
 
 import posixpath
+import site
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -56,8 +57,13 @@ from flashbuild.installing.manifest import (
     PatchRecord,
 )
 from flashbuild.installing.manifest import Artifact as ManifestArtifact
+from flashbuild.installing.manifest import BinaryImages as ManifestBinary
 from flashbuild.installing.manifest import HostCompiler as ManifestHost
 from flashbuild.installing.manifest import Toolkit as ManifestToolkit
+from flashbuild.proc import quote
+from flashbuild.recipes.load import recipes_dir
+from flashbuild.verifying.binaries import read_link_info
+from flashbuild.verifying.fatbin import BinaryFormatError, list_images
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -295,11 +301,6 @@ def _patch(request: BuildRequest, folder: builddir.BuildDir,
 def _wheel_dll_dirs(artifacts: Sequence[BuiltArtifact]) -> list[Path]:
     """Folders of the active environment (torch's `lib`, PyPI `nvidia/*`) holding libraries
     the built binaries import, read from their own import tables."""
-    import site
-
-    from flashbuild.verifying.binaries import read_link_info
-    from flashbuild.verifying.fatbin import BinaryFormatError
-
     needed: set[str] = set()
     for artifact in artifacts:
         try:
@@ -308,6 +309,38 @@ def _wheel_dll_dirs(artifacts: Sequence[BuiltArtifact]) -> list[Path]:
             continue  # verify reports an unreadable binary; install need not guess
     return shim.folders_for_imports(needed, [Path(p) for p in site.getsitepackages()])
 
+
+def _binary_images(request: BuildRequest, artifacts: Sequence[BuiltArtifact],
+                   ) -> tuple[ManifestBinary, ...]:
+    """The GPU images each built binary holds, read from its fatbin headers: the loader shim
+    compares them with the GPUs present at import. A binary that cannot be read is left out
+    (verify reports it); a host-only one holds nothing to check."""
+    out = []
+    for artifact in artifacts:
+        try:
+            found = list_images(artifact.path)
+        except BinaryFormatError:
+            continue
+        sass = tuple(dict.fromkeys(i.name for i in found.sass))
+        ptx = tuple(dict.fromkeys(i.name for i in found.ptx))
+        if sass or ptx:
+            out.append(ManifestBinary(path=_manifest_path(request, artifact), sass=sass, ptx=ptx))
+    return tuple(out)
+
+
+def rebuild_command(request: BuildRequest) -> str:
+    """The command the loader shim names when the GPU present has no image (`{arch}` left for
+    it to fill): the tree, and the recipe when it was the user's own file."""
+    source = request.source_dir.resolve()
+    recipe = request.recipe.file.resolve() if request.recipe.file is not None else None
+    bundled = recipe is not None and recipe.parent == recipes_dir().resolve()
+    if bundled and request.recipe.source_root() == source:
+        words = ["flashbuild", "build"]  # the bundled recipe's own tree (csrc)
+    elif bundled or recipe is None:
+        words = ["flashbuild", "build", str(source)]
+    else:
+        words = ["flashbuild", "build", str(source), "--recipe", str(recipe)]
+    return quote(words) + " --arch {arch}"
 
 
 def build_manifest(request: BuildRequest, outcome: PatchOutcome, built: BackendResult,
@@ -337,6 +370,7 @@ def build_manifest(request: BuildRequest, outcome: PatchOutcome, built: BackendR
             DynamicSmemSymbol(kernel=kernel, symbol=symbol)
             for kernel, symbol in sorted(request.recipe.verify.dynamic_smem.items())),
         ptxas_info=ptxas_info,
+        binaries=_binary_images(request, built.artifacts),
     )
 
 
@@ -373,7 +407,9 @@ def _install_plan(request: BuildRequest, built: BackendResult,
         dll_dirs=dll_dirs, manifest_name=MANIFEST_NAME,
         manifest=manifest.dump().encode(),
         python=request.python, distribution=package,
-        version=request.version or _wheel_version(request), work_dir=work_dir)
+        version=request.version or _wheel_version(request), work_dir=work_dir,
+        images=tuple((b.path, b.images) for b in manifest.binaries),
+        rebuild=rebuild_command(request))
 
 
 def _patches_package(request: BuildRequest, outcome: PatchOutcome) -> bool:

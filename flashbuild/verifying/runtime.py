@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from flashbuild.errors import FlashbuildError, VerifyError
+from flashbuild.installing.resources.loader_shim import CHECK_VARIABLE
 from flashbuild.proc import Runner, tail
 
 if TYPE_CHECKING:
@@ -164,8 +165,13 @@ def import_check(package: str, exports: Sequence[str], *, runner: Runner,
                  python: str = sys.executable, env: Mapping[str, str] | None = None,
                  search_path: Path | None = None, timeout: float = 120.0) -> ImportResult:
     """Import `package` in a fresh interpreter from a neutral folder and look up `exports`.
-    `search_path` is put on PYTHONPATH (for an in-place install inside a source tree)."""
-    child_env = _child_env(os.environ if env is None else env, search_path)
+    `search_path` is put on PYTHONPATH (for an in-place install inside a source tree).
+
+    The loader shim's GPU check is off for this import: verify judges the images against the
+    requested archs itself, and a build for another GPU than this machine's (sm_120 built on an
+    H100) must still import here to have its exports checked."""
+    child_env = {**_child_env(os.environ if env is None else env, search_path),
+                 CHECK_VARIABLE: "0"}
     with tempfile.TemporaryDirectory(prefix="flashbuild-verify-") as neutral:
         try:
             done = runner.run([python, "-P", "-c", _PROBE, package, *exports],

@@ -27,3 +27,22 @@ def cuda_toolkit_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if toolkit is None or toolkit.nvcc is None:
         pytest.skip("no CUDA toolkit with nvcc on this machine")
     return cmake_toolkit_root(toolkit, tmp_path_factory.mktemp("cuda-toolkits"))
+
+
+@pytest.fixture(scope="session")
+def fake_nvml(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding `libnvidia-ml.so.1` built from tests/fixtures/nvml/fake_nvml.c: put it on
+    LD_LIBRARY_PATH and set FAKE_NVML_GPUS ("12.0:NVIDIA GeForce RTX 5090,...") to stand in for
+    the driver's NVML. Skips without a host C compiler or off Linux."""
+    import shutil
+    import subprocess
+    import sys
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if sys.platform != "linux" or cc is None:
+        pytest.skip("the NVML stand-in is an ELF shared library built with the host compiler")
+    folder = tmp_path_factory.mktemp("nvml")
+    source = Path(__file__).resolve().parents[1] / "fixtures" / "nvml" / "fake_nvml.c"
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", str(folder / "libnvidia-ml.so.1"),
+                    str(source)], check=True, timeout=120)
+    return folder

@@ -72,6 +72,29 @@ def test_build_inplace_imports_from_neutral_dir(built: tuple[Path, Path, dict[st
     assert _import_archs(sys.executable, tmp_path, tree / "python") == "900"
 
 
+def test_the_installed_package_knows_which_gpus_it_runs_on(
+        built: tuple[Path, Path, dict[str, object]], tmp_path: Path, fake_nvml: Path) -> None:
+    """The manifest lists each binary's images as read from it, the shim carries them, and an
+    import on an sm_120 GPU (NVML stood in) refuses the sm_90a-only build with the fix."""
+    tree, _, _ = built
+    pkg = tree / "python" / "minikern"
+    manifest = json.loads((pkg / "flashbuild-manifest.json").read_text())
+    binaries = {b["path"]: b for b in manifest["binaries"]}
+    assert binaries[f"_C{EXT}"]["sass"] == ["sm_90a"]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CUDA_VISIBLE_DEVICES")}
+    env.update(PYTHONPATH=str(tree / "python"), LD_LIBRARY_PATH=str(fake_nvml))
+    argv = [sys.executable, "-c", "import minikern; print(minikern.built_archs())"]
+    rtx = subprocess.run(argv, cwd=tmp_path, env={**env, "FAKE_NVML_GPUS": "12.0:RTX 5090"},
+                         capture_output=True, text=True, check=False)
+    assert rtx.returncode == 1, rtx.stdout
+    last = rtx.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: minikern cannot run on this machine's GPU")
+    assert f"flashbuild build {tree} --recipe {tree / 'minikern.toml'} --arch sm_120" in last
+    h100 = subprocess.run(argv, cwd=tmp_path, env={**env, "FAKE_NVML_GPUS": "9.0:H100"},
+                          capture_output=True, text=True, check=False)
+    assert h100.returncode == 0 and h100.stdout.strip() == "900", h100.stderr
+
+
 def test_noop_rebuild_does_no_work(built: tuple[Path, Path, dict[str, object]]) -> None:
     tree, cuda, _ = built
     code, doc = _run(_cli(tree, cuda, "--install", "inplace"), tree.parent)

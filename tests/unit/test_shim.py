@@ -4,6 +4,7 @@ removable byte for byte; on Windows it registers only absolute folders that exis
 from __future__ import annotations
 
 import ast
+import json
 import os
 import runpy
 import sys
@@ -12,6 +13,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from flashbuild.installing import shim
+from flashbuild.installing.manifest import BinaryImages, Manifest
+from flashbuild.installing.resources import loader_shim
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -129,3 +132,109 @@ def test_folders_for_imports_finds_wheel_dll_folders_by_name(tmp_path: Path) -> 
     found = folders_for_imports(["CUDART64_13.dll", "c10.dll", "KERNEL32.dll"], [site])
     assert set(found) == {cudart, torch_lib}
     assert folders_for_imports([], [site]) == []
+
+
+# --- arch-aware loading: the rule and the verdict (the NVML path runs in
+# tests/integration/test_arch_check.py against a stand-in library) ---------------------------
+
+RTX_5090 = loader_shim.Gpu(0, "NVIDIA GeForce RTX 5090", (12, 0))
+H100 = loader_shim.Gpu(1, "NVIDIA H100", (9, 0))
+
+
+@pytest.mark.parametrize(("image", "capability", "way"), [
+    ("sm_90a", (9, 0), "sass"),
+    ("sm_90a", (12, 0), None),     # `a`: exactly its arch
+    ("sm_90", (9, 0), "sass"),
+    ("sm_80", (8, 6), "sass"),     # SASS runs on later minors of its major
+    ("sm_86", (8, 0), None),
+    ("sm_90", (12, 0), None),      # never across majors
+    ("sm_120", (12, 1), "sass"),   # an RTX 5090 build on a GB10
+    ("sm_120a", (12, 1), None),
+    ("sm_100f", (10, 3), "sass"),  # `f`: the family
+    ("sm_100f", (12, 0), None),
+    ("compute_90", (12, 0), "jit"),
+    ("compute_120", (9, 0), None),
+    ("compute_90a", (9, 0), "jit"),
+    ("compute_90a", (10, 0), None),
+    ("compute_100f", (10, 3), "jit"),
+    ("compute_100f", (12, 0), None),
+    ("lto_90", (9, 0), None),
+])
+def test_what_a_gpu_runs(image: str, capability: tuple[int, int], way: str | None) -> None:
+    assert loader_shim.image_runs(image, capability) == way
+
+
+def test_no_image_for_the_gpu_is_the_paragraph() -> None:
+    verdict = loader_shim.judge({"_C.so": ("sm_90a",)}, [RTX_5090], package="flashkern",
+                                rebuild="flashbuild build '/my tree' --arch {arch}")
+    assert verdict.warnings == []
+    assert verdict.error == (
+        "flashkern cannot run on this machine's GPU: _C.so holds sm_90a SASS and no PTX, and "
+        "none of it runs on GPU 0 (NVIDIA GeForce RTX 5090, compute capability 12.0). An `a` "
+        "image (sm_90a) runs only on exactly its arch. Its kernels would fail at their first "
+        "launch with \"no kernel image is available for execution on the device\". Fix: rebuild "
+        "it for this GPU, `flashbuild build '/my tree' --arch sm_120`; or set "
+        "FLASHBUILD_ARCH_CHECK=0 to import it anyway.")
+
+
+def test_covered_jit_partial_and_uncertain() -> None:
+    assert loader_shim.judge({"_C.so": ("sm_120", "compute_120")}, [RTX_5090]).error is None
+    assert loader_shim.judge({"_C.so": ("sm_120",)}, [RTX_5090]).warnings == []
+    jit = loader_shim.judge({"_C.so": ("sm_90a", "compute_90")}, [RTX_5090])
+    assert jit.error is None and "compiles its PTX at the first launch" in jit.warnings[0]
+    partial = loader_shim.judge({"_C.so": ("sm_90a",)}, [H100, RTX_5090])
+    assert partial.error is None and len(partial.warnings) == 1
+    assert "no image for GPU 0 (NVIDIA GeForce RTX 5090" in partial.warnings[0]
+    unsure = loader_shim.judge({"_C.so": ("sm_90a",)}, [RTX_5090], certain=False)
+    assert unsure.error is None and "is not certain" in unsure.warnings[-1]
+    # Host-only helpers and no GPU at all: nothing to judge.
+    assert loader_shim.judge({"helper.so": ()}, [RTX_5090]) == loader_shim.Verdict(None, [])
+    assert loader_shim.judge({"_C.so": ("sm_90a",)}, []) == loader_shim.Verdict(None, [])
+    # Any binary that runs nowhere refuses the package, although another one runs.
+    mixed = loader_shim.judge({"_C.so": ("sm_120",), "_attn.so": ("sm_90a",)}, [RTX_5090])
+    assert mixed.error is not None and "_attn.so holds sm_90a" in mixed.error
+    assert "_C.so" not in mixed.error
+
+
+def test_visible_devices() -> None:
+    gpus = [RTX_5090._replace(uuid="GPU-aaaa"), H100._replace(uuid="GPU-bbbb")]
+    assert loader_shim.visible_gpus(gpus, {}) == (gpus, True)
+    assert loader_shim.visible_gpus(gpus, {"CUDA_VISIBLE_DEVICES": ""}) == ([], True)
+    assert loader_shim.visible_gpus(gpus, {"CUDA_VISIBLE_DEVICES": "-1"}) == ([], True)
+    assert loader_shim.visible_gpus(gpus, {"CUDA_VISIBLE_DEVICES": "GPU-bb"}) == (gpus[1:], True)
+    assert loader_shim.visible_gpus(gpus, {"CUDA_VISIBLE_DEVICES": "1"}) == (gpus[1:], False)
+    assert loader_shim.visible_gpus(gpus, {"CUDA_VISIBLE_DEVICES": "1",
+                                           "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}) == (gpus[1:], True)
+    # CUDA stops at the first entry it cannot use.
+    assert loader_shim.visible_gpus(gpus, {"CUDA_VISIBLE_DEVICES": "0,7,1",
+                                           "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}) == (gpus[:1], True)
+    same = [RTX_5090, RTX_5090._replace(number=1)]
+    assert loader_shim.visible_gpus(same, {"CUDA_VISIBLE_DEVICES": "1"}) == (same[1:], True)
+
+
+def test_render_images_and_rebuild_round_trip(tmp_path: Path) -> None:
+    text = shim.render([], package="pkg", images={"_C.so": ("sm_90a", "compute_90"),
+                                                  "../top_cuda.so": ("sm_120",)},
+                       rebuild="flashbuild build '/t {x}' --arch {arch}")
+    path = tmp_path / "s.py"
+    path.write_text(text)
+    module = runpy.run_path(str(path), run_name="rendered")
+    assert module["IMAGES"] == {"_C.so": ("sm_90a", "compute_90"), "../top_cuda.so": ("sm_120",)}
+    assert module["REBUILD"] == "flashbuild build '/t {x}' --arch {arch}"
+    plain = shim.render([], package="pkg")
+    assert "IMAGES: dict[str, tuple[str, ...]] = {}" in plain
+
+
+def test_manifest_keeps_the_images_per_binary() -> None:
+    raw = {"schema_version": 1, "flashbuild": "0", "recipe": "r", "platform": "linux",
+           "archs": "90a-real", "toolkit": {"root": "/c", "version": "13.0"},
+           "host_compiler": {"kind": "gcc", "version": "12", "path": "/g"},
+           "artifacts": [{"path": "_C.so", "kind": "module"}],
+           "binaries": [{"path": "_C.so", "sass": ["sm_90a"], "ptx": ["compute_90"]}]}
+    manifest = Manifest.from_json(raw)
+    assert manifest.binaries == (BinaryImages(path="_C.so", sass=("sm_90a",),
+                                              ptx=("compute_90",)),)
+    assert manifest.binaries[0].images == ("sm_90a", "compute_90")
+    assert Manifest.from_json(json.loads(manifest.dump())) == manifest
+    del raw["binaries"]
+    assert "binaries" not in Manifest.from_json(raw).to_json()  # older manifests stay as they were

@@ -354,13 +354,13 @@ def judge(images: dict[str, tuple[str, ...]], gpus: list[Gpu], *, certain: bool 
                           "PTX at the first launch (slow once, then cached)")
     if not errors:
         return Verdict(None, warned)
-    target = _arch_name(gpus[0].capability)
+    command = rebuild.replace("{arch}", _arch_name(gpus[0].capability))
     suffix_note = (" An `a` image (sm_90a) runs only on exactly its arch."
                    if any(i.endswith("a") for held in gpu_code.values() for i in held) else "")
     paragraph = (
         f"{package} cannot run on this machine's GPU: {'; '.join(errors)}.{suffix_note} Its "
         "kernels would fail at their first launch with \"no kernel image is available for "
-        f"execution on the device\". Fix: rebuild it for this GPU, `{rebuild.format(arch=target)}`"
+        f"execution on the device\". Fix: rebuild it for this GPU, `{command}`"
         f"; or set {CHECK_VARIABLE}=0 to import it anyway.")
     if not certain:
         return Verdict(None, [*warned, paragraph + " (CUDA_VISIBLE_DEVICES names GPUs by index "
