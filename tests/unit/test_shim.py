@@ -238,3 +238,23 @@ def test_manifest_keeps_the_images_per_binary() -> None:
     assert Manifest.from_json(json.loads(manifest.dump())) == manifest
     del raw["binaries"]
     assert "binaries" not in Manifest.from_json(raw).to_json()  # older manifests stay as they were
+
+
+def test_nvml_is_loaded_by_its_full_path_on_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Never a bare `nvml.dll` (the search would include the current folder): System32, then
+    the NVSMI folder of older drivers; no library, no check."""
+    tried: list[str] = []
+
+    def refuse(name: str) -> object:
+        tried.append(name)
+        raise OSError(126, "not found")
+
+    monkeypatch.setattr(sys, "platform", "win32")
+    monkeypatch.setattr(loader_shim.ctypes, "CDLL", refuse)
+    monkeypatch.setenv("SYSTEMROOT", "C:\\Windows")
+    monkeypatch.setenv("PROGRAMFILES", "C:\\Program Files")
+    assert loader_shim.nvml_gpus() is None
+    assert [t.replace("\\", "/") for t in tried] == [
+        "C:/Windows/System32/nvml.dll",
+        "C:/Program Files/NVIDIA Corporation/NVSMI/nvml.dll"]
+    assert loader_shim._check_arch({"_C.pyd": ("sm_90a",)}, env={}) is None
