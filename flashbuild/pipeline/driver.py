@@ -60,13 +60,14 @@ from flashbuild.installing.manifest import Artifact as ManifestArtifact
 from flashbuild.installing.manifest import BinaryImages as ManifestBinary
 from flashbuild.installing.manifest import HostCompiler as ManifestHost
 from flashbuild.installing.manifest import Toolkit as ManifestToolkit
+from flashbuild.installing.resources import loader_shim
 from flashbuild.proc import quote
 from flashbuild.recipes.load import recipes_dir
 from flashbuild.verifying.binaries import read_link_info
 from flashbuild.verifying.fatbin import BinaryFormatError, list_images
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from rich.console import Console
 
@@ -211,6 +212,8 @@ def build(request: BuildRequest, *, runner: StreamRunner,
                      "wheel install, or --in-place, to install the patched package files")
     result = installing.install(install_plan, runner, request.env)
     notes += result.warnings
+    if request.install != "none":
+        notes += _gpus_here(manifest, install_plan.package, request.env)
     steps.append(StepTime("install", time.monotonic() - t0, skipped=result.skipped,
                           note=str(result.location or "")))
     if result.location is not None and not result.skipped:
@@ -326,6 +329,25 @@ def _binary_images(request: BuildRequest, artifacts: Sequence[BuiltArtifact],
         if sass or ptx:
             out.append(ManifestBinary(path=_manifest_path(request, artifact), sass=sass, ptx=ptx))
     return tuple(out)
+
+
+def _gpus_here(manifest: Manifest, package: str, env: Mapping[str, str]) -> list[str]:
+    """A note when this machine's GPUs cannot run what was built (a build for sm_120 on an
+    H100): importing the package here raises the loader shim's ImportError, which is right,
+    but should not surprise the user who just built it. No driver, no note."""
+    listed = loader_shim.nvml_gpus()
+    if not listed:
+        return []
+    gpus, certain = loader_shim.visible_gpus(listed, env)
+    images = {b.path: b.images for b in manifest.binaries}
+    verdict = loader_shim.judge(images, gpus, certain=certain, package=package)
+    if verdict.error is None:
+        return []
+    held = ", ".join(dict.fromkeys(i for b in manifest.binaries for i in b.images))
+    return [f"this machine's {'; '.join(g.describe() for g in gpus)} cannot run this build "
+            f"({held}): `import {package}` here raises ImportError (the loader shim's GPU "
+            f"check; {loader_shim.CHECK_VARIABLE}=0 imports it anyway, and verify turns the "
+            "check off by itself)"]
 
 
 def rebuild_command(request: BuildRequest) -> str:

@@ -93,6 +93,13 @@ def test_the_installed_package_knows_which_gpus_it_runs_on(
     h100 = subprocess.run(argv, cwd=tmp_path, env={**env, "FAKE_NVML_GPUS": "9.0:H100"},
                           capture_output=True, text=True, check=False)
     assert h100.returncode == 0 and h100.stdout.strip() == "900", h100.stderr
+    # The build says so itself when this machine's GPU cannot run what it built (a re-run).
+    tree_env = {**os.environ, "LD_LIBRARY_PATH": str(fake_nvml), "FAKE_NVML_GPUS": "12.0:RTX"}
+    again = subprocess.run(_cli(tree, built[1], "--install", "inplace"), cwd=tree.parent,
+                           env=tree_env, capture_output=True, text=True, check=False, timeout=600)
+    notes = json.loads(again.stdout)["notes"]
+    assert any("GPU 0 (RTX, compute capability 12.0) cannot run this build (sm_90a)" in n
+               for n in notes), notes
 
 
 def test_noop_rebuild_does_no_work(built: tuple[Path, Path, dict[str, object]]) -> None:
