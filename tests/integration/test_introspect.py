@@ -19,6 +19,7 @@ from flashbuild.arch import parse_arch_spec
 from flashbuild.pipeline.introspect import introspect
 from flashbuild.recipes.load import parse_recipe
 from flashbuild.source.treemodel import Introspection
+from tests.markers import needs_torch
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -96,6 +97,7 @@ def test_a_configure_that_fails_falls_back_with_one_line(tmp_path: Path) -> None
 
 # --- setup.py record mode --------------------------------------------------------------------
 
+@needs_torch
 def test_an_env_switched_extension_exists_only_with_its_switch(tmp_path: Path) -> None:
     tree = _tree(tmp_path, "setup_envswitch")
     off = _run(tree, "setuptools")
@@ -117,7 +119,6 @@ def test_an_env_switched_extension_exists_only_with_its_switch(tmp_path: Path) -
 
 def _cpu_torch() -> bool:
     """Whether the torch here is a CPU-only build (read from its version.py, not imported)."""
-    import importlib.util
 
     from flashbuild.detect.pyenv import parse_torch_version_file
 
@@ -128,8 +129,6 @@ def _cpu_torch() -> bool:
     return not fields.get("cuda")
 
 
-needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                                 reason="torch is not installed")
 
 
 @needs_torch
@@ -171,6 +170,7 @@ def test_a_setup_py_that_needs_a_real_cuda_torch_is_recorded_with_the_one_here(
         assert "_nccl_version" in note and "setup.py:9" in note
 
 
+@needs_torch
 def test_a_setup_py_that_runs_cmake_itself_is_read_through_that_configure(
         tmp_path: Path) -> None:
     """natten's shape: setup.py's build_ext runs `cmake <csrc>` then `cmake --build`. The
@@ -195,6 +195,7 @@ def test_a_setup_py_that_runs_cmake_itself_is_read_through_that_configure(
         "record mode compiled something"
 
 
+@needs_torch
 def test_recipe_init_sets_the_arch_variable_a_setup_py_reads(tmp_path: Path) -> None:
     text, out = _init(tmp_path, "setup_owncmake", "sm_90a")
     recipe = parse_recipe(text, out)
@@ -205,6 +206,7 @@ def test_recipe_init_sets_the_arch_variable_a_setup_py_reads(tmp_path: Path) -> 
     assert "OWNPKG_CUDA_ARCH=90a builds _own" in text
 
 
+@needs_torch
 def test_recipe_init_steers_a_setup_py_whose_own_build_picks_another_arch(
         tmp_path: Path) -> None:
     """As recorded, the CMake configure the setup.py runs compiles for sm_80 (its default);
@@ -218,6 +220,7 @@ def test_recipe_init_steers_a_setup_py_whose_own_build_picks_another_arch(
     assert "as run it compiled for sm_80" in text and "TODO: [build]" not in text
 
 
+@needs_torch
 def test_a_setup_py_that_runs_a_build_tool_itself_falls_back_before_it_compiles(
         tmp_path: Path) -> None:
     tree = _tree(tmp_path, "setup_ownninja")
@@ -241,6 +244,7 @@ def test_a_build_without_ninja_is_recorded_and_compiles_nothing(tmp_path: Path) 
     assert not list(tmp_path.rglob("*.o")), "record mode compiled something"
 
 
+@needs_torch
 def test_a_setup_py_that_raises_is_recorded_with_its_line(tmp_path: Path) -> None:
     tree = _tree(tmp_path, "setup_allowlist")
     outcome = _run(tree, "setuptools", arch="sm_120")
@@ -250,6 +254,7 @@ def test_a_setup_py_that_raises_is_recorded_with_its_line(tmp_path: Path) -> Non
     assert "unsupported arch 12.0" in exc.message and exc.where == "setup.py:10"
 
 
+@needs_torch
 def test_a_setup_py_that_hangs_is_stopped(tmp_path: Path) -> None:
     tree = _tree(tmp_path, "setup_hang")
     outcome = _run(tree, "setuptools", timeout=8)
@@ -257,6 +262,7 @@ def test_a_setup_py_that_hangs_is_stopped(tmp_path: Path) -> None:
     assert "did not finish within 8 s" in outcome.fallback
 
 
+@needs_torch
 def test_a_setup_py_whose_daemon_holds_the_output_falls_back_in_bounded_time(
         tmp_path: Path) -> None:
     """The daemon (a session of its own) outlives the timeout's kill of the tree and keeps the
@@ -277,6 +283,7 @@ def test_a_setup_py_whose_daemon_holds_the_output_falls_back_in_bounded_time(
                 psutil.Process(int(pid_file.read_text())).kill()
 
 
+@needs_torch
 def test_network_calls_fail_at_once_and_are_reported(tmp_path: Path) -> None:
     tree = _tree(tmp_path, "setup_network")
     outcome = _run(tree, "setuptools", timeout=60)
@@ -333,6 +340,7 @@ def _init(tmp_path: Path, name: str, arch: str) -> tuple[str, Path]:
     return out.read_text(encoding="utf-8"), out
 
 
+@needs_torch
 def test_recipe_init_drafts_the_switch_that_turns_the_cuda_extension_on(
         tmp_path: Path) -> None:
     text, out = _init(tmp_path, "setup_envswitch", "sm_90a")
@@ -343,6 +351,7 @@ def test_recipe_init_drafts_the_switch_that_turns_the_cuda_extension_on(
     assert recipe.verify.exports == ("_cuda.launch",)
 
 
+@needs_torch
 def test_recipe_init_drafts_no_environment_a_setup_py_rejects(tmp_path: Path) -> None:
     text, out = _init(tmp_path, "setup_allowlist", "sm_120")
     recipe = parse_recipe(text, out)
@@ -374,6 +383,7 @@ def test_a_build_missing_a_toolkit_component_says_which_and_how_to_get_it(
     assert "pip install" not in res.output  # no cuda-toolkit extra ships it
 
 
+@needs_torch
 def test_a_command_line_switch_is_recorded_and_left_to_a_person(tmp_path: Path) -> None:
     outcome = _run(_tree(tmp_path, "setup_argvswitch"), "setuptools")
     assert outcome.model is not None, outcome.fallback

@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flashbuild.cli import app
+from tests.markers import needs_torch
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -174,7 +175,13 @@ CASES: dict[str, tuple[Callable[[Path], None], Callable[[pytest.MonkeyPatch], No
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
+#: The cases whose tree is a setup.py: recorded through torch's BuildExtension.
+_SETUP_PY = {"a setup.py that raises", "a setup.py that hangs",
+             "a setup.py that reaches for the network"}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=needs_torch) if c in _SETUP_PY else c
+                                  for c in CASES])
 def test_what_introspection_cannot_handle_falls_back_in_one_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
     from flashbuild import platforms
