@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from flashbuild.arch import ArchSpec, parse_arch_spec
-from flashbuild.console import Column, plural, ui
+from flashbuild.console import Column, lit, plural, ui
 from flashbuild.console import verdict as verdict_word
 from flashbuild.detect.gpu import probe_gpus
 from flashbuild.detect.pyenv import current_python
@@ -163,17 +163,32 @@ class PackageVerdict:
     def severity(self) -> Severity:
         return SEVERITY[self.fit]
 
+    def headline(self) -> str:
+        """What the verdict means on the target, without the binaries."""
+        sm = self.target.sm
+        return {Fit.OK: f"SASS for {sm} in every binary",
+                Fit.JIT: f"only PTX runs on {sm}: the driver compiles it at the first launch "
+                "(slow once, then cached)",
+                Fit.FAILS: f"no image runs on {sm}: its kernels fail with \"no kernel image "
+                "is available for execution on the device\"",
+                Fit.UNREADABLE: "a binary could not be read"}[self.fit]
+
     def explain(self) -> str:
-        """One sentence: which binaries, what they hold, what that means on the target."""
-        if self.fit is Fit.OK:
-            return f"SASS for {self.target.sm} in every binary"
+        """One sentence: what it means, which binaries, what they hold."""
         named = "; ".join(f"{b.file}: {b.holds()}" for b in self.at_fault)
+        return f"{self.headline()}: {named}" if named else self.headline()
+
+    def fix(self, package: str) -> str:
+        sm = self.target.sm
         if self.fit is Fit.FAILS:
-            return (f"no image runs on {self.target.sm} (\"no kernel image is available\"): "
-                    f"{named}")
+            return (f"install a build of {package} that holds {sm} SASS (or PTX of "
+                    f"compute_{sm[3:]} or older), or build it from its source: "
+                    f"`flashbuild build <tree> --arch {sm}`")
         if self.fit is Fit.JIT:
-            return f"only PTX runs on {self.target.sm} (slow first launch): {named}"
-        return f"not readable: {named}"
+            return f"a build with {sm} SASS starts at once (`flashbuild build <tree> --arch {sm}`)"
+        if self.fit is Fit.UNREADABLE:
+            return f"reinstall it: `pip install --force-reinstall {package}`"
+        return ""
 
     def to_json(self) -> dict[str, object]:
         return {"target": self.target.sm, "verdict": str(self.fit),
@@ -390,36 +405,51 @@ def _gpu_report() -> GpuReport:
 
 
 def render(report: PackagesReport) -> None:
-    """A table for people: one row per package and target (80 columns, ASCII pipes)."""
+    """A table for people (package, target, verdict, the images that decide it), then, as
+    doctor writes its verdicts, each problem with its binaries and fix; 80 columns and an ASCII
+    pipe keep every name whole (`ui.table` prints a list when a table would cut one)."""
     console = ui.human
     where = ", ".join(str(p) for p in report.site_packages) or "(none)"
+    title = "Installed packages with GPU code"
     if not report.targets:
         rows = [[f"{r.package.name} {r.package.version}",
-                 "; ".join(f"{b.file}: {b.holds()}" for b in r.package.binaries)]
-                for r in report.packages]
-        ui.table("Installed packages with GPU code", [Column("package", key=True),
-                                                      Column("holds")], rows)
+                 ", ".join(r.package.images()) or "unreadable"] for r in report.packages]
+        ui.table(title, [Column("package", key=True), Column("images")], rows)
         console.print("[dim]No GPU found and no --arch given: images listed, not judged "
                       "(e.g. `flashbuild doctor --packages --arch sm_120`).[/]")
     else:
-        rows = [[f"{r.package.name} {r.package.version}", v.target.sm, str(v.fit),
-                 v.explain()] for r in report.packages for v in r.verdicts]
-        ui.table("Installed packages with GPU code", [
-            Column("package", key=True), Column("target", key=True),
-            Column("verdict", key=True), Column("why")], rows)
+        rows = []
+        for r in report.packages:
+            for v in r.verdicts:
+                shown = v.at_fault or r.package.binaries
+                images = ", ".join(dict.fromkeys(i for b in shown for i in b.images))
+                rows.append([f"{r.package.name} {r.package.version}", v.target.sm,
+                             str(v.fit), images or "-"])
+        ui.table(title, [Column("package", key=True), Column("target", key=True),
+                         Column("verdict", key=True), Column("images")], rows)
         for target in report.targets:
             if target.gpus:
-                console.print(f"[dim]{target.sm}: {target.gpus}[/]")
+                console.print(f"[dim]{target.sm}: {lit(target.gpus)}[/]")
+        problems = [(r, v) for r in report.packages for v in r.verdicts if v.fit is not Fit.OK]
+        if problems:
+            console.print()
+        for r, v in sorted(problems, key=lambda rv: -_RANK[rv[1].fit]):
+            name = r.package.name
+            console.print(f"  {verdict_word(_WORD[v.severity])} "
+                          f"{lit(f'{name} {r.package.version}: {v.headline()}')}")
+            for binary in v.at_fault:
+                console.print(f"        [dim]{lit(f'{binary.file}: {binary.holds()}')}[/]")
+            console.print(f"        [bold]fix:[/] {lit(v.fix(name))}")
     for name, why in report.problems:
-        ui.warn(f"{name}: {why}")
+        ui.warn(lit(f"{name}: {why}"))
+    console.print()
     console.print(f"[dim]Read {plural(report.binaries, 'binary', 'binaries')} of "
                   f"{plural(report.distributions, 'distribution')} in {report.seconds:.2f} s "
-                  f"from {where}[/]")
+                  f"from {lit(where)}[/]")
     failing = [r for r in report.packages if r.fit is Fit.FAILS]
     if failing:
         console.print(f"{verdict_word('error')} [bold red]{plural(len(failing), 'package')} "
-                      "would fail with \"no kernel image is available\"[/]: reinstall a build "
-                      "for this GPU, or build it with `flashbuild build --arch ...`")
+                      "would fail with \"no kernel image is available\"[/]")
     elif report.targets:
         worst = max((r.fit for r in report.packages if r.fit), key=_RANK.__getitem__,
                     default=Fit.OK)
