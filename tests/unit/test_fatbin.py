@@ -16,7 +16,18 @@ from flashbuild.verifying.fatbin import (
     list_images,
     parse_fatbin,
 )
-from tests.hostile import elf_with_fatbin, fatbin, fatbin_entry
+from tests.hostile import (
+    SHF_COMPRESSED,
+    SHT_NOBITS,
+    SHT_PROGBITS,
+    GiB,
+    TiB,
+    elf_with_fatbin,
+    elf_with_sections,
+    fatbin,
+    fatbin_entry,
+    zlib_section_claiming,
+)
 
 V = Path(__file__).resolve().parent.parent / "fixtures" / "verify"
 
@@ -167,3 +178,24 @@ def test_headers_refuse_what_is_not_a_regular_file(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(BinaryFormatError, match="not a regular file"):
         list_image_headers(fifo)
+
+
+def test_header_reader_refuses_claims_the_file_cannot_hold(tmp_path: Path) -> None:
+    """A compressed fatbin section cannot be walked by seeking, a NOBITS one holds nothing,
+    and a section or section table past the end of the file is damage: each an error or an
+    empty listing, never a read of what the header claims."""
+    obj = tmp_path / "x.so"
+    obj.write_bytes(elf_with_sections((".nv_fatbin", SHT_PROGBITS, SHF_COMPRESSED,
+                                       zlib_section_claiming(16 * GiB), None)))
+    with pytest.raises(BinaryFormatError, match="compressed"):
+        list_image_headers(obj)
+    obj.write_bytes(elf_with_sections((".nv_fatbin", SHT_NOBITS, 0, b"", TiB)))
+    assert list_image_headers(obj).names() == []
+    obj.write_bytes(elf_with_sections((".nv_fatbin", SHT_PROGBITS, 0, b"\0" * 64, TiB)))
+    with pytest.raises(BinaryFormatError, match="damaged"):
+        list_image_headers(obj)
+    whole = bytearray(elf_with_fatbin(b"\0" * 64))
+    whole[60:62] = (60000).to_bytes(2, "little")  # e_shnum: far more headers than bytes
+    obj.write_bytes(bytes(whole))
+    with pytest.raises(BinaryFormatError, match="damaged"):
+        list_image_headers(obj)
