@@ -49,7 +49,7 @@ from flashbuild.verifying.inputs import is_binary_name
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from flashbuild.detect.gpu import GpuReport
+    from flashbuild.detect.gpu import Gpu, GpuReport
 
 TargetOrigin = Literal["--arch", "gpus", "none"]
 #: A RECORD line that may name a binary (the exact test, `is_binary_name`, runs after CSV).
@@ -362,15 +362,13 @@ def arch_targets(spec: ArchSpec) -> tuple[Target, ...]:
 
 def gpu_targets(report: GpuReport | None) -> tuple[Target, ...]:
     """The GPUs present, one target per compute capability."""
-    by_cap: dict[tuple[int, int], list[str]] = {}
+    by_cap: dict[tuple[int, int], list[Gpu]] = {}
     for gpu in report.gpus if report else ():
-        by_cap.setdefault(gpu.capability, []).append(f"{gpu.name}#{gpu.index}")
-    out = []
-    for cap, gpus in by_cap.items():
-        names = dict.fromkeys(g.rsplit("#", 1)[0] for g in gpus)
-        numbers = ", ".join(g.rsplit("#", 1)[1] for g in gpus)
-        out.append(Target(cap, f"{' / '.join(names)} (GPU {numbers})"))
-    return tuple(out)
+        by_cap.setdefault(gpu.capability, []).append(gpu)
+    return tuple(
+        Target(cap, f"{' / '.join(dict.fromkeys(g.name for g in gpus))} "
+               f"(GPU {', '.join(str(g.index) for g in gpus)})")
+        for cap, gpus in by_cap.items())
 
 
 def check_packages(site_packages: Sequence[Path], targets: Iterable[Target], *,
