@@ -271,12 +271,24 @@ def doctor(
     cuda: CudaOpt = None,
     json: JsonOpt = False,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Re-probe everything.")] = False,
+    packages: Annotated[bool, typer.Option(
+        "--packages", help="Check the installed packages instead of the build toolchain: "
+        "which distributions carry GPU code (SASS/PTX in their .so/.pyd/.dll files, read "
+        "without importing them) that the GPUs present, or --arch, cannot run.")] = False,
 ) -> int:
     """Check this machine for CUDA extension builds.
 
     Detect the CUDA toolchain, compilers, GPUs and Python; say what blocks a build and how
-    to fix it. Exit 0 when nothing blocks a build, 3 otherwise."""
+    to fix it. Exit 0 when nothing blocks a build, 3 otherwise.
+
+    With --packages: for each installed distribution whose binaries hold GPU code, and each
+    GPU (or --arch), say `fails` (no image runs there: "no kernel image is available"), `jit`
+    (only PTX runs: a slow first launch) or `ok` (SASS). Exit 3 when one fails."""
     ui.configure(json_mode=json)
+    if packages:
+        from flashbuild.pipeline.installed import run_packages
+
+        return run_packages(arch=arch, as_json=json)
     from flashbuild.detect.doctor import run_doctor
 
     return run_doctor(arch=arch, cuda=cuda, as_json=json, use_cache=not no_cache)

@@ -3,11 +3,31 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import IO
 
 import pytest
 
 from flashbuild.arch import Suffix
-from flashbuild.verifying.fatbin import BinaryFormatError, ImageKind, list_images, parse_fatbin
+from flashbuild.verifying import fatbin as fatbin_module
+from flashbuild.verifying.fatbin import (
+    BinaryFormatError,
+    ImageKind,
+    list_image_headers,
+    list_images,
+    parse_fatbin,
+)
+from tests.hostile import (
+    SHF_COMPRESSED,
+    SHT_NOBITS,
+    SHT_PROGBITS,
+    GiB,
+    TiB,
+    elf_with_fatbin,
+    elf_with_sections,
+    fatbin,
+    fatbin_entry,
+    zlib_section_claiming,
+)
 
 V = Path(__file__).resolve().parent.parent / "fixtures" / "verify"
 
@@ -76,3 +96,106 @@ def test_garbled_and_cut_fatbins() -> None:
         parse_fatbin(bytes(garbled))
     # Zero padding after the last container (PE sections are padded) is not an entry.
     assert len(parse_fatbin(data + b"\0" * 24)) == 2
+
+
+# --- the header-only reader (doctor --packages) ---------------------------------------------
+
+@pytest.mark.parametrize("name", [
+    "sass_sm90a.o", "sass_ptx_sm120.o", "ptx_compute90.o", "multi.o", "compressed_sm90.o",
+    "libmissing_dep.so", "dynsmem.o", "resources_sm120.o", "kern.dll", "helper.dll",
+])
+def test_headers_list_the_same_images_as_the_full_reader(name: str) -> None:
+    full = list_images(V / name)
+    headers = list_image_headers(V / name)
+    assert headers.names() == full.names()
+    assert headers.format == full.format
+    assert headers.entries == len(full.images) and headers.complete
+    assert [(i.kind, i.arch) for i in headers.images] == list(
+        dict.fromkeys((i.kind, i.arch) for i in full.images))
+
+
+def test_headers_count_entries_and_stop_at_the_cap(tmp_path: Path) -> None:
+    """Five translation units built for one arch are one image of five entries; a cap below
+    that stops the walk and says the listing is incomplete."""
+    obj = tmp_path / "five.so"
+    obj.write_bytes(elf_with_fatbin(b"".join(
+        fatbin(fatbin_entry(b"\x7fELF" + b"\0" * 60, arch=90)) for _ in range(5))))
+    whole = list_image_headers(obj)
+    assert whole.names() == ["sm_90"] and whole.images[0].entries == 5 and whole.complete
+    capped = list_image_headers(obj, max_entries=3)
+    assert capped.entries == 3 and not capped.complete
+    assert list_image_headers(obj, max_entries=5).complete
+
+
+def test_headers_never_read_a_payload(tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads are headers-sized whatever the payloads weigh (torch's libraries are 1-2 GB)."""
+    obj = tmp_path / "big.so"
+    obj.write_bytes(elf_with_fatbin(fatbin(
+        fatbin_entry(b"\0" * (4 * 1024 * 1024), arch=90),
+        fatbin_entry(b"\0" * (4 * 1024 * 1024), arch=120))))
+    sizes: list[int] = []
+    real = fatbin_module._read_at
+
+    def spy(stream: IO[bytes], pos: int, size: int) -> bytes:
+        sizes.append(size)
+        return real(stream, pos, size)
+
+    monkeypatch.setattr(fatbin_module, "_read_at", spy)
+    assert list_image_headers(obj).names() == ["sm_90", "sm_120"]
+    assert max(sizes) <= 4096
+
+
+def test_damaged_headers_are_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(BinaryFormatError, match="damaged"):
+        list_image_headers(V / "truncated.o")
+    junk = tmp_path / "mod.so"
+    junk.write_bytes(b"this is text")
+    with pytest.raises(BinaryFormatError, match="not an ELF or PE"):
+        list_image_headers(junk)
+    from elftools.elf.elffile import ELFFile
+
+    with (V / "sass_ptx_sm120.o").open("rb") as f:
+        data = ELFFile(f).get_section_by_name(".nv_fatbin").data()
+    cut = tmp_path / "cut.so"
+    cut.write_bytes(elf_with_fatbin(data[: len(data) // 2]))
+    with pytest.raises(BinaryFormatError, match="damaged"):
+        list_image_headers(cut)
+    garbled = bytearray(data)
+    garbled[0] ^= 0xFF
+    cut.write_bytes(elf_with_fatbin(bytes(garbled)))
+    with pytest.raises(BinaryFormatError, match="magic"):
+        list_image_headers(cut)
+    padded = tmp_path / "padded.so"
+    padded.write_bytes(elf_with_fatbin(b"\0" * 40 + data + b"\0" * 24))
+    assert list_image_headers(padded).names() == ["sm_120", "compute_120"]
+
+
+def test_headers_refuse_what_is_not_a_regular_file(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "pipe.so"
+    os.mkfifo(fifo)
+    with pytest.raises(BinaryFormatError, match="not a regular file"):
+        list_image_headers(fifo)
+
+
+def test_header_reader_refuses_claims_the_file_cannot_hold(tmp_path: Path) -> None:
+    """A compressed fatbin section cannot be walked by seeking, a NOBITS one holds nothing,
+    and a section or section table past the end of the file is damage: each an error or an
+    empty listing, never a read of what the header claims."""
+    obj = tmp_path / "x.so"
+    obj.write_bytes(elf_with_sections((".nv_fatbin", SHT_PROGBITS, SHF_COMPRESSED,
+                                       zlib_section_claiming(16 * GiB), None)))
+    with pytest.raises(BinaryFormatError, match="compressed"):
+        list_image_headers(obj)
+    obj.write_bytes(elf_with_sections((".nv_fatbin", SHT_NOBITS, 0, b"", TiB)))
+    assert list_image_headers(obj).names() == []
+    obj.write_bytes(elf_with_sections((".nv_fatbin", SHT_PROGBITS, 0, b"\0" * 64, TiB)))
+    with pytest.raises(BinaryFormatError, match="damaged"):
+        list_image_headers(obj)
+    whole = bytearray(elf_with_fatbin(b"\0" * 64))
+    whole[60:62] = (60000).to_bytes(2, "little")  # e_shnum: far more headers than bytes
+    obj.write_bytes(bytes(whole))
+    with pytest.raises(BinaryFormatError, match="damaged"):
+        list_image_headers(obj)
