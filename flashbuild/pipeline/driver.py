@@ -63,8 +63,11 @@ from flashbuild.installing.manifest import Toolkit as ManifestToolkit
 from flashbuild.installing.resources import loader_shim
 from flashbuild.proc import quote
 from flashbuild.recipes.load import recipes_dir
-from flashbuild.verifying.binaries import read_link_info
-from flashbuild.verifying.fatbin import BinaryFormatError, list_images
+from flashbuild.verifying.fatbin_headers import (
+    BinaryFormatError,
+    ImageKind,
+    list_image_headers,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -303,7 +306,11 @@ def _patch(request: BuildRequest, folder: builddir.BuildDir,
 
 def _wheel_dll_dirs(artifacts: Sequence[BuiltArtifact]) -> list[Path]:
     """Folders of the active environment (torch's `lib`, PyPI `nvidia/*`) holding libraries
-    the built binaries import, read from their own import tables."""
+    the built binaries import, read from their own import tables (Windows only)."""
+    # Imported here: binaries.py loads pyelftools and pefile (~100 ms), which a Linux build,
+    # the no-op re-run above all, never needs.
+    from flashbuild.verifying.binaries import read_link_info
+
     needed: set[str] = set()
     for artifact in artifacts:
         try:
@@ -321,11 +328,11 @@ def _binary_images(request: BuildRequest, artifacts: Sequence[BuiltArtifact],
     out = []
     for artifact in artifacts:
         try:
-            found = list_images(artifact.path)
+            found = list_image_headers(artifact.path)
         except BinaryFormatError:
             continue
-        sass = tuple(dict.fromkeys(i.name for i in found.sass))
-        ptx = tuple(dict.fromkeys(i.name for i in found.ptx))
+        sass = tuple(i.name for i in found.images if i.kind is ImageKind.SASS)
+        ptx = tuple(i.name for i in found.images if i.kind is ImageKind.PTX)
         if sass or ptx:
             out.append(ManifestBinary(path=_manifest_path(request, artifact), sass=sass, ptx=ptx))
     return tuple(out)

@@ -43,7 +43,7 @@ from flashbuild.detect.pyenv import current_python
 from flashbuild.detect.rules import Severity
 from flashbuild.errors import FlashbuildError, ToolchainError
 from flashbuild.installing.resources import loader_shim
-from flashbuild.verifying.fatbin import MAX_HEADER_ENTRIES, list_image_headers
+from flashbuild.verifying.fatbin_headers import MAX_HEADER_ENTRIES, list_image_headers
 from flashbuild.verifying.inputs import is_binary_name
 
 if TYPE_CHECKING:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Literal
 
 from flashbuild.errors import UsageError, VerifyError
 from flashbuild.installing.manifest import MANIFEST_NAME, Manifest
-from flashbuild.verifying.fatbin import not_regular
+from flashbuild.verifying.fatbin_headers import not_regular
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -8,14 +8,14 @@ from typing import IO
 import pytest
 
 from flashbuild.arch import Suffix
-from flashbuild.verifying import fatbin as fatbin_module
+from flashbuild.verifying import fatbin_headers as fatbin_module
 from flashbuild.verifying.fatbin import (
     BinaryFormatError,
     ImageKind,
-    list_image_headers,
     list_images,
     parse_fatbin,
 )
+from flashbuild.verifying.fatbin_headers import list_image_headers
 from tests.hostile import (
     SHF_COMPRESSED,
     SHT_NOBITS,
