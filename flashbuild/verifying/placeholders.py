@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import StringTableSection
 
 from flashbuild.verifying.fatbin import (
     BinaryFormatError,
@@ -242,7 +243,7 @@ def read_cubin(cubin: bytes, *, arch: Arch, name: str = "") -> tuple[KernelBody,
         elf = ELFFile(io.BytesIO(cubin))
         symtab = elf.get_section_by_name(".symtab")
         strtab = elf.get_section_by_name(".strtab")
-        if symtab is None or strtab is None:
+        if symtab is None or not isinstance(strtab, StringTableSection):
             return ()
         raw = section_data(symtab, where)
         kernels: list[KernelBody] = []
