@@ -21,8 +21,11 @@ decoded as 128-bit instructions (16 bytes, little-endian; the low u64 holds the 
 The encodings, checked by compiling kernels with nvcc 13.0.88 (`-cubin -arch=sm_XX`) and
 disassembling them with nvdisasm 13.5.37 (`-hex`, PyPI nvidia-cuda-nvdisasm) for sm_75,
 sm_80, sm_86, sm_87, sm_88, sm_89, sm_90, sm_90a, sm_100, sm_100a, sm_100f, sm_103, sm_110,
-sm_120, sm_120a, sm_120f and sm_121, identical on every one (tests/fixtures/verify/
-placeholders.cu holds the patterns; tests/unit/test_verify_placeholders.py replays them):
+sm_120, sm_120a, sm_120f and sm_121, identical on every one. The probe kernels: trap only,
+`if (thread0()) { printf; trap; }`, `if (bad) __trap();`, `__brkpt()`, a switch (BRX, BRXU),
+loops, a noinline call, an early return, an empty kernel and a 24 KB forward jump; the
+placeholder shapes are committed as tests/fixtures/verify/placeholders.cu, replayed by
+tests/unit/test_verify_placeholders.py:
 
     EXIT 0x94d   BPT 0x95c (BPT.TRAP: bits 20-23 of the high u64 = 3; what `__trap()`,
     `asm("trap;")` and `__brkpt()` compile to)   BRA 0x947 / BRA.U 0x547   BRX 0x949
@@ -41,11 +44,12 @@ are reported `not read`, never real or placeholder.
 The rule. A kernel is a placeholder when either
 
 1. it holds a BPT.TRAP and no EXIT at all: every path ends in a trap; or
-2. walking its code from the entry, an unpredicated BPT.TRAP comes before any branch
-   (BRA, BRX, BRXU, RET, or any control-flow operation not known to fall through) and before
-   an unpredicated EXIT. Predicated EXITs, calls (vprintf returns), BSSY/BSYNC and predicated
-   traps are passed. Every thread that does not exit early then reaches the trap: the
-   `if (thread0()) { printf(...); trap; }` shape.
+2. every path from its entry reaches an unconditional BPT.TRAP before an unconditional EXIT:
+   predicated EXITs, calls (vprintf returns), BSSY/BSYNC/BMOV and predicated traps are
+   passed, a forward BRA is followed both ways (taken and not: BRA.DIV and BRA.U are
+   conditional without a guard predicate), and a backward BRA (a loop), BRX, BRXU, RET or any
+   control operation not known to fall through means real code. Every thread that does not
+   exit early then reaches the trap: the `if (thread0()) { printf(...); trap; }` shape.
 
 `if (bad) __trap();` in a real kernel compiles to a predicated trap or a branch to a trap
 block and an EXIT after the work, so it is never a placeholder. A kernel whose body for the
