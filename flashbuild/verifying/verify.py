@@ -28,7 +28,7 @@ from flashbuild.arch import Arch, ArchSpec, Suffix, Target, parse_arch_spec
 from flashbuild.errors import VerifyError
 from flashbuild.installing.manifest import MANIFEST_NAME
 from flashbuild.platforms import Platform, current
-from flashbuild.verifying import binaries, resources, runtime
+from flashbuild.verifying import binaries, placeholders, resources, runtime
 from flashbuild.verifying.fatbin import (
     BinaryFormatError,
     BinaryImages,
@@ -114,6 +114,8 @@ class VerifyReport:
     subject: str = ""
     strict_arch: bool = True
     binaries: tuple[ArchProof, ...] = ()
+    #: Per binary and target arch: the kernels read and which are placeholders.
+    placeholders: tuple[placeholders.PlaceholderKernels, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -133,6 +135,7 @@ class VerifyReport:
                 "package": self.package, "targets": self.targets,
                 "strict_arch": self.strict_arch,
                 "binaries": [b.to_json() for b in self.binaries],
+                "placeholders": [p.to_json() for p in self.placeholders],
                 "checks": [c.to_json() for c in self.checks], "images": self.images}
 
 
@@ -339,6 +342,7 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool, run_gpu
     declared: set[tuple[str, int]] = set()
     sass_codes: set[int] = set()
     names_by_code: dict[int, set[str]] = {}
+    bodies: list[placeholders.PlaceholderKernels] = []
     if spec is None:
         checks.append(Check("images", pkg, Status.SKIP,
                             "no target arch: images listed, not judged",
@@ -360,10 +364,12 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool, run_gpu
         sass_codes |= result.sass_codes
         for code, names in result.names_by_code.items():
             names_by_code.setdefault(code, set()).update(names)
+        bodies += result.placeholders
     if spec is not None:
         checks += _missing_declared_checks(expect, spec, pkg, found=declared,
                                            sass_codes=sass_codes)
     checks += _kernel_checks(expect.kernels, spec, pkg, names_by_code)
+    checks += _placeholder_checks(bodies, spec, pkg)
     if subject.binaries and not any_device_code and not any(
             c.status is Status.FAIL for c in checks):
         checks.append(Check("images", pkg, Status.FAIL, "no binary holds GPU code",
@@ -385,7 +391,8 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool, run_gpu
     return VerifyReport(manifest_path=subject.manifest_path, package=pkg,
                         targets=spec.cmake() if spec else "none given",
                         checks=tuple(checks), images=images, subject_kind=subject.kind,
-                        subject=subject.label, strict_arch=strict, binaries=tuple(proofs))
+                        subject=subject.label, strict_arch=strict, binaries=tuple(proofs),
+                        placeholders=tuple(bodies))
 
 
 def _not_importable(subject: Subject, pkg: str, expect: Expectations, *,
@@ -452,6 +459,8 @@ class _ArtifactResult:
     proof: ArchProof | None = None
     #: Kernel (mangled) names per SASS arch code, from the cubins' symbol tables.
     names_by_code: Mapping[int, frozenset[str]] = field(default_factory=dict)
+    #: The kernels of each target arch's cubins, real or placeholder.
+    placeholders: tuple[placeholders.PlaceholderKernels, ...] = ()
 
 
 def _artifact_checks(binary: Binary, *, spec: ArchSpec | None, strict: bool,
@@ -476,7 +485,8 @@ def _artifact_checks(binary: Binary, *, spec: ArchSpec | None, strict: bool,
         return _ArtifactResult(checks, None, 0, cache, proof=ArchProof(
             subject, str(binary.path), binary.kind, "unknown", readable=False))
     targets = spec.targets if spec is not None else ()
-    kernels, names_by_code, damaged, unreadable = _read_images(found, targets, subject)
+    kernels, names_by_code, damaged, unreadable, bodies = _read_images(found, targets,
+                                                                        subject)
     # An image that cannot be read is no image for the proof either (`missing` in --json).
     usable = replace(found, images=tuple(i for i in found.images if i.name not in unreadable))
     proof = arch_proof(usable, targets, subject=subject, kind=binary.kind)
@@ -520,23 +530,29 @@ def _artifact_checks(binary: Binary, *, spec: ArchSpec | None, strict: bool,
                            declared=declared,
                            sass_codes=frozenset(i.arch.code for i in found.sass),
                            proof=proof,
-                           names_by_code={c: frozenset(n) for c, n in names_by_code.items()})
+                           names_by_code={c: frozenset(n) for c, n in names_by_code.items()},
+                           placeholders=bodies)
 
 
 def _read_images(found: BinaryImages, targets: Sequence[Target], subject: str) -> tuple[
-        list[resources.KernelResources], dict[int, set[str]], list[Check], set[str]]:
-    """Read every SASS image (its kernels' resources) and each PTX image a target would JIT,
-    before the image checks: an image a target needs that cannot be read is not `present`.
-    Returns the kernels, kernel names per arch code, the checks for unreadable images and
-    their names."""
+        list[resources.KernelResources], dict[int, set[str]], list[Check], set[str],
+        tuple[placeholders.PlaceholderKernels, ...]]:
+    """Read every SASS image (its kernels' resources; for a target arch also whether each
+    kernel is a placeholder) and each PTX image a target would JIT, before the image checks:
+    an image a target needs that cannot be read is not `present`. Returns the kernels, kernel
+    names per arch code, the checks for unreadable images, their names and the kernel bodies
+    per target image."""
     kernels: list[resources.KernelResources] = []
     names_by_code: dict[int, set[str]] = {}
     codes = {t.arch.code for t in targets}
     damaged: list[Check] = []
     unreadable: set[str] = set()
+    bodies: dict[str, list[placeholders.KernelBody]] = {}
     for image in found.sass:
         try:
-            mine = resources.image_resources(image)
+            # Decompressed once for both readers.
+            cubin = image.data()
+            mine = resources.cubin_resources(cubin, arch=image.name)
         except UnknownCodecError as exc:
             damaged.append(Check("resources", f"{subject} {image.name}", Status.WARN,
                                 "compressed: resources unknown", exc.paragraph(),
@@ -548,8 +564,18 @@ def _read_images(found: BinaryImages, targets: Sequence[Target], subject: str) -
             continue
         kernels += mine
         names_by_code.setdefault(image.arch.code, set()).update(k.name for k in mine)
+        if image.arch.code in codes:
+            try:
+                bodies.setdefault(image.name, []).extend(
+                    placeholders.read_cubin(cubin, arch=image.arch, name=image.name))
+            except BinaryFormatError as exc:
+                damaged.append(Check("kernels", f"{subject} {image.name}", Status.WARN,
+                                     "kernel bodies not read", exc.paragraph(),
+                                     exc.fix or "rebuild the module"))
     damaged += _ptx_readable(found, targets, subject, unreadable)
-    return kernels, names_by_code, damaged, unreadable
+    read = tuple(placeholders.PlaceholderKernels(found.path, name, tuple(mine))
+                 for name, mine in bodies.items())
+    return kernels, names_by_code, damaged, unreadable, read
 
 
 def _unreadable(image: FatbinImage, exc: BinaryFormatError, subject: str, *,
@@ -616,6 +642,60 @@ def _kernel_checks(wanted: Sequence[str], spec: ArchSpec | None, pkg: str,
                                 f"all {len(wanted)} listed kernels present in the {where} "
                                 "cubins"))
     return checks
+
+
+_SHOWN = 5
+
+
+def _placeholder_checks(bodies: Sequence[placeholders.PlaceholderKernels],
+                        spec: ArchSpec | None, pkg: str) -> list[Check]:
+    """Per target arch, across every binary: all the kernels read are placeholders (their
+    body for the arch only traps) fails; some warns; none is an info line. Kernels of an arch
+    whose encodings are not checked are counted `not read`."""
+    checks: list[Check] = []
+    for arch in dict.fromkeys(t.arch for t in spec.targets if t.sass) if spec else ():
+        mine = [b for b in bodies if parse_arch_name(b.arch) == arch.code]
+        kernels = [k for b in mine for k in b.kernels]
+        if not kernels:
+            continue
+        where = f"{pkg} ({arch.sm})"
+        judged = [k for k in kernels if k.body is not placeholders.Body.NOT_READ]
+        if not judged:
+            checks.append(Check("kernels", where, Status.SKIP,
+                                f"{len(kernels)} kernel body(ies) not read",
+                                kernels[0].why))
+            continue
+        dummies = [k for k in judged if k.body is placeholders.Body.PLACEHOLDER]
+        per_binary = "; ".join(
+            f"{b.binary.name}: {len(b.placeholders)} of {len(b.kernels)}"
+            for b in mine if b.placeholders)
+        shown = ", ".join(k.short for k in dummies[:_SHOWN]) + (
+            f", … ({len(dummies) - _SHOWN} more)" if len(dummies) > _SHOWN else "")
+        meaning = (f"its body for {arch.sm} only traps: an `#if __CUDA_ARCH__` branch this arch "
+                   "takes, so the kernel dies at launch")
+        if dummies and len(dummies) == len(judged):
+            checks.append(Check(
+                "kernels", where, Status.FAIL,
+                f"all {len(dummies)} kernel(s) read are placeholders on {arch.sm}: {shown}",
+                f"{meaning} ({per_binary})",
+                f"build for the arch the kernels are written for, or use the tree's own "
+                f"support for {arch.sm} (a branch, release or fork that implements it)"))
+        elif dummies:
+            checks.append(Check(
+                "kernels", where, Status.WARN,
+                f"{len(dummies)} of {len(judged)} kernel(s) are placeholders on {arch.sm}: "
+                f"{shown}", f"{meaning} ({per_binary})",
+                f"do not call them on {arch.sm}, or build for the arch they are written for"))
+        else:
+            checks.append(Check("kernels", where, Status.OK,
+                                f"{len(judged)} kernel(s) read on {arch.sm}: none is a "
+                                "trap-only placeholder"))
+    return checks
+
+
+def parse_arch_name(name: str) -> int:
+    """The SM code of an image name: 120 for `sm_120a`."""
+    return int(name.removeprefix("sm_").rstrip("af"))
 
 
 def _declared_smem_checks(found: BinaryImages, kernels: Sequence[resources.KernelResources],
