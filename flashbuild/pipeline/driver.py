@@ -217,6 +217,8 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     notes += result.warnings
     if request.install != "none":
         notes += _gpus_here(manifest, install_plan.package, request.env)
+    if not built.no_work:
+        notes += _placeholder_notes(artifacts, request)
     steps.append(StepTime("install", time.monotonic() - t0, skipped=result.skipped,
                           note=str(result.location or "")))
     if result.location is not None and not result.skipped:
@@ -355,6 +357,41 @@ def _gpus_here(manifest: Manifest, package: str, env: Mapping[str, str]) -> list
             f"({held}): `import {package}` here raises ImportError (the loader shim's GPU "
             f"check; {loader_shim.CHECK_VARIABLE}=0 imports it anyway, and verify turns the "
             "check off by itself)"]
+
+
+def _placeholder_notes(artifacts: Sequence[BuiltArtifact], request: BuildRequest) -> list[str]:
+    """What verify's placeholder check will say, said when the build ends: kernels whose code
+    for a target only traps (an `#if __CUDA_ARCH__` branch the target takes), so a build that
+    compiled and links is not mistaken for working kernels. Read only after a build that
+    compiled something (an unchanged re-run said it already)."""
+    # Imported here: the cubin reader loads pyelftools (~80 ms), which the no-op re-run, the
+    # build the user repeats most, never needs.
+    from flashbuild.verifying.placeholders import placeholder_report
+
+    per_arch: dict[str, list[tuple[int, list[str]]]] = {}
+    for artifact in artifacts:
+        try:
+            report = placeholder_report(artifact.path, [t.arch for t in request.arch.targets])
+        except BinaryFormatError:
+            continue  # verify reports an unreadable binary
+        for entry in report:
+            names = [k.short for k in entry.placeholders]
+            per_arch.setdefault(entry.arch, []).append((len(entry.kernels) - len(entry.not_read),
+                                                        names))
+    notes = []
+    for arch, rows in per_arch.items():
+        read = sum(n for n, _ in rows)
+        names = [name for _, found in rows for name in found]
+        if not names:
+            continue
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        every = len(names) == read
+        verdict = "every kernel" if every else f"{len(names)} of {read} kernels"
+        notes.append(f"{verdict} compiled for {arch} only trap{'s' if every else ''} there "
+                     f"(a placeholder branch of `#if __CUDA_ARCH__`): {shown}; "
+                     "`flashbuild verify` " + ("fails" if len(names) == read else "warns")
+                     + " on it")
+    return notes
 
 
 def rebuild_command(request: BuildRequest) -> str:

@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
 
-from flashbuild.arch import parse_arch
+from flashbuild.arch import parse_arch, parse_arch_spec
+from flashbuild.building.artifacts import BuiltArtifact
+from flashbuild.pipeline.driver import _placeholder_notes
 from flashbuild.verifying.fatbin import list_images
 from flashbuild.verifying.placeholders import (
     OP_BPT,
@@ -163,3 +166,21 @@ def test_manifest_archs_are_the_targets(tmp_path: Path) -> None:
     report = run(install(tmp_path, "placeholders_only.o", "120"))
     assert [status for status, _ in _placeholder_checks(report)] == [Status.FAIL]
     assert [p.arch for p in report.placeholders] == ["sm_120"]
+
+
+def test_the_build_says_so_when_its_kernels_only_trap() -> None:
+    """The build's closing notes repeat what verify will say (fixture objects built by nvcc)."""
+    def notes(obj: str, arch: str) -> list[str]:
+        artifact = BuiltArtifact(path=V / obj, kind="module", name="_k")
+        request = SimpleNamespace(arch=parse_arch_spec(arch))
+        return _placeholder_notes([artifact], request)  # type: ignore[arg-type]
+
+    only = notes("placeholders_only.o", "sm_120")
+    assert len(only) == 1 and only[0].startswith("every kernel compiled for sm_120 only traps")
+    assert only[0].endswith("`flashbuild verify` fails on it")
+    some = notes("placeholders.o", "sm_120")
+    assert len(some) == 1 and " of " in some[0] and some[0].endswith("warns on it")
+    assert "arch_gated" in some[0] and "checked" not in some[0]
+    hopper = notes("placeholders.o", "sm_90a")  # the arch-gated kernel is real there
+    assert len(hopper) == 1 and hopper[0].startswith("2 of 4 kernels compiled for sm_90a")
+    assert "arch_gated" not in hopper[0] and "trap_only" in hopper[0]
