@@ -214,17 +214,20 @@ def build(request: BuildRequest, *, runner: StreamRunner,
                      "files are not patched (the build patched its mirror); use the default "
                      "wheel install, or --in-place, to install the patched package files")
     result = installing.install(install_plan, runner, request.env)
-    notes += result.warnings
-    if request.install != "none":
-        notes += _gpus_here(manifest, install_plan.package, request.env)
-    if not built.no_work:
-        notes += _placeholder_notes(artifacts, request)
+    # What the user should act on, said as the build ends (and kept in the report's notes).
+    closing = [*result.warnings,
+               *(_gpus_here(manifest, install_plan.package, request.env)
+                 if request.install != "none" else ()),
+               *(_placeholder_notes(artifacts, request) if not built.no_work else ())]
+    notes += closing
     steps.append(StepTime("install", time.monotonic() - t0, skipped=result.skipped,
                           note=str(result.location or "")))
     if result.location is not None and not result.skipped:
         say(f"installed ({result.mode}) into {result.location}")
         for note in result.notes:
             say(note)
+    for note in closing:
+        say(note)
     return BuildReport(
         build_dir=folder.path, log=built.log, source_dir=request.source_dir.resolve(),
         cmake_source=built.source_dir, backend=backend.name, staging=synced,

@@ -247,7 +247,7 @@ class PackagesReport:
 
 def _read_binary(path: Path, file: str, max_entries: int) -> InstalledBinary:
     try:
-        found = list_image_headers(path, max_entries=max_entries)
+        found = list_image_headers(path, max_entries=max_entries, embedded=True)
     except FlashbuildError as exc:
         return InstalledBinary(path, file, error=exc.what)
     except Exception as exc:  # one odd file must not end the scan of the environment

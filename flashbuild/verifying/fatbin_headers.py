@@ -12,6 +12,7 @@ for a few header reads. The ELF section headers and the PE section table are rea
 
 from __future__ import annotations
 
+import mmap
 import os
 import stat
 import struct
@@ -23,6 +24,7 @@ from flashbuild.arch import Arch, Suffix
 from flashbuild.errors import VerifyError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
 FATBIN_MAGIC = 0xBA55ED50
@@ -193,6 +195,8 @@ class ImageHeaders:
     entries: int
     #: False when `MAX_HEADER_ENTRIES` stopped the walk: more images may follow.
     complete: bool = True
+    #: Fatbin containers found inside data sections (`embedded=True`), outside `.nv_fatbin`.
+    embedded: int = 0
 
     def names(self) -> list[str]:
         """`sm_90a`, `compute_120`, … (as `BinaryImages.names()`)."""
@@ -259,12 +263,16 @@ def _walk_headers(stream: IO[bytes], base: int, size: int, *, where: str,
 
 #: SHT_NOBITS (no bytes in the file) and SHF_COMPRESSED, as the ELF specification numbers them.
 _SHT_NOBITS = 8
+_SHT_PROGBITS = 1
+_SHF_ALLOC = 0x2
+_SHF_EXECINSTR = 0x4
 _SHF_COMPRESSED = 0x800
 #: The most section headers read (65,280 is the most an ELF file numbers without extension).
 _MAX_SECTIONS = 65536
 
 
-def _elf_regions(stream: IO[bytes], path: Path, file_size: int) -> list[tuple[int, int]]:
+def _elf_regions(stream: IO[bytes], path: Path, file_size: int,  # noqa: PLR0912 - one pass
+                 data: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
     """(offset, size) of each fatbin section, from the ELF and section headers alone, read
     with `struct` (pyelftools builds an object per section: 10 ms a library, most of the
     time of a scan of a few hundred)."""
@@ -313,6 +321,9 @@ def _elf_regions(stream: IO[bytes], path: Path, file_size: int) -> list[tuple[in
             continue
         name = _read_at(stream, names_offset + name_at, longest).split(b"\0", 1)[0]
         if name.decode("ascii", "replace") not in ELF_SECTIONS:
+            if (data is not None and sh_type == _SHT_PROGBITS and sh_flags & _SHF_ALLOC
+                    and not sh_flags & _SHF_EXECINSTR and offset + size <= file_size):
+                data.append((offset, size))
             continue
         if sh_flags & _SHF_COMPRESSED:
             raise BinaryFormatError(
@@ -328,13 +339,18 @@ def _elf_regions(stream: IO[bytes], path: Path, file_size: int) -> list[tuple[in
 
 
 #: The PE section table entry: Name[8], VirtualSize, VirtualAddress, SizeOfRawData,
-#: PointerToRawData, ... (40 bytes; Microsoft's PE format specification, "Section Table").
-_PE_SECTION = struct.Struct("<8sIIII16x")
+#: PointerToRawData, relocation and line-number fields, Characteristics (40 bytes; Microsoft's
+#: PE format specification, "Section Table").
+_PE_SECTION = struct.Struct("<8sIIIIIIHHI")
+#: Section characteristics: initialized data, executable code (the PE specification).
+_SCN_INITIALIZED_DATA = 0x40
+_SCN_MEM_EXECUTE = 0x20000000
 #: The most sections the COFF header can number (a 16-bit field).
 _PE_MAX_SECTIONS = 0xFFFF
 
 
-def _pe_regions(stream: IO[bytes], path: Path, file_size: int) -> list[tuple[int, int]]:
+def _pe_regions(stream: IO[bytes], path: Path, file_size: int,
+                data: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
     """(offset, size) of each `.nv_fatb` section, from the DOS, COFF and section headers:
     `e_lfanew` at 0x3C points at `PE\\0\\0`; the COFF header after it holds NumberOfSections
     (+2) and SizeOfOptionalHeader (+16); the section table follows the optional header."""
@@ -354,8 +370,12 @@ def _pe_regions(stream: IO[bytes], path: Path, file_size: int) -> list[tuple[int
     table = _read_at(stream, table_at, sections * _PE_SECTION.size)
     regions = []
     for i in range(sections):
-        name, _vsize, _vaddr, size, start = _PE_SECTION.unpack_from(table, i * _PE_SECTION.size)
+        name, _vsize, _vaddr, size, start, *_rest, flags = _PE_SECTION.unpack_from(
+            table, i * _PE_SECTION.size)
         if name.rstrip(b"\0").decode("ascii", "replace") != PE_SECTION:
+            if (data is not None and flags & _SCN_INITIALIZED_DATA
+                    and not flags & _SCN_MEM_EXECUTE and start + size <= file_size):
+                data.append((start, size))
             continue
         if start + size > file_size:
             raise _damaged(str(path), f"section {PE_SECTION} ends at byte {start + size}, the "
@@ -364,33 +384,76 @@ def _pe_regions(stream: IO[bytes], path: Path, file_size: int) -> list[tuple[int
     return regions
 
 
-def list_image_headers(path: Path, *, max_entries: int = MAX_HEADER_ENTRIES) -> ImageHeaders:
+def _embedded(stream: IO[bytes], regions: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """(offset, size) of each fatbin container inside data sections: some libraries keep their
+    kernels there and load them at run time (cuFFT 12: one entry in `.nv_fatbin`, 23,984
+    containers in `.ldata`), so `.nv_fatbin` alone lists too little. A hit counts when its
+    header is a plausible container (version 1, a 16-byte header, entries that fit the
+    section); the bytes are searched through a memory map, so memory stays bounded."""
+    try:
+        mapped = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return  # an empty file, or one that cannot be mapped: nothing embedded to find
+    with mapped:
+        magic = struct.pack("<I", FATBIN_MAGIC)
+        for base, size in regions:
+            end = base + size
+            at = mapped.find(magic, base, end)
+            while at != -1:
+                if at + _CONTAINER.size <= end:
+                    _magic, version, header_size, entries_size = _CONTAINER.unpack_from(
+                        mapped, at)
+                    total = header_size + entries_size
+                    if (version == 1 and header_size == _CONTAINER.size and entries_size
+                            and at + total <= end):
+                        yield at, total
+                        at = mapped.find(magic, at + total, end)
+                        continue
+                at = mapped.find(magic, at + 4, end)
+
+
+def list_image_headers(path: Path, *, max_entries: int = MAX_HEADER_ENTRIES,
+                       embedded: bool = False) -> ImageHeaders:
     """Which SASS and PTX images a binary holds, from section and entry headers alone: bounded
-    time and memory whatever the file's size. Raises BinaryFormatError for a file that is not
-    a regular ELF/PE file or whose headers are damaged."""
+    time and memory whatever the file's size. With `embedded`, fatbin containers that data
+    sections hold are counted too (`doctor --packages`: libraries that load their own kernels);
+    one whose entries do not read is skipped, since a data section may hold the magic number by
+    chance. Raises BinaryFormatError for a file that is not a regular ELF/PE file or whose
+    headers are damaged."""
     file_size = regular_size(path)
     where = str(path)
     magic = b""
+    data: list[tuple[int, int]] | None = [] if embedded else None
     try:
         with path.open("rb") as stream:
             magic = stream.read(4)
             if magic == b"\x7fELF":
                 fmt: BinaryFormat = "elf"
-                regions = _elf_regions(stream, path, file_size)
+                regions = _elf_regions(stream, path, file_size, data)
             elif magic.startswith(b"MZ"):
                 fmt = "pe"
-                regions = _pe_regions(stream, path, file_size)
+                regions = _pe_regions(stream, path, file_size, data)
             else:
                 raise BinaryFormatError(
                     f"{path.name} is not an ELF or PE binary",
                     evidence=f"{path}: first bytes {magic.hex() or '(empty file)'}",
                     fix="reinstall the package it belongs to")
             found: dict[tuple[ImageKind, Arch], int] = {}
-            walked, stopped = 0, False
+            walked, stopped, containers = 0, False, 0
             for offset, size in regions:
                 count, stopped = _walk_headers(stream, offset, size, where=where, found=found,
                                                budget=max_entries - walked)
                 walked += count
+                if stopped:
+                    break
+            for offset, size in _embedded(stream, data or []) if not stopped else ():
+                seen = dict(found)
+                try:
+                    count, stopped = _walk_headers(stream, offset, size, where=where,
+                                                   found=seen, budget=max_entries - walked)
+                except BinaryFormatError:
+                    continue  # the magic number by chance, not a container
+                found, walked, containers = seen, walked + count, containers + 1
                 if stopped:
                     break
     except (struct.error, ValueError, OSError, EOFError) as exc:
@@ -401,4 +464,4 @@ def list_image_headers(path: Path, *, max_entries: int = MAX_HEADER_ENTRIES) -> 
             "interrupted copy or a full disk") from exc
     images = tuple(ImageHeader(kind, arch, count) for (kind, arch), count in found.items())
     return ImageHeaders(path=path, format=fmt, images=images, entries=walked,
-                        complete=not stopped)
+                        complete=not stopped, embedded=containers)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import IO
 
@@ -199,3 +200,26 @@ def test_header_reader_refuses_claims_the_file_cannot_hold(tmp_path: Path) -> No
     obj.write_bytes(bytes(whole))
     with pytest.raises(BinaryFormatError, match="damaged"):
         list_image_headers(obj)
+
+
+def test_fatbins_a_library_keeps_in_its_data_sections_are_found_on_request(
+        tmp_path: Path) -> None:
+    """Some libraries load their own kernels (cuFFT 12: one entry in `.nv_fatbin`, thousands of
+    containers in `.ldata`); `.nv_fatbin` alone would say "sm_75 only" and doctor would call the
+    library broken on every newer GPU. The magic number by chance (a bad header after it) and a
+    container in an executable section are not counted."""
+    alloc, execinstr = 0x2, 0x4
+    by_chance = struct.pack("<IHHQ", 0xBA55ED50, 7, 16, 64) + b"\1" * 64
+    data = (b"\0" * 24 + fatbin(fatbin_entry(b"\1" * 32, arch=90), fatbin_entry(b"\2" * 16,
+                                                                               arch=120))
+            + by_chance + fatbin(fatbin_entry(b"\3" * 8, arch=100)))
+    obj = tmp_path / "libkernels.so"
+    obj.write_bytes(elf_with_sections(
+        (".nv_fatbin", SHT_PROGBITS, 0, fatbin(fatbin_entry(b"\0" * 8, arch=75)), None),
+        (".ldata", SHT_PROGBITS, alloc, data, None),
+        (".text", SHT_PROGBITS, alloc | execinstr, fatbin(fatbin_entry(b"\4" * 8, arch=89)),
+         None)))
+    assert list_image_headers(obj).names() == ["sm_75"]
+    found = list_image_headers(obj, embedded=True)
+    assert found.names() == ["sm_75", "sm_90", "sm_120", "sm_100"]
+    assert found.embedded == 2 and found.entries == 4
