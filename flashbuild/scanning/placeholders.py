@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from flashbuild.arch import Arch, Suffix
-from flashbuild.scanning.facts import PlaceholderFacts
+from flashbuild.scanning.facts import PlaceholderFacts, RuntimeMajorFacts
 from flashbuild.scanning.findings import Category, Finding, Fix, Severity, source_line
 from flashbuild.source import cxx
 from flashbuild.source.pp import device_pass
@@ -419,3 +419,39 @@ def _summary(kernels: Sequence[_Kernel], dead: Sequence[_Kernel], arch: Arch,
         fix=Fix(manual=_fix_text(written, arch)),
         facts=PlaceholderFacts(arch=arch, kernel="", via="", gate_path="", gate_line=0,
                                work_line=0, trap_line=0, written_for=tuple(written)))
+
+
+def major_checks_guarding(findings: Sequence[Finding]) -> list[Finding]:
+    """FB153 (`major == 9`) in a tree whose kernels for the target are placeholders: widening
+    the check would route the target into kernels that trap, so its fix says so and suggests
+    no `major >= 9`. Tied by the major: a check for 9 guards the kernels written for sm_90."""
+    dead = [f.facts for f in findings if f.rule == "FB154" and
+            isinstance(f.facts, PlaceholderFacts) and f.facts.kernel]
+    if not dead:
+        return list(findings)
+    out: list[Finding] = []
+    for f in findings:
+        facts = f.facts
+        value = re.search(r"==\s*(\d+)", f.message)
+        if f.rule != "FB153" or not isinstance(facts, RuntimeMajorFacts) or value is None:
+            out.append(f)
+            continue
+        arch, major = facts.arch, int(value[1])
+        mine = [d for d in dead if d.arch == arch]
+        tied = [d for d in mine if any(int(sm.removeprefix("sm_")) // 10 == major
+                                       for sm in d.written_for)]
+        if not mine:
+            out.append(f)
+            continue
+        which = tied or mine
+        names = ", ".join(dict.fromkeys(f"`{d.kernel}`" for d in which[:3]))
+        more = f" and {len(which) - 3} more" if len(which) > 3 else ""
+        what = (f"the kernels written for major {major} ({names}{more}) only trap on {arch.sm}"
+                if tied else f"this tree's kernels for {arch.sm} ({names}{more}) only trap")
+        written = sorted({sm for d in which for sm in d.written_for},
+                         key=lambda sm: int(sm.removeprefix("sm_")))
+        out.append(replace(
+            f, evidence=f"{f.evidence}; {what} (FB154)",
+            fix=Fix(manual=f"keep the check: widening it (`major >= {major}`) routes {arch.sm} "
+                    f"into kernels that trap; {_fix_text(written, arch)}")))
+    return out

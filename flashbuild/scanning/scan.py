@@ -650,7 +650,7 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
     tree shows (and, with `model`, what the configured build says)."""
     from flashbuild.scanning.checks_cmake import build_gates, tree_defines
     from flashbuild.scanning.checks_cxx import instantiation_findings
-    from flashbuild.scanning.placeholders import placeholder_findings
+    from flashbuild.scanning.placeholders import major_checks_guarding, placeholder_findings
 
     tree = TreeFacts(
         gates=build_gates(reports), defines=tree_defines(reports),
@@ -669,6 +669,7 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
     out.extend(instantiation_findings(root, reports, target))
     out.extend(placeholder_findings(reports, target, _units_of(reach),
                                     lambda path: _compiled(tree, path, target)))
+    out = major_checks_guarding(out)
     if target.platform == "windows":
         out.extend(_package_dll_directory(root, reports, tree, target, out))
     if reach is not None and reach.setup is not None:
