@@ -42,6 +42,7 @@ from flashbuild.scanning.findings import (
     Severity,
     source_line,
 )
+from flashbuild.scanning.placeholders import HINTS, file_bodies
 from flashbuild.scanning.proposals import (
     DeriveTraits,
     ExcludeSources,
@@ -305,7 +306,8 @@ def check_cxx(file: FileText, target: ScanTarget, inherited: Any = None) -> File
     report = FileReport(file.path)
     text = file.text
     matches = list(_candidates_for(text).finditer(text))
-    src = cxx.parse(text, file.path) if matches else None
+    bodies = any(h in text for h in HINTS)
+    src = cxx.parse(text, file.path) if matches or bodies else None
     if target.platform == "windows":
         # The per-file half of the `explicit-instantiations` analysis, on this parse, in this
         # worker; `instantiation_findings` does the tree-wide half (only Windows needs it).
@@ -336,6 +338,8 @@ def check_cxx(file: FileText, target: ScanTarget, inherited: Any = None) -> File
         _arch_ranges(ctx, groups, arch, dev)
         _instructions(ctx, groups, arch, dev)
         _smem(ctx, groups, arch, dev)
+        if bodies:
+            report.facts.setdefault("bodies", {})[arch.sm] = file_bodies(ctx, arch, dev)
     _runtime_major(ctx, groups)
     return report
 

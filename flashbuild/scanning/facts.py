@@ -93,6 +93,26 @@ class RuntimeMajorFacts:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PlaceholderFacts:
+    """A kernel whose body for the target is only a trap or nothing (FB154); for the
+    summary finding, `kernel` is ''."""
+
+    arch: Arch
+    kernel: str
+    via: str
+    """The device function that is the kernel's whole body and holds the gate ('' if none)."""
+    gate_path: str
+    """The file that holds the gate (the kernel's, or `via`'s)."""
+    gate_line: int
+    work_line: int
+    """First line of the work the target's pass drops (the preprocessor must drop it too)."""
+    trap_line: int
+    """First line of the trap the target's pass keeps (0: an empty body)."""
+    written_for: tuple[str, ...]
+    """The archs (`sm_90`) whose device passes keep the work."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class InstructionFacts:
     """Inline PTX the target lacks (FB160)."""
 
@@ -194,7 +214,8 @@ class CcclFacts:
 
 
 Facts = (DlopenFacts | PluginExportFacts | PosixHeaderFacts | WindowsMacroFacts
-         | AllowListFacts | ArchBranchFacts | RuntimeMajorFacts | InstructionFacts
+         | AllowListFacts | ArchBranchFacts | RuntimeMajorFacts | PlaceholderFacts
+         | InstructionFacts
          | SharedMemoryFacts | InstantiationFacts | ExtensionImportFacts | LibraryNameFacts
          | ArchLiteralFacts | ArchFallbackFacts | MsvcFlagsFacts | DllOutputFacts | CcclFacts)
 """Every kind of fact a finding carries (`Finding.facts`; None for a finding with none)."""

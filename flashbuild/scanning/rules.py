@@ -81,6 +81,14 @@ _RULES = [
          short="runtime compute-capability equality that sends the target down an old path",
          help="`major == 9` style checks with no branch accepting the target's major send a new "
          "GPU to a fallback (or an error) at run time."),
+    Rule(id="FB154", name="placeholder-kernel", category=Category.ARCH_GATING,
+         short="kernel whose body for the target is only a trap (or nothing)",
+         help="A `__global__` function (or the one device function its body calls) whose "
+         "`__CUDA_ARCH__` gate drops the work for the target and keeps only `__trap()`, "
+         "`__brkpt()`, `assert(0)`, `printf` or CUTE_INVALID_CONTROL_PATH compiles, links and "
+         "imports, and traps at its first launch (FlashMLA's sm90/sm100 kernels on sm_120). "
+         "Build for the arch the kernel is written for, or add an implementation for the "
+         "target; widening the gate compiles code that uses what the target lacks."),
     Rule(id="FB160", name="arch-instruction", category=Category.ARCH_INSTRUCTIONS,
          short="instruction the target lacks, compiled for the target",
          help="wgmma is sm_90a only, tcgen05 sm_100a-class only, kind::f8f6f4 needs an `a` "

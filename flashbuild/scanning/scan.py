@@ -650,6 +650,7 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
     tree shows (and, with `model`, what the configured build says)."""
     from flashbuild.scanning.checks_cmake import build_gates, tree_defines
     from flashbuild.scanning.checks_cxx import instantiation_findings
+    from flashbuild.scanning.placeholders import major_checks_guarding, placeholder_findings
 
     tree = TreeFacts(
         gates=build_gates(reports), defines=tree_defines(reports),
@@ -666,6 +667,9 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
                 out.append(kept)
     out = _self_written_libraries(root, out)
     out.extend(instantiation_findings(root, reports, target))
+    out.extend(placeholder_findings(reports, target, _units_of(reach),
+                                    lambda path: _compiled(tree, path, target)))
+    out = major_checks_guarding(out)
     if target.platform == "windows":
         out.extend(_package_dll_directory(root, reports, tree, target, out))
     if reach is not None and reach.setup is not None:
@@ -673,6 +677,23 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
 
         out.extend(setup_findings(root, reach, target))
     return out
+
+
+def _compiled(tree: TreeFacts, path: str, target: ScanTarget) -> bool:
+    """Whether the build files compile `path` for the target (a file no build file names,
+    e.g. a header, is assumed compiled; a setup.py tree's walk holds only what it reaches)."""
+    verdict = tree.gates.compiled_for(path, target)
+    return verdict is None or verdict.compiled
+
+
+def _units_of(reach: Any) -> dict[str, set[str]] | None:
+    """File → the compiled units that include it, when the build's units are known (FB154's
+    "every kernel of a unit"); None reads the tree as one unit."""
+    if reach is None or not reach.compiled:
+        return None
+    from flashbuild.scanning.truth import includers_of
+
+    return includers_of(reach)
 
 
 def _self_written_libraries(root: Path, findings: list[Finding]) -> list[Finding]:

@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flashbuild.scanning.facts import CcclFacts, InstructionFacts
+from flashbuild.scanning.facts import CcclFacts, InstructionFacts, PlaceholderFacts
 from flashbuild.scanning.findings import Finding, ScanOptions, ScanTarget, Severity, Truth
 from flashbuild.source.hostinclude import is_cccl_header
 
@@ -40,6 +40,10 @@ HOST_RULES = frozenset({"FB101", "FB110", "FB111", "FB112", "FB120", "FB121", "F
 #: the findings name without preprocessing a whole tree.
 UNITS_PER_FILE = 4
 UNITS_PER_SCAN = 32
+PLACEHOLDER_RULE = "FB154"
+#: A placeholder's gate is on `__CUDA_ARCH__`, which no unit's flags change: one unit per file
+#: that holds such a gate is evidence enough, and at most this many units are added for them.
+PLACEHOLDER_UNITS = 8
 
 
 def apply_preprocessor(root: Path, findings: list[Finding], reach: Reach | None,
@@ -60,8 +64,10 @@ def apply_preprocessor(root: Path, findings: list[Finding], reach: Reach | None,
     if toolchain is None:
         return findings, ("static reading: no CUDA toolkit with nvcc was found, so the gates "
                           "were evaluated by flashbuild's own reader")
-    units, capped = units_for(reach, {f.path for f in wanted if f.rule != "FB222"},
-                           {f.facts.source for f in wanted if isinstance(f.facts, CcclFacts)})
+    units, capped = units_for(reach, {f.path for f in wanted
+                                      if f.rule not in ("FB222", PLACEHOLDER_RULE)},
+                              {f.facts.source for f in wanted if isinstance(f.facts, CcclFacts)})
+    units.update(_placeholder_units(reach, wanted, units))
     if not units:
         return findings, "static reading: no compiled unit includes the files of the findings"
     from flashbuild import platforms
@@ -74,13 +80,16 @@ def apply_preprocessor(root: Path, findings: list[Finding], reach: Reach | None,
     arch = target.archs[0]
     # Only the passes a finding asks about: the device pass for instructions, the (emulated)
     # Windows host pass for host-compiler findings, the host compiler's for FB222.
-    kinds = {"device" for f in wanted if f.rule in DEVICE_RULES}
+    kinds = {"device" for f in wanted if f.rule in DEVICE_RULES or f.rule == PLACEHOLDER_RULE}
     kinds |= {"windows-host" for f in wanted if f.rule in HOST_RULES}
     kinds |= {"host" for f in wanted if f.rule == "FB222"}
     passes = pp.run(list(units.values()), arch, windows=target.platform == "windows",
                     kinds=frozenset(kinds))
     includers = includers_of(reach)
-    out = [_judge(f, passes, includers, target, capped) if f in wanted else f for f in findings]
+    out = [(_judge_placeholder(f, passes, includers, target) if f.rule == PLACEHOLDER_RULE
+            else _judge(f, passes, includers, target, capped)) if f in wanted else f
+           for f in findings]
+    out = _placeholder_summary(out)
     stubbed = sorted({s for ps in passes.values() for p in ps for s in p.stubbed})
     line = (f"preprocessor (nvcc {toolchain.version} --dryrun passes, {arch.sm} device pass"
             + (", Windows host pass emulated on Linux" if target.platform == "windows" else "")
@@ -93,6 +102,8 @@ def apply_preprocessor(root: Path, findings: list[Finding], reach: Reach | None,
 
 
 def _checkable(f: Finding, target: ScanTarget) -> bool:
+    if f.rule == PLACEHOLDER_RULE:
+        return isinstance(f.facts, PlaceholderFacts) and bool(f.facts.kernel)
     if f.severity is Severity.NOTE:
         # An instruction under a gate the static reader could not decide: the pass decides.
         return isinstance(f.facts, InstructionFacts) and bool(f.facts.undecided)
@@ -234,3 +245,79 @@ def _judge_cccl(f: Finding, passes: Mapping[str, Sequence[PassResult]]) -> Findi
                        evidence=f"{f.evidence}; but the host compiler's preprocessor finds "
                        "every header of it with this toolkit")
     return f
+
+
+def _placeholder_units(reach: Reach, wanted: Sequence[Finding], chosen: Mapping[str, Unit]
+                       ) -> dict[str, Unit]:
+    """One unit per file that holds a placeholder's gate (FB154), a unit already chosen
+    first; at most `PLACEHOLDER_UNITS` more."""
+    gates = sorted({f.facts.gate_path for f in wanted
+                    if isinstance(f.facts, PlaceholderFacts) and f.facts.kernel})
+    if not gates:
+        return {}
+    flags, _capped = units_for(reach, set(gates), set())
+    includers = includers_of(reach)
+    out: dict[str, Unit] = {}
+    for path in gates:
+        units = sorted(u for u in includers.get(path, ()) if u in flags)
+        if not units or any(u in chosen or u in out for u in units):
+            continue
+        if len(out) < PLACEHOLDER_UNITS and len(chosen) + len(out) < UNITS_PER_SCAN:
+            out[units[0]] = flags[units[0]]
+    return out
+
+
+def _judge_placeholder(f: Finding, passes: Mapping[str, Sequence[PassResult]],
+                       includers: Mapping[str, set[str]], target: ScanTarget) -> Finding:
+    """FB154 against the target's device pass: confirmed when a unit's pass drops the work
+    and keeps the trap; a note when it keeps the work (not a placeholder after all)."""
+    facts = f.facts
+    if not isinstance(facts, PlaceholderFacts):
+        return f
+    code = target.archs[0].code * 10
+    relevant = [p for u in sorted(includers.get(facts.gate_path, ())) if u in passes
+                for p in passes[u] if p.arch == code]
+    if not relevant or any(not p.ok for p in relevant):
+        return f
+    lines = [p.lines.get(facts.gate_path, frozenset()) for p in relevant]
+    if any(facts.work_line in kept for kept in lines):
+        keeper = next(p for p, kept in zip(relevant, lines, strict=True)
+                      if facts.work_line in kept)
+        return replace(f, severity=Severity.NOTE, truth=Truth.PREPROCESSOR,
+                       message=f"not a placeholder for {target.label}: {f.message}",
+                       evidence=f"{f.evidence}; but the {keeper.name} pass of {keeper.unit} "
+                       f"keeps the work ({facts.gate_path}:{facts.work_line})")
+    if facts.trap_line and not all(facts.trap_line in kept for kept in lines):
+        return f
+    p = relevant[0]
+    kept = f" and keeps line {facts.trap_line}" if facts.trap_line else ""
+    return replace(f, truth=Truth.PREPROCESSOR,
+                   evidence=f"{f.evidence}; the {p.name} pass of {p.unit} drops line "
+                   f"{facts.work_line}{kept}")
+
+
+def _placeholder_summary(findings: list[Finding]) -> list[Finding]:
+    """The FB154 summary rests on the preprocessor when every kernel finding does; it stays
+    static when some were not checked, and becomes a note when one proved not a placeholder
+    (the count it states no longer holds)."""
+    kernels = [f for f in findings if f.rule == PLACEHOLDER_RULE and
+               isinstance(f.facts, PlaceholderFacts) and f.facts.kernel]
+    if not kernels:
+        return findings
+    wrong = any(f.severity is Severity.NOTE for f in kernels)
+    sure = all(f.truth is Truth.PREPROCESSOR for f in kernels)
+    out = []
+    for f in findings:
+        summary = f.rule == PLACEHOLDER_RULE and isinstance(f.facts, PlaceholderFacts) and \
+            not f.facts.kernel
+        if summary and wrong:
+            out.append(replace(f, severity=Severity.NOTE, truth=Truth.PREPROCESSOR,
+                               evidence=f"{f.evidence}; but the preprocessor keeps the work of "
+                               "some of these kernels (FB154 notes)"))
+        elif summary and sure:
+            out.append(replace(f, truth=Truth.PREPROCESSOR,
+                               evidence=f"{f.evidence}; every kernel's gate confirmed by the "
+                               "device pass"))
+        else:
+            out.append(f)
+    return out
