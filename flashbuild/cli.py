@@ -312,6 +312,10 @@ def verify(
         "--strict-arch/--no-strict-arch", help="Fail a binary that holds SASS or PTX for an "
         "arch that is not a target (PTX of a target's own compute arch is allowed). "
         "--no-strict-arch lists them as a warning.")] = True,
+    allow_placeholders: Annotated[bool, typer.Option(
+        "--allow-placeholders", help="Warn instead of failing when most (not all) kernels of "
+        "a target only trap there: for a library that calls only its other kernels on that "
+        "arch.")] = False,
     recipe: Annotated[str | None, typer.Option(
         "--recipe", "-r", help="Take the exports, kernels and dynamic_smem to check from this "
         "recipe's \\[verify] table (name or TOML file) instead of the manifest: for a binary "
@@ -334,7 +338,8 @@ def verify(
     from flashbuild.verifying.command import run_verify
 
     return run_verify(path=path, package=package, arch=arch, as_json=json, bench=bench,
-                      gpu=gpu, strict_arch=strict_arch, recipe=recipe)
+                      gpu=gpu, strict_arch=strict_arch, recipe=recipe,
+                      allow_placeholders=allow_placeholders)
 
 
 @app.command(cls=_Command)

@@ -291,6 +291,7 @@ def verify_install(
     kernels: Sequence[str] | None = None,
     dynamic_smem: Mapping[str, str] | None = None,
     strict_arch: bool = True,
+    allow_placeholders: bool = False,
     run_gpu: bool | None = None,
     bench: bool = False,
     runner: Runner,
@@ -306,9 +307,12 @@ def verify_install(
     or an installed `package`. `targets` defaults to the manifest's archs; `exports`,
     `kernels` and `dynamic_smem` to the manifest's (the recipe's `[verify]`); `run_gpu=None`
     runs the GPU self-check when a GPU and torch are present. `strict_arch` fails a binary
-    holding images for archs that are not targets (else they are a warning)."""
+    holding images for archs that are not targets (else they are a warning).
+    `allow_placeholders` makes "most kernels of a target are placeholders" a warning (all of
+    them still fails)."""
     with open_subject(path or manifest_path, package=package) as subject:
-        return _verify(subject, targets=targets, strict=strict_arch, run_gpu=run_gpu,
+        return _verify(subject, targets=targets, strict=strict_arch,
+                       allow_placeholders=allow_placeholders, run_gpu=run_gpu,
                        bench=bench, runner=runner, platform=platform or current(),
                        env=dict(os.environ if env is None else env), python=python,
                        selfcheck=selfcheck, import_module=import_module,
@@ -319,8 +323,9 @@ def verify_install(
                                             dynamic_smem=dynamic_smem))
 
 
-def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool, run_gpu: bool | None,
-            bench: bool, runner: Runner, platform: Platform, env: dict[str, str], python: str,
+def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
+            allow_placeholders: bool = False, run_gpu: bool | None, bench: bool,
+            runner: Runner, platform: Platform, env: dict[str, str], python: str,
             selfcheck: Sequence[str], import_module: bool, gpu_present: Callable[[], bool],
             preloaded: Sequence[Path], expect: Expectations) -> VerifyReport:
     manifest = subject.manifest
@@ -369,7 +374,7 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool, run_gpu
         checks += _missing_declared_checks(expect, spec, pkg, found=declared,
                                            sass_codes=sass_codes)
     checks += _kernel_checks(expect.kernels, spec, pkg, names_by_code)
-    checks += _placeholder_checks(bodies, spec, pkg)
+    checks += _placeholder_checks(bodies, spec, pkg, allow_most=allow_placeholders)
     if subject.binaries and not any_device_code and not any(
             c.status is Status.FAIL for c in checks):
         checks.append(Check("images", pkg, Status.FAIL, "no binary holds GPU code",
@@ -648,10 +653,18 @@ _SHOWN = 5
 
 
 def _placeholder_checks(bodies: Sequence[placeholders.PlaceholderKernels],
-                        spec: ArchSpec | None, pkg: str) -> list[Check]:
+                        spec: ArchSpec | None, pkg: str, *,
+                        allow_most: bool = False) -> list[Check]:
     """Per target arch, across every binary: all the kernels read are placeholders (their
-    body for the arch only traps) fails; some warns; none is an info line. Kernels of an arch
-    whose encodings are not checked are counted `not read`."""
+    body for the arch only traps) fails; most of them (more than half) fails too, unless
+    `allow_most` (the library picks its other kernels on this arch at run time); some warns;
+    none is an info line. Kernels of an arch whose encodings are not checked are counted `not
+    read`.
+
+    Why most, not only all: a tree whose arch-specific kernels trap on the target keeps a few
+    helpers that run anywhere (FlashMLA built for sm_120 on the H100 machine: 46 of its 57
+    kernels trap, the 11 that do not are its combine and scheduling helpers), and the build is
+    no more usable than one where every kernel traps."""
     checks: list[Check] = []
     for arch in dict.fromkeys(t.arch for t in spec.targets if t.sass) if spec else ():
         mine = [b for b in bodies if parse_arch_name(b.arch) == arch.code]
@@ -673,13 +686,23 @@ def _placeholder_checks(bodies: Sequence[placeholders.PlaceholderKernels],
             f", … ({len(dummies) - _SHOWN} more)" if len(dummies) > _SHOWN else "")
         meaning = (f"its body for {arch.sm} only traps: an `#if __CUDA_ARCH__` branch this arch "
                    "takes, so the kernel dies at launch")
+        written_for = (f"build for the arch the kernels are written for, or use the tree's own "
+                       f"support for {arch.sm} (a branch, release or fork that implements it)")
+        most = 2 * len(dummies) > len(judged)
         if dummies and len(dummies) == len(judged):
             checks.append(Check(
                 "kernels", where, Status.FAIL,
                 f"all {len(dummies)} kernel(s) read are placeholders on {arch.sm}: {shown}",
-                f"{meaning} ({per_binary})",
-                f"build for the arch the kernels are written for, or use the tree's own "
-                f"support for {arch.sm} (a branch, release or fork that implements it)"))
+                f"{meaning} ({per_binary})", written_for))
+        elif most and not allow_most:
+            checks.append(Check(
+                "kernels", where, Status.FAIL,
+                f"{len(dummies)} of {len(judged)} kernel(s) are placeholders on {arch.sm}, "
+                f"most of what was built: {shown}",
+                f"{meaning} ({per_binary}); the {len(judged) - len(dummies)} that run are "
+                "outnumbered by those that trap",
+                f"{written_for}; if the library calls only its other kernels on {arch.sm}, "
+                "pass --allow-placeholders"))
         elif dummies:
             checks.append(Check(
                 "kernels", where, Status.WARN,

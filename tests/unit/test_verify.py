@@ -34,13 +34,13 @@ def install(tmp_path: Path, binary: str, archs: str, platform: str = "linux") ->
 
 
 def run(pkg: Path, arch: str | None = None, platform: str = "linux", *,
-        strict: bool = True) -> VerifyReport:
+        strict: bool = True, allow_placeholders: bool = False) -> VerifyReport:
     runner = ReplayRunner()
     runner.add("ldconfig", "-p", out=(V / "ldconfig-p.txt").read_text())
     return verify_install(manifest_path=pkg, targets=parse_arch_spec(arch) if arch else None,
                           runner=runner, platform=get(platform), env={"PATH": "/usr/bin"},
                           import_module=False, run_gpu=False, strict_arch=strict,
-                          preloaded_dirs=())
+                          allow_placeholders=allow_placeholders, preloaded_dirs=())
 
 
 def by_status(report: VerifyReport, status: Status) -> list[str]:
