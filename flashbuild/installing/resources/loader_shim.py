@@ -242,16 +242,24 @@ def _nvml(status: int) -> None:
         raise _NvmlError(status)
 
 
-def nvml_gpus() -> list[Gpu] | None:
+#: nvmlInitWithFlags' NVML_INIT_FLAG_NO_ATTACH: start NVML without attaching to every GPU
+#: (the slow part of nvmlInit_v2 on a machine whose GPUs are idle); a query that needs a GPU
+#: attaches it then. Tried first; nvmlInit_v2 when a query fails under it.
+NVML_INIT_FLAG_NO_ATTACH = 2
+
+
+def nvml_gpus(*, details: bool = True, init_flags: int | None = NVML_INIT_FLAG_NO_ATTACH,
+              ) -> list[Gpu] | None:
     """Every GPU NVML lists, in NVML's order (PCI bus order); None when NVML cannot be read
-    (no NVIDIA driver: nothing to check)."""
+    (no NVIDIA driver: nothing to check). `details=False` skips the names and UUIDs (the check
+    needs only the compute capabilities until it has something to say)."""
     lib = _nvml_library()
-    try:
-        if lib is None:
-            return None
-        _nvml(lib.nvmlInit_v2())
-    except (AttributeError, _NvmlError):
+    if lib is None:
         return None
+    try:
+        _nvml(lib.nvmlInit_v2() if init_flags is None else lib.nvmlInitWithFlags(init_flags))
+    except (AttributeError, _NvmlError):
+        return None if init_flags is None else nvml_gpus(details=details, init_flags=None)
     try:
         count = ctypes.c_uint(0)
         _nvml(lib.nvmlDeviceGetCount_v2(ctypes.byref(count)))
@@ -264,14 +272,17 @@ def nvml_gpus() -> list[Gpu] | None:
                                                          ctypes.byref(minor)))
             name = ctypes.create_string_buffer(96)
             uuid = ctypes.create_string_buffer(96)
-            lib.nvmlDeviceGetName(handle, name, 96)
-            lib.nvmlDeviceGetUUID(handle, uuid, 96)
+            if details:
+                lib.nvmlDeviceGetName(handle, name, 96)
+                lib.nvmlDeviceGetUUID(handle, uuid, 96)
             gpus.append(Gpu(number, name.value.decode("utf-8", "replace") or "NVIDIA GPU",
                             (major.value, minor.value), uuid.value.decode("ascii", "replace")))
     except (AttributeError, _NvmlError):
-        return None
+        gpus = None
     finally:
         lib.nvmlShutdown()
+    if gpus is None and init_flags is not None:
+        return nvml_gpus(details=details, init_flags=None)
     return gpus
 
 
@@ -373,12 +384,21 @@ def _check_arch(images: dict[str, tuple[str, ...]], env: Any = None) -> Verdict 
     if not images or environ.get(CHECK_VARIABLE, "1").strip().lower() in (
             "0", "off", "no", "false"):
         return None
-    listed = nvml_gpus()
+    # Compute capabilities first (all the verdict needs); names and UUIDs only when
+    # CUDA_VISIBLE_DEVICES names GPUs by UUID or there is something to say (each query costs).
+    by_uuid = "GPU-" in environ.get("CUDA_VISIBLE_DEVICES", "") or "MIG-" in environ.get(
+        "CUDA_VISIBLE_DEVICES", "")
+    listed = nvml_gpus(details=by_uuid)
     if not listed:
         return None
     gpus, certain = visible_gpus(listed, environ)
-    verdict = judge(images, gpus, certain=certain,
-                    package=(__package__ or "this package"), rebuild=REBUILD)
+    package = __package__ or "this package"
+    verdict = judge(images, gpus, certain=certain, package=package, rebuild=REBUILD)
+    if (verdict.error or verdict.warnings) and not by_uuid:
+        named = nvml_gpus(details=True)
+        if named:
+            gpus, certain = visible_gpus(named, environ)
+            verdict = judge(images, gpus, certain=certain, package=package, rebuild=REBUILD)
     for text in verdict.warnings:
         warnings.warn(text, RuntimeWarning, stacklevel=3)
     if verdict.error is not None:
