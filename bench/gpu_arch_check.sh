@@ -11,6 +11,7 @@
 #   4. FlashMLA (corpus tarball) for sm_120: the build's closing notes and verify name its
 #      placeholder kernels (verify must fail the target); then for sm_90a: verify passes.
 #   5. `doctor --packages` (GPUs present, and --arch sm_120 --json) over what is installed.
+# QUEUE=2 runs bench/arch_check_queue2.sh instead (the second round, see there).
 # Expects .devcarry/FlashMLA.tar.gz and flashbuild's pure-Python dependencies as wheels in .whl/.
 set -u
 mode=${1:?start|poll}; out=${2:?OUTDIR}
@@ -26,7 +27,7 @@ if [ "$mode" = start ]; then
   rm -rf "$work" && mkdir -p "$work" && tar xzf .devcarry/FlashMLA.tar.gz -C "$work" || exit 1
   nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$out/gpu.txt"
   python3 -m flashbuild --version || exit 1
-  cp bench/arch_check_queue.sh "$work/queue.sh"
+  cp "bench/arch_check_queue${QUEUE:-}.sh" "$work/queue.sh"
   setsid env REPO="$PWD" bash "$work/queue.sh" > "$work/queue.log" 2>&1 < /dev/null &
   echo "queue started"
   exit 0
