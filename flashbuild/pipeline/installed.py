@@ -26,6 +26,7 @@ hold. Exit code (doctor's): 3 when a package fails on a target, else 0.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import importlib.metadata
 import os
 import re
@@ -45,6 +46,7 @@ from flashbuild.errors import FlashbuildError, ToolchainError
 from flashbuild.installing.resources import loader_shim
 from flashbuild.verifying.fatbin_headers import MAX_HEADER_ENTRIES, list_image_headers
 from flashbuild.verifying.inputs import is_binary_name
+from flashbuild.verifying.placeholders import defines_kernels
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -103,6 +105,8 @@ class InstalledBinary:
     error: str = ""
     #: False when the header walk stopped at its entry cap: more images may follow.
     complete: bool = True
+    #: Fatbin containers found in its data sections (outside `.nv_fatbin`).
+    embedded: int = 0
 
     @property
     def sass(self) -> tuple[str, ...]:
@@ -252,7 +256,8 @@ def _read_binary(path: Path, file: str, max_entries: int) -> InstalledBinary:
         return InstalledBinary(path, file, error=exc.what)
     except Exception as exc:  # one odd file must not end the scan of the environment
         return InstalledBinary(path, file, error=f"{type(exc).__name__}: {exc}")
-    return InstalledBinary(path, file, tuple(found.names()), complete=found.complete)
+    return InstalledBinary(path, file, tuple(found.names()), complete=found.complete,
+                           embedded=found.embedded)
 
 
 def _distribution_name(dist: importlib.metadata.Distribution) -> str:
@@ -378,11 +383,48 @@ def check_packages(site_packages: Sequence[Path], targets: Iterable[Target], *,
     started = time.monotonic()
     chosen = tuple(targets)
     scan = scan_installed(site_packages, max_entries=max_entries)
-    reports = tuple(PackageReport(p, tuple(judge(p, t) for t in chosen)) for p in scan.packages)
+    packages = tuple(_confirmed(p, chosen) for p in scan.packages)
+    reports = tuple(PackageReport(p, tuple(judge(p, t) for t in chosen)) for p in packages
+                    if p.binaries)
     return PackagesReport(site_packages=tuple(site_packages), targets=chosen,
                           target_origin=origin if chosen else "none", packages=reports,
                           distributions=scan.distributions, binaries=scan.binaries,
                           seconds=time.monotonic() - started, problems=scan.problems)
+
+
+#: The largest binary `_confirmed` reads whole to look for kernels (a failing binary larger
+#: than this keeps its verdict unconfirmed).
+CONFIRM_MAX_BYTES = 256 * 1024 * 1024
+
+
+def _confirmed(package: InstalledPackage, targets: Sequence[Target]) -> InstalledPackage:
+    """The package without the binaries that would fail or JIT on a target but define no kernel
+    at all (a GPU module with nothing to launch: cuFFT 12's libcufftw.so.12 holds one sm_75
+    cubin without a kernel, and an H100 runs cuFFT fine); they count as host-only. Only those
+    binaries are read whole; one larger than CONFIRM_MAX_BYTES, one whose kernels live in data
+    sections (read from headers only) or one that cannot be read keeps its verdict."""
+    keep: list[InstalledBinary] = []
+    dropped = 0
+    for binary in package.binaries:
+        doubtful = not binary.error and not binary.embedded and any(
+            binary.fit(t) in (Fit.FAILS, Fit.JIT) for t in targets)
+        if doubtful and _no_kernels(binary.path):
+            dropped += 1
+        else:
+            keep.append(binary)
+    if not dropped:
+        return package
+    return dataclasses.replace(package, binaries=tuple(keep),
+                               host_only=package.host_only + dropped)
+
+
+def _no_kernels(path: Path) -> bool:
+    try:
+        if path.stat().st_size > CONFIRM_MAX_BYTES:
+            return False
+        return not defines_kernels(path)
+    except (OSError, FlashbuildError):
+        return False
 
 
 # --- the command ------------------------------------------------------------------------------

@@ -75,6 +75,7 @@ from elftools.elf.sections import StringTableSection
 from flashbuild.verifying.fatbin import (
     BinaryFormatError,
     FatbinImage,
+    ImageKind,
     UnknownCodecError,
     list_images,
     section_data,
@@ -276,6 +277,24 @@ def read_cubin(cubin: bytes, *, arch: Arch, name: str = "") -> tuple[KernelBody,
 def image_bodies(image: FatbinImage) -> tuple[KernelBody, ...]:
     """`read_cubin` of a SASS image (decompressing it when needed)."""
     return read_cubin(image.data(), arch=image.arch, name=image.name)
+
+
+_PTX_ENTRY = re.compile(rb"^\s*(?:\.visible\s+|\.weak\s+)?\.entry\b", re.MULTILINE)
+
+
+def defines_kernels(binary_path: Path) -> bool:
+    """Whether any GPU image of the binary's fatbin sections defines a kernel (an entry function
+    of a cubin, a `.entry` of PTX): a module with none (cuFFT's libcufftw.so.12 holds one
+    1.9 KB sm_75 cubin without a kernel) has nothing to launch, so no GPU can fail it. Reads
+    the binary whole: call it for the few binaries a verdict hangs on. Raises
+    BinaryFormatError for a binary or image that cannot be read."""
+    for image in list_images(binary_path).images:
+        if image.kind is ImageKind.PTX:
+            if _PTX_ENTRY.search(image.data()):
+                return True
+        elif read_cubin(image.data(), arch=image.arch, name=image.name):
+            return True
+    return False
 
 
 def placeholder_report(binary_path: Path,

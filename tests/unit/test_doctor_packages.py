@@ -211,3 +211,19 @@ def test_cli_table_fits_80_columns(site: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_bad_arch_is_a_usage_error(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     code, _out = _cli(site, monkeypatch, "--arch", "banana")
     assert code == 2
+
+
+def test_a_gpu_module_without_a_kernel_fails_nowhere(tmp_path: Path) -> None:
+    """A library whose only GPU code is a module without a kernel (cuFFT 12's libcufftw.so.12:
+    one sm_75 cubin, no kernel; called "fails" on an H100 before) has nothing to launch: it
+    counts as host-only. Beside it, a real sm_90a-only module still fails on sm_120."""
+    site = tmp_path / "site-packages"
+    add_distribution(site, "fftish", "12.0", {
+        "fftish/lib/libfftw_compat.so.12": V / "nokernel_sm75.o",
+        "fftish/lib/libfft.so.12": V / "sass_sm90a.o"})
+    report = check(site, "sm_120")
+    (row,) = report.packages
+    assert [str(v.fit) for v in row.verdicts] == ["fails"]
+    assert [b.file for b in row.verdicts[0].at_fault] == ["fftish/lib/libfft.so.12"]
+    assert row.package.host_only == 1
+    assert fits(check(site, "sm_90a")) == {"fftish": ["ok"]}
