@@ -369,32 +369,32 @@ def _placeholder_notes(artifacts: Sequence[BuiltArtifact], request: BuildRequest
     compiled something (an unchanged re-run said it already)."""
     # Imported here: the cubin reader loads pyelftools (~80 ms), which the no-op re-run, the
     # build the user repeats most, never needs.
-    from flashbuild.verifying.placeholders import placeholder_report
+    from flashbuild.verifying import placeholders
 
-    per_arch: dict[str, list[tuple[int, list[str]]]] = {}
+    per_arch: dict[str, list[placeholders.PlaceholderKernels]] = {}
     for artifact in artifacts:
         try:
-            report = placeholder_report(artifact.path, [t.arch for t in request.arch.targets])
+            report = placeholders.placeholder_report(
+                artifact.path, [t.arch for t in request.arch.targets])
         except BinaryFormatError:
             continue  # verify reports an unreadable binary
         for entry in report:
-            names = [k.short for k in entry.placeholders]
-            per_arch.setdefault(entry.arch, []).append((len(entry.kernels) - len(entry.not_read),
-                                                        names))
+            per_arch.setdefault(entry.arch, []).append(entry)
     notes = []
-    for arch, rows in per_arch.items():
-        read = sum(n for n, _ in rows)
-        names = [name for _, found in rows for name in found]
+    for arch, entries in per_arch.items():
+        summed = placeholders.arch_placeholders(entries)
+        names = [k.short for k in summed.placeholders]
         if not names:
             continue
+        every = summed.verdict is placeholders.Verdict.ALL
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        every = len(names) == read
-        verdict = "every kernel" if every else f"{len(names)} of {read} kernels"
-        # verify fails all and most (more than half), and warns for fewer.
+        verdict = "every kernel" if every else f"{len(names)} of {len(summed.judged)} kernels"
+        fails = summed.verdict in (placeholders.Verdict.ALL, placeholders.Verdict.MOST)
+        units = ("" if every else f"; in {summed.dead_units} of {summed.units} compiled units "
+                 "every kernel traps")
         notes.append(f"{verdict} compiled for {arch} only trap{'s' if every else ''} there "
-                     f"(a placeholder branch of `#if __CUDA_ARCH__`): {shown}; "
-                     "`flashbuild verify` " + ("fails" if 2 * len(names) > read else "warns")
-                     + " on it")
+                     f"(a placeholder branch of `#if __CUDA_ARCH__`): {shown}{units}; "
+                     f"`flashbuild verify` {'fails' if fails else 'warns'} on it")
     return notes
 
 

@@ -137,6 +137,9 @@ class KernelBody:
     #: Why: `every path ends in a trap`, `every thread that does not exit first traps`, ….
     why: str = ""
     instructions: int = 0
+    #: Which cubin of the binary holds it (its image's position in the fatbin): one cubin is
+    #: one compiled unit, unless the build linked device code (-rdc), which merges them.
+    unit: int = 0
 
     @property
     def short(self) -> str:
@@ -238,7 +241,8 @@ def judge(code: bytes, *, sm: int) -> tuple[Body, str]:
     return Body.REAL, "a trap on some paths only"
 
 
-def read_cubin(cubin: bytes, *, arch: Arch, name: str = "") -> tuple[KernelBody, ...]:
+def read_cubin(cubin: bytes, *, arch: Arch, name: str = "",
+               unit: int = 0) -> tuple[KernelBody, ...]:
     """Every kernel of one cubin (an uncompressed SASS image of `arch`) and what its body is;
     all `not read` for an arch whose encodings were not checked. `name` is the image name
     (default `arch.sm`). Raises BinaryFormatError for a cubin that is no readable ELF."""
@@ -264,19 +268,19 @@ def read_cubin(cubin: bytes, *, arch: Arch, name: str = "") -> tuple[KernelBody,
             if arch.code not in CHECKED_CODES:
                 kernels.append(KernelBody(kernel, label, Body.NOT_READ,
                                           f"{arch.sm} instruction encodings are not checked "
-                                          "by flashbuild", count))
+                                          "by flashbuild", count, unit))
                 continue
             body, why = judge(code, sm=arch.code)
-            kernels.append(KernelBody(kernel, label, body, why, count))
+            kernels.append(KernelBody(kernel, label, body, why, count, unit))
     except (ELFError, ValueError, EOFError, struct.error, AttributeError) as exc:
         raise BinaryFormatError(f"the {label} cubin is damaged", evidence=str(exc),
                                 fix="rebuild the module") from exc
     return tuple(kernels)
 
 
-def image_bodies(image: FatbinImage) -> tuple[KernelBody, ...]:
+def image_bodies(image: FatbinImage, *, unit: int = 0) -> tuple[KernelBody, ...]:
     """`read_cubin` of a SASS image (decompressing it when needed)."""
-    return read_cubin(image.data(), arch=image.arch, name=image.name)
+    return read_cubin(image.data(), arch=image.arch, name=image.name, unit=unit)
 
 
 _PTX_ENTRY = re.compile(rb"^\s*(?:\.visible\s+|\.weak\s+)?\.entry\b", re.MULTILINE)
@@ -307,18 +311,71 @@ def placeholder_report(binary_path: Path,
     codes = {a.code for a in archs}
     found: dict[str, list[KernelBody]] = {}
     errors: dict[str, str] = {}
-    for image in list_images(binary_path).sass:
+    for unit, image in enumerate(list_images(binary_path).sass):
         if codes and image.arch.code not in codes:
             continue
         mine = found.setdefault(image.name, [])
         try:
-            mine += image_bodies(image)
+            mine += image_bodies(image, unit=unit)
         except UnknownCodecError as exc:
             errors[image.name] = exc.what
         except BinaryFormatError as exc:
             errors[image.name] = f"{exc.what}: {exc.evidence}" if exc.evidence else exc.what
     return tuple(PlaceholderKernels(binary_path, name, tuple(kernels), errors.get(name, ""))
                  for name, kernels in found.items())
+
+
+class Verdict(StrEnum):
+    """What the placeholders of one target arch amount to (verify's check, the build's note)."""
+
+    ALL = "all"
+    """Every kernel read only traps: fails."""
+    MOST = "most"
+    """In more than half of the compiled units that define kernels, every kernel only traps:
+    fails (unless the user says the library calls only its other kernels there)."""
+    SOME = "some"
+    """Some kernels only trap: warns."""
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class ArchPlaceholders:
+    """The placeholders of one target arch across a package's binaries."""
+
+    judged: tuple[KernelBody, ...]
+    """Kernels whose body was read (placeholder or real)."""
+    placeholders: tuple[KernelBody, ...]
+    units: int
+    """Compiled units (cubins) that define a kernel whose body was read."""
+    dead_units: int
+    """Of those, the units in which every kernel only traps."""
+
+    @property
+    def verdict(self) -> Verdict:
+        if not self.placeholders:
+            return Verdict.NONE
+        if len(self.placeholders) == len(self.judged):
+            return Verdict.ALL
+        return Verdict.MOST if 2 * self.dead_units > self.units else Verdict.SOME
+
+
+def arch_placeholders(entries: Iterable[PlaceholderKernels]) -> ArchPlaceholders:
+    """Sum up one arch's entries (one per binary). Units, not kernels, are counted for MOST: a
+    tree that supports an arch keeps whole units for other archs whose kernels trap there
+    (FlashMLA built for sm_90a on the H100: 36 of its 57 kernels trap, its sm100 units, and it
+    works), while one that does not support the arch keeps a few units of helpers that run
+    anywhere (FlashMLA for sm_120: 46 of 57 trap, and only its combine and scheduling units
+    run)."""
+    units: dict[tuple[Path, int], list[KernelBody]] = {}
+    for entry in entries:
+        for kernel in entry.kernels:
+            if kernel.body is not Body.NOT_READ:
+                units.setdefault((entry.binary, kernel.unit), []).append(kernel)
+    judged = tuple(k for mine in units.values() for k in mine)
+    dead = sum(1 for mine in units.values() if all(k.body is Body.PLACEHOLDER for k in mine))
+    return ArchPlaceholders(judged=judged,
+                            placeholders=tuple(k for k in judged if k.body is Body.PLACEHOLDER),
+                            units=len(units), dead_units=dead)
 
 
 _SOURCE_NAME = re.compile(r"(\d+)")

@@ -553,7 +553,7 @@ def _read_images(found: BinaryImages, targets: Sequence[Target], subject: str) -
     damaged: list[Check] = []
     unreadable: set[str] = set()
     bodies: dict[str, list[placeholders.KernelBody]] = {}
-    for image in found.sass:
+    for unit, image in enumerate(found.sass):
         try:
             # Decompressed once for both readers.
             cubin = image.data()
@@ -572,7 +572,8 @@ def _read_images(found: BinaryImages, targets: Sequence[Target], subject: str) -
         if image.arch.code in codes:
             try:
                 bodies.setdefault(image.name, []).extend(
-                    placeholders.read_cubin(cubin, arch=image.arch, name=image.name))
+                    placeholders.read_cubin(cubin, arch=image.arch, name=image.name,
+                                            unit=unit))
             except BinaryFormatError as exc:
                 damaged.append(Check("kernels", f"{subject} {image.name}", Status.WARN,
                                      "kernel bodies not read", exc.paragraph(),
@@ -655,16 +656,11 @@ _SHOWN = 5
 def _placeholder_checks(bodies: Sequence[placeholders.PlaceholderKernels],
                         spec: ArchSpec | None, pkg: str, *,
                         allow_most: bool = False) -> list[Check]:
-    """Per target arch, across every binary: all the kernels read are placeholders (their
-    body for the arch only traps) fails; most of them (more than half) fails too, unless
-    `allow_most` (the library picks its other kernels on this arch at run time); some warns;
-    none is an info line. Kernels of an arch whose encodings are not checked are counted `not
-    read`.
-
-    Why most, not only all: a tree whose arch-specific kernels trap on the target keeps a few
-    helpers that run anywhere (FlashMLA built for sm_120 on the H100 machine: 46 of its 57
-    kernels trap, the 11 that do not are its combine and scheduling helpers), and the build is
-    no more usable than one where every kernel traps."""
+    """Per target arch, across every binary (placeholders.arch_placeholders): every kernel read
+    a placeholder (its body for the arch only traps) fails; every kernel of most compiled units
+    fails too, unless `allow_most` (the library calls only its other kernels on this arch);
+    some warns; none is an info line. Kernels of an arch whose encodings are not checked are
+    counted `not read`."""
     checks: list[Check] = []
     for arch in dict.fromkeys(t.arch for t in spec.targets if t.sass) if spec else ():
         mine = [b for b in bodies if parse_arch_name(b.arch) == arch.code]
@@ -672,13 +668,13 @@ def _placeholder_checks(bodies: Sequence[placeholders.PlaceholderKernels],
         if not kernels:
             continue
         where = f"{pkg} ({arch.sm})"
-        judged = [k for k in kernels if k.body is not placeholders.Body.NOT_READ]
-        if not judged:
+        summed = placeholders.arch_placeholders(mine)
+        if not summed.judged:
             checks.append(Check("kernels", where, Status.SKIP,
                                 f"{len(kernels)} kernel body(ies) not read",
                                 kernels[0].why))
             continue
-        dummies = [k for k in judged if k.body is placeholders.Body.PLACEHOLDER]
+        dummies, judged = summed.placeholders, summed.judged
         per_binary = "; ".join(
             f"{b.binary.name}: {len(b.placeholders)} of {len(b.kernels)}"
             for b in mine if b.placeholders)
@@ -688,26 +684,28 @@ def _placeholder_checks(bodies: Sequence[placeholders.PlaceholderKernels],
                    "takes, so the kernel dies at launch")
         written_for = (f"build for the arch the kernels are written for, or use the tree's own "
                        f"support for {arch.sm} (a branch, release or fork that implements it)")
-        most = 2 * len(dummies) > len(judged)
-        if dummies and len(dummies) == len(judged):
+        units = (f"in {summed.dead_units} of the {summed.units} compiled units that define "
+                 "kernels every kernel traps")
+        verdict = summed.verdict
+        if verdict is placeholders.Verdict.ALL:
             checks.append(Check(
                 "kernels", where, Status.FAIL,
                 f"all {len(dummies)} kernel(s) read are placeholders on {arch.sm}: {shown}",
                 f"{meaning} ({per_binary})", written_for))
-        elif most and not allow_most:
+        elif verdict is placeholders.Verdict.MOST and not allow_most:
             checks.append(Check(
                 "kernels", where, Status.FAIL,
                 f"{len(dummies)} of {len(judged)} kernel(s) are placeholders on {arch.sm}, "
-                f"most of what was built: {shown}",
-                f"{meaning} ({per_binary}); the {len(judged) - len(dummies)} that run are "
-                "outnumbered by those that trap",
+                f"{units}: {shown}",
+                f"{meaning} ({per_binary}); the units that run hold the other "
+                f"{len(judged) - len(dummies)} kernel(s)",
                 f"{written_for}; if the library calls only its other kernels on {arch.sm}, "
                 "pass --allow-placeholders"))
         elif dummies:
             checks.append(Check(
                 "kernels", where, Status.WARN,
                 f"{len(dummies)} of {len(judged)} kernel(s) are placeholders on {arch.sm}: "
-                f"{shown}", f"{meaning} ({per_binary})",
+                f"{shown}", f"{meaning} ({per_binary}; {units})",
                 f"do not call them on {arch.sm}, or build for the arch they are written for"))
         else:
             checks.append(Check("kernels", where, Status.OK,
