@@ -11,7 +11,7 @@
 #   4. FlashMLA (corpus tarball) for sm_120: the build's closing notes and verify name its
 #      placeholder kernels (verify must fail the target); then for sm_90a: verify passes.
 #   5. `doctor --packages` (GPUs present, and --arch sm_120 --json) over what is installed.
-# QUEUE=2 or 3 runs bench/arch_check_queue2.sh or 3 instead (later rounds, see there).
+# QUEUE=2, 3 or 4 runs bench/arch_check_queueN.sh instead (later rounds, see each).
 # Expects .devcarry/FlashMLA.tar.gz and flashbuild's pure-Python dependencies as wheels in .whl/.
 set -u
 mode=${1:?start|poll}; out=${2:?OUTDIR}
