@@ -35,7 +35,7 @@ _T = TypeVar("_T")
 
 #: The child program: argv = [package, export...]; prints one JSON line.
 _PROBE = r"""
-import importlib, importlib.util, json, sys, traceback
+import importlib, importlib.util, json, os, sys, traceback
 pkg, names = sys.argv[1], sys.argv[2:]
 out = {"imported": False, "missing": [], "error": None, "file": None,
        "torch": importlib.util.find_spec("torch") is not None}
@@ -45,19 +45,43 @@ try:
     out["file"] = getattr(mod, "__file__", None)
 except BaseException as exc:
     out["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+def beside(first):
+    # A top-level module installed next to the package (setup.py's
+    # CUDAExtension("foo_cuda", ...) beside packages=["foo"]): its file sits in the folder
+    # that holds the package, so `foo_cuda.fwd` means that module, not foo.foo_cuda.
+    if not out["file"] or "." in first:
+        return False
+    spec = importlib.util.find_spec(first)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(out["file"])))
+    origin = getattr(spec, "origin", None) if spec else None
+    return bool(origin) and os.path.dirname(os.path.abspath(origin)) == here
+
+
+def resolve(base, path, parts):
+    obj = base
+    for part in parts:
+        path += "." + part if path else part
+        if hasattr(obj, part):
+            obj = getattr(obj, part)
+            continue
+        obj = importlib.import_module(path)
+    return obj
+
+
 if out["imported"]:
     for name in names:
-        obj, parts, path = mod, name.replace(":", ".").split("."), pkg
-        for part in parts:
-            path += "." + part
-            if hasattr(obj, part):
-                obj = getattr(obj, part)
-                continue
-            try:
-                obj = importlib.import_module(path)
-            except BaseException:
-                out["missing"].append(name)
-                break
+        parts = name.replace(":", ".").split(".")
+        try:
+            resolve(mod, pkg, parts)
+            continue
+        except BaseException:
+            pass
+        try:
+            if not (len(parts) > 1 and "." not in pkg and beside(parts[0])):
+                raise LookupError(name)
+            resolve(importlib.import_module(parts[0]), parts[0], parts[1:])
+        except BaseException:
+            out["missing"].append(name)
 print("FLASHBUILD-PROBE " + json.dumps(out))
 """
 
