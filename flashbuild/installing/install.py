@@ -77,11 +77,14 @@ class InstallPlan:
     """The GPU images each binary holds (path relative to the package -> `sm_90a`, ...),
     rendered into the shim for its arch check at import."""
     rebuild: str = ""
-    """The command that rebuilds the package for another arch (`{arch}` left to fill)."""
+    """The command that rebuilds the package for another arch (`{arch}` and `{source}` left
+    to fill)."""
+    source: str = ""
+    """The tree it was built from, for `{source}`."""
 
     def shim_text(self) -> str:
         return shim.render(self.dll_dirs, package=self.package, images=dict(self.images),
-                           rebuild=self.rebuild)
+                           rebuild=self.rebuild, source=self.source)
 
 
 @dataclass(frozen=True)
@@ -369,7 +372,8 @@ def _plan_digest(plan: InstallPlan) -> str:
     h = hashlib.sha256()
     h.update(json.dumps([plan.mode, plan.package, str(plan.package_dir), plan.python,
                          plan.version, list(plan.dll_dirs), plan.manifest_name,
-                         [[p, list(held)] for p, held in plan.images], plan.rebuild]).encode())
+                         [[p, list(held)] for p, held in plan.images], plan.rebuild,
+                         plan.source]).encode())
     h.update(plan.manifest)
     for artifact in plan.artifacts:
         st = artifact.path.stat()

@@ -31,6 +31,7 @@ END = "# <<< flashbuild loader shim <<<"
 _DATA_LINE = "DLL_DIRS: tuple[str, ...] = ()"
 _IMAGES_LINE = "IMAGES: dict[str, tuple[str, ...]] = {}"
 _REBUILD_LINE = 'REBUILD: str = "flashbuild build --arch {arch}"'
+_SOURCE_LINE = 'SOURCE: str = ""'
 TEMPLATE = Path(__file__).resolve().parent / "resources" / "loader_shim.py"
 
 
@@ -79,12 +80,13 @@ def _is_windows_absolute(text: str) -> bool:
 
 
 def render(folders: Sequence[str], *, package: str,
-           images: Mapping[str, Sequence[str]] | None = None, rebuild: str = "") -> str:
+           images: Mapping[str, Sequence[str]] | None = None, rebuild: str = "",
+           source: str = "") -> str:
     """The template with its data filled in: the DLL folders, the GPU images per binary
-    (relative path -> `sm_90a`, `compute_120`, ...) and the rebuild command (`{arch}` left for
-    the shim to fill)."""
+    (relative path -> `sm_90a`, `compute_120`, ...), the rebuild command (`{arch}`, and
+    `{source}` for the tree `source`, left for the shim to fill)."""
     template = TEMPLATE.read_text(encoding="utf-8")
-    for line in (_DATA_LINE, _IMAGES_LINE, _REBUILD_LINE):
+    for line in (_DATA_LINE, _IMAGES_LINE, _REBUILD_LINE, _SOURCE_LINE):
         if template.count(line) != 1:
             raise InstallError(
                 "the loader shim template has no single data line",
@@ -99,6 +101,8 @@ def render(folders: Sequence[str], *, package: str,
         text = text.replace(_IMAGES_LINE, f"IMAGES: dict[str, tuple[str, ...]] = {{\n{rows}}}")
     if rebuild:
         text = text.replace(_REBUILD_LINE, f"REBUILD: str = {rebuild!r}")
+    if source:
+        text = text.replace(_SOURCE_LINE, f"SOURCE: str = {source!r}")
     header = (f"# Rendered by flashbuild {__version__} for the `{package}` package; "
               "`flashbuild build` rewrites it.\n")
     text = header + text

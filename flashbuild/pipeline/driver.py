@@ -399,18 +399,17 @@ def _placeholder_notes(artifacts: Sequence[BuiltArtifact], request: BuildRequest
 
 
 def rebuild_command(request: BuildRequest) -> str:
-    """The command the loader shim names when the GPU present has no image (`{arch}` left for
-    it to fill): the tree, and the recipe when it was the user's own file."""
+    """The command the loader shim names when the GPU present has no image (`{arch}` and
+    `{source}` left for it to fill: a wheel may be imported where the tree is not): the tree,
+    and the recipe when it was the user's own file."""
     source = request.source_dir.resolve()
     recipe = request.recipe.file.resolve() if request.recipe.file is not None else None
     bundled = recipe is not None and recipe.parent == recipes_dir().resolve()
     if bundled and request.recipe.source_root() == source:
-        words = ["flashbuild", "build"]  # the bundled recipe's own tree (csrc)
-    elif bundled or recipe is None:
-        words = ["flashbuild", "build", str(source)]
-    else:
-        words = ["flashbuild", "build", str(source), "--recipe", str(recipe)]
-    return quote(words) + " --arch {arch}"
+        return "flashbuild build --arch {arch}"  # the bundled recipe's own tree (csrc)
+    if bundled or recipe is None:
+        return "flashbuild build {source} --arch {arch}"
+    return f"flashbuild build {{source}} --recipe {quote([str(recipe)])} --arch {{arch}}"
 
 
 def build_manifest(request: BuildRequest, outcome: PatchOutcome, built: BackendResult,
@@ -479,7 +478,7 @@ def _install_plan(request: BuildRequest, built: BackendResult,
         python=request.python, distribution=package,
         version=request.version or _wheel_version(request), work_dir=work_dir,
         images=tuple((b.path, b.images) for b in manifest.binaries),
-        rebuild=rebuild_command(request))
+        rebuild=rebuild_command(request), source=str(request.source_dir.resolve()))
 
 
 def _patches_package(request: BuildRequest, outcome: PatchOutcome) -> bool:

@@ -258,3 +258,25 @@ def test_nvml_is_loaded_by_its_full_path_on_windows(monkeypatch: pytest.MonkeyPa
         "C:/Windows/System32/nvml.dll",
         "C:/Program Files/NVIDIA Corporation/NVSMI/nvml.dll"]
     assert loader_shim._check_arch({"_C.pyd": ("sm_90a",)}, env={}) is None
+
+
+def test_the_fix_names_the_tree_only_where_it_exists(tmp_path: Path) -> None:
+    """A wheel imported on another machine than the one that built it (a CI runner's tree):
+    the command says which tree to build instead of naming a folder that is not there."""
+    tree = tmp_path / "my tree"
+    tree.mkdir()
+    rebuild = "flashbuild build {source} --arch {arch}"
+    here = loader_shim.judge({"_C.so": ("sm_90a",)}, [RTX_5090], package="pkg",
+                             rebuild=rebuild, source=str(tree))
+    assert here.error is not None
+    assert f'`flashbuild build "{tree}" --arch sm_120`' in here.error
+    gone = loader_shim.judge({"_C.so": ("sm_90a",)}, [RTX_5090], package="pkg",
+                             rebuild=rebuild, source="/home/runner/work/pkg")
+    assert gone.error is not None
+    assert "`flashbuild build <the source tree of pkg> --arch sm_120`" in gone.error
+    text = shim.render([], package="pkg", images={"_C.so": ("sm_90a",)}, rebuild=rebuild,
+                       source="/home/runner/work/pkg")
+    path = tmp_path / "s.py"
+    path.write_text(text)
+    module = runpy.run_path(str(path), run_name="rendered")
+    assert module["SOURCE"] == "/home/runner/work/pkg" and module["REBUILD"] == rebuild

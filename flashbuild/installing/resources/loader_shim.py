@@ -47,8 +47,13 @@ DLL_DIRS: tuple[str, ...] = ()
 #: (rendered by flashbuild): its path relative to this folder -> `sm_90a`, `compute_120`, ...
 IMAGES: dict[str, tuple[str, ...]] = {}
 
-#: The command that rebuilds the package for another GPU, `{arch}` left to fill (rendered).
+#: The command that rebuilds the package for another GPU, `{arch}` (and `{source}`) left to
+#: fill (rendered).
 REBUILD: str = "flashbuild build --arch {arch}"
+
+#: The tree the package was built from, where it was built (rendered). A wheel built elsewhere
+#: (a CI runner) names a folder this machine does not have: the command then says so instead.
+SOURCE: str = ""
 
 #: The handles os.add_dll_directory returned: a folder stays registered only while its
 #: handle is open, so they live as long as the module.
@@ -334,7 +339,8 @@ def _held(images: tuple[str, ...]) -> str:
 
 
 def judge(images: dict[str, tuple[str, ...]], gpus: list[Gpu], *, certain: bool = True,
-          package: str = "this package", rebuild: str = REBUILD) -> Verdict:
+          package: str = "this package", rebuild: str = REBUILD,
+          source: str = SOURCE) -> Verdict:
     """What the GPUs can run of each binary: an error when a binary holds no image any of them
     can run (every launch would fail), warnings when some GPUs are left out or only PTX (a
     slow first launch while the driver compiles it) covers one."""
@@ -361,6 +367,10 @@ def judge(images: dict[str, tuple[str, ...]], gpus: list[Gpu], *, certain: bool 
     if not errors:
         return Verdict(None, warned)
     command = rebuild.replace("{arch}", _arch_name(gpus[0].capability))
+    if "{source}" in command:
+        here = source if source and Path(source).is_dir() else ""
+        shown = f'"{here}"' if " " in here else here or f"<the source tree of {package}>"
+        command = command.replace("{source}", shown)
     suffix_note = (" An `a` image (sm_90a) runs only on exactly its arch."
                    if any(i.endswith("a") for held in gpu_code.values() for i in held) else "")
     paragraph = (
