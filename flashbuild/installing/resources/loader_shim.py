@@ -371,8 +371,9 @@ def judge(images: dict[str, tuple[str, ...]], gpus: list[Gpu], *, certain: bool 
         here = source if source and Path(source).is_dir() else ""
         shown = f'"{here}"' if " " in here else here or f"<the source tree of {package}>"
         command = command.replace("{source}", shown)
-    suffix_note = (" An `a` image (sm_90a) runs only on exactly its arch."
-                   if any(i.endswith("a") for held in gpu_code.values() for i in held) else "")
+    exact = sorted({i for held in gpu_code.values() for i in held if i.endswith("a")})
+    suffix_note = (f" An `a` image ({', '.join(exact)}) runs only on exactly its arch."
+                   if exact else "")
     paragraph = (
         f"{package} cannot run on this machine's GPU: {'; '.join(errors)}.{suffix_note} Its "
         "kernels would fail at their first launch with \"no kernel image is available for "
