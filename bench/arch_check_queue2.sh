@@ -3,18 +3,9 @@
 # warning on FlashMLA for sm_120, cuFFT called "fails" by doctor --packages, build notes not
 # printed and the check costing 21.7 ms: the same steps again, fewer of them.
 set -u
-work=/tmp/ac
 cd "$REPO" || exit 1
-now() { python3 -c "import time; print(f'{time.monotonic():.3f}')"; }
-say() { echo "$*" | tee -a "$work/summary.txt"; }
-timed() {
-  local name=$1; shift
-  local t0 t1 rc
-  t0=$(now); "$@" > "$work/$name.txt" 2>&1; rc=$?; t1=$(now)
-  say "$name rc=$rc seconds=$(python3 -c "print(round($t1 - $t0, 2))")"
-  return $rc
-}
-fb() { python3 -m flashbuild "$@"; }
+# shellcheck source=bench/arch_check_lib.sh
+. bench/arch_check_lib.sh
 python3 bench/bench_arch_check.py --runs 30 > "$work/bench-arch-check.json" 2>&1
 grep -E "median|cost" "$work/bench-arch-check.json" | tee -a "$work/summary.txt"
 timed csrc-sm120-build fb build --arch sm_120

@@ -3,18 +3,9 @@
 # with the placeholder verdict counted by compiled unit, and doctor --packages after cuFFT's
 # kernel-less libcufftw module was taken for a failure.
 set -u
-work=/tmp/ac
 cd "$REPO" || exit 1
-now() { python3 -c "import time; print(f'{time.monotonic():.3f}')"; }
-say() { echo "$*" | tee -a "$work/summary.txt"; }
-timed() {
-  local name=$1; shift
-  local t0 t1 rc
-  t0=$(now); "$@" > "$work/$name.txt" 2>&1; rc=$?; t1=$(now)
-  say "$name rc=$rc seconds=$(python3 -c "print(round($t1 - $t0, 2))")"
-  return $rc
-}
-fb() { python3 -m flashbuild "$@"; }
+# shellcheck source=bench/arch_check_lib.sh
+. bench/arch_check_lib.sh
 timed flashmla-sm120-build fb build "$work/FlashMLA" --arch sm_120
 grep -iE "only trap" "$work/flashmla-sm120-build.txt" | cut -c1-500 | tee -a "$work/summary.txt"
 timed flashmla-sm120-verify fb verify --package flash_mla --arch sm_120

@@ -2,19 +2,9 @@
 # The fourth round of bench/gpu_arch_check.sh (QUEUE=4): after the no-attach NVML init was
 # found to list no GPU, the check's cost and an sm_120-only build refused on this GPU, again.
 set -u
-work=/tmp/ac
 cd "$REPO" || exit 1
-now() { python3 -c "import time; print(f'{time.monotonic():.3f}')"; }
-say() { echo "$*" | tee -a "$work/summary.txt"; }
-timed() {
-  local name=$1; shift
-  local t0 t1 rc
-  t0=$(now); "$@" > "$work/$name.txt" 2>&1; rc=$?; t1=$(now)
-  say "$name rc=$rc seconds=$(python3 -c "print(round($t1 - $t0, 2))")"
-  return $rc
-}
-fb() { python3 -m flashbuild "$@"; }
-imp() { (cd /tmp && python3 -c "import flashkern; print('imported', flashkern.built_archs())"); }
+# shellcheck source=bench/arch_check_lib.sh
+. bench/arch_check_lib.sh
 python3 bench/bench_arch_check.py --runs 30 > "$work/bench-arch-check.json" 2>&1
 grep -E "GPU|median|cost" "$work/bench-arch-check.json" | tee -a "$work/summary.txt"
 timed csrc-sm120-build fb build --arch sm_120
