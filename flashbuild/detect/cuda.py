@@ -159,9 +159,11 @@ class ToolkitSearch:
         return f"CUDA {version} at {self.chosen.root}, chosen because {self.reason}"
 
     def able(self, targets: Sequence[Arch]) -> Toolkit | None:
-        """The newest toolkit found, other than the chosen one, that compiles every target."""
+        """The newest toolkit found, other than the chosen one, that compiles every target
+        (of two of one version, this Python's PyPI one, as `choose` prefers it)."""
         fits = [t for t in self.candidates if t is not self.chosen and t.compiles(targets)]
-        return max(fits, key=lambda t: t.version or Version("0"), default=None)
+        return max(fits, key=lambda t: (t.version or Version("0"), _origin(t) == "pypi"),
+                   default=None)
 
     def to_json(self) -> dict[str, object]:
         return {
