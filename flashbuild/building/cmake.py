@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from flashbuild.arch import ArchSpec
+    from flashbuild.detect.cuda import Toolkit
     from flashbuild.platforms.base import Platform
     from flashbuild.proc import Runner
 
@@ -339,13 +340,20 @@ _TOOLKIT_EXTRAS = frozenset({"cublas", "cufft", "curand", "cusolver", "cusparse"
                              "nvjitlink", "npp", "nvjpeg", "cupti", "nvtx", "cufile"})
 
 
-def component_fix(components: Sequence[str], toolkit_root: Path, release: str) -> str:
+def component_fix(components: Sequence[str], toolkit: Toolkit, release: str, *,
+                  pypi_home: Path | None, python: str) -> str:
     """How to get missing toolkit components: into the toolkit, or from PyPI (FACTS.md: cuBLAS
-    is the `cublas` extra of cuda-toolkit; a PyPI toolkit is made CMake-ready by flashbuild)."""
+    is the `cublas` extra of cuda-toolkit; a PyPI toolkit is made CMake-ready by flashbuild).
+    `pypi_home`: where `python -m pip` puts that toolkit (named literally; None: unknown)."""
     names = sorted({toolkit_extra(c) for c in components})
-    fix = f"install {', '.join(names)} into the toolkit at {toolkit_root}"
-    if all(n in _TOOLKIT_EXTRAS for n in names):
-        fix += (f", or use a PyPI toolkit that has it: `pip install \"cuda-toolkit[nvcc,cudart,"
-                f"cccl,crt,nvvm,{','.join(names)}]=={release}\"`, then build with "
-                "`--cuda <site-packages>/nvidia/cu13`")
-    return fix
+    pip = (f"`{python} -m pip install \"cuda-toolkit[nvcc,cudart,cccl,crt,nvvm,"
+           f"{','.join(names)}]=={release}\"`")
+    if not all(n in _TOOLKIT_EXTRAS for n in names):
+        return f"install {', '.join(names)} into the toolkit at {toolkit.root}"
+    if toolkit.layout == "pypi" and (pypi_home is None or toolkit.root == pypi_home):
+        # The build already uses this Python's PyPI toolkit: the extra lands in it.
+        return f"add {', '.join(names)} to the PyPI toolkit at {toolkit.root}: {pip}"
+    fix = (f"install {', '.join(names)} into the toolkit at {toolkit.root}, or use a PyPI "
+           f"toolkit that has it: {pip}")
+    return fix + (f", then build with `--cuda {pypi_home}`" if pypi_home is not None else
+                  ", then pass --cuda the nvidia/cu13 folder of that Python's site-packages")

@@ -81,6 +81,9 @@ class BuildRequest:
     """The toolkit doctor chose, or --cuda's."""
     cmake_toolkit_root: Path | None = None
     """A CMake-usable root for it (building.toolkit.cmake_toolkit_root); default its root."""
+    pypi_home: Path | None = None
+    """Where `pip install cuda-toolkit[...]` puts a toolkit for this Python
+    (`site-packages/nvidia/cu13`): the literal path a fix names."""
     platform: Platform
     host_compiler: HostCompiler
     env: Mapping[str, str]

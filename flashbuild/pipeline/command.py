@@ -5,7 +5,7 @@ MSVC environment, the recipe's conditional options and environment) into a Build
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from flashbuild.building.artifacts import parse_install_mode
@@ -14,13 +14,14 @@ from flashbuild.errors import ToolchainError, UsageError
 from flashbuild.pipeline.driver import build
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
+    from pathlib import Path
 
     from packaging.version import Version
 
-    from flashbuild.arch import ArchSpec
+    from flashbuild.arch import Arch, ArchSpec
     from flashbuild.building.request import StreamRunner
-    from flashbuild.detect.cuda import Toolkit
+    from flashbuild.detect.cuda import Toolkit, ToolkitSearch
     from flashbuild.pipeline.choose import Chosen
     from flashbuild.platforms.base import Platform
     from flashbuild.recipes.model import Recipe
@@ -47,13 +48,12 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
                cuda: Path | None, platform: str | None, jobs_text: str, launcher_text: str,
                install_text: str, build_dir: Path | None, as_json: bool,
                in_place: bool) -> int:
-    import site
-
     from flashbuild import platforms
     from flashbuild.arch import parse_arch_spec
     from flashbuild.building.jobs import parse_jobs
     from flashbuild.building.launcher import parse_launcher
     from flashbuild.console import ui
+    from flashbuild.detect.cuda import python_site_packages
     from flashbuild.patching.engine import patch_tree
     from flashbuild.proc import ProcessRunner
     from flashbuild.recipes.when import WhenContext
@@ -78,8 +78,10 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
     chosen = _choose(recipe, source, spec=spec, platform=plat.name, installing=mode != "none",
                      build_dir=build_dir, cache_dir=cache_dir)
     loaded, tree = chosen.recipe, chosen.tree
-    toolkit = choose_toolkit(env, runner, plat, cuda=cuda, cache_dir=cache_dir,
-                              site_packages=[Path(p) for p in site.getsitepackages()])
+    chosen_tk = choose_toolkit(env, runner, plat, cuda=cuda, cache_dir=cache_dir,
+                               site_packages=python_site_packages(), targets=spec.archs)
+    toolkit = chosen_tk.chosen
+    ui.say(f"toolkit: {chosen_tk.summary}")
     host, build_env, cuda_flags, cxx_flags = host_environment(
         env, runner, plat, toolkit=toolkit, cache_dir=cache_dir, say=ui.say)
     from flashbuild.building.toolkit import cmake_toolkit_root
@@ -99,7 +101,7 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
 
     request = BuildRequest(
         recipe=loaded, source_dir=tree, staged=not in_place, arch=spec, toolkit=toolkit,
-        cmake_toolkit_root=cmake_root,
+        cmake_toolkit_root=cmake_root, pypi_home=chosen_tk.pypi_home,
         platform=plat, host_compiler=host, env=build_env, jobs=jobs_n, launcher=launcher_choice,
         install=mode, build_dir=build_dir, cmake_defines=defines, cmake_args=tuple(args),
         build_env=recipe_env,
@@ -214,20 +216,41 @@ def _resolve_arch(spec: ArchSpec, *, typed: bool, env: Mapping[str, str],
 
 
 def choose_toolkit(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,
-                    cuda: Path | None, cache_dir: Path, site_packages: list[Path]) -> Toolkit:
+                   cuda: Path | None, cache_dir: Path, site_packages: Sequence[Path],
+                   targets: tuple[Arch, ...]) -> ChosenToolkit:
+    """The toolkit for `targets`, chosen as `flashbuild doctor` chooses (detect.cuda.choose):
+    whether it can compile them is doctor's toolkit rules' to say, in the build's checks."""
     from flashbuild.detect.cache import ProbeCache
     from flashbuild.detect.cuda import find_toolkits
 
     search = find_toolkits(env, runner, plat, explicit=cuda, site_packages=site_packages,
-                           cache=ProbeCache(cache_dir))
+                           cache=ProbeCache(cache_dir), targets=targets)
     if search.chosen is None:
+        home = search.pypi_home
         raise ToolchainError(
             "no CUDA toolkit with nvcc was found",
             evidence=search.reason + (f"; --cuda {cuda}" if cuda else ""),
             fix="pip install \"cuda-toolkit[nvcc,cudart,cccl,crt,nvvm]==13.0.2\" (or flashbuild"
-            "[cuda]), install CUDA from NVIDIA, or point --cuda at a toolkit root",
+            "[cuda])" + (f", which puts nvcc into {home}" if home else "")
+            + ", install CUDA from NVIDIA, or point --cuda at a toolkit root",
         )
-    return search.chosen
+    return ChosenToolkit(search.chosen, search)
+
+
+@dataclass(frozen=True)
+class ChosenToolkit:
+    """The toolkit a build uses, with the search it was chosen from (for what it says)."""
+
+    chosen: Toolkit
+    search: ToolkitSearch
+
+    @property
+    def summary(self) -> str:
+        return self.search.summary
+
+    @property
+    def pypi_home(self) -> Path | None:
+        return self.search.pypi_home
 
 
 def host_environment(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,

@@ -860,10 +860,8 @@ _CODE_STEPS = ("macro-edit", "insert-block")
 def compile_check(d: Draft, root: Path, result: ScanResult) -> None:
     """Compile-check the drafted code steps with the toolkit doctor would choose (see
     `compilecheck`); each step's verdict, and a summary, go into the draft."""
-    import sysconfig
-
     from flashbuild import platforms
-    from flashbuild.detect.cuda import find_toolkits
+    from flashbuild.detect.cuda import find_toolkits, python_site_packages
     from flashbuild.proc import ProcessRunner
     from flashbuild.scanning.compilecheck import StepEdit, check_steps
     from flashbuild.source.ppgraph import build_graph
@@ -873,9 +871,8 @@ def compile_check(d: Draft, root: Path, result: ScanResult) -> None:
         d.check_summary = "compile check: no code step to check"
         return
     runner = ProcessRunner()
-    site = [Path(p) for p in {sysconfig.get_paths()["purelib"],
-                              sysconfig.get_paths()["platlib"]}]
-    search = find_toolkits(os.environ, runner, platforms.current(), site_packages=site)
+    search = find_toolkits(os.environ, runner, platforms.current(),
+                           site_packages=python_site_packages(), targets=d.target.archs)
     toolkit = search.chosen
     if toolkit is None or toolkit.nvcc is None:
         d.check_summary = "compile check: not run (no CUDA toolkit with nvcc found)"

@@ -101,6 +101,8 @@ class _Setup:
     """The toolkit CMake is given (CUDAToolkit_ROOT)."""
     release: str
     """`13.0.*`: the cuda-toolkit release a PyPI fix names."""
+    request: BuildRequest
+    """What the build was asked (the toolkit and interpreter a fix names)."""
 
 
 def _setup(ctx: BackendContext, tools: cmake.Tools) -> _Setup:
@@ -133,7 +135,7 @@ def _setup(ctx: BackendContext, tools: cmake.Tools) -> _Setup:
     return _Setup(folder, source_dir, plan, chosen, output_dir, argv, env,
                   cmake.configure_hash(argv, env, request.platform), logs,
                   request.cmake_toolkit_root or request.toolkit.root,
-                  f"{release.major}.{release.minor}.*" if release else "13.0.*")
+                  f"{release.major}.{release.minor}.*" if release else "13.0.*", request)
 
 
 def _forget_other_source(setup: _Setup, *, notes: list[str], say: Step) -> None:
@@ -181,13 +183,15 @@ def _configure(setup: _Setup, runner: StreamRunner) -> None:
     if code != 0:
         components = cmake.missing_toolkit_components("\n".join(lines))
         if components:
-            toolkit = setup.toolkit_root
+            toolkit = setup.request.toolkit.root  # the real one, not a shaped cache folder
             raise BuildError(
                 f"CMake configure failed: the project links {', '.join(components)}, which the "
                 f"toolkit at {toolkit} does not have",
                 evidence=f"FindCUDAToolkit defines no {', '.join(components)} there; log: "
                 f"{log_path}",
-                fix=cmake.component_fix(components, toolkit, setup.release),
+                fix=cmake.component_fix(components, setup.request.toolkit, setup.release,
+                                        pypi_home=setup.request.pypi_home,
+                                        python=setup.request.python),
                 details={"log": str(log_path), "missing": components})
         first = progress.first_error(lines)
         raise BuildError(
