@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flashbuild.arch import parse_arch_spec
 from flashbuild.errors import ToolchainError, UsageError
+from flashbuild.source.cmake_fileapi import CacheEntry
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -303,20 +305,44 @@ def read_cache_value(build_dir: Path, name: str) -> str | None:
     return match.group(1).strip() if match else None
 
 
-def cache_entries(build_dir: Path, *, contains: str = "") -> dict[str, str]:
+def cache_entries(build_dir: Path, *, contains: str = "") -> tuple[CacheEntry, ...]:
     """CMakeCache.txt's `NAME:TYPE=value` entries whose name contains `contains`
     (case-insensitive), internal ones (`:INTERNAL`, `:STATIC`) left out."""
     try:
         text = (build_dir / "CMakeCache.txt").read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return {}
-    found: dict[str, str] = {}
+        return ()
+    found: list[CacheEntry] = []
     for m in re.finditer(r"^([A-Za-z_][\w.-]*):([A-Z]+)=(.*)$", text, re.MULTILINE):
         name, kind, value = m.group(1), m.group(2), m.group(3).strip()
         if kind in ("INTERNAL", "STATIC") or contains.lower() not in name.lower():
             continue
-        found[name] = value
-    return found
+        found.append(CacheEntry(name=name, value=value, type=kind))
+    return tuple(found)
+
+
+#: Values CMake reads as booleans (`if()` docs): a variable holding one is a switch.
+_CMAKE_BOOLEANS = frozenset({"ON", "OFF", "TRUE", "FALSE", "YES", "NO", "Y", "N", "0", "1",
+                             "IGNORE", "NOTFOUND", ""})
+
+
+def arch_variables(entries: Sequence[CacheEntry]) -> list[CacheEntry]:
+    """The project's own cache entries that could hold an arch, those whose value reads as one
+    (`GPU_ARCH=89`) first. Never CMake's own (`CMAKE_*`), a BOOL (`FA2_ARCH_NATIVE_ONLY`, an
+    `option()`), a path, or a value CMake reads as a boolean: a recipe that set one of those
+    to `{arch_numbers}` would switch a feature, not choose the arch."""
+    def reads_as_arch(entry: CacheEntry) -> bool:
+        try:
+            parse_arch_spec(entry.value)
+        except UsageError:
+            return False
+        return True
+
+    found = [e for e in entries
+             if not e.name.startswith(("CMAKE_", "_")) and e.type in ("STRING", "UNINITIALIZED")
+             and e.value.upper() not in _CMAKE_BOOLEANS and not e.value.upper().endswith(
+                 "-NOTFOUND")]
+    return sorted(found, key=lambda e: not reads_as_arch(e))
 
 
 #: A target CMake could not find at generate time, from a toolkit component that is absent

@@ -115,6 +115,9 @@ class BuildRequest:
     """More folders for the shim (torch's lib when linked, PyPI nvidia/* folders in use)."""
     version: str = ""
     """Version of the installed distribution (default: the recipe's)."""
+    notes: tuple[str, ...] = ()
+    """What resolving the request decided that the user should know (the recipe's arch
+    variant); the build report keeps them."""
 
 
 @dataclass(frozen=True)

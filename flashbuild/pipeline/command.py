@@ -78,6 +78,9 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
     chosen = _choose(recipe, source, spec=spec, platform=plat.name, installing=mode != "none",
                      build_dir=build_dir, cache_dir=cache_dir)
     loaded, tree = chosen.recipe, chosen.tree
+    spec, arch_note = tree_arch(loaded, spec)
+    if arch_note:
+        ui.say(arch_note)
     chosen_tk = choose_toolkit(env, runner, plat, cuda=cuda, cache_dir=cache_dir,
                                site_packages=python_site_packages(), targets=spec.archs)
     toolkit = chosen_tk.chosen
@@ -106,7 +109,8 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
         install=mode, build_dir=build_dir, cmake_defines=defines, cmake_args=tuple(args),
         build_env=recipe_env,
         cuda_flags=cuda_flags, cxx_flags=cxx_flags,
-        output_dir_var=loaded.build.output_dir_var, exclude_var=loaded.build.exclude_var)
+        output_dir_var=loaded.build.output_dir_var, exclude_var=loaded.build.exclude_var,
+        notes=(arch_note,) if arch_note else ())
     def checks() -> list[str]:
         return doctor_blockers(env, runner, plat, spec=spec, cuda=cuda, cache_dir=cache_dir)
 
@@ -203,6 +207,31 @@ def recipe_settings(recipe: Recipe, ctx: WhenContext, spec: ArchSpec,
         if evaluate(table.when, ctx).matched:
             env.update({k: v.format_map(values) for k, v in table.set.items()})
     return defines, args, env
+
+
+def tree_arch(recipe: Recipe, spec: ArchSpec) -> tuple[ArchSpec, str]:
+    """--arch as the tree builds it, and the line that says so (empty when unchanged). A
+    recipe whose `[build] arch_suffix` says the tree compiles the `a` (or `f`) variant itself
+    turns `--arch sm_120` into `sm_120a` here, once, so the arch check, the manifest, the
+    loader shim and verify all see the binary's real target; without it the arch check
+    refuses the build and names the `--arch` to type (archcheck.variant_of_request)."""
+    from flashbuild.arch import Suffix
+
+    if recipe.build.arch_suffix is None:
+        return spec, ""
+    built = spec.with_suffix(Suffix(recipe.build.arch_suffix))
+    changed = [t.arch for t in built.targets if t not in spec.targets]
+    if not changed:
+        return spec, ""
+    runs = "; ".join(
+        f"{a.sm} SASS runs only on compute capability {a.major}.{a.minor} GPUs, no other"
+        if a.suffix is Suffix.ARCH else
+        f"{a.sm} SASS runs on compute capability {a.major}.{a.minor} and later {a.major}.x"
+        for a in changed)
+    kind = "arch-specific" if changed[0].suffix is Suffix.ARCH else "family"
+    return built, (f"--arch {spec.label} is built as {built.label}: the recipe "
+                   f"`{recipe.name}` says the tree compiles the {kind} variant itself; "
+                   f"{runs}")
 
 
 def _resolve_arch(spec: ArchSpec, *, typed: bool, env: Mapping[str, str],

@@ -21,9 +21,12 @@ from flashbuild.building.toolkit import cccl_include_dir
 from flashbuild.errors import BuildError, Interrupted, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from flashbuild.building.builddir import BuildDir
     from flashbuild.building.request import BuildRequest, Step, StreamRunner
     from flashbuild.recipes.model import BackendName, Recipe
+    from flashbuild.source.cmake_fileapi import CacheEntry
 
 
 class CMakeBackend:
@@ -210,20 +213,33 @@ def _check_arch(setup: _Setup, request: BuildRequest) -> None:
     anything compiles."""
     build_ninja = setup.folder.path / "build.ninja"
     flags = archcheck.ninja_arch_flags(build_ninja)
-    variables = cmake.cache_entries(setup.folder.path, contains="ARCH")
-    shown = [f"{name}={value}" for name, value in variables.items()
-             if not name.startswith(("CMAKE_", "_"))]
-    hint = (f"the project's own variable(s) {', '.join(shown)}" if shown
-            else "a variable or CUDA_ARCHITECTURES property the project sets itself")
-    name = next(iter(n for n in variables if not n.startswith(("CMAKE_", "_"))), "GPU_ARCH")
+    entries = cmake.cache_entries(setup.folder.path, contains="ARCH")
+    shown = [f"{e.name}={e.value}" for e in entries if not e.name.startswith(("CMAKE_", "_"))]
     archcheck.check(
         flags, request.arch, where=build_ninja,
         env_flags=archcheck.environment_flags(setup.env, request.build_env),
         extra_evidence=f"CMake cache: {', '.join(shown)}" if shown else "",
-        fix=f"the CMakeLists chooses its arch from {hint}: hand --arch to it in the recipe, "
-        f"e.g. `[[build.options]] define = {{ {name} = \"{{arch_numbers}}\" }}` "
-        "(placeholders: {arch_numbers} = 120, {arch_codes} = 120a, {cmake_archs} = "
-        "120a-real), then build again")
+        fix=arch_fix(entries))
+
+
+def arch_fix(entries: Sequence[CacheEntry]) -> str:
+    """The fix for a CMake tree that chose its own arch: hand --arch to the cache variable
+    that holds it. Only a variable that can hold an arch is suggested (cmake.arch_variables),
+    never a BOOL such as FlashRT's FA2_ARCH_NATIVE_ONLY, which `{arch_numbers}` would only
+    switch."""
+    candidates = cmake.arch_variables(entries)
+    if candidates:
+        where = "the project's own variable(s) " + ", ".join(
+            f"{e.name}={e.value}" for e in candidates)
+        name = candidates[0].name
+    else:
+        where = ("a variable or CUDA_ARCHITECTURES property the project sets itself (NAME "
+                 "below: the variable its CMakeLists reads the arch from)")
+        name = "NAME"
+    return (f"the CMakeLists chooses its arch from {where}: hand --arch to it in the recipe, "
+            f"e.g. `[[build.options]] define = {{ {name} = \"{{arch_numbers}}\" }}` "
+            "(placeholders: {arch_numbers} = 120, {arch_codes} = 120a, {cmake_archs} = "
+            "120a-real), then build again")
 
 
 def find_artifacts(request: BuildRequest, output_dir: Path,
