@@ -345,6 +345,10 @@ def verify(
 @app.command(cls=_Command)
 @_edge
 def patch(
+    path: Annotated[Path | None, typer.Argument(
+        help="The tree to patch. Without --recipe: the bundled recipe that matches the tree "
+        "by its content (as `build PATH` chooses it); no match is an error that says how to "
+        "draft one with `recipe init`.", show_default=False)] = None,
     *,
     recipe: RecipeOpt = None,
     source: SourceOpt = None,
@@ -372,11 +376,11 @@ def patch(
     apply (the tree is left unchanged), 9 when another run holds the tree, 10 when a file was
     changed since flashbuild patched it or the tree's flashbuild state cannot be trusted."""
     ui.configure(json_mode=json)
-    from flashbuild.patching.report import run_patch
+    from flashbuild.pipeline.command import run_patch_command
 
-    return run_patch(recipe=recipe, source=source, platform=platform, arch=arch,
-                     dry_run=dry_run, diff=diff, explain=explain, revert=revert, as_json=json,
-                     discard_edits=discard_edits)
+    return run_patch_command(path=path, recipe=recipe, source=source, platform=platform,
+                             arch=arch, dry_run=dry_run, diff=diff, explain=explain,
+                             revert=revert, as_json=json, discard_edits=discard_edits)
 
 
 @app.command(cls=_Command)
@@ -415,22 +419,11 @@ def build(
     setup.py). Exit 6 when the build fails (log
     kept, previous install intact), 130 when interrupted (run again to resume)."""
     ui.configure(json_mode=json)
-    from flashbuild.pipeline.command import run_build
+    from flashbuild.pipeline.command import one_tree, run_build
 
-    return run_build(recipe=recipe, source=_one_tree(path, source), arch=arch, cuda=cuda,
-                     platform=platform, jobs_text=jobs, launcher_text=launcher,
+    return run_build(recipe=recipe, source=one_tree(path, source, command="build"), arch=arch,
+                     cuda=cuda, platform=platform, jobs_text=jobs, launcher_text=launcher,
                      install_text=install, build_dir=build_dir, as_json=json, in_place=in_place)
-
-
-def _one_tree(path: Path | None, source: Path | None) -> Path | None:
-    """`flashbuild build PATH` and `--source PATH` name the same thing; both may be given
-    only when they agree."""
-    if path is not None and source is not None and path.resolve() != source.resolve():
-        from flashbuild.errors import UsageError
-
-        raise UsageError("two trees were given", evidence=f"PATH {path} and --source {source}",
-                         fix="give the tree once: `flashbuild build PATH --arch ...`")
-    return path if path is not None else source
 
 
 @recipe_app.command(cls=_Command, name="list")
