@@ -528,19 +528,21 @@ def recipe_init(  # noqa: PLR0917 - Typer maps each option to a parameter
     static: Annotated[bool, typer.Option(
         "--static", help="Execute nothing from the tree: draft the build tables from its text "
         "only, without configuring CMake or running setup.py in record mode.")] = False,
+    draft: Annotated[bool, typer.Option(
+        "--draft", help="Draft a recipe even when a bundled recipe matches the tree (without "
+        "it such a tree gets none: the bundled recipe is named instead).")] = False,
 ) -> int:
     """Draft a recipe for a tree from a scan.
 
     A \\[\\[patch]] step for every finding a transform fixes, and a commented TODO with the
-    evidence for every finding that needs a person."""
+    evidence for every finding that needs a person. A tree that a bundled recipe matches by
+    content (as `build PATH` chooses it) gets no draft unless --draft: the bundled recipe is
+    named, with the findings its steps fix and the commands that use it."""
     ui.configure(json_mode=json)
-    from flashbuild.patching.plan import plan_steps
-    from flashbuild.pipeline.introspect import introspect_for_draft
-    from flashbuild.scanning.draft import run_init
+    from flashbuild.pipeline.recipe_init import init_command
 
-    return run_init(source, platform=platform, arch=arch, output=output, as_json=json,
-                    check=compile_check, force=force,
-                    introspect=None if static else introspect_for_draft, plan=plan_steps)
+    return init_command(source, platform=platform, arch=arch, output=output, as_json=json,
+                        check=compile_check, force=force, static=static, draft=draft)
 
 
 @ci_app.command(cls=_Command, name="init")
@@ -561,7 +563,8 @@ def ci_init(  # noqa: PLR0917 - Typer maps each option to a parameter
         "--runner", help="PLATFORM=LABEL, a GitHub-hosted runner label to use instead of "
         "the default (ubuntu-24.04, windows-2022); repeatable.")] = None,
     source: Annotated[Path | None, typer.Option(
-        "--source", "-s", help="The tree (its repository's top folder). Default: here.")]
+        "--source", "-s", help="The tree (its repository's top folder). Default: a recipe "
+        "file's \\[source] path; here for a bundled recipe.")]
     = None,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Where to write the workflow. Default: "

@@ -42,7 +42,7 @@ from flashbuild.errors import PatchError, TreeError, UsageError
 from flashbuild.scanning.checks_cmake import _commands as cmake_commands
 from flashbuild.scanning.checks_cmake import _parser as cmake_parser
 from flashbuild.scanning.findings import ScanOptions
-from flashbuild.scanning.proposals import ChooseArchList, handled_by_build, nvcc_append_flags
+from flashbuild.scanning.proposals import ChooseArchList, nvcc_append_flags
 from flashbuild.scanning.rules import RULES
 from flashbuild.scanning.scan import read_source, walk_tree
 from flashbuild.source.setuppy import parse_python
@@ -115,9 +115,10 @@ def draft_recipe(result: ScanResult, *, name: str, source_path: str) -> Draft:
         if any(f.path.startswith(f"{v}/") for v in result.vendored):
             # Scanned with --include-vendored: fixes belong upstream, never in a draft.
             d.refused.append((f, "vendored code (fixes belong upstream)"))
-        elif why := f.handled or handled_by_build(f, backend=None):
-            # The scan's own decision (scan.mark_handled): the build does it, no step.
-            d.handled.append((f, why))
+        elif f.fix.step is None and f.handled:
+            # The scan's decision (scan.mark_handled, proposals.handled_by_build): the build
+            # does it, no step. A NoStepNeeded proposal says the same through its kind below.
+            d.handled.append((f, f.handled))
         elif f.fix.step is None:
             todos.append(f)
         else:

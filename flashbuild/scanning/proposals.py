@@ -249,7 +249,7 @@ class NoStepNeeded(Proposal):
 
     @classmethod
     def draft(cls, members: Sequence[tuple[Finding, Self]]) -> Drafted:
-        return Drafted(handled=[(f, p.reason) for f, p in members])
+        return Drafted(handled=[(f, handled_by_build(f, backend=None)) for f, _p in members])
 
 
 LOADER_SHIM = NoStepNeeded(stage="install", reason="the install step of `flashbuild build` "

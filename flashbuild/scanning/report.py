@@ -127,13 +127,10 @@ def print_report(result: ScanResult, console: Console) -> None:
         _line(console, (text, ""))
 
 
-def closing_lines(result: ScanResult) -> list[str]:
-    """The end of the report: the bundled recipe that matches the tree (what it fixes, the
-    commands that use it), what the build does by itself, the counts, and what `recipe init`
-    would really draft (issue 28: no promise of fixes it does not draft)."""
-    from flashbuild.scanning.draft import draft_recipe
-
-    counts = result.counts()
+def bundled_lines(result: ScanResult) -> list[str]:
+    """The bundled recipe that matches the tree (`result.recipe`): why, which findings its
+    steps fix, the commands that use it; and how many findings the build does by itself.
+    The same lines end `scan` and `recipe init` on such a tree."""
     root, t = result.root, result.target
     arch = ";".join(a.sm for a in t.archs)
     lines = []
@@ -144,9 +141,12 @@ def closing_lines(result: ScanResult) -> list[str]:
         rules = ", ".join(f"{rule} x{n}" for rule, n in sorted(
             {f.rule: sum(g.rule == f.rule for g in fixed) for f in fixed}.items()))
         lines += [f"bundled recipe `{r.name}` matches this tree: {r.why}",
-                  f"  {plural(r.steps, 'step')} for {t.label}; they edit the lines of "
-                  f"{plural(len(fixed), 'finding')}" + (f" ({rules})" if rules else ""),
-                  *(f"  step {u} (not applicable to this tree)" for u in r.unplanned),
+                  (f"  {plural(r.steps, 'step')} for {t.label}; they edit the lines of "
+                   f"{plural(len(fixed), 'finding')}" + (f" ({rules})" if rules else ""))
+                  if r.steps else f"  no step of it applies to {t.label}",
+                  *([f"  {plural(len(r.unplanned), 'step')} of it do not apply to this tree "
+                     f"(build and patch stop there, exit 5); first: {r.unplanned[0]}"]
+                    if r.unplanned else []),
                   f"  uses it: flashbuild build {root} --arch {arch}",
                   f"  applies its steps: flashbuild patch {root} --platform {t.platform} "
                   f"--arch {arch}",
@@ -154,6 +154,18 @@ def closing_lines(result: ScanResult) -> list[str]:
     if by_build:
         lines.append(f"{plural(len(by_build), 'finding')} handled by `flashbuild build` "
                      "itself (no step, no error)")
+    return lines
+
+
+def closing_lines(result: ScanResult) -> list[str]:
+    """The end of the report: the bundled recipe that matches the tree (what it fixes, the
+    commands that use it), what the build does by itself, the counts, and what `recipe init`
+    would really draft (issue 28: no promise of fixes it does not draft)."""
+    from flashbuild.scanning.draft import draft_recipe
+
+    counts = result.counts()
+    root = result.root
+    lines = bundled_lines(result)
     summary = (f"{plural(counts['error'], 'error')}, {plural(counts['warning'], 'warning')}, "
                f"{plural(counts['note'], 'note')}")
     if counts["error"]:
