@@ -371,6 +371,9 @@ def patch(
 ) -> int:
     """Apply a recipe's patches to its source tree.
 
+    The recipe is chosen as `build PATH` chooses it and said in one line: --recipe, else the
+    bundled recipe that matches PATH by content (exit 4 when none does: patch writes into the
+    tree, so it never uses an unreviewed draft), else with no tree the bundled csrc library.
     Transactional: re-applying rewrites nothing, an interrupted run is repaired by the next
     one, --revert restores the tree byte for byte. Exit 5 when a patch does not
     apply (the tree is left unchanged), 9 when another run holds the tree, 10 when a file was
@@ -502,8 +505,10 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
 
     Asks the tree's build what it compiles (configure or setup.py record, nothing compiled;
     this machine's platform only), reads the tree's C++/CUDA, CMake, setup.py and Python and
-    lists what will break for the target platform and arch, with the fix for each. Exit 11
-    when errors were found."""
+    lists what will break for the target platform and arch, with the fix for each. A
+    finding `build` takes care of (by itself, or with a step of the bundled recipe that
+    matches the tree, which the report names) is at most a warning. Exit 11 when errors were
+    found: the build fails without a change."""
     ui.configure(json_mode=json)
     from flashbuild.pipeline.scan import scan_command
 

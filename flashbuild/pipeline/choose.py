@@ -341,6 +341,8 @@ def with_bundled(result: ScanResult) -> ScanResult:
     edits: dict[tuple[str, int], str] = {}
     unplanned: list[str] = []
     for step in steps:
+        if step.transform is None:
+            continue  # a unified diff: its hunks are not matched to findings (yet)
         # One step at a time: a step this tree refuses (upstream moved) leaves the others'
         # edits standing, and says why.
         alone = dataclasses.replace(bundled.recipe, patch=(step,))
@@ -353,7 +355,8 @@ def with_bundled(result: ScanResult) -> ScanResult:
             unplanned.append(f"{step.id}: {exc.what}")
     name = bundled.recipe.name
     findings = []
-    for f in result.findings:
+    for found in result.findings:
+        f = found
         step_id = edits.get((f.path, f.line))
         if step_id is not None and not f.handled:
             f = dataclasses.replace(

@@ -372,10 +372,8 @@ def mark_handled(findings: list[Finding], *, backend: str | None) -> list[Findin
     out = []
     for f in findings:
         why = handled_by_build(f, backend=backend)
-        if why:
-            f = replace(f, handled=why, severity=Severity.WARNING
-                        if f.severity is Severity.ERROR else f.severity)
-        out.append(f)
+        out.append(replace(f, handled=why, severity=Severity.WARNING
+                           if f.severity is Severity.ERROR else f.severity) if why else f)
     return out
 
 

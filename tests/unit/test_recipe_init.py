@@ -17,8 +17,9 @@ def _draft(tmp_path: Path, tree: str, platform: str, arch: str) -> tuple[str, Pa
     out = tmp_path / "recipe.toml"
     # --static: a unit test executes nothing from the tree (introspection is tested in
     # tests/integration/test_introspect.py).
-    res = CliRunner().invoke(app, ["recipe", "init", "--draft", "--source", str(ROOT / tree), "--static",
-                                   "--platform", platform, "--arch", arch, "-o", str(out)])
+    res = CliRunner().invoke(app, ["recipe", "init", "--draft", "--source", str(ROOT / tree),
+                                   "--static", "--platform", platform, "--arch", arch,
+                                   "-o", str(out)])
     assert res.exit_code == 0, res.output
     return out.read_text(encoding="utf-8"), out
 
