@@ -132,9 +132,10 @@ def print_revert(report: RevertReport) -> None:
 
 def run_patch(*, recipe: Recipe | None, tree: Path, platform: str | None,
               arch: str | None, dry_run: bool, diff: bool, explain: bool, revert: bool,
-              as_json: bool, discard_edits: bool = False) -> int:
+              as_json: bool, discard_edits: bool = False, chosen: str = "") -> int:
     """The `flashbuild patch` stage: build the context, patch or revert `tree` with the
-    recipe the pipeline chose (pipeline/choose.py `choose_for_patch`; None only to revert)."""
+    recipe the pipeline chose (pipeline/choose.py `choose_for_patch`; None only to revert);
+    `chosen`: the line that says which recipe and why, for the JSON document."""
     from flashbuild.patching.engine import patch_tree, revert_tree
 
     if revert:
@@ -143,7 +144,7 @@ def run_patch(*, recipe: Recipe | None, tree: Path, platform: str | None,
             payload = reverted.to_json()
             if dry_run:
                 payload["diff"] = unified_text(reverted.pending)
-            ui.emit_json({"ok": True, **payload})
+            ui.emit_json({"ok": True, **payload, "chosen": chosen or None})
         else:
             print_revert(reverted)
         return 0
@@ -155,7 +156,7 @@ def run_patch(*, recipe: Recipe | None, tree: Path, platform: str | None,
         payload = report.to_json()
         if dry_run or diff:
             payload["diff"] = unified_text(report.pending if dry_run else report.diffs)
-        ui.emit_json({"ok": True, **payload})
+        ui.emit_json({"ok": True, **payload, "chosen": chosen or None})
     else:
         print_patch(report, explain=explain, show_diff=diff)
     return 0

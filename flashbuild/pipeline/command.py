@@ -36,11 +36,13 @@ def run_patch_command(*, path: Path | None, recipe: str | None, source: Path | N
     from flashbuild.patching.report import run_patch
     from flashbuild.pipeline.choose import choose_for_patch
 
+    said: list[str] = []
+    # Under --json the line is the document's `chosen` (stdout holds one JSON document).
     loaded, tree = choose_for_patch(recipe, one_tree(path, source, command="patch"),
-                                    revert=revert, say=ui.say)
+                                    revert=revert, say=said.append if as_json else ui.say)
     return run_patch(recipe=loaded, tree=tree, platform=platform, arch=arch, dry_run=dry_run,
                      diff=diff, explain=explain, revert=revert, as_json=as_json,
-                     discard_edits=discard_edits)
+                     discard_edits=discard_edits, chosen=" ".join(said))
 
 
 def one_tree(path: Path | None, source: Path | None, *, command: str) -> Path | None:

@@ -113,6 +113,11 @@ def test_patch_takes_the_tree_as_build_does_and_says_which_recipe(tmp_path: Path
     code, out = _cli("patch", str(tree), "--platform", "linux", "--arch", "sm120", "--dry-run")
     assert code == 0, out
     assert "using the bundled recipe `flashmla`: the tree ships the `flash_mla` package" in out
+    # Under --json the line is the document's `chosen`; stdout stays one JSON document.
+    code, out = _cli("patch", str(tree), "--platform", "linux", "--arch", "sm120", "--dry-run",
+                     "--json")
+    assert code == 0, out
+    assert json.loads(out)["chosen"].startswith("using the bundled recipe `flashmla`")
     # --source names the same tree.
     code, out = _cli("patch", "--source", str(tree), "--platform", "linux", "--arch", "sm120",
                      "--dry-run")
