@@ -17,6 +17,8 @@ from flashbuild.errors import UsageError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from flashbuild.recipes.model import Recipe
+
 
 def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str,
                 runners: Sequence[str], source: Path | None, output: Path | None,
@@ -26,7 +28,8 @@ def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str
     from flashbuild.console import ui
     from flashbuild.recipes.load import load_recipe, recipes_dir
 
-    tree = (source if source is not None else Path.cwd()).resolve()
+    loaded = load_recipe(recipe)
+    tree = (source if source is not None else _default_tree(loaded)).resolve()
     if not tree.is_dir():
         raise UsageError(f"the tree {tree} is not a folder",
                          fix="pass --source the top folder of the tree's repository")
@@ -40,7 +43,6 @@ def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str
     pythons = workflow.parse_versions(python, "python")
     chosen_runners = workflow.parse_runners(runners, platforms)
 
-    loaded = load_recipe(recipe)
     workflow.require_install(loaded)
     backend_for(loaded, tree)  # the tree is one the recipe's backend builds
     ref = workflow.recipe_reference(loaded, tree, recipes_dir())
@@ -74,6 +76,18 @@ def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str
                     "adds a local version (e.g. +cu130): the release step attaches a name "
                     "once and stops at a second; every wheel is in the `wheels` artifact")
     return 0
+
+
+def _default_tree(recipe: Recipe) -> Path:
+    """The tree without --source: a recipe file's own `[source] path` (as `flashbuild build
+    --recipe FILE` finds it: `recipe init -o TREE/flashbuild.toml` writes `path = "."`), else
+    the current folder (a bundled recipe names no tree of the user's)."""
+    from flashbuild.recipes.load import recipes_dir
+
+    file = recipe.file
+    if file is None or file.resolve().parent == recipes_dir().resolve():
+        return Path.cwd()
+    return recipe.source_root()
 
 
 def _write(target: Path, text: str) -> None:

@@ -1,6 +1,7 @@
 """The `flashbuild patch` stage function and the rendering of its results (Rich / JSON).
 
-The CLI only parses options and calls `run_patch`."""
+The pipeline chooses the recipe (pipeline/command.py `run_patch_command`) and calls
+`run_patch`."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from flashbuild.patching.engine import FileDiff, PatchReport, RevertReport, StepReport
+    from flashbuild.recipes.model import Recipe
 
 
 def unified_text(diffs: tuple[FileDiff, ...]) -> str:
@@ -211,33 +213,33 @@ def print_revert(report: RevertReport) -> None:
             "and removed .flashbuild/")
 
 
-def run_patch(*, recipe: str | None, source: Path | None, platform: str | None,
+def run_patch(*, recipe: Recipe | None, tree: Path, platform: str | None,
               arch: str | None, dry_run: bool, diff: bool, explain: bool, revert: bool,
-              as_json: bool, discard_edits: bool = False) -> int:
-    """The `flashbuild patch` stage: load the recipe, build the context, patch or revert."""
+              as_json: bool, discard_edits: bool = False, chosen: str = "") -> int:
+    """The `flashbuild patch` stage: build the context, patch or revert `tree` with the
+    recipe the pipeline chose (pipeline/choose.py `choose_for_patch`; None only to revert);
+    `chosen`: the line that says which recipe and why, for the JSON document."""
     from flashbuild.patching.engine import patch_tree, revert_tree
-    from flashbuild.recipes.load import load_recipe, source_tree
 
-    loaded = load_recipe(recipe or "csrc")
-    tree = source_tree(loaded, source)
     if revert:
         reverted = revert_tree(tree, dry_run=dry_run, discard_edits=discard_edits)
         if as_json:
             payload = reverted.to_json()
             if dry_run:
                 payload["diff"] = unified_text(reverted.pending)
-            ui.emit_json({"ok": True, **payload})
+            ui.emit_json({"ok": True, **payload, "chosen": chosen or None})
         else:
             print_revert(reverted)
         return 0
+    assert recipe is not None  # choose_for_patch gives one unless reverting
     ctx = make_context(platform=platform, arch=arch,
                        gpu_capabilities=_gpu_capabilities() if arch is None else None)
-    report = patch_tree(loaded, tree, ctx, dry_run=dry_run, discard_edits=discard_edits)
+    report = patch_tree(recipe, tree, ctx, dry_run=dry_run, discard_edits=discard_edits)
     if as_json:
         payload = report.to_json()
         if dry_run or diff:
             payload["diff"] = unified_text(report.pending if dry_run else report.diffs)
-        ui.emit_json({"ok": True, **payload})
+        ui.emit_json({"ok": True, **payload, "chosen": chosen or None})
     else:
         print_patch(report, explain=explain, show_diff=diff)
     return 0

@@ -28,6 +28,33 @@ if TYPE_CHECKING:
     from flashbuild.recipes.when import WhenContext
 
 
+def run_patch_command(*, path: Path | None, recipe: str | None, source: Path | None,
+                      platform: str | None, arch: str | None, dry_run: bool, diff: bool,
+                      explain: bool, revert: bool, as_json: bool, discard_edits: bool) -> int:
+    """`flashbuild patch [PATH]`: the recipe chosen as build chooses it, said in one line
+    (pipeline/choose.py `choose_for_patch`), then the patch stage."""
+    from flashbuild.console import ui
+    from flashbuild.patching.report import run_patch
+    from flashbuild.pipeline.choose import choose_for_patch
+
+    said: list[str] = []
+    # Under --json the line is the document's `chosen` (stdout holds one JSON document).
+    loaded, tree = choose_for_patch(recipe, one_tree(path, source, command="patch"),
+                                    revert=revert, say=said.append if as_json else ui.say)
+    return run_patch(recipe=loaded, tree=tree, platform=platform, arch=arch, dry_run=dry_run,
+                     diff=diff, explain=explain, revert=revert, as_json=as_json,
+                     discard_edits=discard_edits, chosen=" ".join(said))
+
+
+def one_tree(path: Path | None, source: Path | None, *, command: str) -> Path | None:
+    """`flashbuild build PATH` (or patch) and `--source PATH` name the same thing; both may
+    be given only when they agree."""
+    if path is not None and source is not None and path.resolve() != source.resolve():
+        raise UsageError("two trees were given", evidence=f"PATH {path} and --source {source}",
+                         fix=f"give the tree once: `flashbuild {command} PATH ...`")
+    return path if path is not None else source
+
+
 def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda: Path | None,
               platform: str | None, jobs_text: str, launcher_text: str, install_text: str,
               build_dir: Path | None, as_json: bool, in_place: bool = False) -> int:

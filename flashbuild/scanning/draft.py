@@ -115,6 +115,10 @@ def draft_recipe(result: ScanResult, *, name: str, source_path: str) -> Draft:
         if any(f.path.startswith(f"{v}/") for v in result.vendored):
             # Scanned with --include-vendored: fixes belong upstream, never in a draft.
             d.refused.append((f, "vendored code (fixes belong upstream)"))
+        elif f.fix.step is None and f.handled:
+            # The scan's decision (scan.mark_handled, proposals.handled_by_build): the build
+            # does it, no step. A NoStepNeeded proposal says the same through its kind below.
+            d.handled.append((f, f.handled))
         elif f.fix.step is None:
             todos.append(f)
         else:

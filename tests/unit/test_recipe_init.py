@@ -17,8 +17,9 @@ def _draft(tmp_path: Path, tree: str, platform: str, arch: str) -> tuple[str, Pa
     out = tmp_path / "recipe.toml"
     # --static: a unit test executes nothing from the tree (introspection is tested in
     # tests/integration/test_introspect.py).
-    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(ROOT / tree), "--static",
-                                   "--platform", platform, "--arch", arch, "-o", str(out)])
+    res = CliRunner().invoke(app, ["recipe", "init", "--draft", "--source", str(ROOT / tree),
+                                   "--static", "--platform", platform, "--arch", arch,
+                                   "-o", str(out)])
     assert res.exit_code == 0, res.output
     return out.read_text(encoding="utf-8"), out
 
@@ -197,7 +198,7 @@ SETUP_TREE = {
 def test_setup_py_tree_drafts_the_setuptools_build(tmp_path: Path) -> None:
     root = _tree(tmp_path / "kern", SETUP_TREE)
     out = tmp_path / "kern.toml"
-    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(root), "--platform",
+    res = CliRunner().invoke(app, ["recipe", "init", "--draft", "--source", str(root), "--platform",
                                    "windows", "--arch", "sm120", "-o", str(out)])
     assert res.exit_code == 0, res.output
     text = out.read_text(encoding="utf-8")
