@@ -103,6 +103,8 @@ class Rule:
     category: Category
     short: str
     help: str
+    help_uri: str | None = None
+    """The upstream page that states the fact (an https URL; SARIF's `helpUri`), if one does."""
 
 
 @dataclass(frozen=True, kw_only=True)
