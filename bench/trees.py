@@ -1,0 +1,320 @@
+"""The tree harness: kernel trees flashbuild has never seen, one command each, measured.
+
+    python bench/trees.py --list bench/trees.toml --arch sm_90a --work DIR [--only a,b]
+                          [--until draft|build] [--tests] [--out DIR] [--timeout S]
+
+For each tree of the list (a PyPI sdist `NAME==VERSION`, a tarball or a folder):
+
+1. fetch    - the sdist from PyPI (kept in WORK/dl, reused) or the tarball, unpacked in WORK;
+2. draft    - `flashbuild recipe init --draft` for this machine's OS and the arch, the recipe
+              the zero-config build would use (its TODO count is in the row);
+3. build    - `flashbuild build TREE --arch X --json`, no recipe, installing a wheel into the
+              running Python (run the harness in a venv you throw away);
+4. verify   - `flashbuild verify` of what the build installed;
+5. import   - `python -c "import PKG"` from a folder outside the tree;
+6. tests    - with --tests, the list's `tests` command in the tree (the GPU machine).
+
+A stage runs only after the one before it passed. One row per tree: the last stage passed,
+the exit code and seconds of each stage, and the first error's paragraph (what, evidence,
+fix from flashbuild's JSON, or the last lines of a command's output). `--out` gets
+`trees.json` and `trees.md` (the table docs/benchmarks.md carries) and each stage's output.
+The torch each row used is recorded (a CPU torch cannot link a CUDA extension).
+
+Trees are named in the list by where they come from, never special-cased in flashbuild.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import tomllib
+import urllib.parse
+import urllib.request
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+STAGES = ("fetch", "draft", "build", "verify", "import", "tests")
+
+
+@dataclass(frozen=True)
+class Tree:
+    name: str
+    #: `pypi:NAME==VERSION`, `tar:PATH` or `dir:PATH` (relative to the list's folder).
+    source: str
+    #: The module to import after the install (the distribution's top-level package).
+    module: str
+    #: What the tree is an example of (setup.py switch, CMake backend option, ...).
+    shape: str = ""
+    #: Its own tests, run in the tree with --tests (a shell command).
+    tests: str = ""
+
+
+@dataclass
+class Stage:
+    name: str
+    code: int
+    seconds: float
+    log: str = ""
+
+
+@dataclass
+class Row:
+    tree: str
+    source: str
+    shape: str
+    torch: str
+    reached: str = "none"
+    stages: list[Stage] = field(default_factory=list)
+    error: str = ""
+    todos: int | None = None
+
+
+def load_list(path: Path) -> list[Tree]:
+    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    trees = [Tree(**entry) for entry in doc.get("tree", [])]
+    names = [t.name for t in trees]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes:
+        raise SystemExit(f"{path}: tree names must be unique: {', '.join(sorted(dupes))}")
+    return trees
+
+
+def torch_version() -> str:
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
+def _run(argv: list[str], *, cwd: Path, log: Path, timeout: float,
+         env: dict[str, str] | None = None) -> tuple[int, float, str]:
+    """Run, with stdout and stderr kept in `log`; (exit code, seconds, stdout)."""
+    start = time.monotonic()
+    try:
+        done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                              env=env, check=False, start_new_session=True)
+        code, out, err = done.returncode, done.stdout, done.stderr
+    except subprocess.TimeoutExpired as exc:
+        code = 124
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else ""
+        err = f"timed out after {timeout:.0f} s"
+    log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{out}\n--- stderr\n{err}\n",
+                   encoding="utf-8")
+    return code, time.monotonic() - start, out
+
+
+def _paragraph(stdout: str, log: Path) -> str:
+    """flashbuild's error paragraph from its JSON document, else the log's last lines."""
+    try:
+        doc = json.loads(stdout)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and doc.get("ok") is False:
+        parts = [str(doc.get("what", "")), str(doc.get("evidence", "")),
+                 f"Fix: {doc['fix']}" if doc.get("fix") else ""]
+        return " ".join(p.strip() for p in parts if p.strip())
+    lines = [ln for ln in log.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    return " / ".join(lines[-4:])
+
+
+def sdist(spec: str, cache: Path) -> Path:
+    """The sdist of `NAME==VERSION`: from `cache` if it is there, else from PyPI's JSON API
+    (checked against its sha256). Not `pip download`: that runs the setup.py for its metadata,
+    and a tree whose setup.py needs nvcc or a CUDA torch would fail before flashbuild saw it."""
+    name, _, version = spec.partition("==")
+    if not version:
+        raise SystemExit(f"{spec}: pin a version (NAME==VERSION)")
+    stem = name.lower().replace("-", "_").replace(".", "_")
+    cache.mkdir(parents=True, exist_ok=True)
+    for have in cache.iterdir():
+        norm = have.name.lower().replace("-", "_").replace(".", "_")
+        if norm.startswith(f"{stem}_{version.replace('.', '_')}") and \
+                have.name.endswith((".tar.gz", ".zip", ".tgz")):
+            return have
+    index = f"https://pypi.org/pypi/{name}/json"
+    with urllib.request.urlopen(index, timeout=60) as reply:
+        files = json.load(reply)["releases"].get(version, [])
+    found = [f for f in files if f["packagetype"] == "sdist"]
+    if not found:
+        raise FileNotFoundError(f"{spec} has no sdist on PyPI")
+    target = cache / found[0]["filename"]
+    # A mirror may answer with URLs relative to the index page.
+    with urllib.request.urlopen(urllib.parse.urljoin(index, found[0]["url"]),
+                                timeout=600) as reply:
+        data = reply.read()
+    if hashlib.sha256(data).hexdigest() != found[0]["digests"]["sha256"]:
+        raise OSError(f"{target.name}: sha256 differs from PyPI's")
+    target.write_bytes(data)
+    return target
+
+
+def fetch(tree: Tree, base: Path, work: Path, logs: Path) -> tuple[Stage, Path]:
+    kind, _, what = tree.source.partition(":")
+    dest = work / "src" / tree.name
+    start = time.monotonic()
+    if dest.is_dir():
+        return Stage("fetch", 0, 0.0, "reused"), _top(dest)
+    log = logs / f"{tree.name}.fetch.txt"
+    try:
+        if kind == "pypi":
+            archive = sdist(what, work / "dl")
+        elif kind == "tar":
+            archive = (base / what).resolve()
+        elif kind == "dir":
+            shutil.copytree((base / what).resolve(), dest / Path(what).name, symlinks=True)
+            return Stage("fetch", 0, time.monotonic() - start), _top(dest)
+        else:
+            raise SystemExit(f"{tree.name}: unknown source kind {kind!r} (pypi:, tar:, dir:)")
+        dest.mkdir(parents=True)
+        if archive.suffix == ".zip":
+            with zipfile.ZipFile(archive) as zf:
+                zf.extractall(dest)
+        else:
+            with tarfile.open(archive) as tf:
+                tf.extractall(dest, filter="data")
+    except (OSError, tarfile.TarError, zipfile.BadZipFile, KeyError, ValueError) as exc:
+        log.write_text(f"{type(exc).__name__}: {exc}\n", encoding="utf-8")
+        shutil.rmtree(dest, ignore_errors=True)
+        return Stage("fetch", 1, time.monotonic() - start, str(log)), dest
+    return Stage("fetch", 0, round(time.monotonic() - start, 1)), _top(dest)
+
+
+def _top(dest: Path) -> Path:
+    """The tree's top folder: the archive's one folder, or dest itself."""
+    inside = [p for p in dest.iterdir() if not p.name.startswith(".")]
+    return inside[0] if len(inside) == 1 and inside[0].is_dir() else dest
+
+
+def run_tree(tree: Tree, *, base: Path, work: Path, logs: Path, arch: str, until: str,
+             tests: bool, timeout: float) -> Row:
+    row = Row(tree=tree.name, source=tree.source, shape=tree.shape, torch=torch_version())
+    stage, root = fetch(tree, base, work, logs)
+    row.stages.append(stage)
+    if stage.code != 0:
+        row.error = _paragraph("", logs / f"{tree.name}.fetch.txt")
+        return row
+    row.reached = "fetch"
+    fb = [sys.executable, "-m", "flashbuild"]
+    platform = "windows" if os.name == "nt" else "linux"
+    draft = work / "drafts" / f"{tree.name}.toml"
+    draft.parent.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{tree.name}.draft.txt"
+    code, seconds, out = _run([*fb, "recipe", "init", "--draft", "--source", str(root),
+                               "--platform", platform, "--arch", arch, "-o", str(draft),
+                               "--json"], cwd=work, log=log, timeout=timeout)
+    row.stages.append(Stage("draft", code, round(seconds, 1), str(log)))
+    if code != 0:
+        row.error = _paragraph(out, log)
+        return row
+    row.reached = "draft"
+    row.todos = draft.read_text(encoding="utf-8").count("# TODO")
+    if until == "draft":
+        return row
+    log = logs / f"{tree.name}.build.txt"
+    code, seconds, out = _run([*fb, "build", str(root), "--arch", arch, "--json"], cwd=work,
+                              log=log, timeout=timeout)
+    row.stages.append(Stage("build", code, round(seconds, 1), str(log)))
+    if code != 0:
+        row.error = _paragraph(out, log)
+        return row
+    row.reached = "build"
+    built = json.loads(out)
+    location = (built.get("install") or {}).get("location")
+    log = logs / f"{tree.name}.verify.txt"
+    target = [str(location)] if location else ["--package", tree.module]
+    code, seconds, out = _run([*fb, "verify", *target, "--arch", arch, "--json"], cwd=work,
+                              log=log, timeout=timeout)
+    row.stages.append(Stage("verify", code, round(seconds, 1), str(log)))
+    if code != 0:
+        row.error = _paragraph(out, log)
+        return row
+    row.reached = "verify"
+    neutral = work / "neutral"
+    neutral.mkdir(exist_ok=True)
+    log = logs / f"{tree.name}.import.txt"
+    code, seconds, out = _run([sys.executable, "-c", f"import {tree.module}"], cwd=neutral,
+                              log=log, timeout=600)
+    row.stages.append(Stage("import", code, round(seconds, 1), str(log)))
+    if code != 0:
+        row.error = _paragraph(out, log)
+        return row
+    row.reached = "import"
+    if tests and tree.tests:
+        log = logs / f"{tree.name}.tests.txt"
+        code, seconds, out = _run(["bash", "-c", tree.tests], cwd=root, log=log,
+                                  timeout=timeout)
+        row.stages.append(Stage("tests", code, round(seconds, 1), str(log)))
+        if code != 0:
+            row.error = _paragraph(out, log)
+            return row
+        row.reached = "tests"
+    return row
+
+
+def markdown(rows: list[Row], *, arch: str) -> str:
+    out = [f"| tree | shape | reached ({arch}) | stages (exit, s) | torch | first error |",
+           "|---|---|---|---|---|---|"]
+    for row in rows:
+        stages = ", ".join(f"{s.name} {s.code} {s.seconds:.0f}" for s in row.stages)
+        error = row.error.replace("|", "\\|").replace("\n", " ")
+        if len(error) > 300:
+            error = error[:297] + "..."
+        out.append(f"| {row.tree} | {row.shape} | {row.reached} | {stages} | {row.torch} "
+                   f"| {error} |")
+    done = sum(1 for r in rows if r.reached in ("import", "tests"))
+    out.append("")
+    out.append(f"{done} of {len(rows)} trees reached an imported install.")
+    return "\n".join(out) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--list", type=Path, default=Path(__file__).with_name("trees.toml"))
+    ap.add_argument("--arch", default="sm_90a")
+    ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--only", default="", help="comma-separated tree names")
+    ap.add_argument("--until", choices=("draft", "build"), default="build",
+                    help="draft: fetch and draft only (no compile); build: every stage")
+    ap.add_argument("--tests", action="store_true", help="run each tree's own tests")
+    ap.add_argument("--timeout", type=float, default=3600, help="seconds per stage")
+    args = ap.parse_args()
+    trees = load_list(args.list)
+    if args.only:
+        wanted = set(args.only.split(","))
+        unknown = wanted - {t.name for t in trees}
+        if unknown:
+            raise SystemExit(f"not in {args.list}: {', '.join(sorted(unknown))}")
+        trees = [t for t in trees if t.name in wanted]
+    work = args.work.resolve()
+    out = (args.out or work / "results").resolve()
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for tree in trees:
+        row = run_tree(tree, base=args.list.resolve().parent, work=work, logs=logs,
+                       arch=args.arch, until=args.until, tests=args.tests,
+                       timeout=args.timeout)
+        rows.append(row)
+        print(f"{row.tree:<24} {row.reached:<7} "
+              + " ".join(f"{s.name}={s.code}/{s.seconds:.0f}s" for s in row.stages), flush=True)
+        if row.error:
+            print(f"    {row.error[:400]}", flush=True)
+        (out / "trees.json").write_text(json.dumps([asdict(r) for r in rows], indent=2),
+                                        encoding="utf-8")
+    (out / "trees.md").write_text(markdown(rows, arch=args.arch), encoding="utf-8")
+    print(f"results: {out / 'trees.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
