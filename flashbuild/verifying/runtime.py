@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from flashbuild.errors import FlashbuildError, VerifyError
-from flashbuild.installing.resources.loader_shim import CHECK_VARIABLE
+from flashbuild.installing.resources import loader_shim
+from flashbuild.installing.resources.loader_shim import CHECK_VARIABLE, Gpu
 from flashbuild.proc import Runner, tail
 
 if TYPE_CHECKING:
@@ -422,6 +423,15 @@ def _bench_findings(rows: Sequence[BenchRow], package: str) -> list[Finding]:
         out.append(Finding("bench", "warn", package,
                            f"{len(broken)} kernel(s) could not be timed", "; ".join(broken)))
     return out
+
+
+def visible_gpus(env: Mapping[str, str]) -> list[Gpu] | None:
+    """The GPUs a process started with `env` sees (CUDA_VISIBLE_DEVICES applied), as the
+    loader shim lists them at import; None without a driver."""
+    listed = loader_shim.nvml_gpus()
+    if not listed:
+        return None
+    return loader_shim.visible_gpus(listed, env)[0]
 
 
 def gpu_present() -> bool:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from flashbuild.arch import Arch, ArchSpec, Suffix, Target, parse_arch_spec
 from flashbuild.errors import VerifyError
 from flashbuild.installing.manifest import MANIFEST_NAME
+from flashbuild.installing.resources import loader_shim
 from flashbuild.platforms import Platform, current
 from flashbuild.verifying import binaries, placeholders, resources, runtime
 from flashbuild.verifying.fatbin import (
@@ -41,6 +42,7 @@ from flashbuild.verifying.inputs import DEFAULT_PACKAGE, Binary, Subject, open_s
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Mapping, Sequence
 
+    from flashbuild.installing.resources.loader_shim import Gpu
     from flashbuild.proc import Runner
 
 __all__ = ["DEFAULT_PACKAGE", "ArchProof", "Check", "Status", "VerifyReport", "verify_install"]
@@ -301,6 +303,7 @@ def verify_install(
     selfcheck: Sequence[str] = runtime.DEFAULT_SELFCHECK,
     import_module: bool = True,
     gpu_present: Callable[[], bool] = runtime.gpu_present,
+    gpus_here: Callable[[Mapping[str, str]], list[Gpu] | None] = runtime.visible_gpus,
     preloaded_dirs: Sequence[Path] | None = None,
 ) -> VerifyReport:
     """Verify PATH (a binary, folder, wheel or manifest; `manifest_path` is its older name)
@@ -316,7 +319,7 @@ def verify_install(
                        bench=bench, runner=runner, platform=platform or current(),
                        env=dict(os.environ if env is None else env), python=python,
                        selfcheck=selfcheck, import_module=import_module,
-                       gpu_present=gpu_present,
+                       gpu_present=gpu_present, gpus_here=gpus_here,
                        preloaded=(environment_lib_dirs() if preloaded_dirs is None
                                   else tuple(preloaded_dirs)),
                        expect=_expectations(subject, exports=exports, kernels=kernels,
@@ -327,6 +330,7 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
             allow_placeholders: bool = False, run_gpu: bool | None, bench: bool,
             runner: Runner, platform: Platform, env: dict[str, str], python: str,
             selfcheck: Sequence[str], import_module: bool, gpu_present: Callable[[], bool],
+            gpus_here: Callable[[Mapping[str, str]], list[Gpu] | None],
             preloaded: Sequence[Path], expect: Expectations) -> VerifyReport:
     manifest = subject.manifest
     spec = targets or (parse_arch_spec(manifest.archs) if manifest else None)
@@ -348,6 +352,7 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
     sass_codes: set[int] = set()
     names_by_code: dict[int, set[str]] = {}
     bodies: list[placeholders.PlaceholderKernels] = []
+    held: dict[str, tuple[str, ...]] = {}
     if spec is None:
         checks.append(Check("images", pkg, Status.SKIP,
                             "no target arch: images listed, not judged",
@@ -370,6 +375,7 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
         for code, names in result.names_by_code.items():
             names_by_code.setdefault(code, set()).update(names)
         bodies += result.placeholders
+        held[binary.subject] = result.image_names
     if spec is not None:
         checks += _missing_declared_checks(expect, spec, pkg, found=declared,
                                            sass_codes=sass_codes)
@@ -390,6 +396,7 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
                                   runner=runner, python=python, env=env,
                                   search_path=subject.search_path, selfcheck=selfcheck,
                                   import_module=import_module, gpu_present=gpu_present,
+                                  gpus_here=gpus_here, held=held,
                                   prior=checks, has_selfcheck=subject.has_selfcheck)
     else:
         checks += _not_importable(subject, pkg, expect, run_gpu=run_gpu)
@@ -466,6 +473,8 @@ class _ArtifactResult:
     names_by_code: Mapping[int, frozenset[str]] = field(default_factory=dict)
     #: The kernels of each target arch's cubins, real or placeholder.
     placeholders: tuple[placeholders.PlaceholderKernels, ...] = ()
+    #: `sm_120`, `compute_120`: every image the binary holds, as the loader shim names them.
+    image_names: tuple[str, ...] = ()
 
 
 def _artifact_checks(binary: Binary, *, spec: ArchSpec | None, strict: bool,
@@ -536,7 +545,8 @@ def _artifact_checks(binary: Binary, *, spec: ArchSpec | None, strict: bool,
                            sass_codes=frozenset(i.arch.code for i in found.sass),
                            proof=proof,
                            names_by_code={c: frozenset(n) for c, n in names_by_code.items()},
-                           placeholders=bodies)
+                           placeholders=bodies,
+                           image_names=tuple(dict.fromkeys(i.name for i in found.images)))
 
 
 def _read_images(found: BinaryImages, targets: Sequence[Target], subject: str) -> tuple[
@@ -783,6 +793,9 @@ def _runtime_checks(pkg: str, expect: Expectations, *, run_gpu: bool | None, ben
                     runner: Runner, python: str, env: dict[str, str],
                     search_path: Path | None, selfcheck: Sequence[str], import_module: bool,
                     gpu_present: Callable[[], bool], prior: Sequence[Check],
+                    gpus_here: Callable[[Mapping[str, str]], list[Gpu] | None] = (
+                        lambda env: None),
+                    held: Mapping[str, tuple[str, ...]] | None = None,
                     has_selfcheck: bool = True) -> list[Check]:
     """Import in a fresh interpreter, exports, and the GPU self-check (by default only for a
     package that has one: `python -m PKG.selfcheck` of any other package fails to start)."""
@@ -824,6 +837,16 @@ def _runtime_checks(pkg: str, expect: Expectations, *, run_gpu: bool | None, ben
                    "torch is not installed in the Python that imports the package"
                    if import_module else
                    "the package was not imported")
+    cannot = _gpus_cannot_run(held or {}, gpus_here(env), pkg) if want_gpu else None
+    if cannot is not None:
+        # A build for another GPU (sm_120 verified on an H100): the self-check would only meet
+        # the loader shim's refusal. Asked for by default, that is a skip, not a failure of
+        # a correct build; asked for with --gpu, the GPU check cannot be done here.
+        checks.append(Check("gpu", pkg, Status.FAIL if run_gpu else Status.SKIP,
+                            "no GPU self-check: no GPU here can run this build", cannot,
+                            "run `flashbuild verify` on a GPU the build targets (the checks "
+                            "above hold without one)"))
+        return checks
     if want_gpu:
         outcome = runtime.run_selfcheck(pkg, runner=runner, bench=bench, command=selfcheck,
                                         python=python, env=env, search_path=search_path)
@@ -833,6 +856,16 @@ def _runtime_checks(pkg: str, expect: Expectations, *, run_gpu: bool | None, ben
         checks.append(Check("gpu", pkg, Status.SKIP,
                             f"no GPU self-check: {why_not or '--no-gpu was given'}"))
     return checks
+
+
+def _gpus_cannot_run(held: Mapping[str, tuple[str, ...]], gpus: list[Gpu] | None,
+                     package: str) -> str | None:
+    """Why the visible GPUs cannot run the binaries' images (the loader shim's own rule,
+    `judge`), or None when they can, or when there is no GPU or nothing to judge."""
+    images = {name: found for name, found in held.items() if found}
+    if not gpus or not images:
+        return None
+    return loader_shim.judge(images, gpus, package=package).error
 
 
 def _dep_checks(deps: Sequence[binaries.Dependency], subject: str) -> list[Check]:

@@ -21,7 +21,7 @@ import pytest
 
 from flashbuild.verifying.fatbin import list_images
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "build" / "minikern"
 EXT = __import__("sysconfig").get_config_var("EXT_SUFFIX")

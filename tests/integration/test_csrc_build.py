@@ -211,6 +211,7 @@ def test_deleting_the_host_template_instantiation_breaks_the_link(
     assert HOST_TEMPLATE_SYMBOL not in dynsym_undefined(sm90_build.module())
 
 
+@pytest.mark.heavy
 def test_remove_mode_keeps_the_host_instantiation_another_file_needs(
         edited_workspace: tuple[Workspace, Callable[[], Build]]) -> None:
     """The explicit-instantiations transform in `remove` mode, run for real on csrc: every

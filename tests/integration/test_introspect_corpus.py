@@ -66,8 +66,9 @@ def test_flashrt_draft_names_only_what_this_configuration_builds(tmp_path: Path)
 
 
 @pytest.mark.usefixtures("cuda_toolkit_root")
-@pytest.mark.parametrize(("name", "package"), [("FlashMLA", "flash_mla"),
-                                               ("xformers-full", "xformers")])
+@pytest.mark.parametrize(("name", "package"), [
+    pytest.param("FlashMLA", "flash_mla", marks=pytest.mark.heavy),
+    ("xformers-full", "xformers")])
 def test_setup_py_seed_trees_are_recorded(name: str, package: str, tmp_path: Path) -> None:
     text, out = _init(name, tmp_path)
     recipe = parse_recipe(text, out)

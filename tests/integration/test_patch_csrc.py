@@ -41,6 +41,7 @@ def csrc_copy(tmp_path: Path) -> Path:
     return tree
 
 
+@pytest.mark.heavy
 def test_patch_windows_sm120_then_compile_and_revert(csrc_copy: Path, tmp_path: Path,
                                                      cuda_toolkit_root: Path) -> None:
     before = _snapshot(csrc_copy)

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.heavy
 def test_drafted_recipe_makes_csrc_compile_for_windows_sm120(tmp_path: Path,
                                                              cuda_toolkit_root: Path) -> None:
     import pybind11
@@ -64,6 +65,7 @@ def test_drafted_recipe_makes_csrc_compile_for_windows_sm120(tmp_path: Path,
     assert len(list((tmp_path / "obj").glob("*.o"))) == len(sources)
 
 
+@pytest.mark.heavy
 def test_drafted_recipe_builds_and_verifies_csrc_for_sm120(tmp_path: Path,
                                                          cuda_toolkit_root: Path) -> None:
     tree = tmp_path / "csrc"

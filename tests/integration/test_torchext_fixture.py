@@ -19,7 +19,7 @@ from flashbuild.errors import BuildError
 from flashbuild.verifying.fatbin import list_images
 from tests.conftest import FIXTURES
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow,
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.heavy,
               pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                  reason="torch is not installed")]
 

@@ -318,3 +318,51 @@ def test_cli_path_and_package_together_is_a_usage_error() -> None:
     result = CliRunner().invoke(cli.app, ["verify", "x.so", "--package", "kern"])
     assert result.exit_code == 2, result.output
     assert "PATH and --package name two different things" in result.output
+
+
+@pytest.mark.parametrize("asked", [None, True])
+def test_a_build_for_another_gpu_is_not_self_checked_on_this_one(tmp_path: Path,
+                                                                 asked: bool | None) -> None:
+    # Seen on an H200 with csrc built for sm_120 (the README's `build --arch sm120` then
+    # `verify --arch sm120`): the self-check imported the package, the loader shim refused
+    # it (rightly) and verify failed a correct build, exit 8.
+    from flashbuild.installing.resources.loader_shim import Gpu
+
+    pkg = tmp_path / "site" / "kern"
+    pkg.mkdir(parents=True)
+    shutil.copy(V / "resources_sm120.o", pkg / "_C.so")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "selfcheck.py").write_text("")
+    runner = ReplayRunner()
+    runner.add("ldconfig", "-p", out=(V / "ldconfig-p.txt").read_text())
+    runner.add("python", out=_probe())
+    h200 = Gpu(0, "NVIDIA H200", (9, 0))
+    report = verify_install(path=pkg, targets=parse_arch_spec("sm_120"), runner=runner,
+                            platform=get("linux"), env={"PATH": "/usr/bin"}, python="python",
+                            preloaded_dirs=(), gpu_present=lambda: True, run_gpu=asked,
+                            gpus_here=lambda env: [h200])
+    gpu = next(c for c in report.checks if c.area == "gpu")
+    assert not [c for c in runner.calls if "kern.selfcheck" in c]
+    assert gpu.summary == "no GPU self-check: no GPU here can run this build"
+    assert "NVIDIA H200, compute capability 9.0" in gpu.evidence
+    # By default the static checks decide; `--gpu` asked for what cannot be done here.
+    assert gpu.status is (Status.FAIL if asked else Status.SKIP)
+    assert report.ok is (asked is None)
+
+
+def test_a_gpu_that_runs_the_build_is_self_checked(tmp_path: Path) -> None:
+    from flashbuild.installing.resources.loader_shim import Gpu
+
+    pkg = tmp_path / "site" / "kern"
+    pkg.mkdir(parents=True)
+    shutil.copy(V / "resources_sm120.o", pkg / "_C.so")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "selfcheck.py").write_text("")
+    runner = ReplayRunner()
+    runner.add("ldconfig", "-p", out=(V / "ldconfig-p.txt").read_text())
+    runner.add("python", out=_probe())
+    rtx = Gpu(0, "NVIDIA GeForce RTX 5090", (12, 0))
+    verify_install(path=pkg, targets=parse_arch_spec("sm_120"), runner=runner,
+                   platform=get("linux"), env={"PATH": "/usr/bin"}, python="python",
+                   preloaded_dirs=(), gpu_present=lambda: True, gpus_here=lambda env: [rtx])
+    assert [c for c in runner.calls if "kern.selfcheck" in c]
