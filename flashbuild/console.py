@@ -23,12 +23,17 @@ from __future__ import annotations
 import codecs
 import json
 import sys
+import textwrap
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 #: Bumped when a documented JSON key changes meaning or disappears.
 JSON_SCHEMA_VERSION = 1
@@ -126,6 +131,14 @@ def clip(text: str, limit: int, *, keep: str = "start") -> str:
     return part.rstrip() + "…"
 
 
+def wrap(text: str, width: int, *, indent: str = "") -> list[str]:
+    """`text` as lines of at most `width` columns, broken between words only (a path, a flag or
+    an identifier longer than a line stays whole on a line of its own), the lines after the
+    first starting with `indent`. A pipe gets the same lines as an 80-column terminal."""
+    return textwrap.wrap(text, width=max(width, 40), subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False) or [""]
+
+
 def _console(*, stderr: bool = False) -> Console:
     # emoji=False: `file.cu:100:1` stays as written (Rich would turn `:100:` into 💯);
     # highlight=False: no colouring that guesses at numbers and paths; soft_wrap=True: a long
@@ -141,6 +154,8 @@ class Column:
 
     header: str
     key: bool = False
+    justify: Literal["left", "right"] = "left"
+    """`right` for numbers, so their digits line up."""
 
 
 def _fits(console: Console, table: Any, keys: list[str]) -> bool:
@@ -172,7 +187,7 @@ def render_table(console: Console, title: str, columns: list[Column],
     table = Table(title=degrade(title, encoding), box=box.ASCII if _ascii(encoding)
                   else box.HEAVY_HEAD, title_justify="left")
     for column in columns:
-        table.add_column(column.header, no_wrap=column.key,
+        table.add_column(column.header, no_wrap=column.key, justify=column.justify,
                          overflow="ellipsis" if column.key else "fold")
     for row in cells:
         table.add_row(*(Text(cell) for cell in row))
@@ -237,6 +252,15 @@ class UI:
         line.append(message)
         self.human.print(line)
 
+    def say_wrapped(self, message: str) -> None:
+        """`say`, wrapped between words at the console's width (80 on a pipe) with the lines
+        after the first indented under the text: for a long sentence (a note, an explanation),
+        never a line that names a path to grep for."""
+        lines = wrap(message, self.human.width - 2, indent="  ")
+        self.say(lines[0])
+        for more in lines[1:]:
+            self.human.print(Text(f"  {more}"), soft_wrap=True)
+
     def info(self, message: str) -> None:
         self.human.print(message)
 
@@ -247,6 +271,26 @@ class UI:
     def table(self, title: str, columns: list[Column], rows: list[list[str]]) -> None:
         """A table of plain-text cells on the human channel (see `render_table`)."""
         render_table(self.human, title, columns, rows)
+
+    @contextmanager
+    def activity(self) -> Iterator[Callable[[str], None]]:
+        """A status line for a long piece of work: call what this yields with what starts
+        now ("preprocessing 7 units"). On a terminal (stderr) it is a spinner line, rewritten
+        in place and gone when the work ends; elsewhere (a pipe, a CI log) each stage is one
+        line on stderr, said once, so stdout keeps only the report."""
+        console = self.err
+        if console.is_terminal:
+            with console.status("", spinner="dots") as status:
+                yield lambda what: status.update(Text(what))
+            return
+        said: list[str] = []
+
+        def stage(what: str) -> None:
+            if what not in said:
+                said.append(what)
+                console.print(Text(f"… {what}", style="dim"), soft_wrap=True)
+
+        yield stage
 
     def warn(self, message: str) -> None:
         self.err.print(f"[yellow]warning:[/] {message}")
