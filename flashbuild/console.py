@@ -256,7 +256,7 @@ class UI:
         """`say`, wrapped between words at the console's width (80 on a pipe) with the lines
         after the first indented under the text: for a long sentence (a note, an explanation),
         never a line that names a path to grep for."""
-        lines = wrap(message, self.human.width - 2, indent="  ")
+        lines = wrap(message, self.human.width - 2)
         self.say(lines[0])
         for more in lines[1:]:
             self.human.print(Text(f"  {more}"), soft_wrap=True)

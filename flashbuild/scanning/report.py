@@ -143,11 +143,14 @@ def group_findings(findings: Sequence[Finding]) -> list[list[Finding]]:
     return sorted(groups.values(), key=lambda g: (rank[g[0].severity], g[0].sort_key()))
 
 
-def _wrapped(console: Console, label: str, text: str, *, style: str = "dim") -> None:
+def _wrapped(console: Console, label: str, text: str, *, style: str = "dim",
+             label_style: str | None = None, indent: str | None = None) -> None:
     """`label` and `text` wrapped between words at the console's width (a path or a flag is
-    never split), the lines after the first indented under the label."""
-    lines = wrap(label + text, console.width, indent=" " * len(label))
-    _line(console, (label, style), (lines[0][len(label):], style))
+    never split), the lines after the first indented (under the label by default)."""
+    lines = wrap(label + text, console.width,
+                 indent=" " * len(label) if indent is None else indent)
+    _line(console, (label, style if label_style is None else label_style),
+          (lines[0][len(label):], style))
     for more in lines[1:]:
         _line(console, (more, style))
 
@@ -160,9 +163,9 @@ def _line(console: Console, *parts: tuple[str, str]) -> None:
 
 def print_report(result: ScanResult, console: Console) -> None:
     counts = result.counts()
-    _line(console, ("flashbuild scan ", "bold"),
-          (f"{result.root} for {result.target.label}: {result.files_scanned} files in "
-           f"{result.seconds:.2f} s", ""))
+    _wrapped(console, "flashbuild scan ", f"{result.root} for {result.target.label}: "
+             f"{result.files_scanned} files in {result.seconds:.2f} s", style="",
+             label_style="bold", indent="  ")
     # The answer first: what the target gets, then how many findings of which kind.
     for count in result.kernels:
         for text in wrap(kernel_verdict(result, count), console.width, indent="  "):
