@@ -261,6 +261,14 @@ class UI:
         for more in lines[1:]:
             self.human.print(Text(f"  {more}"), soft_wrap=True)
 
+    def paragraph(self, text: str, *, first: str = "  ", rest: str = "    ",
+                  style: str = "") -> None:
+        """Literal `text` wrapped between words at the console's width: the first line starts
+        with `first`, the others with `rest` (a note under a step, a kept site's reason)."""
+        lines = wrap(first + text, self.human.width, indent=rest)
+        for line in lines:
+            self.human.print(Text(line, style=style), soft_wrap=True)
+
     def info(self, message: str) -> None:
         self.human.print(message)
 

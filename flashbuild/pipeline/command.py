@@ -115,7 +115,8 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
         ui.emit_json({**report.to_json(), "recipe": chosen.to_json()})
     else:
         ui.say(f"build folder {report.build_dir}")
-        ui.say(f"log: {report.log}")
+        if report.ninja_no_work:  # (a build that compiled named its log already)
+            ui.say(f"log: {report.log}")
         ui.say(f"{report.jobs.reason}; launcher: {report.launcher}")
         ui.table("seconds per stage", STAGE_COLUMNS, stage_rows(report.steps))
     return 0
