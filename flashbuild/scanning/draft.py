@@ -937,7 +937,8 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
     if output is not None:
         _check_output(output)
         refuse_over_tree(output, root, option="-o", force=force)
-    result = scan_tree(root, target)
+    with ui.activity() as stage:  # the scan's stages on stderr: a big tree takes a while
+        result = scan_tree(root, target, stage=stage)
     if result.setup_unreadable and not (root / "CMakeLists.txt").is_file():
         # The draft's [build] comes from setup.py: without it, it would be a guess.
         raise TreeError(
@@ -1076,7 +1077,7 @@ def _introspect(d: Draft, root: Path, arch: str, platform: str,
     if model is None:
         d.introspection = (f"build tables: static reading (introspection fell back: "
                            f"{outcome.fallback})")
-        ui.say(f"introspection fell back to static reading: {outcome.fallback}")
+        ui.say_wrapped(f"introspection fell back to static reading: {outcome.fallback}")
         return
     d.introspection = f"build tables: checked against the configured build ({model.via})"
     walk = walk_tree(root)

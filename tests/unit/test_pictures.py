@@ -109,16 +109,18 @@ def test_wrapped_lines_keep_paths_whole() -> None:
 
 # --- the status line of a long scan ------------------------------------------------------------
 
-def test_a_piped_scan_says_each_stage_once_on_stderr() -> None:
-    ui = UI(out=_console(), err=_console())
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii"])
+def test_a_piped_scan_says_each_stage_once_on_stderr(encoding: str) -> None:
+    ui = UI(out=_console(), err=_console(encoding))
     with ui.activity() as stage:
         stage("introspecting the build (a CMake configure)")
         stage("reading 104 files")
         stage("reading 104 files")
         stage("preprocessing 7 unit(s) for sm_120 (nvcc --dryrun passes)")
+    dots = "…" if encoding == "utf-8" else "..."
     assert _text(ui.err).splitlines() == [
-        "… introspecting the build (a CMake configure)", "… reading 104 files",
-        "… preprocessing 7 unit(s) for sm_120 (nvcc --dryrun passes)"]
+        f"{dots} introspecting the build (a CMake configure)", f"{dots} reading 104 files",
+        f"{dots} preprocessing 7 unit(s) for sm_120 (nvcc --dryrun passes)"]
     assert _text(ui.out) == ""  # stdout keeps only the report
 
 
