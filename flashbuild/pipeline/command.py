@@ -117,7 +117,7 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
         ui.say(f"build folder {report.build_dir}")
         if report.ninja_no_work:  # (a build that compiled named its log already)
             ui.say(f"log: {report.log}")
-        ui.say(f"{report.jobs.reason}; launcher: {report.launcher}")
+        ui.say_wrapped(f"{report.jobs.reason}; launcher: {report.launcher}")
         ui.table("seconds per stage", STAGE_COLUMNS, stage_rows(report.steps))
     return 0
 
