@@ -288,8 +288,15 @@ class UI:
         line on stderr, said once, so stdout keeps only the report."""
         console = self.err
         if console.is_terminal:
-            with console.status("", spinner="dots") as status:
-                yield lambda what: status.update(Text(what))
+            from rich.live import Live
+            from rich.spinner import Spinner
+
+            spinner = Spinner("dots", text="")
+            # Lines printed to stdout meanwhile go above the spinner only when stdout is this
+            # terminal too; redirected (`scan > report.txt`) they stay in the file.
+            with Live(spinner, console=console, transient=True, refresh_per_second=12.5,
+                      redirect_stdout=self.out.is_terminal):
+                yield lambda what: spinner.update(text=Text(what))
             return
         said: list[str] = []
 

@@ -178,3 +178,15 @@ def test_tables_survive_the_code_page(encoding: str) -> None:
     text = _text(console)
     _fits(text)
     assert ("mirror → 3 files" if encoding == "utf-8" else "mirror -> 3 files") in text
+
+
+def test_on_a_terminal_the_stage_is_a_transient_status_line() -> None:
+    terminal = Console(file=io.StringIO(), width=80, force_terminal=True, color_system=None,
+                       legacy_windows=False)
+    ui = UI(out=_console(), err=terminal)
+    with ui.activity() as stage:
+        stage("reading 104 files")
+        ui.say("introspection: reused")  # stdout is a pipe: it stays there
+    assert _text(ui.out) == "• introspection: reused\n"
+    shown = terminal.file.getvalue()  # type: ignore[attr-defined]
+    assert "reading 104 files" in shown and "\n… reading" not in shown  # rewritten, not a line
