@@ -126,8 +126,8 @@ def bench_corpus(corpus: Path, tree: str, repeat: int) -> None:
                     ("scan (cold: empty caches)", scan, 1, cache, "all"),
                     ("scan (warm: introspection again)", scan, repeat, cache, "models"),
                     ("scan (re-scan, tree unchanged)", scan, repeat, cache, ""),
-                    ("recipe init", ["recipe", "init", "--source", str(src), "--platform",
-                                     platform, "--arch", "sm120", "-o",
+                    ("recipe init", ["recipe", "init", "--draft", "--source", str(src),
+                                     "--platform", platform, "--arch", "sm120", "-o",
                                      str(Path(tmp) / f"{platform}.toml")], repeat, cache, "")]
             for name, argv, runs, cache_dir, forget in rows:
                 env = dict(os.environ)

@@ -178,6 +178,16 @@ class ArchSpec:
             )
         return _merge([*self.targets, *found], native=False)
 
+    def with_suffix(self, suffix: Suffix) -> ArchSpec:
+        """Each plain target as its `suffix` variant where that variant exists (`a` from
+        sm_90a on, `f` from sm_100f on): `sm_120` -> `sm_120a`, `sm_89` stays. For a tree that
+        compiles the variant whatever it is given (a recipe's `[build] arch_suffix`)."""
+        if suffix is Suffix.NONE:
+            return self
+        return _merge((Target(replace(t.arch, suffix=suffix), t.image)
+                       if t.arch.suffix is Suffix.NONE and has_variant(t.arch.code, suffix)
+                       else t for t in self.targets), native=self.native)
+
     def cmake(self) -> str:
         """`CMAKE_CUDA_ARCHITECTURES`: `90a-real;120` (bare = SASS + PTX in CMake)."""
         if self.native and not self.targets:
@@ -215,6 +225,11 @@ class ArchSpec:
         return ", ".join(t.arch.sm + ("+PTX" if t.ptx and t.sass else "") if t.sass
                          else t.arch.compute for t in self.targets) or "native"
 
+    @property
+    def argument(self) -> str:
+        """The targets as one `--arch` word: `sm_90a,sm_120+PTX`."""
+        return self.label.replace(", ", ",")
+
     def placeholders(self) -> dict[str, str]:
         """The arch in the forms projects read it (recipe `{placeholders}`, see
         recipes.model.ARCH_PLACEHOLDERS): `90a;120`, `90;120`, `9.0;12.0`, `9.0a;12.0`,
@@ -246,6 +261,15 @@ class ArchSpec:
         return ";".join(out)
 
 
+#: The first SM code with an arch-specific (`a`) and a family (`f`) variant.
+FIRST_VARIANT: dict[Suffix, int] = {Suffix.ARCH: 90, Suffix.FAMILY: 100}
+
+
+def has_variant(code: int, suffix: Suffix) -> bool:
+    """Whether sm_<code><suffix> exists (sm_90a does, sm_89a and sm_90f do not)."""
+    return suffix is Suffix.NONE or code >= FIRST_VARIANT[suffix]
+
+
 def parse_arch(token: str) -> Target:
     """Parse one spelling of one arch; raise a UsageError that names the accepted forms."""
     raw = token
@@ -263,9 +287,9 @@ def parse_arch(token: str) -> Target:
     if arch.code not in FIRST_CUDA:
         raise _bad(raw, f"no NVIDIA GPU has compute capability {major}.{minor}",
                    hint=f"did you mean sm_{_nearest(code_text(match))}?")
-    if suffix is Suffix.ARCH and arch.code < 90:
+    if suffix is Suffix.ARCH and not has_variant(arch.code, suffix):
         raise _bad(raw, "`a` (arch-specific) targets exist from sm_90a on")
-    if suffix is Suffix.FAMILY and arch.code < 100:
+    if suffix is Suffix.FAMILY and not has_variant(arch.code, suffix):
         raise _bad(raw, "`f` (family) targets exist from sm_100f on")
     image = Image.SASS
     if match["prefix"] == "compute" or match["cmake"] == "virtual":

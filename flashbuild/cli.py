@@ -345,6 +345,10 @@ def verify(
 @app.command(cls=_Command)
 @_edge
 def patch(
+    path: Annotated[Path | None, typer.Argument(
+        help="The tree to patch. Without --recipe: the bundled recipe that matches the tree "
+        "by its content (as `build PATH` chooses it); no match is an error that says how to "
+        "draft one with `recipe init`.", show_default=False)] = None,
     *,
     recipe: RecipeOpt = None,
     source: SourceOpt = None,
@@ -367,16 +371,19 @@ def patch(
 ) -> int:
     """Apply a recipe's patches to its source tree.
 
+    The recipe is chosen as `build PATH` chooses it and said in one line: --recipe, else the
+    bundled recipe that matches PATH by content (exit 4 when none does: patch writes into the
+    tree, so it never uses an unreviewed draft), else with no tree the bundled csrc library.
     Transactional: re-applying rewrites nothing, an interrupted run is repaired by the next
     one, --revert restores the tree byte for byte. Exit 5 when a patch does not
     apply (the tree is left unchanged), 9 when another run holds the tree, 10 when a file was
     changed since flashbuild patched it or the tree's flashbuild state cannot be trusted."""
     ui.configure(json_mode=json)
-    from flashbuild.patching.report import run_patch
+    from flashbuild.pipeline.command import run_patch_command
 
-    return run_patch(recipe=recipe, source=source, platform=platform, arch=arch,
-                     dry_run=dry_run, diff=diff, explain=explain, revert=revert, as_json=json,
-                     discard_edits=discard_edits)
+    return run_patch_command(path=path, recipe=recipe, source=source, platform=platform,
+                             arch=arch, dry_run=dry_run, diff=diff, explain=explain,
+                             revert=revert, as_json=json, discard_edits=discard_edits)
 
 
 @app.command(cls=_Command)
@@ -415,22 +422,11 @@ def build(
     setup.py). Exit 6 when the build fails (log
     kept, previous install intact), 130 when interrupted (run again to resume)."""
     ui.configure(json_mode=json)
-    from flashbuild.pipeline.command import run_build
+    from flashbuild.pipeline.command import one_tree, run_build
 
-    return run_build(recipe=recipe, source=_one_tree(path, source), arch=arch, cuda=cuda,
-                     platform=platform, jobs_text=jobs, launcher_text=launcher,
+    return run_build(recipe=recipe, source=one_tree(path, source, command="build"), arch=arch,
+                     cuda=cuda, platform=platform, jobs_text=jobs, launcher_text=launcher,
                      install_text=install, build_dir=build_dir, as_json=json, in_place=in_place)
-
-
-def _one_tree(path: Path | None, source: Path | None) -> Path | None:
-    """`flashbuild build PATH` and `--source PATH` name the same thing; both may be given
-    only when they agree."""
-    if path is not None and source is not None and path.resolve() != source.resolve():
-        from flashbuild.errors import UsageError
-
-        raise UsageError("two trees were given", evidence=f"PATH {path} and --source {source}",
-                         fix="give the tree once: `flashbuild build PATH --arch ...`")
-    return path if path is not None else source
 
 
 @recipe_app.command(cls=_Command, name="list")
@@ -509,8 +505,10 @@ def scan(  # noqa: PLR0917 - Typer maps each option to a parameter
 
     Asks the tree's build what it compiles (configure or setup.py record, nothing compiled;
     this machine's platform only), reads the tree's C++/CUDA, CMake, setup.py and Python and
-    lists what will break for the target platform and arch, with the fix for each. Exit 11
-    when errors were found."""
+    lists what will break for the target platform and arch, with the fix for each. A
+    finding `build` takes care of (by itself, or with a step of the bundled recipe that
+    matches the tree, which the report names) is at most a warning. Exit 11 when errors were
+    found: the build fails without a change."""
     ui.configure(json_mode=json)
     from flashbuild.pipeline.scan import scan_command
 
@@ -535,19 +533,21 @@ def recipe_init(  # noqa: PLR0917 - Typer maps each option to a parameter
     static: Annotated[bool, typer.Option(
         "--static", help="Execute nothing from the tree: draft the build tables from its text "
         "only, without configuring CMake or running setup.py in record mode.")] = False,
+    draft: Annotated[bool, typer.Option(
+        "--draft", help="Draft a recipe even when a bundled recipe matches the tree (without "
+        "it such a tree gets none: the bundled recipe is named instead).")] = False,
 ) -> int:
     """Draft a recipe for a tree from a scan.
 
     A \\[\\[patch]] step for every finding a transform fixes, and a commented TODO with the
-    evidence for every finding that needs a person."""
+    evidence for every finding that needs a person. A tree that a bundled recipe matches by
+    content (as `build PATH` chooses it) gets no draft unless --draft: the bundled recipe is
+    named, with the findings its steps fix and the commands that use it."""
     ui.configure(json_mode=json)
-    from flashbuild.patching.plan import plan_steps
-    from flashbuild.pipeline.introspect import introspect_for_draft
-    from flashbuild.scanning.draft import run_init
+    from flashbuild.pipeline.recipe_init import init_command
 
-    return run_init(source, platform=platform, arch=arch, output=output, as_json=json,
-                    check=compile_check, force=force,
-                    introspect=None if static else introspect_for_draft, plan=plan_steps)
+    return init_command(source, platform=platform, arch=arch, output=output, as_json=json,
+                        check=compile_check, force=force, static=static, draft=draft)
 
 
 @ci_app.command(cls=_Command, name="init")
@@ -568,7 +568,8 @@ def ci_init(  # noqa: PLR0917 - Typer maps each option to a parameter
         "--runner", help="PLATFORM=LABEL, a GitHub-hosted runner label to use instead of "
         "the default (ubuntu-24.04, windows-2022); repeatable.")] = None,
     source: Annotated[Path | None, typer.Option(
-        "--source", "-s", help="The tree (its repository's top folder). Default: here.")]
+        "--source", "-s", help="The tree (its repository's top folder). Default: a recipe "
+        "file's \\[source] path; here for a bundled recipe.")]
     = None,
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Where to write the workflow. Default: "

@@ -236,10 +236,25 @@ class UI:
         if json_mode is not None:
             self.json_mode = json_mode
 
+    product_on_stdout: bool = False
+    """Stdout carries the command's product (`recipe init` without -o prints the recipe), so
+    human lines go to stderr, as under --json: `recipe init > x.toml` writes only TOML."""
+
     @property
     def human(self) -> Console:
-        """Where human-readable lines go: stdout normally, stderr under --json."""
-        return self.err if self.json_mode else self.out
+        """Where human-readable lines go: stdout normally, stderr under --json or while stdout
+        carries a product (`product_on_stdout`)."""
+        return self.err if self.json_mode or self.product_on_stdout else self.out
+
+    @contextmanager
+    def stdout_for_product(self, on: bool = True) -> Iterator[None]:
+        """Human lines on stderr for the duration (see `product_on_stdout`)."""
+        before = self.product_on_stdout
+        self.product_on_stdout = on
+        try:
+            yield
+        finally:
+            self.product_on_stdout = before
 
     def step(self, message: str) -> None:
         """A line of flashbuild's own (Rich markup allowed; wrap foreign text in `lit()`)."""
@@ -285,7 +300,8 @@ class UI:
         """A status line for a long piece of work: call what this yields with what starts
         now ("preprocessing 7 units"). On a terminal (stderr) it is a spinner line, rewritten
         in place and gone when the work ends; elsewhere (a pipe, a CI log) each stage is one
-        line on stderr, said once, so stdout keeps only the report."""
+        line on stderr, said once, so stdout keeps only the report. Under --json on a pipe it
+        says nothing: a program reads that output (often stdout and stderr together)."""
         console = self.err
         if console.is_terminal:
             from rich.live import Live
@@ -297,6 +313,9 @@ class UI:
             with Live(spinner, console=console, transient=True, refresh_per_second=12.5,
                       redirect_stdout=self.out.is_terminal):
                 yield lambda what: spinner.update(text=Text(what))
+            return
+        if self.json_mode:
+            yield lambda _what: None
             return
         said: list[str] = []
 

@@ -20,16 +20,16 @@ refused (`check_host_compiler`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from flashbuild.arch import ArchSpec, Suffix, Target
 from flashbuild.errors import BuildError
 from flashbuild.source.nvccflags import ArchFlags, first_arch_option, read_arch_flags
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from pathlib import Path
-
-    from flashbuild.arch import ArchSpec
 
 #: The variables nvcc adds to every command line it runs.
 NVCC_FLAG_VARS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
@@ -90,6 +90,10 @@ def check(flags: ArchFlags, spec: ArchSpec, *, where: Path, fix: str,
     extra = sorted(flags.sass - want)
     if not (missing or extra or flags.wide):
         return
+    variants = variant_of_request(spec, flags)
+    if variants is not None:
+        raise _variant_error(spec, variants, flags, where=where,
+                             extra_evidence=extra_evidence)
     parts = []
     if missing:
         parts.append(f"lacks {', '.join(missing)}")
@@ -106,6 +110,51 @@ def check(flags: ArchFlags, spec: ArchSpec, *, where: Path, fix: str,
         fix=fix,
         details={"requested": sorted(want), "sass": sorted(flags.sass),
                  "ptx": sorted(flags.ptx), "file": str(where)},
+    )
+
+
+def variant_of_request(spec: ArchSpec, flags: ArchFlags) -> ArchSpec | None:
+    """--arch as the build compiles it when the only difference is a suffix the tree adds
+    itself (`--arch sm_120`, every nvcc command `sm_120a`: FlashRT appends `a` to GPU_ARCH),
+    else None. Then the fix is one `--arch`, not a variable to hand the arch to."""
+    if flags.wide:
+        return None
+    want = expected_sass(spec)
+    extra = flags.sass - want
+    suffixes: dict[str, Suffix] = {}
+    for sm in want - flags.sass:
+        found = [s for s in (Suffix.ARCH, Suffix.FAMILY) if f"{sm}{s}" in extra]
+        if len(found) != 1:
+            return None
+        suffixes[sm] = found[0]
+    if not suffixes or extra != {f"{sm}{s}" for sm, s in suffixes.items()}:
+        return None
+    return ArchSpec(tuple(
+        Target(replace(t.arch, suffix=suffixes[t.arch.sm]), t.image)
+        if t.arch.sm in suffixes else t for t in spec.targets))
+
+
+def _variant_error(spec: ArchSpec, built: ArchSpec, flags: ArchFlags, *, where: Path,
+                   extra_evidence: str) -> BuildError:
+    changed = [t.arch for t in built.targets if t not in spec.targets]
+    suffix = changed[0].suffix
+    runs = "; ".join(
+        f"{a.sm} SASS runs only on compute capability {a.major}.{a.minor} GPUs"
+        if a.suffix is Suffix.ARCH else
+        f"{a.sm} SASS runs on compute capability {a.major}.{a.minor} and later {a.major}.x GPUs"
+        for a in changed)
+    kind = "arch-specific" if suffix is Suffix.ARCH else "family"
+    sample = "\n".join(_shorten(line) for line in flags.lines[:3])
+    return BuildError(
+        f"the build compiles {built.label}, not --arch {spec.label}: the tree adds the "
+        f"`{suffix}` ({kind} variant) itself",
+        evidence=f"{where} asks nvcc for SASS {', '.join(sorted(flags.sass))}:\n{sample}"
+        + (f"\n{extra_evidence}" if extra_evidence else "")
+        + f"\n{runs}. A recipe for such a tree says so with `[build] arch_suffix = "
+        f"\"{suffix}\"`, and --arch {spec.argument} then builds as {built.argument}",
+        fix=f"build with `--arch {built.argument}`",
+        details={"requested": sorted(expected_sass(spec)), "sass": sorted(flags.sass),
+                 "ptx": sorted(flags.ptx), "file": str(where), "arch": built.argument},
     )
 
 

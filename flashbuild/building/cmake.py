@@ -17,12 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flashbuild.arch import parse_arch_spec
 from flashbuild.errors import ToolchainError, UsageError
+from flashbuild.source.cmake_fileapi import CacheEntry
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from flashbuild.arch import ArchSpec
+    from flashbuild.detect.cuda import Toolkit
     from flashbuild.platforms.base import Platform
     from flashbuild.proc import Runner
 
@@ -302,20 +305,44 @@ def read_cache_value(build_dir: Path, name: str) -> str | None:
     return match.group(1).strip() if match else None
 
 
-def cache_entries(build_dir: Path, *, contains: str = "") -> dict[str, str]:
+def cache_entries(build_dir: Path, *, contains: str = "") -> tuple[CacheEntry, ...]:
     """CMakeCache.txt's `NAME:TYPE=value` entries whose name contains `contains`
     (case-insensitive), internal ones (`:INTERNAL`, `:STATIC`) left out."""
     try:
         text = (build_dir / "CMakeCache.txt").read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return {}
-    found: dict[str, str] = {}
+        return ()
+    found: list[CacheEntry] = []
     for m in re.finditer(r"^([A-Za-z_][\w.-]*):([A-Z]+)=(.*)$", text, re.MULTILINE):
         name, kind, value = m.group(1), m.group(2), m.group(3).strip()
         if kind in ("INTERNAL", "STATIC") or contains.lower() not in name.lower():
             continue
-        found[name] = value
-    return found
+        found.append(CacheEntry(name=name, value=value, type=kind))
+    return tuple(found)
+
+
+#: Values CMake reads as booleans (`if()` docs): a variable holding one is a switch.
+_CMAKE_BOOLEANS = frozenset({"ON", "OFF", "TRUE", "FALSE", "YES", "NO", "Y", "N", "0", "1",
+                             "IGNORE", "NOTFOUND", ""})
+
+
+def arch_variables(entries: Sequence[CacheEntry]) -> list[CacheEntry]:
+    """The project's own cache entries that could hold an arch, those whose value reads as one
+    (`GPU_ARCH=89`) first. Never CMake's own (`CMAKE_*`), a BOOL (`FA2_ARCH_NATIVE_ONLY`, an
+    `option()`), a path, or a value CMake reads as a boolean: a recipe that set one of those
+    to `{arch_numbers}` would switch a feature, not choose the arch."""
+    def reads_as_arch(entry: CacheEntry) -> bool:
+        try:
+            parse_arch_spec(entry.value)
+        except UsageError:
+            return False
+        return True
+
+    found = [e for e in entries
+             if not e.name.startswith(("CMAKE_", "_")) and e.type in ("STRING", "UNINITIALIZED")
+             and e.value.upper() not in _CMAKE_BOOLEANS and not e.value.upper().endswith(
+                 "-NOTFOUND")]
+    return sorted(found, key=lambda e: not reads_as_arch(e))
 
 
 #: A target CMake could not find at generate time, from a toolkit component that is absent
@@ -339,13 +366,20 @@ _TOOLKIT_EXTRAS = frozenset({"cublas", "cufft", "curand", "cusolver", "cusparse"
                              "nvjitlink", "npp", "nvjpeg", "cupti", "nvtx", "cufile"})
 
 
-def component_fix(components: Sequence[str], toolkit_root: Path, release: str) -> str:
+def component_fix(components: Sequence[str], toolkit: Toolkit, release: str, *,
+                  pypi_home: Path | None, python: str) -> str:
     """How to get missing toolkit components: into the toolkit, or from PyPI (FACTS.md: cuBLAS
-    is the `cublas` extra of cuda-toolkit; a PyPI toolkit is made CMake-ready by flashbuild)."""
+    is the `cublas` extra of cuda-toolkit; a PyPI toolkit is made CMake-ready by flashbuild).
+    `pypi_home`: where `python -m pip` puts that toolkit (named literally; None: unknown)."""
     names = sorted({toolkit_extra(c) for c in components})
-    fix = f"install {', '.join(names)} into the toolkit at {toolkit_root}"
-    if all(n in _TOOLKIT_EXTRAS for n in names):
-        fix += (f", or use a PyPI toolkit that has it: `pip install \"cuda-toolkit[nvcc,cudart,"
-                f"cccl,crt,nvvm,{','.join(names)}]=={release}\"`, then build with "
-                "`--cuda <site-packages>/nvidia/cu13`")
-    return fix
+    pip = (f"`{python} -m pip install \"cuda-toolkit[nvcc,cudart,cccl,crt,nvvm,"
+           f"{','.join(names)}]=={release}\"`")
+    if not all(n in _TOOLKIT_EXTRAS for n in names):
+        return f"install {', '.join(names)} into the toolkit at {toolkit.root}"
+    if toolkit.layout == "pypi" and (pypi_home is None or toolkit.root == pypi_home):
+        # The build already uses this Python's PyPI toolkit: the extra lands in it.
+        return f"add {', '.join(names)} to the PyPI toolkit at {toolkit.root}: {pip}"
+    fix = (f"install {', '.join(names)} into the toolkit at {toolkit.root}, or use a PyPI "
+           f"toolkit that has it: {pip}")
+    return fix + (f", then build with `--cuda {pypi_home}`" if pypi_home is not None else
+                  ", then pass --cuda the nvidia/cu13 folder of that Python's site-packages")

@@ -81,6 +81,9 @@ class BuildRequest:
     """The toolkit doctor chose, or --cuda's."""
     cmake_toolkit_root: Path | None = None
     """A CMake-usable root for it (building.toolkit.cmake_toolkit_root); default its root."""
+    pypi_home: Path | None = None
+    """Where `pip install cuda-toolkit[...]` puts a toolkit for this Python
+    (`site-packages/nvidia/cu13`): the literal path a fix names."""
     platform: Platform
     host_compiler: HostCompiler
     env: Mapping[str, str]
@@ -112,6 +115,9 @@ class BuildRequest:
     """More folders for the shim (torch's lib when linked, PyPI nvidia/* folders in use)."""
     version: str = ""
     """Version of the installed distribution (default: the recipe's)."""
+    notes: tuple[str, ...] = ()
+    """What resolving the request decided that the user should know (the recipe's arch
+    variant); the build report keeps them."""
 
 
 @dataclass(frozen=True)

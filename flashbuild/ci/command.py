@@ -18,6 +18,8 @@ from flashbuild.errors import UsageError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from flashbuild.recipes.model import Recipe
+
 
 def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str,
                 runners: Sequence[str], source: Path | None, output: Path | None,
@@ -27,7 +29,8 @@ def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str
     from flashbuild.console import ui
     from flashbuild.recipes.load import load_recipe, recipes_dir
 
-    tree = (source if source is not None else Path.cwd()).resolve()
+    loaded = load_recipe(recipe)
+    tree = (source if source is not None else _default_tree(loaded)).resolve()
     if not tree.is_dir():
         raise UsageError(f"the tree {tree} is not a folder",
                          fix="pass --source the top folder of the tree's repository")
@@ -41,7 +44,6 @@ def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str
     pythons = workflow.parse_versions(python, "python")
     chosen_runners = workflow.parse_runners(runners, platforms)
 
-    loaded = load_recipe(recipe)
     workflow.require_install(loaded)
     backend_for(loaded, tree)  # the tree is one the recipe's backend builds
     ref = workflow.recipe_reference(loaded, tree, recipes_dir())
@@ -78,6 +80,18 @@ def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str
     return 0
 
 
+def _default_tree(recipe: Recipe) -> Path:
+    """The tree without --source: a recipe file's own `[source] path` (as `flashbuild build
+    --recipe FILE` finds it: `recipe init -o TREE/flashbuild.toml` writes `path = "."`), else
+    the current folder (a bundled recipe names no tree of the user's)."""
+    from flashbuild.recipes.load import recipes_dir
+
+    file = recipe.file
+    if file is None or file.resolve().parent == recipes_dir().resolve():
+        return Path.cwd()
+    return recipe.source_root()
+
+
 #: The columns of the matrix table `ci init` prints (`matrix_rows`).
 MATRIX_COLUMNS = [Column("os (runner)", key=True), Column("arch", key=True),
                   Column("cuda", key=True), Column("torch", key=True),
@@ -96,6 +110,8 @@ def matrix_rows(plan: workflow.CiPlan) -> list[list[str]]:
         torch = " ".join(filter(None, (pinned, index))) if entry.torch_index else "-"
         rows.append([entry.runner, arch, f"{entry.cuda} {entry.toolkit}", torch, entry.python])
     return rows
+
+
 def _write(target: Path, text: str) -> None:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)

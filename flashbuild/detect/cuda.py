@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import site
+import sysconfig
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Literal
 
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from flashbuild.proc import Runner
 
 Layout = Literal["standard", "pypi"]
+ArchProblem = Literal["too-old", "removed", "cannot-emit"]
 VersionSource = Literal["nvcc", "version.json", "cuda.h", "unknown"]
 
 #: Seconds one nvcc query may take before it is called hung.
@@ -94,6 +97,28 @@ class Toolkit:
             return None
         return f"sm_{arch.code}" in self.codes
 
+    def arch_problem(self, arch: Arch) -> ArchProblem | None:
+        """Why this toolkit cannot compile `arch` (None: it can, as far as is known).
+        `too-old`: older than the first CUDA for it (flashbuild.arch); `removed`: CUDA 13
+        dropped it; `cannot-emit`: its nvcc does not list it."""
+        release = self.release
+        if release is not None and release < arch.first_cuda():
+            return "too-old"
+        removed = arch.removed_in()
+        if release is not None and removed is not None and release >= removed:
+            return "removed"
+        if self.can_emit(arch) is False:
+            return "cannot-emit"
+        return None
+
+    def compiles(self, targets: Sequence[Arch]) -> bool:
+        return self.nvcc is not None and all(self.arch_problem(a) is None for a in targets)
+
+    def described(self) -> str:
+        """`CUDA 12.4 on PATH (/usr/local/cuda-12.4)`: which toolkit, in a user's words."""
+        where = _WHERE[min(self.origins, key=lambda o: _PRIORITY[o])]
+        return f"CUDA {self.release or '(version unknown)'} {where} ({self.root})"
+
     def to_json(self) -> dict[str, object]:
         return {
             "root": str(self.root),
@@ -117,9 +142,28 @@ class ToolkitSearch:
     candidates: tuple[Toolkit, ...]
     chosen: Toolkit | None
     reason: str
+    """Completes "chosen because ..."."""
     disagreement: str | None = None
     """Set when CUDA_HOME/CUDA_PATH and the nvcc on PATH name different toolkits."""
     problems: tuple[str, ...] = field(default=())
+    pypi_home: Path | None = None
+    """Where `pip install cuda-toolkit[...]` puts a toolkit for this Python
+    (`<its site-packages>/nvidia/cu13`): the literal path fixes name."""
+
+    @property
+    def summary(self) -> str:
+        """One line: which toolkit and why (what `flashbuild build` says)."""
+        if self.chosen is None:
+            return f"no CUDA toolkit: {self.reason}"
+        version = self.chosen.version or "(version unknown)"
+        return f"CUDA {version} at {self.chosen.root}, chosen because {self.reason}"
+
+    def able(self, targets: Sequence[Arch]) -> Toolkit | None:
+        """The newest toolkit found, other than the chosen one, that compiles every target
+        (of two of one version, this Python's PyPI one, as `choose` prefers it)."""
+        fits = [t for t in self.candidates if t is not self.chosen and t.compiles(targets)]
+        return max(fits, key=lambda t: (t.version or Version("0"), _origin(t) == "pypi"),
+                   default=None)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -128,6 +172,7 @@ class ToolkitSearch:
             "reason": self.reason,
             "disagreement": self.disagreement,
             "problems": list(self.problems),
+            "pypi_home": str(self.pypi_home) if self.pypi_home else None,
         }
 
 
@@ -412,12 +457,80 @@ _WHY = {
     "pypi": "it is the PyPI CUDA toolkit of this Python, and no other toolkit was found",
 }
 
+#: Where a toolkit was found, in a user's words (`CUDA 12.4 on PATH`).
+_WHERE = {
+    "--cuda": "named with --cuda", "CUDA_HOME": "from CUDA_HOME", "CUDA_PATH": "from CUDA_PATH",
+    "CUDA_ROOT": "from CUDA_ROOT", "PATH": "on PATH", "standard": "in a standard folder",
+    "CUDA_PATH_V": "registered by the CUDA installer", "pypi": "from PyPI in this Python",
+}
+
+#: Origins that are the user's own choice: respected even when the toolkit cannot compile the
+#: target (doctor's toolkit rules then name a found toolkit that can).
+_NAMED = frozenset({"--cuda", *_ENV_VARS})
+
+
+def _origin(toolkit: Toolkit) -> str:
+    return min(toolkit.origins, key=lambda o: _PRIORITY[o])
+
+
+def choose(candidates: Sequence[Toolkit], targets: Sequence[Arch] = ()) -> tuple[
+        Toolkit | None, str]:
+    """The toolkit a build uses for `targets`, and why (completes "chosen because ...").
+    `flashbuild doctor` and `flashbuild build` both choose here.
+
+    A toolkit the user named (--cuda, CUDA_HOME, CUDA_PATH, CUDA_ROOT) is used as named.
+    Otherwise: this Python's PyPI toolkit (what `pip install -e .[cuda]` installed) goes
+    before a toolkit of an older release found on PATH or in the install folders; then the
+    first, in that order, that can compile every target (flashbuild.arch knows which CUDA
+    first compiles which arch); none can: the first, and doctor's rules say why."""
+    ranked = sorted((t for t in candidates if _rank(t)[0] == 0), key=_rank)
+    if not ranked:
+        return None, ("no toolkit with nvcc was found" if not candidates else
+                      "toolkits were found but none has bin/nvcc")
+    first = ranked[0]
+    if _origin(first) in _NAMED:
+        return first, _WHY[_origin(first)]
+    venv = next((t for t in ranked if _origin(t) == "pypi"), None)
+    order = ranked
+    if (venv is not None and venv is not first and venv.release is not None
+            and (first.release is None or venv.release > first.release)):
+        order = [venv, *(t for t in ranked if t is not venv)]
+    top = order[0]
+    if targets and not first.compiles(targets):
+        fit = next((t for t in order if t.compiles(targets)), None)
+        if fit is not None:
+            names = ", ".join(a.sm for a in targets if first.arch_problem(a) is not None)
+            own = ("it is this Python's own PyPI toolkit and " if _origin(fit) == "pypi"
+                   else "it ")
+            return fit, f"{own}can compile {names}, which {first.described()} cannot"
+    if top is venv and venv is not first:
+        return venv, (f"it is this Python's own PyPI toolkit, newer than "
+                      f"{first.described()}")
+    return top, _WHY[_origin(top)]
+
+
+def choose_for(search: ToolkitSearch, targets: Sequence[Arch]) -> ToolkitSearch:
+    """`search` with its choice made for `targets` (doctor knows them once the GPUs are in)."""
+    chosen, reason = choose(search.candidates, targets)
+    return replace(search, chosen=chosen, reason=reason)
+
+
+def python_site_packages() -> tuple[Path, ...]:
+    """Where this Python's PyPI CUDA toolkit may be: purelib first (where `python -m pip
+    install` puts it, so `ToolkitSearch.pypi_home` names that folder), then platlib and
+    site.getsitepackages(). doctor and build both search these."""
+    paths = sysconfig.get_paths()
+    return tuple(dict.fromkeys(
+        [Path(paths["purelib"]), Path(paths["platlib"]),
+         *(Path(p) for p in site.getsitepackages())]))
+
 
 def find_toolkits(env: Mapping[str, str], runner: Runner, platform: Platform, *,
                   explicit: Path | None = None, site_packages: Sequence[Path] = (),
-                  cache: ProbeCache = NO_CACHE) -> ToolkitSearch:
-    """Find, probe and choose. Choice: --cuda > CUDA_HOME/CUDA_PATH > nvcc on PATH > newest
-    standard install > PyPI; a candidate without nvcc is only chosen when named by --cuda."""
+                  cache: ProbeCache = NO_CACHE, targets: Sequence[Arch] = ()) -> ToolkitSearch:
+    """Find, probe and choose (`choose`) for `targets`. Candidates: --cuda, CUDA_HOME /
+    CUDA_PATH / CUDA_ROOT, the nvcc on PATH, the standard install folders, this Python's
+    PyPI toolkit."""
     c = _Candidates()
     if explicit is not None:
         _from_explicit(c, explicit, runner, env, platform)
@@ -431,14 +544,7 @@ def find_toolkits(env: Mapping[str, str], runner: Runner, platform: Platform, *,
             lambda item: probe_toolkit(item[0], item[1], runner=runner, env=env,
                                        platform=platform, cache=cache),
             found.values()))
-    ranked = sorted(toolkits, key=_rank)
-    chosen = ranked[0] if ranked and _rank(ranked[0])[0] == 0 else None
-    if chosen is None:
-        reason = ("no toolkit with nvcc was found" if not toolkits else
-                  "toolkits were found but none has bin/nvcc")
-    else:
-        origin = min(chosen.origins, key=lambda o: _PRIORITY[o])
-        reason = _WHY[origin]
+    chosen, reason = choose(toolkits, targets)
     disagreement = None
     for var in ("CUDA_HOME", "CUDA_PATH"):
         value = env.get(var)
@@ -447,4 +553,7 @@ def find_toolkits(env: Mapping[str, str], runner: Runner, platform: Platform, *,
                             "tools that read " + var + " and tools that run `nvcc` will use "
                             "different toolkits")
             break
-    return ToolkitSearch(tuple(toolkits), chosen, reason, disagreement, tuple(problems))
+    pypi_home = (Path(str(platform.pypi_cuda_root(PurePath(site_packages[0]), 13)))
+                 if site_packages else None)
+    return ToolkitSearch(tuple(toolkits), chosen, reason, disagreement, tuple(problems),
+                         pypi_home)

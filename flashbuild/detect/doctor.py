@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from flashbuild.arch import FIRST_CUDA, Arch, ArchSpec, parse_arch_spec
 from flashbuild.detect.cache import ProbeCache
 from flashbuild.detect.compilers import probe_host_compilers
-from flashbuild.detect.cuda import find_toolkits
+from flashbuild.detect.cuda import choose_for, find_toolkits, python_site_packages
 from flashbuild.detect.gpu import probe_gpus
 from flashbuild.detect.host import probe_host
 from flashbuild.detect.pyenv import current_python, probe_pyenv
@@ -74,8 +74,9 @@ def collect(env: Mapping[str, str], runner: Runner, platform: Platform, *,
         # activated (`.venv/bin/flashbuild doctor`).
         tool_env["PATH"] = scripts + platform.pathsep + env.get("PATH", "")
     probes: dict[str, Callable[[], object]] = {
-        "toolkits": lambda: find_toolkits(env, runner, platform, explicit=explicit,
-                                          site_packages=py.site_packages, cache=cache),
+        "toolkits": lambda: find_toolkits(
+            env, runner, platform, explicit=explicit, cache=cache,
+            site_packages=py.site_packages if python is not None else python_site_packages()),
         "compilers": lambda: probe_host_compilers(env, runner, platform, cache=cache),
         "gpus": lambda: probe_gpus(env, runner, nvml=nvml,
                                    driver_loaded=platform.nvidia_driver_loaded()),
@@ -107,6 +108,10 @@ def collect(env: Mapping[str, str], runner: Runner, platform: Platform, *,
     gpus: GpuReport | None = results.get("gpus")  # type: ignore[assignment]
     spec_targets, origin = _targets(spec, gpus)
     toolkits: ToolkitSearch | None = results.get("toolkits")  # type: ignore[assignment]
+    if toolkits is not None:
+        # The targets are known only now (the GPUs' when no --arch): the toolkit is chosen
+        # for them by the function `flashbuild build` chooses with.
+        toolkits = choose_for(toolkits, spec_targets)
     compilers: HostCompilers | None = results.get("compilers")  # type: ignore[assignment]
     pyenv: PyEnvReport | None = results.get("python")  # type: ignore[assignment]
     host: HostInfo | None = results.get("host")  # type: ignore[assignment]

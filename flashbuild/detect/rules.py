@@ -119,9 +119,34 @@ def _install(f: Findings, *needs: Prerequisite) -> str:
     return platforms.get(f.platform).install_command(needs, f.host.os_release if f.host else "")
 
 
-_INSTALL_CUDA = ("pip install the project's CUDA extra (`pip install -e .[cuda]`, a complete "
-                 "CUDA 13.0 compiler from PyPI) or install the CUDA toolkit from NVIDIA, then "
-                 "point --cuda or CUDA_HOME at it")
+#: Where a message sends the reader for which CUDA compiles which arch, and how the toolkit
+#: is chosen (a test checks that every docs/ link a message cites exists).
+TOOLKIT_DOC = "docs/pipeline.md#which-cuda-toolkit-a-build-uses"
+TORCH_DOC = "docs/pipeline.md#torch-and-the-toolkit"
+
+
+def _install_cuda(f: Findings, need: str = "a CUDA toolkit") -> str:
+    """Install a toolkit: the project's CUDA extra, with the folder it lands in."""
+    search = f.toolkits
+    home = search.pypi_home if search else None
+    named = search is not None and search.chosen is not None and bool(
+        set(search.chosen.origins) & {"--cuda", "CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"})
+    text = (f"install {need}: the project's CUDA extra (`pip install -e .[cuda]`) puts a "
+            "complete CUDA 13.0 compiler from PyPI")
+    if home is None:
+        return text + " into this Python, or install CUDA from NVIDIA; then pass --cuda"
+    return (text + f" into {home}" + (f", then pass `--cuda {home}`" if named else
+                                      ", which flashbuild then chooses by itself")
+            + "; or install CUDA from NVIDIA and pass --cuda with its folder")
+
+
+def _use_found(f: Findings, archs: tuple[Arch, ...]) -> str | None:
+    """`pass --cuda <root>` for the newest other toolkit found that compiles `archs`."""
+    able = f.toolkits.able(archs) if f.toolkits else None
+    if able is None:
+        return None
+    return (f"use the CUDA {able.version or able.release} found at {able.root}: pass "
+            f"`--cuda {able.root}`")
 
 # --- targets ------------------------------------------------------------------------------
 
@@ -156,7 +181,7 @@ def _a_other_sm(f: Findings) -> list[Verdict]:
                   Section.TARGET,
                   f"{arch.sm} code runs only on compute capability {arch.major}.{arch.minor}",
                   f"this machine's GPUs: {gpu_list}; `a` targets do not run on another SM "
-                  "(FACTS.md)",
+                  "(docs/loading.md#what-the-shim-checks-at-import)",
                   f"build for the GPU you have (e.g. --arch {gpus[0].sm}) or add it to the list")
     return out
 
@@ -173,7 +198,7 @@ def _toolkit_missing(f: Findings) -> list[Verdict]:
         seen = ", ".join(str(t.root) for t in f.toolkits.candidates) or "none"
         return _v("toolkit", Severity.ERROR, Section.TOOLKIT,
                   "no CUDA toolkit with nvcc was found",
-                  f"candidates: {seen}; {f.toolkits.reason}", _INSTALL_CUDA)
+                  f"candidates: {seen}; {f.toolkits.reason}", _install_cuda(f))
     version = str(tk.version) if tk.version else "version unknown"
     return _v("toolkit", Severity.OK, Section.TOOLKIT,
               f"CUDA {version} at {tk.root}", f"chosen because {f.toolkits.reason}")
@@ -188,7 +213,10 @@ def _half_installed(f: Findings) -> list[Verdict]:
               f"the toolkit at {tk.root} has nvcc but no headers",
               f"{tk.root / 'include' / 'cuda_runtime.h'} does not exist",
               "reinstall the toolkit with its runtime headers (PyPI: `pip install -e .[cuda]` "
-              "brings cudart and crt), or choose another toolkit with --cuda")
+              "brings cudart and crt), or choose another toolkit with "
+              + next((f"`--cuda {t.root}`" for t in f.toolkits.candidates
+                      if t is not tk and t.nvcc is not None and t.has_headers), "--cuda")
+              if f.toolkits else "--cuda")
 
 
 @rule("toolkit.version-unknown")
@@ -216,8 +244,9 @@ def _env_disagree(f: Findings) -> list[Verdict]:
     return _v("toolkit.env-disagree", Severity.WARN, Section.TOOLKIT,
               "CUDA_HOME/CUDA_PATH and the nvcc on PATH name different toolkits",
               f.toolkits.disagreement,
-              "point both at one toolkit (or pass --cuda); flashbuild uses "
-              f"{f.toolkit.root if f.toolkit else 'the one named by CUDA_HOME'}")
+              "point both at one toolkit"
+              + (f" (or pass `--cuda {f.toolkit.root}`); flashbuild uses {f.toolkit.root}"
+                 if f.toolkit else "; flashbuild uses the one named by CUDA_HOME"))
 
 
 @rule("toolkit.search-problem")
@@ -233,19 +262,6 @@ def _search_problem(f: Findings) -> list[Verdict]:
     return out
 
 
-def _arch_status(tk: Toolkit, arch: Arch) -> str | None:
-    """Which toolkit rule an arch trips: too-old, removed, cannot-emit, or None."""
-    release = tk.release
-    if release is not None and release < arch.first_cuda():
-        return "too-old"
-    removed = arch.removed_in()
-    if release is not None and removed is not None and release >= removed:
-        return "removed"
-    if tk.can_emit(arch) is False:
-        return "cannot-emit"
-    return None
-
-
 @rule("toolkit.too-old")
 def _too_old(f: Findings) -> list[Verdict]:
     tk = f.toolkit
@@ -253,13 +269,14 @@ def _too_old(f: Findings) -> list[Verdict]:
         return []
     out: list[Verdict] = []
     for arch in f.targets:
-        if _arch_status(tk, arch) == "too-old":
+        if tk.arch_problem(arch) == "too-old":
             out += _v("toolkit.too-old", Severity.ERROR, Section.TOOLKIT,
                       f"CUDA {tk.release} cannot compile {arch.sm}",
-                      f"{arch.sm} needs CUDA {arch.first_cuda()} or newer (FACTS.md); the "
-                      f"chosen toolkit is {tk.version} at {tk.root}",
-                      f"install CUDA {arch.first_cuda()}+ (`pip install -e .[cuda]` gives 13.0) "
-                      "and pass --cuda")
+                      f"{arch.sm} needs CUDA {arch.first_cuda()} or newer ({TOOLKIT_DOC}); "
+                      f"the chosen toolkit is {tk.version} at {tk.root}, chosen because "
+                      f"{f.toolkits.reason if f.toolkits else 'it was the only one'}",
+                      _use_found(f, (arch,))
+                      or _install_cuda(f, f"CUDA {arch.first_cuda()} or newer"))
     return out
 
 
@@ -270,12 +287,13 @@ def _removed(f: Findings) -> list[Verdict]:
         return []
     out: list[Verdict] = []
     for arch in f.targets:
-        if _arch_status(tk, arch) == "removed":
+        if tk.arch_problem(arch) == "removed":
             out += _v("toolkit.arch-removed", Severity.ERROR, Section.TOOLKIT,
                       f"CUDA {tk.release} dropped {arch.sm}",
                       f"CUDA {arch.removed_in()} removed sm_50 … sm_72 and sm_101 "
                       "(sm_101 became sm_110)",
-                      "use a CUDA 12.x toolkit for this GPU, or drop it from --arch"
+                      (_use_found(f, (arch,)) or "use a CUDA 12.x toolkit for this GPU")
+                      + ", or drop it from --arch"
                       + (" (Thor is sm_110 in CUDA 13)" if arch.code == 101 else ""))
     return out
 
@@ -287,12 +305,13 @@ def _cannot_emit(f: Findings) -> list[Verdict]:
         return []
     out: list[Verdict] = []
     for arch in f.targets:
-        if _arch_status(tk, arch) == "cannot-emit":
+        if tk.arch_problem(arch) == "cannot-emit":
             out += _v("toolkit.codes", Severity.ERROR, Section.TOOLKIT,
                       f"nvcc at {tk.nvcc} cannot emit {arch.sm}",
                       f"`nvcc --list-gpu-code` lists: {' '.join(tk.codes)}",
-                      "use a toolkit whose nvcc lists this code (--cuda)")
-    if f.targets and not out and tk.codes and all(_arch_status(tk, a) is None
+                      _use_found(f, (arch,))
+                      or "use a toolkit whose nvcc lists this code (--cuda)")
+    if f.targets and not out and tk.codes and all(tk.arch_problem(a) is None
                                                     for a in f.targets):
         out += _v("toolkit.codes", Severity.OK, Section.TOOLKIT,
                   f"nvcc can emit {', '.join(a.sm for a in f.targets)}")
@@ -514,9 +533,14 @@ def _torch_cuda(f: Findings) -> list[Verdict]:
     if tcuda.major != tk.release.major:
         return _v("torch.cuda", Severity.ERROR, Section.PYTHON,
                   f"torch was built with CUDA {tcuda}, nvcc is CUDA {tk.release}",
-                  "torch.utils.cpp_extension refuses a CUDA major-version mismatch (FACTS.md)",
+                  "torch.utils.cpp_extension refuses a CUDA major-version mismatch "
+                  f"({TORCH_DOC})",
                   f"install torch built for CUDA {tk.release.major}.x, or use a CUDA "
-                  f"{tcuda.major}.x toolkit via --cuda")
+                  f"{tcuda.major}.x toolkit: "
+                  + next((f"`--cuda {t.root}` (CUDA {t.release}, found there)"
+                          for t in (f.toolkits.candidates if f.toolkits else ())
+                          if t.nvcc is not None and t.release is not None
+                          and t.release.major == tcuda.major), "pass --cuda with its folder"))
     if tcuda.minor != tk.release.minor:
         return _v("torch.cuda", Severity.WARN, Section.PYTHON,
                   f"torch was built with CUDA {tcuda}, nvcc is CUDA {tk.release}",
@@ -545,7 +569,7 @@ def _torch_arch(f: Findings) -> list[Verdict]:
                       f"torch.cuda.get_arch_list(): {' '.join(torch.arch_list)}; torch's own "
                       "ops will fail with \"no kernel image is available\"",
                       "install a torch build that includes this GPU (cu128+ wheels include "
-                      "sm_120; FACTS.md)")
+                      f"sm_120; {TORCH_DOC})")
     return out
 
 
@@ -630,7 +654,8 @@ def _long_paths(f: Findings) -> list[Verdict]:
     return _v("windows.long-paths", Severity.WARN, Section.HOST,
               "Windows long paths are off",
               "paths over 260 characters fail in ninja, CMake and Python unless "
-              "LongPathsEnabled=1 (FACTS.md); cl.exe, link.exe and nvcc fail past 260 either "
+              "LongPathsEnabled=1 (https://learn.microsoft.com/en-us/windows/win32/fileio/"
+              "maximum-file-path-limitation); cl.exe, link.exe and nvcc fail past 260 either "
               "way (they are not long-path aware: C1083, LNK1104)",
               "build in a short folder like C:\\b; also, as administrator: `reg add "
               "HKLM\\SYSTEM\\CurrentControlSet\\Control\\FileSystem /v LongPathsEnabled /t "

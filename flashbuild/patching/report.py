@@ -1,22 +1,25 @@
 """The `flashbuild patch` stage function and the rendering of its results (Rich / JSON).
 
-The CLI only parses options and calls `run_patch`."""
+The pipeline chooses the recipe (pipeline/command.py `run_patch_command`) and calls
+`run_patch`."""
 
 from __future__ import annotations
 
 import difflib
+import textwrap
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.text import Text
 
-from flashbuild.console import Column, plural, ui
+from flashbuild.console import plural, ui
 from flashbuild.recipes.when import make_context
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from flashbuild.patching.engine import FileDiff, PatchReport, RevertReport
+    from flashbuild.patching.engine import FileDiff, PatchReport, RevertReport, StepReport
+    from flashbuild.recipes.model import Recipe
 
 
 def unified_text(diffs: tuple[FileDiff, ...]) -> str:
@@ -42,36 +45,117 @@ def print_diff(diffs: tuple[FileDiff, ...]) -> None:
         ui.human.print(Text(line, style=style), soft_wrap=True)
 
 
-def explain_rows(report: PatchReport) -> list[list[str]]:
-    """One row per step: id, kind, whether it applies, why, and what it did."""
-    rows = []
+#: The explain report's width: every line it writes fits it (a path or an id longer than a
+#: line is kept whole on a line of its own, never split).
+EXPLAIN_WIDTH = 80
+
+
+def wrap(text: str, *, indent: str = "", cont: str = "    ",
+         width: int = EXPLAIN_WIDTH) -> list[str]:
+    """`text` in lines of at most `width`, broken only at spaces (a path, an id, `a-b` and
+    `>=120,<130` stay whole); continuation lines start with `cont`."""
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=cont,
+                         break_long_words=False, break_on_hyphens=False) or [indent.rstrip()]
+
+
+def step_result(step: StepReport) -> str:
+    """What a step did, in one phrase: `6 files, 56 edited, 3 already, 3 kept`."""
+    edits = sum(1 for x in step.sites if x.action == "edit")
+    already = sum(1 for x in step.sites if x.action == "already")
+    kept = sum(1 for x in step.sites if x.action == "keep")
+    return ", ".join(filter(None, [
+        plural(len(step.files), "file") if step.files else "",
+        f"{edits} edited" if edits else "", f"{already} already" if already else "",
+        f"{kept} kept" if kept else "",
+        plural(len(step.hunks), "hunk") if step.hunks else "",
+        f"excludes {', '.join(step.build_excludes)}" if step.build_excludes else ""]))
+
+
+def explain_lines(report: PatchReport, *, verbose: bool = False) -> list[str]:
+    """`--explain`: per step whether it applies (`yes`/`no`), what it did, and one line of why;
+    with `verbose` (`-v`) also every site, hunk and note of each step that applies. Every line
+    fits EXPLAIN_WIDTH columns."""
+    applied = sum(1 for s in report.steps if s.matched)
+    lines = wrap(f"recipe {report.recipe}: which steps apply, and why ({applied} of "
+                 f"{plural(len(report.steps), 'step')})", cont="")
     for s in report.steps:
-        edits = sum(1 for x in s.sites if x.action == "edit")
-        already = sum(1 for x in s.sites if x.action in ("already",))
-        kept = sum(1 for x in s.sites if x.action == "keep")
-        result = ", ".join(filter(None, [
-            plural(len(s.files), "file") if s.files else "",
-            f"{edits} edited" if edits else "", f"{already} already" if already else "",
-            f"{kept} kept" if kept else "",
-            plural(len(s.hunks), "hunk") if s.hunks else "",
-            f"excludes {', '.join(s.build_excludes)}" if s.build_excludes else ""]))
-        rows.append([s.id, s.kind, "yes" if s.matched else "no", s.reason,
-                     result if s.matched else ""])
-    return rows
+        result = step_result(s) if s.matched else ""
+        head = f"{'yes' if s.matched else 'no '} {s.id} ({s.kind})"
+        lines += wrap(f"{head}: {result}" if result else head)
+        lines += wrap(f"why: {s.reason}", indent="    ", cont="         ")
+        if verbose and s.matched:
+            lines += _step_detail(s)
+    if not verbose and any(s.matched and (s.sites or s.hunks or s.notes)
+                           for s in report.steps):
+        lines += wrap("(every site, hunk and note" + (", and the diff" if report.dry_run
+                                                     else "") +
+                      ": `flashbuild -v patch ... --explain`)", cont="")
+    return lines
+
+
+def _step_detail(step: StepReport) -> list[str]:
+    lines: list[str] = []
+    for site in step.sites:
+        lines += wrap(f"{site.action} {site.path}:{site.line} {site.kind}" +
+                      (f": {site.note}" if site.note else ""), indent="      ",
+                      cont="          ")
+    for hunk in step.hunks:
+        lines += wrap(f"hunk {hunk.header.strip()} {hunk.status} at line {hunk.line}" +
+                      (f", offset {hunk.offset}" if hunk.offset else "") +
+                      (f", fuzz {hunk.fuzz}" if hunk.fuzz else ""), indent="      ",
+                      cont="          ")
+    for note in step.notes:
+        lines += wrap(f"note: {note}", indent="      ", cont="          ")
+    return lines
+
+
+def file_summary(diffs: tuple[FileDiff, ...]) -> list[str]:
+    """One line per file of a diff: `  arch/sm_gate.h  +3 -2` (`new`, `deleted`)."""
+    lines: list[str] = []
+    for d in diffs:
+        before = (d.before or "").replace("\r\n", "\n").splitlines()
+        after = (d.after or "").replace("\r\n", "\n").splitlines()
+        added = removed = 0
+        for line in difflib.unified_diff(before, after, lineterm="", n=0):
+            if line.startswith("+") and not line.startswith("+++"):
+                added += 1
+            elif line.startswith("-") and not line.startswith("---"):
+                removed += 1
+        what = ("new, " if d.before is None else "deleted, " if d.after is None else "")
+        lines += wrap(f"{d.path}  ({what}+{added} -{removed})", indent="  ")
+    return lines
 
 
 def print_patch(report: PatchReport, *, explain: bool, show_diff: bool) -> None:
     ctx = report.context
-    ui.step(f"recipe [bold]{escape(report.recipe)}[/] on {escape(str(report.tree))} "
-            f"(platform {ctx['platform']}, arch {ctx['arch'] or 'none'})")
+    heading = (f"recipe {report.recipe} on {report.tree} (platform {ctx['platform']}, arch "
+               f"{ctx['arch'] or 'none'})")
+    if not explain:
+        ui.step(f"recipe [bold]{escape(report.recipe)}[/] on {escape(str(report.tree))} "
+                f"(platform {ctx['platform']}, arch {ctx['arch'] or 'none'})")
+        for note in report.notes:
+            ui.info(f"  [dim]{escape(note)}[/]")
+        _print_step_notes(report)
+        _print_rest(report, show_diff)
+        return
+    # --explain: a summary that fits 80 columns; the detail and the diff with -v (or --diff).
+    first, *rest = wrap(heading, width=EXPLAIN_WIDTH - 2, cont="")
+    ui.say(first)
+    for line in rest:
+        ui.literal(f"  {line}")
     for note in report.notes:
-        ui.info(f"  [dim]{escape(note)}[/]")
-    if explain:
-        ui.table(f"recipe {report.recipe}: which steps apply, and why",
-                 [Column("step", key=True), Column("kind"), Column("applies"), Column("why"),
-                  Column("result")], explain_rows(report))
-    _print_step_notes(report)
-    _print_rest(report, show_diff)
+        for line in wrap(note, indent="  ", cont="  "):
+            ui.literal(line, style="dim")
+    for line in explain_lines(report, verbose=ui.verbose):
+        ui.literal(line)
+    # A dry run's diff is the detail (hundreds of lines for the bundled recipe): by default
+    # one line per file, the diff itself with -v or --diff.
+    full_diff = ui.verbose or show_diff
+    if report.dry_run and report.pending and not full_diff:
+        ui.literal("would write:")
+        for line in file_summary(report.pending):
+            ui.literal(line)
+    _print_rest(report, show_diff, dry_run_diff=full_diff)
 
 
 def _print_step_notes(report: PatchReport) -> None:
@@ -86,9 +170,10 @@ def _print_step_notes(report: PatchReport) -> None:
                 ui.paragraph(f"kept {site.path}:{site.line} {site.kind}: {site.note}")
 
 
-def _print_rest(report: PatchReport, show_diff: bool) -> None:
+def _print_rest(report: PatchReport, show_diff: bool, *, dry_run_diff: bool = True) -> None:
     if report.dry_run:
-        print_diff(report.pending)
+        if dry_run_diff:
+            print_diff(report.pending)
         ui.step(f"dry run: {plural(len(report.files_written), 'file')} would be written, nothing "
                 "was changed")
     else:
@@ -128,33 +213,33 @@ def print_revert(report: RevertReport) -> None:
             "and removed .flashbuild/")
 
 
-def run_patch(*, recipe: str | None, source: Path | None, platform: str | None,
+def run_patch(*, recipe: Recipe | None, tree: Path, platform: str | None,
               arch: str | None, dry_run: bool, diff: bool, explain: bool, revert: bool,
-              as_json: bool, discard_edits: bool = False) -> int:
-    """The `flashbuild patch` stage: load the recipe, build the context, patch or revert."""
+              as_json: bool, discard_edits: bool = False, chosen: str = "") -> int:
+    """The `flashbuild patch` stage: build the context, patch or revert `tree` with the
+    recipe the pipeline chose (pipeline/choose.py `choose_for_patch`; None only to revert);
+    `chosen`: the line that says which recipe and why, for the JSON document."""
     from flashbuild.patching.engine import patch_tree, revert_tree
-    from flashbuild.recipes.load import load_recipe, source_tree
 
-    loaded = load_recipe(recipe or "csrc")
-    tree = source_tree(loaded, source)
     if revert:
         reverted = revert_tree(tree, dry_run=dry_run, discard_edits=discard_edits)
         if as_json:
             payload = reverted.to_json()
             if dry_run:
                 payload["diff"] = unified_text(reverted.pending)
-            ui.emit_json({"ok": True, **payload})
+            ui.emit_json({"ok": True, **payload, "chosen": chosen or None})
         else:
             print_revert(reverted)
         return 0
+    assert recipe is not None  # choose_for_patch gives one unless reverting
     ctx = make_context(platform=platform, arch=arch,
                        gpu_capabilities=_gpu_capabilities() if arch is None else None)
-    report = patch_tree(loaded, tree, ctx, dry_run=dry_run, discard_edits=discard_edits)
+    report = patch_tree(recipe, tree, ctx, dry_run=dry_run, discard_edits=discard_edits)
     if as_json:
         payload = report.to_json()
         if dry_run or diff:
             payload["diff"] = unified_text(report.pending if dry_run else report.diffs)
-        ui.emit_json({"ok": True, **payload})
+        ui.emit_json({"ok": True, **payload, "chosen": chosen or None})
     else:
         print_patch(report, explain=explain, show_diff=diff)
     return 0

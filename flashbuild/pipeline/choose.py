@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from flashbuild.recipes.model import Recipe
+    from flashbuild.scanning.findings import ScanResult
 
 DEFAULT_RECIPE = "csrc"
 _TODO = re.compile(r"^# TODO: \[(?P<table>[\w.]+)\] (?P<what>.*)$")
@@ -101,15 +102,77 @@ def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platfor
     # A plain clone without its submodules is refused before a recipe is chosen or drafted
     # for it: a bundled recipe matches such a clone by content too.
     refuse_missing_submodules(tree, platform=platform, archs=parse_arch_spec(arch).archs)
-    bundled = bundled_for(tree)
+    bundled = bundled_match(tree)
     if bundled is not None:
-        ident = bundled.identity
-        assert ident is not None
-        say(f"using the bundled recipe `{bundled.name}`: the tree ships the "
-            f"`{ident.package}` package and {', '.join(ident.markers)}")
-        return Chosen(bundled, tree, "bundled")
+        say(bundled.using())
+        return Chosen(bundled.recipe, tree, "bundled")
     return _drafted(tree, arch=arch, platform=platform, installing=installing,
                     build_root=build_root, say=say)
+
+
+@dataclass(frozen=True)
+class Bundled:
+    """The bundled recipe whose `[identity]` matches a tree by content, and why it matches."""
+
+    recipe: Recipe
+    why: str
+    """`the tree ships the `pkg` package and a, b, c` (the identity's package and markers)."""
+
+    def using(self) -> str:
+        return f"using the bundled recipe `{self.recipe.name}`: {self.why}"
+
+
+def bundled_match(tree: Path) -> Bundled | None:
+    """The one content match every command uses (build, patch, scan, recipe init): the
+    bundled recipe whose `[identity]` matches `tree` (recipes/load.py `bundled_for`)."""
+    bundled = bundled_for(tree)
+    if bundled is None:
+        return None
+    ident = bundled.identity
+    assert ident is not None
+    return Bundled(bundled, f"the tree ships the `{ident.package}` package and "
+                   f"{', '.join(ident.markers)}")
+
+
+def choose_for_patch(recipe: str | None, source: Path | None, *, revert: bool,
+                     say: Callable[[str], None]) -> tuple[Recipe | None, Path]:
+    """The recipe and tree `flashbuild patch` uses, chosen as `flashbuild build` chooses (see
+    the module docstring), and said in one line. Unlike build, patch never uses a draft: it
+    writes into the tree itself, so a recipe nobody has reviewed is refused; without a
+    bundled match the error says how to draft one. `--revert` of a given tree needs no recipe
+    (the tree's journal says what to restore): None then."""
+    if recipe is not None or source is None:
+        loaded = load_recipe(recipe or DEFAULT_RECIPE)
+        tree = source_tree(loaded, source)
+        if recipe is not None:
+            say(f"using the recipe `{loaded.name}` (--recipe {recipe}) on {tree}")
+        else:
+            say(f"using the bundled recipe `{DEFAULT_RECIPE}` (no tree and no --recipe: "
+                f"flashbuild's own kernel library) on {tree}")
+        return loaded, tree
+    tree = source.resolve()
+    if tree.is_file() and tree.suffix == ".toml":
+        raise UsageError(f"{source} is a recipe file, not a tree",
+                         evidence="`flashbuild patch PATH` takes the folder to patch",
+                         fix=f"pass the recipe with `--recipe {source}`")
+    if not tree.is_dir():
+        raise TreeError(f"the source tree {tree} does not exist or is not a folder",
+                        fix="give the folder of the tree to patch: `flashbuild patch PATH`")
+    if revert:
+        say(f"reverting {tree} from its own journal (.flashbuild/)")
+        return None, tree
+    bundled = bundled_match(tree)
+    if bundled is None:
+        raise RecipeError(
+            f"no bundled recipe matches {tree}, and `flashbuild patch` does not patch a "
+            "tree with a recipe nobody reviewed",
+            evidence="a bundled recipe is chosen by the tree's content ([identity]: its "
+            "package and marker files); `flashbuild build` drafts a recipe for such a tree, "
+            "but it patches a mirror of the tree, while patch writes into the tree itself",
+            fix=f"draft one and review it: `flashbuild recipe init --source {source} -o "
+            f"my.toml`, then `flashbuild patch {source} --recipe my.toml`")
+    say(bundled.using())
+    return bundled.recipe, tree
 
 
 def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_root: Path,
@@ -252,3 +315,77 @@ def _read_json(path: Path) -> dict[str, object] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def with_bundled(result: ScanResult) -> ScanResult:
+    """The scan's result with the bundled recipe that matches the tree (`bundled_match`, as
+    build and patch choose it): its steps for the scan's target are planned on the tree in
+    memory (patching/plan.py, nothing written), and each finding on a line a step edits says
+    so (`handled`, `handled_step`) and is at most a warning: `flashbuild build TREE` applies
+    that step, so the finding does not fail the build (issue 28)."""
+    import dataclasses
+
+    from flashbuild.arch import parse_arch_spec
+    from flashbuild.patching.plan import plan_steps
+    from flashbuild.recipes.when import WhenContext, evaluate
+    from flashbuild.scanning.findings import RecipeMatch, Severity
+
+    root = result.root.resolve()
+    bundled = bundled_match(root) if root.is_dir() else None
+    if bundled is None:
+        return result
+    target = result.target
+    archs = tuple(a.sm for a in target.archs)
+    ctx = WhenContext(platform=target.platform, arch=parse_arch_spec(";".join(archs)))
+    steps = [s for s in bundled.recipe.patch if evaluate(s.when, ctx).matched]
+    edits: dict[tuple[str, int], str] = {}
+    unplanned: list[str] = []
+    for step in steps:
+        if step.transform is None:
+            continue  # a unified diff: its hunks are not matched to findings (yet)
+        # One step at a time: a step this tree refuses (upstream moved) leaves the others'
+        # edits standing, and says why.
+        alone = dataclasses.replace(bundled.recipe, patch=(step,))
+        try:
+            for changes, _sites in plan_steps(alone, root, target.platform, archs):
+                for rel, new in changes.items():
+                    for line in edited_lines(_text(root / rel), new):
+                        edits.setdefault((rel, line), step.id)
+        except FlashbuildError as exc:
+            unplanned.append(f"{step.id}: {exc.what}")
+    name = bundled.recipe.name
+    findings = []
+    for found in result.findings:
+        f = found
+        step_id = edits.get((f.path, f.line))
+        if step_id is not None and not f.handled:
+            f = dataclasses.replace(
+                f, handled=f"the bundled recipe `{name}` edits this line (step `{step_id}`); "
+                "`flashbuild build` applies it", handled_step=step_id,
+                severity=Severity.WARNING if f.severity is Severity.ERROR else f.severity)
+        findings.append(f)
+    return dataclasses.replace(result, findings=tuple(findings), recipe=RecipeMatch(
+        name=name, why=bundled.why, steps=len(steps), unplanned=tuple(unplanned)))
+
+
+def edited_lines(old: str, new: str) -> set[int]:
+    """The 1-based lines of `old` that `new` replaces or deletes, and the two lines around
+    each insertion (a guard wrapped around a line, `#if` before and `#endif` after, edits it
+    without changing its text)."""
+    import difflib
+
+    lines: set[int] = set()
+    matcher = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
+    for tag, i1, i2, _j1, _j2 in matcher.get_opcodes():
+        if tag in ("replace", "delete"):
+            lines.update(range(i1 + 1, i2 + 1))
+        elif tag == "insert":
+            lines.update((i1, i1 + 1))
+    return lines
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return ""

@@ -5,7 +5,7 @@ MSVC environment, the recipe's conditional options and environment) into a Build
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from flashbuild.building.artifacts import parse_install_mode
@@ -15,17 +15,45 @@ from flashbuild.errors import ToolchainError, UsageError
 from flashbuild.pipeline.driver import build, stage_rows
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
+    from pathlib import Path
 
     from packaging.version import Version
 
-    from flashbuild.arch import ArchSpec
+    from flashbuild.arch import Arch, ArchSpec
     from flashbuild.building.request import StreamRunner
-    from flashbuild.detect.cuda import Toolkit
+    from flashbuild.detect.cuda import Toolkit, ToolkitSearch
     from flashbuild.pipeline.choose import Chosen
     from flashbuild.platforms.base import Platform
     from flashbuild.recipes.model import Recipe
     from flashbuild.recipes.when import WhenContext
+
+
+def run_patch_command(*, path: Path | None, recipe: str | None, source: Path | None,
+                      platform: str | None, arch: str | None, dry_run: bool, diff: bool,
+                      explain: bool, revert: bool, as_json: bool, discard_edits: bool) -> int:
+    """`flashbuild patch [PATH]`: the recipe chosen as build chooses it, said in one line
+    (pipeline/choose.py `choose_for_patch`), then the patch stage."""
+    from flashbuild.console import ui
+    from flashbuild.patching.report import run_patch
+    from flashbuild.pipeline.choose import choose_for_patch
+
+    said: list[str] = []
+    # Under --json the line is the document's `chosen` (stdout holds one JSON document).
+    loaded, tree = choose_for_patch(recipe, one_tree(path, source, command="patch"),
+                                    revert=revert, say=said.append if as_json else ui.say)
+    return run_patch(recipe=loaded, tree=tree, platform=platform, arch=arch, dry_run=dry_run,
+                     diff=diff, explain=explain, revert=revert, as_json=as_json,
+                     discard_edits=discard_edits, chosen=" ".join(said))
+
+
+def one_tree(path: Path | None, source: Path | None, *, command: str) -> Path | None:
+    """`flashbuild build PATH` (or patch) and `--source PATH` name the same thing; both may
+    be given only when they agree."""
+    if path is not None and source is not None and path.resolve() != source.resolve():
+        raise UsageError("two trees were given", evidence=f"PATH {path} and --source {source}",
+                         fix=f"give the tree once: `flashbuild {command} PATH ...`")
+    return path if path is not None else source
 
 
 def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda: Path | None,
@@ -48,13 +76,12 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
                cuda: Path | None, platform: str | None, jobs_text: str, launcher_text: str,
                install_text: str, build_dir: Path | None, as_json: bool,
                in_place: bool) -> int:
-    import site
-
     from flashbuild import platforms
     from flashbuild.arch import parse_arch_spec
     from flashbuild.building.jobs import parse_jobs
     from flashbuild.building.launcher import parse_launcher
     from flashbuild.console import ui
+    from flashbuild.detect.cuda import python_site_packages
     from flashbuild.patching.engine import patch_tree
     from flashbuild.proc import ProcessRunner
     from flashbuild.recipes.when import WhenContext
@@ -79,8 +106,13 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
     chosen = _choose(recipe, source, spec=spec, platform=plat.name, installing=mode != "none",
                      build_dir=build_dir, cache_dir=cache_dir)
     loaded, tree = chosen.recipe, chosen.tree
-    toolkit = choose_toolkit(env, runner, plat, cuda=cuda, cache_dir=cache_dir,
-                              site_packages=[Path(p) for p in site.getsitepackages()])
+    spec, arch_note = tree_arch(loaded, spec)
+    if arch_note:
+        ui.say(arch_note)
+    chosen_tk = choose_toolkit(env, runner, plat, cuda=cuda, cache_dir=cache_dir,
+                               site_packages=python_site_packages(), targets=spec.archs)
+    toolkit = chosen_tk.chosen
+    ui.say(f"toolkit: {chosen_tk.summary}")
     host, build_env, cuda_flags, cxx_flags = host_environment(
         env, runner, plat, toolkit=toolkit, cache_dir=cache_dir, say=ui.say)
     from flashbuild.building.toolkit import cmake_toolkit_root
@@ -100,12 +132,13 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
 
     request = BuildRequest(
         recipe=loaded, source_dir=tree, staged=not in_place, arch=spec, toolkit=toolkit,
-        cmake_toolkit_root=cmake_root,
+        cmake_toolkit_root=cmake_root, pypi_home=chosen_tk.pypi_home,
         platform=plat, host_compiler=host, env=build_env, jobs=jobs_n, launcher=launcher_choice,
         install=mode, build_dir=build_dir, cmake_defines=defines, cmake_args=tuple(args),
         build_env=recipe_env,
         cuda_flags=cuda_flags, cxx_flags=cxx_flags,
-        output_dir_var=loaded.build.output_dir_var, exclude_var=loaded.build.exclude_var)
+        output_dir_var=loaded.build.output_dir_var, exclude_var=loaded.build.exclude_var,
+        notes=(arch_note,) if arch_note else ())
     def checks() -> list[str]:
         return doctor_blockers(env, runner, plat, spec=spec, cuda=cuda, cache_dir=cache_dir)
 
@@ -211,6 +244,31 @@ def recipe_settings(recipe: Recipe, ctx: WhenContext, spec: ArchSpec,
     return defines, args, env
 
 
+def tree_arch(recipe: Recipe, spec: ArchSpec) -> tuple[ArchSpec, str]:
+    """--arch as the tree builds it, and the line that says so (empty when unchanged). A
+    recipe whose `[build] arch_suffix` says the tree compiles the `a` (or `f`) variant itself
+    turns `--arch sm_120` into `sm_120a` here, once, so the arch check, the manifest, the
+    loader shim and verify all see the binary's real target; without it the arch check
+    refuses the build and names the `--arch` to type (archcheck.variant_of_request)."""
+    from flashbuild.arch import Suffix
+
+    if recipe.build.arch_suffix is None:
+        return spec, ""
+    built = spec.with_suffix(Suffix(recipe.build.arch_suffix))
+    changed = [t.arch for t in built.targets if t not in spec.targets]
+    if not changed:
+        return spec, ""
+    runs = "; ".join(
+        f"{a.sm} SASS runs only on compute capability {a.major}.{a.minor} GPUs, no other"
+        if a.suffix is Suffix.ARCH else
+        f"{a.sm} SASS runs on compute capability {a.major}.{a.minor} and later {a.major}.x"
+        for a in changed)
+    kind = "arch-specific" if changed[0].suffix is Suffix.ARCH else "family"
+    return built, (f"--arch {spec.label} is built as {built.label}: the recipe "
+                   f"`{recipe.name}` says the tree compiles the {kind} variant itself; "
+                   f"{runs}")
+
+
 def _resolve_arch(spec: ArchSpec, *, typed: bool, env: Mapping[str, str],
                   runner: StreamRunner) -> ArchSpec:
     if not spec.native:
@@ -222,20 +280,41 @@ def _resolve_arch(spec: ArchSpec, *, typed: bool, env: Mapping[str, str],
 
 
 def choose_toolkit(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,
-                    cuda: Path | None, cache_dir: Path, site_packages: list[Path]) -> Toolkit:
+                   cuda: Path | None, cache_dir: Path, site_packages: Sequence[Path],
+                   targets: tuple[Arch, ...]) -> ChosenToolkit:
+    """The toolkit for `targets`, chosen as `flashbuild doctor` chooses (detect.cuda.choose):
+    whether it can compile them is doctor's toolkit rules' to say, in the build's checks."""
     from flashbuild.detect.cache import ProbeCache
     from flashbuild.detect.cuda import find_toolkits
 
     search = find_toolkits(env, runner, plat, explicit=cuda, site_packages=site_packages,
-                           cache=ProbeCache(cache_dir))
+                           cache=ProbeCache(cache_dir), targets=targets)
     if search.chosen is None:
+        home = search.pypi_home
         raise ToolchainError(
             "no CUDA toolkit with nvcc was found",
             evidence=search.reason + (f"; --cuda {cuda}" if cuda else ""),
             fix="pip install \"cuda-toolkit[nvcc,cudart,cccl,crt,nvvm]==13.0.2\" (or flashbuild"
-            "[cuda]), install CUDA from NVIDIA, or point --cuda at a toolkit root",
+            "[cuda])" + (f", which puts nvcc into {home}" if home else "")
+            + ", install CUDA from NVIDIA, or point --cuda at a toolkit root",
         )
-    return search.chosen
+    return ChosenToolkit(search.chosen, search)
+
+
+@dataclass(frozen=True)
+class ChosenToolkit:
+    """The toolkit a build uses, with the search it was chosen from (for what it says)."""
+
+    chosen: Toolkit
+    search: ToolkitSearch
+
+    @property
+    def summary(self) -> str:
+        return self.search.summary
+
+    @property
+    def pypi_home(self) -> Path | None:
+        return self.search.pypi_home
 
 
 def host_environment(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,

@@ -163,7 +163,7 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     or the source tree with `staged=False`) and returns what the build needs of it."""
     say: Step = on_step or (lambda _msg: None)
     steps: list[StepTime] = []
-    notes: list[str] = []
+    notes: list[str] = list(request.notes)
 
     # 1. what the recipe lacks, the backend against the tree, doctor's blocking checks
     t0 = time.monotonic()

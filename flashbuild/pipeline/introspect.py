@@ -126,11 +126,10 @@ def _with_seconds(model: treemodel.TreeModel, seconds: float) -> treemodel.TreeM
 def _request(recipe: Recipe, tree: Path, spec: ArchSpec,
              platform: str | None) -> tuple[BuildRequest, StreamRunner]:
     """The BuildRequest `flashbuild build` would make (pipeline/command.py), for this machine."""
-    import site
-
     from flashbuild import platforms
     from flashbuild.building.request import BuildRequest
     from flashbuild.building.toolkit import cmake_toolkit_root
+    from flashbuild.detect.cuda import python_site_packages
     from flashbuild.errors import UsageError
     from flashbuild.pipeline.command import (
         choose_toolkit,
@@ -151,8 +150,9 @@ def _request(recipe: Recipe, tree: Path, spec: ArchSpec,
     env = dict(os.environ)
     runner = ProcessRunner()
     cache_dir = plat.user_cache_dir(env)
-    toolkit = choose_toolkit(env, runner, plat, cuda=None, cache_dir=cache_dir,
-                              site_packages=[Path(p) for p in site.getsitepackages()])
+    chosen_tk = choose_toolkit(env, runner, plat, cuda=None, cache_dir=cache_dir,
+                               site_packages=python_site_packages(), targets=spec.archs)
+    toolkit = chosen_tk.chosen
     host, build_env, cuda_flags, cxx_flags = host_environment(
         env, runner, plat, toolkit=toolkit, cache_dir=cache_dir, say=lambda _line: None)
     cmake_root = cmake_toolkit_root(toolkit, cache_dir / "toolkits", plat)
@@ -161,6 +161,7 @@ def _request(recipe: Recipe, tree: Path, spec: ArchSpec,
     defines, args, recipe_env = recipe_settings(recipe, ctx, spec)
     request = BuildRequest(
         recipe=recipe, source_dir=tree, arch=spec, toolkit=toolkit, cmake_toolkit_root=cmake_root,
+        pypi_home=chosen_tk.pypi_home,
         platform=plat, host_compiler=host, env=build_env, cmake_defines=defines,
         cmake_args=tuple(args), build_env=recipe_env, cuda_flags=cuda_flags,
         cxx_flags=cxx_flags, output_dir_var=recipe.build.output_dir_var,
@@ -354,8 +355,9 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
             f"{', '.join(stubs)} not found in the toolkit ({request.toolkit.root}): "
             "introspection configured with an empty stand-in; the build itself needs the "
             "library: " + cmake.component_fix(
-                stubs, request.toolkit.root,
-                f"{release.major}.{release.minor}.*" if release else "13.0.*"))
+                stubs, request.toolkit,
+                f"{release.major}.{release.minor}.*" if release else "13.0.*",
+                pypi_home=request.pypi_home, python=request.python))
     try:
         ninja_text = (build_dir / "build.ninja").read_text(encoding="utf-8", errors="replace")
     except OSError:

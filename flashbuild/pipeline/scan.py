@@ -110,11 +110,12 @@ def introspect_for_scan(root: Path, target: ScanTarget, *,
 def recipe_for_scan(root: Path) -> Recipe | None:
     """The bundled recipe that matches the tree, else a plain recipe for its backend (no
     patches, no options: the arch comes from the scan's target); None without build files."""
-    from flashbuild.recipes.load import bundled_for, parse_recipe
+    from flashbuild.pipeline.choose import bundled_match
+    from flashbuild.recipes.load import parse_recipe
 
-    bundled = bundled_for(root)
+    bundled = bundled_match(root)
     if bundled is not None:
-        return bundled
+        return bundled.recipe
     backend = build_system(root)
     if backend is None:
         return None
@@ -129,13 +130,17 @@ def scan_command(source: Path, *, platform: str | None, arch: str, as_json: bool
     """`flashbuild scan`: the scan stage's command (scanning/report.py `run_scan`) with the
     scan that asks the build first."""
     from flashbuild.console import ui
+    from flashbuild.pipeline.choose import with_bundled
     from flashbuild.scanning.report import run_scan
 
     def scanner(root: Path, target: ScanTarget, opts: ScanOptions) -> ScanResult:
         # A status line while the scan works (the introspection and the preprocessor passes
-        # take tens of seconds on a big tree), gone before the report prints.
+        # take tens of seconds on a big tree), gone before the report prints. The bundled
+        # recipe build and patch would use (pipeline/choose.py): its edits, and what the build
+        # does by itself (scan.mark_handled), are not errors of the scan.
         with ui.activity() as stage:
-            return scan_with_build(root, target, opts, say=ui.say_wrapped, stage=stage)
+            return with_bundled(scan_with_build(root, target, opts, say=ui.say_wrapped,
+                                                stage=stage))
 
     return run_scan(source, platform=platform, arch=arch, as_json=as_json, sarif=sarif,
                     include_vendored=include_vendored, jobs=jobs, force=force, static=static,

@@ -111,7 +111,9 @@ class _Convert:
                   if f.metadata.get("toml", True)}
         for key in data:
             if key not in fields:
-                close = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
+                # Only a key the table lacks: `kind` beside an `id` is no misspelt `id`.
+                free = [name for name in fields if name not in data]
+                close = difflib.get_close_matches(key, free, n=1, cutoff=0.6)
                 hint = f"did you mean `{close[0]}`?" if close else ""  # the `what` names the key
                 raise self.error(
                     (*path, key), f"unknown key `{key}` in {_table(path)}",

@@ -23,6 +23,7 @@ PlatformName = Literal["linux", "windows"]
 CompilerKind = Literal["msvc", "gcc", "clang"]
 ArtifactKind = Literal["module", "plugin"]
 BackendName = Literal["cmake", "setuptools"]
+ArchSuffixName = Literal["a", "f"]
 
 #: Placeholders a `[[build.options]]` define or a `[[build.env]]` value may use; the build
 #: renders them from `--arch` (flashbuild.arch.ArchSpec.placeholders) in the form projects want.
@@ -255,6 +256,13 @@ class Build:
     """CMake cache variable (a `;` list of paths relative to the tree) the project reads to
     leave sources out; flashbuild fills it from `exclude-sources` steps. Unset: those steps
     must edit the source lists themselves (their `cmake_lists` / `setup_py` params)."""
+    arch_suffix: ArchSuffixName | None = None
+    """The variant the tree compiles whatever arch it is given: `a` (arch-specific, e.g.
+    FlashRT's CMakeLists appends `a` to GPU_ARCH) or `f` (family). `--arch sm_120` is then
+    built, proven and verified as `sm_120a` (only targets that have the variant: from sm_90a
+    / sm_100f on), and the build says so: `a` SASS runs only on its exact compute capability
+    (sm_120a on 12.0, not 12.1). Unset: the arch check refuses such a build and names the
+    `--arch` to type."""
 
 
 @dataclass(frozen=True, kw_only=True)

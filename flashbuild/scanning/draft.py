@@ -119,6 +119,10 @@ def draft_recipe(result: ScanResult, *, name: str, source_path: str) -> Draft:
         if any(f.path.startswith(f"{v}/") for v in result.vendored):
             # Scanned with --include-vendored: fixes belong upstream, never in a draft.
             d.refused.append((f, "vendored code (fixes belong upstream)"))
+        elif f.fix.step is None and f.handled:
+            # The scan's decision (scan.mark_handled, proposals.handled_by_build): the build
+            # does it, no step. A NoStepNeeded proposal says the same through its kind below.
+            d.handled.append((f, f.handled))
         elif f.fix.step is None:
             todos.append(f)
         else:
@@ -868,10 +872,8 @@ _CODE_STEPS = ("macro-edit", "insert-block")
 def compile_check(d: Draft, root: Path, result: ScanResult) -> None:
     """Compile-check the drafted code steps with the toolkit doctor would choose (see
     `compilecheck`); each step's verdict, and a summary, go into the draft."""
-    import sysconfig
-
     from flashbuild import platforms
-    from flashbuild.detect.cuda import find_toolkits
+    from flashbuild.detect.cuda import find_toolkits, python_site_packages
     from flashbuild.proc import ProcessRunner
     from flashbuild.scanning.compilecheck import StepEdit, check_steps
     from flashbuild.source.ppgraph import build_graph
@@ -881,9 +883,8 @@ def compile_check(d: Draft, root: Path, result: ScanResult) -> None:
         d.check_summary = "compile check: no code step to check"
         return
     runner = ProcessRunner()
-    site = [Path(p) for p in {sysconfig.get_paths()["purelib"],
-                              sysconfig.get_paths()["platlib"]}]
-    search = find_toolkits(os.environ, runner, platforms.current(), site_packages=site)
+    search = find_toolkits(os.environ, runner, platforms.current(),
+                           site_packages=python_site_packages(), targets=d.target.archs)
     toolkit = search.chosen
     if toolkit is None or toolkit.nvcc is None:
         d.check_summary = "compile check: not run (no CUDA toolkit with nvcc found)"

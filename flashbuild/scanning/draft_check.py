@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from flashbuild.scanning.draft import BuildDraft, BuildTodo, Draft, DraftArtifact, _read
-from flashbuild.scanning.proposals import ChooseArchList, ForceBuild, NvccAppendFlag
+from flashbuild.scanning.proposals import ForceBuild, NvccAppendFlag, handled_by_build
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -267,9 +267,9 @@ def reconcile(d: Draft) -> None:
             reason = f"[[build.env]] NVCC_APPEND_FLAGS passes {env.flag}"
         elif isinstance(env, ForceBuild) and force:
             reason = f"[[build.env]] sets {force[0]} (compile instead of download)"
-        elif isinstance(env, ChooseArchList) and b.backend == "setuptools":
-            reason = ("`flashbuild build` replaces this gencode list with --arch's -gencode "
-                      "flags (its build hook), then checks the arch in torch's build.ninja")
+        else:
+            # The drafted backend may differ from the one the scan read (scan.mark_handled).
+            reason = handled_by_build(f, backend=b.backend)
         if reason:
             d.handled.append((f, reason))
         else:

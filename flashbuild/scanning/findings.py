@@ -104,6 +104,8 @@ class Rule:
     category: Category
     short: str
     help: str
+    help_uri: str | None = None
+    """The upstream page that states the fact (an https URL; SARIF's `helpUri`), if one does."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,6 +132,12 @@ class Finding:
     the preprocessor and compiler verdicts read them."""
     truth: Truth = Truth.STATIC
     """What the finding rests on (see `Truth`)."""
+    handled: str = ""
+    """Why `flashbuild build` takes care of it with no change from the user ("" when it does
+    not): by itself (proposals.handled_by_build), or with a step of the bundled recipe that
+    matches the tree (`handled_step`). Such a finding is at most a warning of the scan."""
+    handled_step: str = ""
+    """The bundled recipe's step that edits the finding's line ("" when none does)."""
 
     @property
     def blocking(self) -> bool:
@@ -211,6 +219,20 @@ class KernelCount:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RecipeMatch:
+    """The bundled recipe whose `[identity]` matches a scanned tree: what `flashbuild build
+    TREE` and `flashbuild patch TREE` use for it."""
+
+    name: str
+    why: str
+    """How it matched: the package and marker files the tree ships."""
+    steps: int
+    """Its patch steps whose `when` matches the scan's target."""
+    unplanned: tuple[str, ...] = ()
+    """Steps of those that do not apply to this tree as it is (`step: why`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ScanResult:
     root: Path
     target: ScanTarget
@@ -229,6 +251,9 @@ class ScanResult:
     truth: str = ""
     """One line: what decided the gates (the preprocessor and how much of it ran, or why the
     static reading was the fallback)."""
+    recipe: RecipeMatch | None = None
+    """The bundled recipe that matches the tree by content (set by the pipeline, which
+    chooses recipes: pipeline/choose.py); None when none does."""
     kernels: tuple[KernelCount, ...] = ()
     """Per arch of the target, the kernels the compiled files define (empty when the scan
     read no C++)."""

@@ -249,7 +249,7 @@ class NoStepNeeded(Proposal):
 
     @classmethod
     def draft(cls, members: Sequence[tuple[Finding, Self]]) -> Drafted:
-        return Drafted(handled=[(f, p.reason) for f, p in members])
+        return Drafted(handled=[(f, handled_by_build(f, backend=None)) for f, _p in members])
 
 
 LOADER_SHIM = NoStepNeeded(stage="install", reason="the install step of `flashbuild build` "
@@ -290,3 +290,26 @@ def nvcc_append_flags(findings: Sequence[Finding]) -> list[str]:
     """The flags the findings' fixes ask nvcc to get, in `MSVC_NVCC_FLAGS` order."""
     asked = {f.fix.env.flag for f in findings if isinstance(f.fix.env, NvccAppendFlag)}
     return [flag for flag in MSVC_NVCC_FLAGS if flag in asked]
+
+
+# --- what `flashbuild build` does by itself ---------------------------------------------------
+
+#: Why the build hook takes care of a hard-coded gencode list (setuptools trees).
+BUILD_HOOK_ARCH = ("`flashbuild build` replaces this gencode list with --arch's -gencode "
+                   "flags (its build hook), then checks the arch in torch's build.ninja")
+
+
+def handled_by_build(f: Finding, *, backend: str | None) -> str:
+    """Why `flashbuild build` takes care of this finding with no recipe step and no change to
+    the tree ("" when it does not): a later stage of the build does it (`NoStepNeeded`: the
+    loader shim, CUDA 13's include/cccl for the host compiler), or, for a setuptools tree
+    (`backend`), the build hook replaces a hard-coded gencode list.
+
+    The one decision `recipe init` lists as "Handled without a step" and `scan` does not count
+    as an error (issue 28): a scan error means the build fails without a change."""
+    step = f.fix.step
+    if isinstance(step, NoStepNeeded):
+        return step.reason
+    if isinstance(f.fix.env, ChooseArchList) and backend == "setuptools":
+        return BUILD_HOOK_ARCH
+    return ""

@@ -58,6 +58,9 @@ def to_json(result: ScanResult) -> dict[str, Any]:
         "counts": result.counts(),
         "blocking": bool(result.blocking),
         "truth": result.truth,
+        "recipe": None if result.recipe is None else {
+            "name": result.recipe.name, "why": result.recipe.why, "steps": result.recipe.steps,
+            "unplanned": list(result.recipe.unplanned)},
         "findings": [finding_json(f) for f in result.findings],
         "skipped": [{"path": s.path, "reason": s.reason} for s in result.skipped],
         "kernels": [{"arch": count.arch.sm, "kernels": count.kernels,
@@ -130,6 +133,7 @@ def finding_json(f: Finding) -> dict[str, Any]:
         "message": f.message, "evidence": f.evidence, "snippet": f.snippet,
         "truth": f.truth.value,
         "fix": {"transform": f.fix.transform, "params": f.fix.params, "manual": f.fix.manual},
+        "handled": f.handled or None, "handled_step": f.handled_step or None,
     }
 
 
@@ -161,18 +165,23 @@ def _line(console: Console, *parts: tuple[str, str]) -> None:
     console.print(Text.assemble(*parts), soft_wrap=True, highlight=False)
 
 
-def print_report(result: ScanResult, console: Console) -> None:
-    counts = result.counts()
+def print_summary(result: ScanResult, console: Console) -> None:
+    """The top of the report: what was scanned, the answer (what the target gets), how many
+    findings of which kind, and what decided the gates."""
     _wrapped(console, "flashbuild scan ", f"{result.root} for {result.target.label}: "
              f"{result.files_scanned} files in {result.seconds:.2f} s", style="",
              label_style="bold", indent="  ")
-    # The answer first: what the target gets, then how many findings of which kind.
     for count in result.kernels:
         for text in wrap(kernel_verdict(result, count), console.width, indent="  "):
             _line(console, (text, "bold"))
     render_table(console, "findings by category", _TABLE_COLUMNS, category_rows(result.findings))
     if result.truth:
         _wrapped(console, "gates: ", result.truth)
+
+
+def print_report(result: ScanResult, console: Console) -> None:
+    counts = result.counts()
+    print_summary(result, console)
     groups = group_findings(result.findings)
     shown = [g for g in groups if g[0].severity is not Severity.NOTE]
     for group in shown:
@@ -187,6 +196,8 @@ def print_report(result: ScanResult, console: Console) -> None:
         _line(console, ("    evidence: ", "dim"), (f.evidence, ""),
               (f" [{f.truth.value}]", "dim"))
         _line(console, ("    fix: ", "dim"), (f.fix.describe(), ""))
+        if f.handled:
+            _line(console, ("    handled by build: ", "dim"), (f.handled, ""))
         if len(group) > 1:
             lines = ", ".join(str(g.line) for g in group[1:12])
             more = f" and {len(group) - 12} more" if len(group) > 12 else ""
@@ -210,10 +221,65 @@ def print_report(result: ScanResult, console: Console) -> None:
         for sk in result.skipped:
             _line(console, ("  ", ""), (sk.path, ""), (f": {sk.reason}", "dim"))
     _line(console, ("", ""))
-    _line(console, (f"{plural(counts['error'], 'error')}, "
-                    f"{plural(counts['warning'], 'warning')}, {plural(counts['note'], 'note')}" + (
-                        " — errors block the build (exit code 11); `flashbuild recipe init` "
-                        "drafts the fixes" if counts["error"] else ""), ""))
+    for text in closing_lines(result):
+        _line(console, (text, ""))
+
+
+def bundled_lines(result: ScanResult) -> list[str]:
+    """The bundled recipe that matches the tree (`result.recipe`): why, which findings its
+    steps fix, the commands that use it; and how many findings the build does by itself.
+    The same lines end `scan` and `recipe init` on such a tree."""
+    root, t = result.root, result.target
+    arch = ";".join(a.sm for a in t.archs)
+    lines = []
+    by_build = [f for f in result.findings if f.handled and not f.handled_step]
+    if result.recipe is not None:
+        r = result.recipe
+        fixed = [f for f in result.findings if f.handled_step]
+        rules = ", ".join(f"{rule} x{n}" for rule, n in sorted(
+            {f.rule: sum(g.rule == f.rule for g in fixed) for f in fixed}.items()))
+        lines += [f"bundled recipe `{r.name}` matches this tree: {r.why}",
+                  (f"  {plural(r.steps, 'step')} for {t.label}; they edit the lines of "
+                   f"{plural(len(fixed), 'finding')}" + (f" ({rules})" if rules else ""))
+                  if r.steps else f"  no step of it applies to {t.label}",
+                  *([f"  {plural(len(r.unplanned), 'step')} of it do not apply to this tree "
+                     f"(build and patch stop there, exit 5); first: {r.unplanned[0]}"]
+                    if r.unplanned else []),
+                  f"  uses it: flashbuild build {root} --arch {arch}",
+                  f"  applies its steps: flashbuild patch {root} --platform {t.platform} "
+                  f"--arch {arch}",
+                  f"  lists them: flashbuild recipe show {r.name}"]
+    if by_build:
+        lines.append(f"{plural(len(by_build), 'finding')} handled by `flashbuild build` "
+                     "itself (no step, no error)")
+    return lines
+
+
+def closing_lines(result: ScanResult) -> list[str]:
+    """The end of the report: the bundled recipe that matches the tree (what it fixes, the
+    commands that use it), what the build does by itself, the counts, and what `recipe init`
+    would really draft (issue 28: no promise of fixes it does not draft)."""
+    from flashbuild.scanning.draft import draft_recipe
+
+    counts = result.counts()
+    root = result.root
+    lines = bundled_lines(result)
+    summary = (f"{plural(counts['error'], 'error')}, {plural(counts['warning'], 'warning')}, "
+               f"{plural(counts['note'], 'note')}")
+    if counts["error"]:
+        summary += " - errors fail the build without a change (exit code 11)"
+    lines.append(summary)
+    if result.recipe is None and (counts["error"] or counts["warning"]):
+        drafted = draft_recipe(result, name="tree", source_path=".")
+        if drafted.steps:
+            lines.append(f"`flashbuild recipe init --source {root}` drafts "
+                         f"{plural(len(drafted.steps), 'patch step')} and "
+                         f"{plural(len(drafted.todos), 'TODO')} from these findings")
+        else:
+            lines.append(f"`flashbuild recipe init` has no step to draft for these "
+                         f"({plural(len(drafted.todos), 'TODO')} for a person): each fix "
+                         "above says what to do")
+    return lines
 
 
 def resolve_platform(platform: str | None) -> str:

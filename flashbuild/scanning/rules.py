@@ -1,7 +1,10 @@
 """The rules `flashbuild scan` applies: id, category, one line, and why it matters.
 
-Ids are stable (SARIF consumers key on them). `help` cites the fact behind each rule
-(../shared/FACTS.md sections, or the toolkit/compiler behaviour).
+Ids are stable (SARIF consumers key on them). `help` cites the fact behind each rule with
+what a user can open: a section of this repository's docs (`docs/scan.md#...`, "The facts
+behind the rules"), or an upstream issue; `help_uri` is the upstream page that states the fact
+(NVIDIA, Microsoft, CMake, Python, torch), SARIF's `helpUri`. tests/unit/test_message_sources.py
+checks that each cited section exists and names that page.
 """
 
 from __future__ import annotations
@@ -13,30 +16,32 @@ _RULES = [
          short="source read as Latin-1 or UTF-16, not UTF-8",
          help="A NUL-free file that is not UTF-8 is read as Latin-1 byte for byte, and UTF-16 "
          "by its byte-order mark, as `flashbuild patch` reads and writes it "
-         "(docs/reliability.md \"patch: encodings\"); every check runs on it. nvcc and cl "
+         "(docs/reliability.md#patch-encodings); every check runs on it. nvcc and cl "
          "read such a file in their own default code page, so non-ASCII text in it may differ "
          "between compilers."),
     Rule(id="FB101", name="dlfcn-dynamic-loading", category=Category.DYNAMIC_LOADING,
          short="dlopen/dlsym through <dlfcn.h>",
-         help="<dlfcn.h> does not exist on Windows (FACTS: MSVC flags). The "
+         help="<dlfcn.h> does not exist on Windows (docs/scan.md#what-msvc-lacks). The "
          "`dynamic-loading` transform (mode `portable`) maps dlopen/dlsym/dlerror/dlclose to "
-         "LoadLibraryExW/GetProcAddress/FormatMessage."),
+         "LoadLibraryExW/GetProcAddress/FormatMessage.",
+         help_uri="https://learn.microsoft.com/en-us/windows/win32/api/libloaderapi/nf-libloaderapi-loadlibraryexw"),
     Rule(id="FB102", name="plugin-export", category=Category.DYNAMIC_LOADING,
          short="extern \"C\" entry point of a plugin without dllexport",
-         help="`extern \"C\"` alone exports nothing from a DLL (FACTS: Windows DLL loading); "
-         "the plugin entry points need __declspec(dllexport). The `dynamic-loading` transform "
-         "adds it."),
+         help="`extern \"C\"` alone exports nothing from a DLL "
+         "(docs/scan.md#exporting-from-a-dll); the plugin entry points need "
+         "__declspec(dllexport). The `dynamic-loading` transform adds it.",
+         help_uri="https://learn.microsoft.com/en-us/cpp/build/exporting-from-a-dll-using-declspec-dllexport"),
     Rule(id="FB110", name="posix-header", category=Category.POSIX,
          short="POSIX-only header",
          help="unistd.h, sys/time.h, sys/mman.h, dirent.h, pthread.h and friends do not exist "
-         "with MSVC (FACTS: MSVC flags)."),
+         "with MSVC (docs/scan.md#what-msvc-lacks)."),
     Rule(id="FB111", name="posix-type", category=Category.POSIX,
          short="POSIX-only type (ssize_t)",
          help="MSVC has no ssize_t; use ptrdiff_t or int64_t."),
     Rule(id="FB112", name="int128", category=Category.GCC,
          short="__int128",
-         help="MSVC has no __int128 (FACTS: MSVC flags); host code that uses it does not "
-         "compile on Windows."),
+         help="MSVC has no __int128 (docs/scan.md#what-msvc-lacks); host "
+         "code that uses it does not compile on Windows."),
     Rule(id="FB120", name="gcc-attribute", category=Category.GCC,
          short="GCC __attribute__((...)) in host-compiled code",
          help="cl.exe rejects the __attribute__ syntax itself, visibility included; put it "
@@ -48,14 +53,15 @@ _RULES = [
     Rule(id="FB130", name="windows-h-macro", category=Category.WINDOWS_MACROS,
          short="identifier that windows.h turns into a macro",
          help="windows.h defines `small` (rpcndr.h) and min/max unless NOMINMAX is defined "
-         "(FACTS: MSVC flags); a TU that includes it, directly or through the dynamic-loading "
-         "compat layer, breaks on these names."),
+         "(docs/scan.md#what-msvc-lacks); a TU that includes it, directly or through the "
+         "dynamic-loading compat layer, breaks on these names."),
     Rule(id="FB140", name="kernel-instantiation", category=Category.INSTANTIATIONS,
          short="explicit instantiation of a __global__ template",
          help="MSVC's host pass rejects `template __global__ ...;` lines; with CUDA 13's "
-         "-static-global-template-stub=true they add nothing another TU could use (FACTS: "
-         "Explicit template instantiations). The `explicit-instantiations` transform guards "
-         "them."),
+         "-static-global-template-stub=true they add nothing another TU could use "
+         "(docs/scan.md#explicit-instantiations-and-cuda-13). The `explicit-instantiations` "
+         "transform guards them.",
+         help_uri="https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/"),
     Rule(id="FB141", name="host-instantiation", category=Category.INSTANTIATIONS,
          short="explicit instantiation of a host template no other file uses",
          help="Guarded by the `explicit-instantiations` transform for MSVC; nothing else in the "
@@ -63,7 +69,8 @@ _RULES = [
     Rule(id="FB142", name="host-instantiation-kept", category=Category.INSTANTIATIONS,
          short="explicit instantiation another translation unit needs (kept)",
          help="Removing a host template instantiation that another file calls breaks linking "
-         "(FACTS: Explicit template instantiations); the transform keeps it and says so."),
+         "(docs/scan.md#explicit-instantiations-and-cuda-13); the transform keeps it and says so.",
+         help_uri="https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/"),
     Rule(id="FB150", name="arch-allowlist-error", category=Category.ARCH_GATING,
          short="__CUDA_ARCH__ allow-list ends in #error for the target",
          help="The preprocessor reaches an #error when __CUDA_ARCH__ is the target's value: the "
@@ -76,7 +83,8 @@ _RULES = [
     Rule(id="FB152", name="cmake-arch-strequal", category=Category.ARCH_GATING,
          short="CMake arch gate by exact string comparison",
          help="`STREQUAL \"120\"` is false for `120a` or `120f`, and for a sibling arch: the "
-         "feature silently turns off (FACTS: CMake)."),
+         "feature silently turns off (docs/scan.md#cmake-arch-strings).",
+         help_uri="https://cmake.org/cmake/help/latest/prop_tgt/CUDA_ARCHITECTURES.html"),
     Rule(id="FB153", name="runtime-major-check", category=Category.ARCH_GATING,
          short="runtime compute-capability equality that sends the target down an old path",
          help="`major == 9` style checks with no branch accepting the target's major send a new "
@@ -91,22 +99,26 @@ _RULES = [
          "target; widening the gate compiles code that uses what the target lacks."),
     Rule(id="FB160", name="arch-instruction", category=Category.ARCH_INSTRUCTIONS,
          short="instruction the target lacks, compiled for the target",
-         help="wgmma is sm_90a only, tcgen05 sm_100a-class only, kind::f8f6f4 needs an `a` "
-         "target; sm_120 has no wgmma and no tcgen05 (FACTS: GPU architectures). Exclude the "
-         "source for the target (`exclude-sources`) or gate it."),
+         help="wgmma is sm_90a only, tcgen05 sm_100a-class only, kind::f8f6f4 needs an `a` target; "
+         "sm_120 has no wgmma and no tcgen05 (docs/scan.md#instructions-per-target). Exclude the "
+         "source for the target (`exclude-sources`) or gate it.",
+         help_uri="https://docs.nvidia.com/cuda/parallel-thread-execution/"),
     Rule(id="FB170", name="smem-over-budget", category=Category.SHARED_MEMORY,
          short="constant shared-memory budget above the target's per-block limit",
-         help="The target allows this much dynamic shared memory per block at most (FACTS: "
-         "sm_120 99 KB, sm_90 227 KB); a launch asking for more fails."),
+         help="The target allows this much dynamic shared memory per block at most (sm_120 99 KB, "
+         "sm_90 227 KB: docs/scan.md#shared-memory-per-block); a launch asking for more fails.",
+         help_uri="https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/compute-capabilities.html"),
     Rule(id="FB180", name="ctypes-hardcoded-library", category=Category.PYTHON_PACKAGING,
          short="ctypes loads a hard-coded POSIX library name",
          help="`libcudart.so` does not exist on Windows (cudart64_13.dll) nor in the PyPI CUDA "
-         "wheel layout, which only has libcudart.so.13 (FACTS: A CUDA toolchain from PyPI)."),
+         "wheel layout, which only has libcudart.so.13 "
+         "(docs/scan.md#loading-the-cuda-runtime)."),
     Rule(id="FB181", name="no-dll-directory", category=Category.PYTHON_PACKAGING,
          short="package imports an extension module without registering DLL folders",
-         help="Python ≥ 3.8 ignores PATH when loading a .pyd (FACTS: Windows DLL loading); the "
-         "package must call os.add_dll_directory; the install step of `flashbuild build` adds a "
-         "loader shim that does."),
+         help="Python ≥ 3.8 ignores PATH when loading a .pyd "
+         "(docs/scan.md#loading-the-cuda-runtime); the package must call os.add_dll_directory; "
+         "the install step of `flashbuild build` adds a loader shim that does.",
+         help_uri="https://docs.python.org/3/library/os.html#os.add_dll_directory"),
     Rule(id="FB182", name="hardcoded-so-suffix", category=Category.PYTHON_PACKAGING,
          short="hard-coded `.so` suffix",
          help="Extension modules are .pyd and libraries .dll on Windows; use "
@@ -114,12 +126,14 @@ _RULES = [
     Rule(id="FB190", name="cmake-no-msvc-flags", category=Category.CMAKE,
          short="no if(MSVC) block with the flags MSVC builds need",
          help="MSVC needs /Zc:preprocessor (CCCL in CUDA 13.x), /Zc:__cplusplus /bigobj /utf-8 "
-         "/EHsc (CUTLASS) (FACTS: Host compilers)."),
+         "/EHsc (CUTLASS) (docs/scan.md#msvc-flags).",
+         help_uri="https://learn.microsoft.com/en-us/cpp/build/reference/zc-preprocessor"),
     Rule(id="FB191", name="cmake-dll-output", category=Category.CMAKE,
          short="shared library output set for .so only; the Windows DLL lands elsewhere",
          help="On DLL platforms the DLL of a SHARED library is a RUNTIME output; "
          "LIBRARY_OUTPUT_DIRECTORY alone leaves it in the build folder, away from the package "
-         "(CMake docs: Output Artifacts)."),
+         "(CMake docs: Output Artifacts; docs/scan.md#where-a-dll-lands-cmake).",
+         help_uri="https://cmake.org/cmake/help/latest/manual/cmake-buildsystem.7.html#output-artifacts"),
     Rule(id="FB192", name="cmake-hardcoded-dl", category=Category.CMAKE,
          short="links `dl` by name",
          help="There is no libdl on Windows; link ${CMAKE_DL_LIBS} (empty there)."),
@@ -140,9 +154,10 @@ _RULES = [
 _RULES += [
     Rule(id="FB200", name="setup-no-zc-preprocessor", category=Category.SETUP_FLAGS,
          short="nvcc never gets -Xcompiler /Zc:preprocessor on Windows",
-         help="The CCCL of CUDA 13.2 and later stops with #error C1189 under MSVC's "
-         "traditional preprocessor; cl needs /Zc:preprocessor, passed through nvcc (FACTS: "
-         "Host compilers; flash-attention #2395, pytorch #197574). CUDA 12.8-13.0 pass."),
+         help="The CCCL of CUDA 13.2 and later stops with #error C1189 under MSVC's traditional "
+         "preprocessor; cl needs /Zc:preprocessor, passed through nvcc (docs/scan.md#msvc-flags; "
+         "flash-attention #2395, pytorch #197574). CUDA 12.8-13.0 pass.",
+         help_uri="https://github.com/Dao-AILab/flash-attention/issues/2395"),
     Rule(id="FB201", name="setup-msvc-flags-need-sdk", category=Category.SETUP_FLAGS,
          short="MSVC flags added only when DISTUTILS_USE_SDK=1",
          help="setup.py adds its MSVC flags only when DISTUTILS_USE_SDK=1, which a plain "
@@ -150,18 +165,22 @@ _RULES += [
     Rule(id="FB202", name="setup-gcc-only-cxx-flags", category=Category.SETUP_FLAGS,
          short="GCC-only cxx flags reach cl.exe",
          help="cl.exe ignores options it does not know with warning D9002 (-O3, -fopenmp, "
-         "-std=c++17); torch appends /std:c++17 itself. A warning, not a break (FACTS: Host "
-         "compilers)."),
+         "-std=c++17); torch appends /std:c++17 itself. A warning, not a break "
+         "(docs/scan.md#msvc-flags).",
+         help_uri="https://learn.microsoft.com/en-us/cpp/error-messages/tool-errors/command-line-warning-d9002"),
     Rule(id="FB210", name="torch-extension-h-without-use-cuda", category=Category.TORCH_HEADERS,
          short=".cu includes torch/extension.h and nvcc gets no -DUSE_CUDA",
-         help="With torch >= 2.7 on Windows, nvcc + cl stop in torch/csrc/dynamo/"
-         "compiled_autograd.h with C2872 \"'std': ambiguous symbol\": torch's workaround is "
-         "guarded by defined(USE_CUDA) (SageAttention #101/#228/#281, pytorch #148317)."),
+         help="With torch >= 2.7 on Windows, nvcc + cl stop in "
+         "torch/csrc/dynamo/compiled_autograd.h with C2872 \"'std': ambiguous symbol\": torch's "
+         "workaround is guarded by defined(USE_CUDA) (SageAttention #101/#228/#281, pytorch "
+         "#148317; docs/scan.md#msvc-flags).",
+         help_uri="https://github.com/pytorch/pytorch/issues/148317"),
     Rule(id="FB220", name="setup-hardcoded-gencode", category=Category.ARCH_SELECTION,
          short="hard-coded -gencode list: TORCH_CUDA_ARCH_LIST is ignored",
          help="torch's cpp_extension adds no arch flags when any nvcc flag names an arch, so "
-         "TORCH_CUDA_ARCH_LIST cannot choose the target (FACTS: torch cpp_extension); a list "
-         "without the target gives 'no kernel image is available' on that GPU."),
+         "TORCH_CUDA_ARCH_LIST cannot choose the target (docs/scan.md#torchs-arch-flags); a list "
+         "without the target gives 'no kernel image is available' on that GPU.",
+         help_uri="https://github.com/pytorch/pytorch/blob/main/torch/utils/cpp_extension.py"),
     Rule(id="FB221", name="setup-sources-of-several-archs", category=Category.ARCH_SELECTION,
          short="one extension compiles sources written for several archs, for every listed arch",
          help="With a hard-coded gencode list every source of the extension is compiled for "

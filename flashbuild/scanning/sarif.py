@@ -2,9 +2,10 @@
 
 The document follows the OASIS schema (../shared/schemas/sarif-schema-2.1.0.json; a test
 validates against it): one run, `tool.driver` with every rule (id, name, shortDescription,
-help), and one result per finding with `ruleId`, `level`, `message` and a physical location
-whose `artifactLocation.uri` is relative to the scanned root (`uriBaseId` `%SRCROOT%`, which
-code scanning maps to the checkout).
+help, and `helpUri` where an upstream page states the rule's fact), and one result per finding
+with `ruleId`, `level`, `message` and a physical location whose `artifactLocation.uri` is
+relative to the scanned root (`uriBaseId` `%SRCROOT%`, which code scanning maps to the
+checkout).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def to_sarif(result: ScanResult) -> dict[str, Any]:
             "shortDescription": {"text": r.short},
             "fullDescription": {"text": r.help},
             "help": {"text": r.help},
+            **({"helpUri": r.help_uri} if r.help_uri else {}),
             "properties": {"category": r.category.value},
         } for r in rules],
     }

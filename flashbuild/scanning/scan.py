@@ -59,7 +59,7 @@ from flashbuild.scanning.findings import (
     Stage,
     Truth,
 )
-from flashbuild.scanning.proposals import LOADER_SHIM
+from flashbuild.scanning.proposals import LOADER_SHIM, handled_by_build
 from flashbuild.source.text import decode, not_text_reason
 
 if TYPE_CHECKING:
@@ -359,6 +359,8 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
     if setup_note and not any(s.path == "setup.py" for s in skipped):
         skipped.append(Skipped("setup.py", setup_note))
     unread = next((s.reason for s in skipped if s.path == "setup.py"), "")
+    findings = mark_handled(findings, backend=model.system if model is not None
+                            else build_system(root))
     return ScanResult(
         root=root, target=target, findings=tuple(sorted(findings, key=Finding.sort_key)),
         skipped=tuple(sorted(skipped, key=lambda s: s.path)),
@@ -366,6 +368,18 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
         seconds=time.perf_counter() - start,
         setup=reach.setup if reach is not None else None, vendored=tuple(walk.vendored),
         setup_unreadable=unread, truth=truth, kernels=kernels)
+
+
+def mark_handled(findings: list[Finding], *, backend: str | None) -> list[Finding]:
+    """Each finding `flashbuild build` takes care of by itself (proposals.handled_by_build,
+    the decision `recipe init` lists as "Handled without a step") says why, and is at most a
+    warning: a scan error means the build fails without a change (exit 11)."""
+    out = []
+    for f in findings:
+        why = handled_by_build(f, backend=backend)
+        out.append(replace(f, handled=why, severity=Severity.WARNING
+                           if f.severity is Severity.ERROR else f.severity) if why else f)
+    return out
 
 
 def unreached_instructions(root: Path, findings: list[Finding], target: ScanTarget,

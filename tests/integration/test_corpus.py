@@ -88,7 +88,8 @@ def _build_system(tree: str) -> str:
 @pytest.mark.parametrize("tree", sorted({t for t, _target in _cases()}))
 def test_recipe_init_drafts_no_harm(tree: str, corpus_trees: Path, tmp_path: Path) -> None:
     out = tmp_path / "recipe.toml"
-    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(corpus_trees / tree),
+    res = CliRunner().invoke(app, ["recipe", "init", "--draft", "--source",
+                                   str(corpus_trees / tree),
                                    "--platform", "windows", "--arch", "sm120", "-o", str(out)])
     assert res.exit_code == 0, res.output
     text = out.read_text(encoding="utf-8")

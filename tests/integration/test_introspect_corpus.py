@@ -41,7 +41,7 @@ def _init(name: str, tmp_path: Path) -> tuple[str, Path]:
     tree = _tree(name, tmp_path)
     before = _digest(tree)
     out = tmp_path / f"{name}.toml"
-    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(tree), "--platform",
+    res = CliRunner().invoke(app, ["recipe", "init", "--draft", "--source", str(tree), "--platform",
                                    "linux", "--arch", "sm_90a", "-o", str(out)])
     assert res.exit_code == 0, res.output
     assert _digest(tree) == before, "recipe init changed the tree"

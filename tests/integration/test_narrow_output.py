@@ -128,11 +128,23 @@ def test_patch_explain_at_80_columns(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "csrc", tree)
     out = _run(["patch", "--recipe", "csrc", "--source", str(tree), "--platform", "windows",
                 "--arch", "sm120", "--dry-run", "--explain"], tmp_path)
-    after = out.split("which steps apply, and why")[1].splitlines()
-    end = next(i for i, line in enumerate(after) if line.startswith(("---", "  kept", "* ")))
-    table = "\n".join(after[:end])
-    _assert_aligned(table)
-    _assert_not_cut(table, *(s.id for s in load_recipe("csrc").patch))
+    # The README's example: a summary per step and one line per file, not the 710 lines of
+    # every site and the whole diff it printed before issue 28.
+    lines = out.splitlines()
+    assert len(lines) <= 40, out
+    assert all(len(line) <= WIDTH for line in lines if str(tree) not in line), out
+    assert not any(line.startswith(("---", "+++", "@@")) for line in lines), out
+    steps = load_recipe("csrc").patch
+    for step in steps:
+        assert any(line.startswith(("yes ", "no  ")) and f" {step.id} (" in line
+                   for line in lines), step.id
+    assert sum(line.startswith("    why: ") for line in lines) == len(steps)
+    # -v: every site and the diff; the report's own lines still fit.
+    detail = _run(["-v", "patch", "--recipe", "csrc", "--source", str(tree), "--platform",
+                   "windows", "--arch", "sm120", "--dry-run", "--explain"], tmp_path)
+    report = detail.split("--- a/")[0].splitlines()
+    assert len(detail.splitlines()) > 300 and "keep kernels/norm.cu:267" in detail
+    assert all(len(line) <= WIDTH for line in report if str(tree) not in line)
 
 
 def test_scan_at_80_columns(tmp_path: Path) -> None:

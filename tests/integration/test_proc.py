@@ -65,8 +65,11 @@ def test_stream_passes_lines_and_logs(tmp_path: Path) -> None:
 UNBLOCK = ("import signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
            "signal.signal(signal.SIGINT, signal.default_int_handler); ")
 
+# SIGHUP starts at its default too: under `nohup pytest` every child inherits it ignored, and
+# flashbuild keeps an inherited ignore on purpose (that is what nohup asks for).
 OUTER = UNBLOCK + """
 import signal, sys
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 from flashbuild.errors import Interrupted
 from flashbuild.proc import ProcessRunner
 if sys.argv[1] == "late":
@@ -223,18 +226,24 @@ def test_a_stop_signal_to_the_runner_ends_its_tree(tmp_path: Path, sig: str,
     outer = subprocess.Popen([PY, "-c", OUTER, "default", PY, str(script), str(pid_file)],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              start_new_session=True, env=env)
+    family: list[int] = []
     try:
         deadline = time.monotonic() + 120
         while not pid_file.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert pid_file.exists(), "the grandchild never started"
-        family = [p.pid for p in psutil.Process(outer.pid).children(recursive=True)]
+        family += [p.pid for p in psutil.Process(outer.pid).children(recursive=True)]
         outer.send_signal(getattr(signal, sig))
         out, _ = outer.communicate(timeout=120)
     finally:
         if outer.poll() is None:
             os.killpg(outer.pid, signal.SIGKILL)
             outer.communicate()
+        # The runner starts its child in a group of its own: a failed run kills it here, or
+        # it would sleep on for 15 minutes after the test.
+        for pid in family:
+            if _running(pid):
+                psutil.Process(pid).kill()
         _reap(pid_file)
     assert outer.returncode == 130, out
     assert "Traceback" not in out

@@ -35,8 +35,8 @@ def test_drafted_recipe_makes_csrc_compile_for_windows_sm120(tmp_path: Path,
     shutil.copytree(ROOT / "csrc", tree, ignore=shutil.ignore_patterns("__pycache__", "build*"))
     recipe = tmp_path / "drafted.toml"
     runner = CliRunner()
-    res = runner.invoke(app, ["recipe", "init", "--source", str(tree), "--platform", "windows",
-                              "--arch", "sm120", "-o", str(recipe)])
+    res = runner.invoke(app, ["recipe", "init", "--draft", "--source", str(tree), "--platform",
+                              "windows", "--arch", "sm120", "-o", str(recipe)])
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["patch", "--recipe", str(recipe), "--source", str(tree),
                               "--platform", "windows", "--arch", "sm120"])
@@ -70,7 +70,7 @@ def test_drafted_recipe_builds_and_verifies_csrc_for_sm120(tmp_path: Path,
     shutil.copytree(ROOT / "csrc", tree, ignore=shutil.ignore_patterns(
         "build*", "__pycache__", "*.so", ".flashbuild", "flashbuild-manifest.json"))
     recipe = tmp_path / "drafted.toml"
-    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(tree), "--platform",
+    res = CliRunner().invoke(app, ["recipe", "init", "--draft", "--source", str(tree), "--platform",
                                    "linux", "--arch", "sm120", "-o", str(recipe)])
     assert res.exit_code == 0, res.output
     text = recipe.read_text(encoding="utf-8")

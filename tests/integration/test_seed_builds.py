@@ -138,7 +138,7 @@ def test_recipe_init_then_build_with_that_draft(
     tree = _tree(tmp_path, name)
     before = _digest(tree)
     draft = tmp_path / f"{name}.toml"
-    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(tree), "--platform",
+    res = CliRunner().invoke(app, ["recipe", "init", "--draft", "--source", str(tree), "--platform",
                                    "linux", "--arch", "sm_90a", "-o", str(draft)])
     assert res.exit_code == 0, res.output
     recipe = parse_recipe(draft.read_text(encoding="utf-8"), draft)

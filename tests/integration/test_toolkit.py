@@ -51,8 +51,11 @@ def test_shaped_folder_is_reused_and_keyed_by_installation(tmp_path: Path) -> No
 
 def test_cmake_configures_and_builds_a_cuda_library_with_the_pypi_toolkit(
         cuda_toolkit_root: Path, tmp_path: Path) -> None:
-    cmake = shutil.which("cmake")
-    ninja = shutil.which("ninja")
+    # The PyPI wheels beside this interpreter (the project pins their versions), also when
+    # pytest runs from an unactivated venv with an older system cmake on PATH.
+    scripts = sysconfig.get_paths()["scripts"]
+    cmake = shutil.which("cmake", path=scripts) or shutil.which("cmake")
+    ninja = shutil.which("ninja", path=scripts) or shutil.which("ninja")
     if cmake is None or ninja is None:
         pytest.skip("cmake and ninja (PyPI wheels) are not installed")
     build = tmp_path / "build"

@@ -1,8 +1,8 @@
 """Zero-config on the seed trees of ../shared/corpus (skipped where it is not beside the repo):
 `flashbuild build TREE` without --recipe picks the bundled recipe of each seed tree by its
 content, refuses the xformers clone without submodules naming the command, and, where no
-bundled recipe matched (here: with the bundled recipes hidden), drafts FlashMLA and xformers
-(with its submodule) as `recipe init` does and FlashRT from its configured CMake build.
+bundled recipe matched (here: with the bundled recipes hidden), drafts xformers (with its
+submodule) as `recipe init` does and FlashRT from its configured CMake build.
 Nothing is compiled and no tree is changed."""
 
 from __future__ import annotations
@@ -61,8 +61,9 @@ def no_bundled(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(choose, "bundled_for", lambda _tree: None)
 
 
-@pytest.mark.parametrize(("name", "package"), [("FlashMLA", "flash_mla"),
-                                               ("xformers-full", "xformers")])
+# FlashMLA's draft is the same `recipe init` run that test_introspect_corpus.py checks (77 s
+# of record mode and device passes here): one setup.py tree is enough for the choice.
+@pytest.mark.parametrize(("name", "package"), [("xformers-full", "xformers")])
 @pytest.mark.usefixtures("no_bundled")
 def test_setup_py_trees_are_drafted(trees: Path, tmp_path: Path, name: str,
                                     package: str) -> None:

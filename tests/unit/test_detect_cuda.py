@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -154,21 +155,30 @@ def test_choice_order_and_deduplication(tmp_path: Path) -> None:
 
     search = find_toolkits({}, runner, platform, site_packages=[site])
     assert [t.root for t in search.candidates] == [std128, std129, pypi]
-    assert search.chosen is not None and search.chosen.root == std129  # newest standard
     assert next(t for t in search.candidates if t.root == pypi).layout == "pypi"
+    # This Python's own PyPI toolkit (what `pip install -e .[cuda]` installed) goes before
+    # an older one in the install folders.
+    assert search.chosen is not None and search.chosen.root == pypi
+    assert search.reason == (f"it is this Python's own PyPI toolkit, newer than CUDA 12.9 in "
+                             f"a standard folder ({std129})")
+    assert search.pypi_home == pypi
+
+    without_pypi = find_toolkits({}, runner, platform)
+    assert without_pypi.chosen is not None and without_pypi.chosen.root == std129  # newest
 
     only_pypi = find_toolkits({}, runner, IsolatedLinux([]), site_packages=[site])
     assert only_pypi.chosen is not None and only_pypi.chosen.root == pypi
     assert "PyPI" in only_pypi.reason
 
     runner.found["nvcc"] = str(std128 / "bin" / "nvcc")
-    on_path = find_toolkits({}, runner, platform, site_packages=[site])
+    on_path = find_toolkits({}, runner, platform)
     assert on_path.chosen is not None and on_path.chosen.root == std128
     assert on_path.chosen.origins == ("PATH", "standard")  # one entry, two origins
 
     link = tmp_path / "cuda-home"
     link.symlink_to(std129)
     home = find_toolkits({"CUDA_HOME": str(link)}, runner, platform, site_packages=[site])
+    # Named by the user: used as named, although this Python's toolkit is newer.
     assert home.chosen is not None and home.chosen.origins == ("CUDA_HOME", "standard")
     assert len(home.candidates) == 3
     assert home.disagreement is not None and "CUDA_HOME" in home.disagreement
@@ -176,6 +186,112 @@ def test_choice_order_and_deduplication(tmp_path: Path) -> None:
     explicit = find_toolkits({"CUDA_HOME": str(link)}, runner, platform,
                              explicit=pypi / "bin" / "nvcc", site_packages=[site])
     assert explicit.chosen is not None and explicit.chosen.root == pypi
+
+
+# CUDA 12.4 is not recorded here: its answers are the 12.8 ones without what 12.8 added
+# (sm_100, sm_101, sm_120; flashbuild.arch.FIRST_CUDA).
+NVCC_12_4 = ("nvcc: NVIDIA (R) Cuda compiler driver\n"
+             "Cuda compilation tools, release 12.4, V12.4.131\n")
+CODES_12_4 = "".join(f"{c}\n" for c in fixture_text("nvcc-list-gpu-code-12.8.txt").split()
+                     if c not in ("sm_100", "sm_101", "sm_120"))
+
+
+def old_path_and_venv(tmp_path: Path) -> tuple[Path, Path, Path, Runner]:
+    """CUDA 12.4 first on PATH, this Python's venv holding the CUDA 13.0 wheels (the README's
+    `pip install -e .[cuda]`): the layout of issue 28."""
+    old = make_toolkit(tmp_path / "usr" / "local" / "cuda-12.4")
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    venv = make_toolkit(site / "nvidia" / "cu13")
+    replay = nvcc_runner({str(venv): "13.0"})
+
+    def answer(argv: tuple[str, ...]) -> Completed:
+        if Path(argv[0]).parent.parent == old:
+            text = NVCC_12_4 if argv[1] == "--version" else CODES_12_4
+            return Completed(argv, 0, text, "")
+        return replay.run(argv)
+
+    runner = Runner(responses={("nvcc",): answer})
+    runner.found["nvcc"] = str(old / "bin" / "nvcc")
+    return old, site, venv, runner
+
+
+def test_old_nvcc_on_path_gives_way_to_the_venv_toolkit_that_compiles_sm120(
+        tmp_path: Path) -> None:
+    old, site, venv, runner = old_path_and_venv(tmp_path)
+    search = find_toolkits({}, runner, IsolatedLinux([]), site_packages=[site],
+                           targets=(Arch(12, 0),))
+    assert search.chosen is not None and search.chosen.root == venv
+    assert search.reason == ("it is this Python's own PyPI toolkit and can compile sm_120, "
+                             f"which CUDA 12.4 on PATH ({old}) cannot")
+    assert search.summary == f"CUDA 13.0.88 at {venv}, chosen because {search.reason}"
+
+
+def test_a_venv_toolkit_of_the_same_release_does_not_displace_the_one_on_path(
+        tmp_path: Path) -> None:
+    on_path = make_toolkit(tmp_path / "usr" / "local" / "cuda-13.0")
+    site = tmp_path / "site-packages"
+    venv = make_toolkit(site / "nvidia" / "cu13")
+    runner = nvcc_runner({str(on_path): "13.0", str(venv): "13.0"})
+    runner.found["nvcc"] = str(on_path / "bin" / "nvcc")
+    search = find_toolkits({}, runner, IsolatedLinux([]), site_packages=[site],
+                           targets=(Arch(12, 0),))
+    assert search.chosen is not None and search.chosen.root == on_path
+    assert search.reason == "its nvcc is the first on PATH"
+
+
+@pytest.mark.parametrize("how", ["--cuda", "CUDA_HOME", "CUDA_PATH"])
+def test_a_named_old_toolkit_is_used_and_the_fix_names_the_one_that_compiles(
+        tmp_path: Path, how: str) -> None:
+    from flashbuild.detect.rules import Findings, Severity, evaluate
+
+    old, site, venv, runner = old_path_and_venv(tmp_path)
+    env = {how: str(old)} if how != "--cuda" else {}
+    search = find_toolkits(env, runner, IsolatedLinux([]), site_packages=[site],
+                           explicit=old if how == "--cuda" else None, targets=(Arch(12, 0),))
+    assert search.chosen is not None and search.chosen.root == old
+    verdicts = evaluate(Findings(platform="linux", toolkits=search, targets=(Arch(12, 0),)))
+    too_old = [v for v in verdicts if v.rule_id == "toolkit.too-old"]
+    assert [v.severity for v in too_old] == [Severity.ERROR]
+    assert too_old[0].fix == (f"use the CUDA 13.0.88 found at {venv}: pass `--cuda {venv}`")
+    assert "docs/pipeline.md#which-cuda-toolkit-a-build-uses" in too_old[0].evidence
+
+
+def test_with_no_toolkit_that_compiles_the_fix_names_where_pip_puts_one(
+        tmp_path: Path) -> None:
+    from flashbuild.detect.rules import Findings, evaluate
+
+    old, site, venv, runner = old_path_and_venv(tmp_path)
+    shutil.rmtree(venv)
+    search = find_toolkits({"CUDA_HOME": str(old)}, runner, IsolatedLinux([]),
+                           site_packages=[site], targets=(Arch(12, 0),))
+    verdicts = evaluate(Findings(platform="linux", toolkits=search, targets=(Arch(12, 0),)))
+    fix = next(v.fix for v in verdicts if v.rule_id == "toolkit.too-old")
+    assert f"into {venv}, then pass `--cuda {venv}`" in fix
+    assert "<" not in fix
+
+
+def test_doctor_and_build_choose_the_same_toolkit(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """One choice function: `flashbuild build`'s toolkit and its doctor checks' are one."""
+    from flashbuild.arch import parse_arch_spec
+    from flashbuild.detect import doctor
+    from flashbuild.pipeline import command
+
+    old, site, venv, runner = old_path_and_venv(tmp_path)
+    monkeypatch.setattr(doctor, "python_site_packages", lambda: (site,))
+    spec = parse_arch_spec("sm120")
+    built = command.choose_toolkit({}, runner, IsolatedLinux([]), cuda=None,
+                                   cache_dir=tmp_path / "cache", site_packages=[site],
+                                   targets=spec.archs)
+    found = doctor.collect({}, runner, IsolatedLinux([]), spec=spec,
+                           only=frozenset({"toolkits"}))
+    assert found.toolkits is not None and found.toolkit is not None
+    assert built.chosen.root == found.toolkit.root == venv
+    assert found.toolkits.reason == built.search.reason
+    # Named old: build checks block on it, with the literal folder of the good one.
+    blockers = command.doctor_blockers({}, runner, IsolatedLinux([]), spec=spec, cuda=old,
+                                       cache_dir=tmp_path / "cache")
+    assert any(f"--cuda {venv}" in b for b in blockers), blockers
 
 
 def test_nothing_found(tmp_path: Path) -> None:

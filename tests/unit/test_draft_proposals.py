@@ -179,7 +179,7 @@ def test_nvcc_flags_come_in_one_order_whatever_the_findings_order() -> None:
 
 def test_csrc_draft_for_a_suffixed_arch_keeps_the_suffix_and_loads(tmp_path: Path) -> None:
     out = tmp_path / "recipe.toml"
-    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(ROOT / "csrc"),
+    res = CliRunner().invoke(app, ["recipe", "init", "--draft", "--source", str(ROOT / "csrc"),
                                    "--static", "--platform", "windows", "--arch", "sm_120a",
                                    "-o", str(out)])
     assert res.exit_code == 0, res.output

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Literal
 
 import pytest
+from packaging.version import Version
 
+from flashbuild.detect.cuda import Toolkit
 from flashbuild.recipes.load import parse_recipe
 from flashbuild.scanning.draft import BuildDraft, BuildTodo, Draft, DraftArtifact, render
 from flashbuild.scanning.draft_check import apply_model, reconcile
@@ -289,10 +292,38 @@ def test_missing_toolkit_components_are_read_from_cmakes_generate_error() -> Non
               '  Target "x" links to:\n\n    CUDA::cublasLt\n\n  but the target was not found.\n'
               '  Target "y" links to:\n\n    MyLib::core\n\n  but the target was not found.\n')
     assert cmake.missing_toolkit_components(output) == ["CUDA::cublas", "CUDA::cublasLt"]
-    fix = cmake.component_fix(["CUDA::cublas", "CUDA::cublasLt"], Path("/opt/cuda"), "13.0.*")
-    assert 'cuda-toolkit[nvcc,cudart,cccl,crt,nvvm,cublas]==13.0.*' in fix
-    assert "/opt/cuda" in fix and "--cuda" in fix
-    assert "pip" not in cmake.component_fix(["CUDA::mystery"], Path("/opt/cuda"), "13.0.*")
+    home = Path("/venv/lib/python3.11/site-packages/nvidia/cu13")
+    standard = _toolkit(Path("/opt/cuda"), "standard")
+    fix = cmake.component_fix(["CUDA::cublas", "CUDA::cublasLt"], standard, "13.0.*",
+                              pypi_home=home, python="/venv/bin/python")
+    assert fix == ("install cublas into the toolkit at /opt/cuda, or use a PyPI toolkit that "
+                   "has it: `/venv/bin/python -m pip install \"cuda-toolkit[nvcc,cudart,cccl,"
+                   "crt,nvvm,cublas]==13.0.*\"`, then build with `--cuda "
+                   "/venv/lib/python3.11/site-packages/nvidia/cu13`")
+    assert "pip" not in cmake.component_fix(["CUDA::mystery"], standard, "13.0.*",
+                                            pypi_home=home, python="python")
+
+
+def _toolkit(root: Path, layout: Literal["standard", "pypi"]) -> Toolkit:
+    return Toolkit(root=root, nvcc=root / "bin" / "nvcc", version=Version("13.0.88"),
+                   version_source="nvcc", codes=(), layout=layout, dll_dirs=(),
+                   has_headers=True, host_config=None, origins=("PATH",))
+
+
+def test_the_cublas_fix_names_this_pythons_toolkit_folder_never_a_placeholder() -> None:
+    """FlashRT links cuBLAS: the fix names the folder pip installs into, literally."""
+    from flashbuild.building import cmake
+
+    home = Path("/venv/lib/python3.11/site-packages/nvidia/cu13")
+    in_use = cmake.component_fix(["CUDA::cublas"], _toolkit(home, "pypi"), "13.0.*",
+                                 pypi_home=home, python="/venv/bin/python")
+    # The build already uses this Python's toolkit: the extra goes into it, no --cuda.
+    assert in_use == (f"add cublas to the PyPI toolkit at {home}: `/venv/bin/python -m pip "
+                      "install \"cuda-toolkit[nvcc,cudart,cccl,crt,nvvm,cublas]==13.0.*\"`")
+    for fix in (in_use, cmake.component_fix(["CUDA::cublasLt"], _toolkit(Path("/opt/c"),
+                                            "standard"), "13.0.*", pypi_home=home,
+                                            python="python")):
+        assert "<" not in fix and "site-packages>" not in fix
 
 
 def test_find_jit_names_run_time_compilation_with_its_arch_flags(tmp_path: Path) -> None:

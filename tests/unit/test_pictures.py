@@ -190,3 +190,10 @@ def test_on_a_terminal_the_stage_is_a_transient_status_line() -> None:
     assert _text(ui.out) == "• introspection: reused\n"
     shown = terminal.file.getvalue()  # type: ignore[attr-defined]
     assert "reading 104 files" in shown and "\n… reading" not in shown  # rewritten, not a line
+
+
+def test_under_json_a_pipe_gets_no_stage_lines() -> None:
+    ui = UI(out=_console(), err=_console(), json_mode=True)
+    with ui.activity() as stage:
+        stage("reading 104 files")
+    assert _text(ui.err) == "" and _text(ui.out) == ""

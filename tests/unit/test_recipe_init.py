@@ -17,8 +17,9 @@ def _draft(tmp_path: Path, tree: str, platform: str, arch: str) -> tuple[str, Pa
     out = tmp_path / "recipe.toml"
     # --static: a unit test executes nothing from the tree (introspection is tested in
     # tests/integration/test_introspect.py).
-    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(ROOT / tree), "--static",
-                                   "--platform", platform, "--arch", arch, "-o", str(out)])
+    res = CliRunner().invoke(app, ["recipe", "init", "--draft", "--source", str(ROOT / tree),
+                                   "--static", "--platform", platform, "--arch", arch,
+                                   "-o", str(out)])
     assert res.exit_code == 0, res.output
     return out.read_text(encoding="utf-8"), out
 
@@ -197,7 +198,7 @@ SETUP_TREE = {
 def test_setup_py_tree_drafts_the_setuptools_build(tmp_path: Path) -> None:
     root = _tree(tmp_path / "kern", SETUP_TREE)
     out = tmp_path / "kern.toml"
-    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(root), "--platform",
+    res = CliRunner().invoke(app, ["recipe", "init", "--draft", "--source", str(root), "--platform",
                                    "windows", "--arch", "sm120", "-o", str(out)])
     assert res.exit_code == 0, res.output
     text = out.read_text(encoding="utf-8")
@@ -217,9 +218,9 @@ def test_the_findings_outcome_table_at_80_columns(tmp_path: Path) -> None:
     import re
 
     out = tmp_path / "recipe.toml"
-    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(ROOT / "csrc"), "--static",
-                                   "--platform", "windows", "--arch", "sm120", "-o", str(out)],
-                             env={"COLUMNS": "80"})
+    res = CliRunner().invoke(app, ["recipe", "init", "--draft", "--source", str(ROOT / "csrc"),
+                                   "--static", "--platform", "windows", "--arch", "sm120", "-o",
+                                   str(out)], env={"COLUMNS": "80"})
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert all(len(line) <= 80 for line in lines if str(tmp_path) not in line), lines
@@ -233,8 +234,8 @@ def test_the_findings_outcome_table_at_80_columns(tmp_path: Path) -> None:
     assert ("FB190", "for you (TODO)") in cells and ("FB182", "for you (TODO)") in cells
     assert ["FB140", "kernel-instantiation", "56", "drafted step msvc-instantiations"] in rows
     # The recipe itself is the only thing on stdout when there is no -o: the table is on stderr.
-    res = CliRunner().invoke(app, ["recipe", "init", "--source", str(ROOT / "csrc"), "--static",
-                                   "--platform", "windows", "--arch", "sm120"])
+    res = CliRunner().invoke(app, ["recipe", "init", "--draft", "--source", str(ROOT / "csrc"),
+                                   "--static", "--platform", "windows", "--arch", "sm120"])
     assert res.exit_code == 0
     assert "what the draft does" not in res.stdout and "what the draft does" in res.stderr
     parse_recipe(res.stdout, None)

@@ -58,6 +58,22 @@ def test_unknown_key_suggests_and_points_at_the_line() -> None:
     assert err.exit_code == 4
 
 
+def test_a_suggestion_never_names_a_key_the_table_already_has() -> None:
+    """`kind` is close to `id`, but a step that has an `id` did not misspell it (issue 28)."""
+    base = '[recipe]\nname = "x"\n[[patch]]\nid = "a"\ndiff = "a.patch"\n'
+    with pytest.raises(RecipeError) as info:
+        parse_recipe(base + 'kind = "b"\n')
+    err = info.value
+    assert "unknown key `kind`" in err.what
+    assert "did you mean" not in err.evidence and "rename" not in err.fix
+    assert err.fix == "remove it"
+    # Without the `id`, the same key is still offered as the likely misspelling.
+    with pytest.raises(RecipeError) as info:
+        parse_recipe('[recipe]\nname = "x"\n[[patch]]\ndiff = "a.patch"\nkind = "b"\n')
+    assert "did you mean `id`?" in info.value.evidence
+    assert info.value.fix == "rename it to `id`"
+
+
 def test_unknown_top_level_table() -> None:
     with pytest.raises(RecipeError) as info:
         parse_recipe(MINIMAL + "\n[biuld]\ntargets = []\n")

@@ -51,3 +51,19 @@ def test_cli_writes_sarif(tmp_path: Path, schema: dict[str, object]) -> None:
     jsonschema.Draft4Validator(schema).validate(doc)
     assert [r["ruleId"] for r in doc["runs"][0]["results"]] == ["FB151", "FB150", "FB170"]
     assert [r["level"] for r in doc["runs"][0]["results"]] == ["warning", "error", "error"]
+
+
+def test_sarif_rules_cite_what_a_user_can_open() -> None:
+    """helpUri is the rule's upstream page where it has one; no rule text cites the team's
+    private FACTS.md."""
+    doc = to_sarif(scan_tree(ROOT / "tests/fixtures/scan/othertree", make_target("windows",
+                                                                                   "sm120")))
+    rules = {r["id"]: r for r in doc["runs"][0]["tool"]["driver"]["rules"]}
+    assert rules["FB170"]["helpUri"] == (
+        "https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/"
+        "compute-capabilities.html")
+    assert rules["FB181"]["helpUri"] == RULES["FB181"].help_uri
+    assert "helpUri" not in rules["FB111"]  # no upstream page: no empty or made-up URI
+    assert all(r["helpUri"].startswith("https://") for r in rules.values() if "helpUri" in r)
+    assert not [r["id"] for r in rules.values() if "FACTS" in r["help"]["text"]]
+    assert "docs/scan.md#shared-memory-per-block" in rules["FB170"]["help"]["text"]

@@ -141,7 +141,10 @@ def test_host_cpp_reaching_cccl_through_a_macro_include(tmp_path: Path) -> None:
                                    "#if defined(__CUDACC_RTC__)\n#include STD_HEADER(cstdint)\n"
                                    "#endif\n#include STD_HEADER(utility)\n")})
     found = _by_rule(_scan(root), "FB222")
-    assert [(f.path, f.line, f.severity.value) for f in found] == [("setup.py", 5, "error")]
+    # `flashbuild build` gives the host compiler include/cccl itself: a warning, not an error
+    # (issue 28: a scan error means the build fails without a change).
+    assert [(f.path, f.line, f.severity.value) for f in found] == [("setup.py", 5, "warning")]
+    assert "include/cccl" in found[0].handled
     assert "<cuda/std/utility>" in found[0].message
 
 

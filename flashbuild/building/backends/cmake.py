@@ -22,9 +22,12 @@ from flashbuild.building.toolkit import cccl_include_dir
 from flashbuild.errors import BuildError, Interrupted, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from flashbuild.building.builddir import BuildDir
     from flashbuild.building.request import BuildRequest, Step, StreamRunner
     from flashbuild.recipes.model import BackendName, Recipe
+    from flashbuild.source.cmake_fileapi import CacheEntry
 
 
 class CMakeBackend:
@@ -104,6 +107,8 @@ class _Setup:
     """The toolkit CMake is given (CUDAToolkit_ROOT)."""
     release: str
     """`13.0.*`: the cuda-toolkit release a PyPI fix names."""
+    request: BuildRequest
+    """What the build was asked (the toolkit and interpreter a fix names)."""
 
 
 def _setup(ctx: BackendContext, tools: cmake.Tools) -> _Setup:
@@ -136,7 +141,7 @@ def _setup(ctx: BackendContext, tools: cmake.Tools) -> _Setup:
     return _Setup(folder, source_dir, plan, chosen, output_dir, argv, env,
                   cmake.configure_hash(argv, env, request.platform), logs,
                   request.cmake_toolkit_root or request.toolkit.root,
-                  f"{release.major}.{release.minor}.*" if release else "13.0.*")
+                  f"{release.major}.{release.minor}.*" if release else "13.0.*", request)
 
 
 def _forget_other_source(setup: _Setup, *, notes: list[str], say: Step) -> None:
@@ -184,13 +189,15 @@ def _configure(setup: _Setup, runner: StreamRunner) -> None:
     if code != 0:
         components = cmake.missing_toolkit_components("\n".join(lines))
         if components:
-            toolkit = setup.toolkit_root
+            toolkit = setup.request.toolkit.root  # the real one, not a shaped cache folder
             raise BuildError(
                 f"CMake configure failed: the project links {', '.join(components)}, which the "
                 f"toolkit at {toolkit} does not have",
                 evidence=f"FindCUDAToolkit defines no {', '.join(components)} there; log: "
                 f"{log_path}",
-                fix=cmake.component_fix(components, toolkit, setup.release),
+                fix=cmake.component_fix(components, setup.request.toolkit, setup.release,
+                                        pypi_home=setup.request.pypi_home,
+                                        python=setup.request.python),
                 details={"log": str(log_path), "missing": components})
         first = progress.first_error(lines)
         raise BuildError(
@@ -209,20 +216,33 @@ def _check_arch(setup: _Setup, request: BuildRequest) -> None:
     anything compiles."""
     build_ninja = setup.folder.path / "build.ninja"
     flags = archcheck.ninja_arch_flags(build_ninja)
-    variables = cmake.cache_entries(setup.folder.path, contains="ARCH")
-    shown = [f"{name}={value}" for name, value in variables.items()
-             if not name.startswith(("CMAKE_", "_"))]
-    hint = (f"the project's own variable(s) {', '.join(shown)}" if shown
-            else "a variable or CUDA_ARCHITECTURES property the project sets itself")
-    name = next(iter(n for n in variables if not n.startswith(("CMAKE_", "_"))), "GPU_ARCH")
+    entries = cmake.cache_entries(setup.folder.path, contains="ARCH")
+    shown = [f"{e.name}={e.value}" for e in entries if not e.name.startswith(("CMAKE_", "_"))]
     archcheck.check(
         flags, request.arch, where=build_ninja,
         env_flags=archcheck.environment_flags(setup.env, request.build_env),
         extra_evidence=f"CMake cache: {', '.join(shown)}" if shown else "",
-        fix=f"the CMakeLists chooses its arch from {hint}: hand --arch to it in the recipe, "
-        f"e.g. `[[build.options]] define = {{ {name} = \"{{arch_numbers}}\" }}` "
-        "(placeholders: {arch_numbers} = 120, {arch_codes} = 120a, {cmake_archs} = "
-        "120a-real), then build again")
+        fix=arch_fix(entries))
+
+
+def arch_fix(entries: Sequence[CacheEntry]) -> str:
+    """The fix for a CMake tree that chose its own arch: hand --arch to the cache variable
+    that holds it. Only a variable that can hold an arch is suggested (cmake.arch_variables),
+    never a BOOL such as FlashRT's FA2_ARCH_NATIVE_ONLY, which `{arch_numbers}` would only
+    switch."""
+    candidates = cmake.arch_variables(entries)
+    if candidates:
+        where = "the project's own variable(s) " + ", ".join(
+            f"{e.name}={e.value}" for e in candidates)
+        name = candidates[0].name
+    else:
+        where = ("a variable or CUDA_ARCHITECTURES property the project sets itself (NAME "
+                 "below: the variable its CMakeLists reads the arch from)")
+        name = "NAME"
+    return (f"the CMakeLists chooses its arch from {where}: hand --arch to it in the recipe, "
+            f"e.g. `[[build.options]] define = {{ {name} = \"{{arch_numbers}}\" }}` "
+            "(placeholders: {arch_numbers} = 120, {arch_codes} = 120a, {cmake_archs} = "
+            "120a-real), then build again")
 
 
 def find_artifacts(request: BuildRequest, output_dir: Path,
