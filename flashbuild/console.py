@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 import sys
 import textwrap
 from contextlib import contextmanager
@@ -145,6 +146,10 @@ def _console(*, stderr: bool = False) -> Console:
     # line is left for the terminal to wrap, so a path is never split by an inserted newline
     # (copy/paste and grep of redirected output keep it whole).
     return Console(stderr=stderr, emoji=False, highlight=False, soft_wrap=True)
+
+
+#: The progress counter that may end a stage of `UI.activity` (`preprocessing 7 units [3/7]`).
+_COUNTER = re.compile(r" \[\d+/\d+\]$")
 
 
 @dataclass(frozen=True)
@@ -298,10 +303,11 @@ class UI:
     @contextmanager
     def activity(self) -> Iterator[Callable[[str], None]]:
         """A status line for a long piece of work: call what this yields with what starts
-        now ("preprocessing 7 units"). On a terminal (stderr) it is a spinner line, rewritten
-        in place and gone when the work ends; elsewhere (a pipe, a CI log) each stage is one
-        line on stderr, said once, so stdout keeps only the report. Under --json on a pipe it
-        says nothing: a program reads that output (often stdout and stderr together)."""
+        now ("preprocessing 7 units", with a counter: "... [3/7]"). On a terminal (stderr) it
+        is a spinner line, rewritten in place and gone when the work ends; elsewhere (a pipe,
+        a CI log) each stage is one line on stderr, said once and without its counter, so
+        stdout keeps only the report. Under --json on a pipe it says nothing: a program reads
+        that output (often stdout and stderr together)."""
         console = self.err
         if console.is_terminal:
             from rich.live import Live
@@ -320,6 +326,9 @@ class UI:
         said: list[str] = []
 
         def stage(what: str) -> None:
+            # A counter within a stage (`[3/7]`) moves the terminal's line; a log gets the
+            # stage once.
+            what = _COUNTER.sub("", what)
             if what not in said:
                 said.append(what)
                 console.print(Text(f"… {what}", style="dim"), soft_wrap=True)

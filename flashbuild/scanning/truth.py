@@ -93,10 +93,13 @@ def apply_preprocessor(root: Path, findings: list[Finding], reach: Reach | None,
     kinds = {"device" for f in wanted if f.rule in DEVICE_RULES or f.rule == PLACEHOLDER_RULE}
     kinds |= {"windows-host" for f in wanted if f.rule in HOST_RULES}
     kinds |= {"host" for f in wanted if f.rule == "FB222"}
+    what = f"preprocessing {len(units)} unit(s) for {arch.sm} (nvcc --dryrun passes)"
     if stage is not None:
-        stage(f"preprocessing {len(units)} unit(s) for {arch.sm} (nvcc --dryrun passes)")
+        stage(what)
     passes = pp.run(list(units.values()), arch, windows=target.platform == "windows",
-                    kinds=frozenset(kinds))
+                    kinds=frozenset(kinds),
+                    on_done=None if stage is None else
+                    lambda done: stage(f"{what} [{done}/{len(units)}]"))
     includers = includers_of(reach)
     out = [(_judge_placeholder(f, passes, includers, target) if f.rule == PLACEHOLDER_RULE
             else _judge(f, passes, includers, target, capped)) if f in wanted else f

@@ -117,6 +117,8 @@ def test_a_piped_scan_says_each_stage_once_on_stderr(encoding: str) -> None:
         stage("reading 104 files")
         stage("reading 104 files")
         stage("preprocessing 7 unit(s) for sm_120 (nvcc --dryrun passes)")
+        for done in range(1, 8):  # the counter moves a terminal's line, not a log's
+            stage(f"preprocessing 7 unit(s) for sm_120 (nvcc --dryrun passes) [{done}/7]")
     dots = "…" if encoding == "utf-8" else "..."
     assert _text(ui.err).splitlines() == [
         f"{dots} introspecting the build (a CMake configure)", f"{dots} reading 104 files",
