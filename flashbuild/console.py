@@ -22,13 +22,19 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 import sys
+import textwrap
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 #: Bumped when a documented JSON key changes meaning or disappears.
 JSON_SCHEMA_VERSION = 1
@@ -126,12 +132,24 @@ def clip(text: str, limit: int, *, keep: str = "start") -> str:
     return part.rstrip() + "…"
 
 
+def wrap(text: str, width: int, *, indent: str = "") -> list[str]:
+    """`text` as lines of at most `width` columns, broken between words only (a path, a flag or
+    an identifier longer than a line stays whole on a line of its own), the lines after the
+    first starting with `indent`. A pipe gets the same lines as an 80-column terminal."""
+    return textwrap.wrap(text, width=max(width, 40), subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False) or [""]
+
+
 def _console(*, stderr: bool = False) -> Console:
     # emoji=False: `file.cu:100:1` stays as written (Rich would turn `:100:` into 💯);
     # highlight=False: no colouring that guesses at numbers and paths; soft_wrap=True: a long
     # line is left for the terminal to wrap, so a path is never split by an inserted newline
     # (copy/paste and grep of redirected output keep it whole).
     return Console(stderr=stderr, emoji=False, highlight=False, soft_wrap=True)
+
+
+#: The progress counter that may end a stage of `UI.activity` (`preprocessing 7 units [3/7]`).
+_COUNTER = re.compile(r" \[\d+/\d+\]$")
 
 
 @dataclass(frozen=True)
@@ -141,6 +159,8 @@ class Column:
 
     header: str
     key: bool = False
+    justify: Literal["left", "right"] = "left"
+    """`right` for numbers, so their digits line up."""
 
 
 def _fits(console: Console, table: Any, keys: list[str]) -> bool:
@@ -172,7 +192,7 @@ def render_table(console: Console, title: str, columns: list[Column],
     table = Table(title=degrade(title, encoding), box=box.ASCII if _ascii(encoding)
                   else box.HEAVY_HEAD, title_justify="left")
     for column in columns:
-        table.add_column(column.header, no_wrap=column.key,
+        table.add_column(column.header, no_wrap=column.key, justify=column.justify,
                          overflow="ellipsis" if column.key else "fold")
     for row in cells:
         table.add_row(*(Text(cell) for cell in row))
@@ -221,10 +241,25 @@ class UI:
         if json_mode is not None:
             self.json_mode = json_mode
 
+    product_on_stdout: bool = False
+    """Stdout carries the command's product (`recipe init` without -o prints the recipe), so
+    human lines go to stderr, as under --json: `recipe init > x.toml` writes only TOML."""
+
     @property
     def human(self) -> Console:
-        """Where human-readable lines go: stdout normally, stderr under --json."""
-        return self.err if self.json_mode else self.out
+        """Where human-readable lines go: stdout normally, stderr under --json or while stdout
+        carries a product (`product_on_stdout`)."""
+        return self.err if self.json_mode or self.product_on_stdout else self.out
+
+    @contextmanager
+    def stdout_for_product(self, on: bool = True) -> Iterator[None]:
+        """Human lines on stderr for the duration (see `product_on_stdout`)."""
+        before = self.product_on_stdout
+        self.product_on_stdout = on
+        try:
+            yield
+        finally:
+            self.product_on_stdout = before
 
     def step(self, message: str) -> None:
         """A line of flashbuild's own (Rich markup allowed; wrap foreign text in `lit()`)."""
@@ -237,6 +272,23 @@ class UI:
         line.append(message)
         self.human.print(line)
 
+    def say_wrapped(self, message: str) -> None:
+        """`say`, wrapped between words at the console's width (80 on a pipe) with the lines
+        after the first indented under the text: for a long sentence (a note, an explanation),
+        never a line that names a path to grep for."""
+        lines = wrap(message, self.human.width - 2)
+        self.say(lines[0])
+        for more in lines[1:]:
+            self.human.print(Text(f"  {more}"), soft_wrap=True)
+
+    def paragraph(self, text: str, *, first: str = "  ", rest: str = "    ",
+                  style: str = "") -> None:
+        """Literal `text` wrapped between words at the console's width: the first line starts
+        with `first`, the others with `rest` (a note under a step, a kept site's reason)."""
+        lines = wrap(first + text, self.human.width, indent=rest)
+        for line in lines:
+            self.human.print(Text(line, style=style), soft_wrap=True)
+
     def info(self, message: str) -> None:
         self.human.print(message)
 
@@ -247,6 +299,41 @@ class UI:
     def table(self, title: str, columns: list[Column], rows: list[list[str]]) -> None:
         """A table of plain-text cells on the human channel (see `render_table`)."""
         render_table(self.human, title, columns, rows)
+
+    @contextmanager
+    def activity(self) -> Iterator[Callable[[str], None]]:
+        """A status line for a long piece of work: call what this yields with what starts
+        now ("preprocessing 7 units", with a counter: "... [3/7]"). On a terminal (stderr) it
+        is a spinner line, rewritten in place and gone when the work ends; elsewhere (a pipe,
+        a CI log) each stage is one line on stderr, said once and without its counter, so
+        stdout keeps only the report. Under --json on a pipe it says nothing: a program reads
+        that output (often stdout and stderr together)."""
+        console = self.err
+        if console.is_terminal:
+            from rich.live import Live
+            from rich.spinner import Spinner
+
+            spinner = Spinner("dots", text="")
+            # Lines printed to stdout meanwhile go above the spinner only when stdout is this
+            # terminal too; redirected (`scan > report.txt`) they stay in the file.
+            with Live(spinner, console=console, transient=True, refresh_per_second=12.5,
+                      redirect_stdout=self.out.is_terminal):
+                yield lambda what: spinner.update(text=Text(what))
+            return
+        if self.json_mode:
+            yield lambda _what: None
+            return
+        said: list[str] = []
+
+        def stage(what: str) -> None:
+            # A counter within a stage (`[3/7]`) moves the terminal's line; a log gets the
+            # stage once.
+            what = _COUNTER.sub("", what)
+            if what not in said:
+                said.append(what)
+                console.print(Text(f"… {what}", style="dim"), soft_wrap=True)
+
+        yield stage
 
     def warn(self, message: str) -> None:
         self.err.print(f"[yellow]warning:[/] {message}")

@@ -4,6 +4,10 @@ ninja prints `[n/m] <description>` per edge (NINJA_STATUS is set to `[%f/%t] ` s
 is known) and a command's output after its status line; a failing edge prints
 `FAILED: <outputs>` then the command and its output. The first compiler error is what a
 person needs; the log's tail is the context.
+
+Read through a pipe, ninja prints an edge's status line when the edge finishes, so `n` counts
+finished units and the times of those lines give the build's rate: the bar's estimate of the
+time left (`estimate_left`) is the units left times the recent seconds per unit.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.text import Text
 
 from flashbuild.errors import BuildError
 
@@ -32,6 +38,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from rich.console import Console
+    from rich.progress import Task
 
 _STATUS = re.compile(r"^\s*\[(?P<done>\d+)/(?P<total>\d+)\]\s*(?P<what>.*)$")
 # Ordered: the first pattern that matches a line in the log wins for that line; the first
@@ -81,6 +88,57 @@ def short_description(what: str) -> str:
     return what.rsplit("/", 1)[-1][:60]
 
 
+#: Units that must have finished before the bar estimates the time left: ninja starts a unit per
+#: job at once, so the first ones finish together and say little about the rest.
+ETA_MIN_UNITS = 3
+#: How many of the latest units the rate is measured over: recent enough to follow a build
+#: whose units get slower (the big kernels often come last), long enough to span a few jobs.
+ETA_WINDOW = 8
+#: An estimate above this is no estimate (a rate measured over a handful of seconds), so
+#: nothing is shown.
+ETA_MAX_SECONDS = 24 * 3600.0
+
+
+def estimate_left(finished: Sequence[tuple[float, int]], total: int, *, started: float,
+                  now: float) -> float | None:
+    """Seconds until the last of `total` units finishes, or None when there is no honest
+    estimate. `finished` holds (time, units finished) per ninja status line, oldest first.
+
+    The rate is the seconds per unit over the last `ETA_WINDOW` units (from `started` while
+    fewer have finished), times the units left, counted from the last unit's time. None
+    before `ETA_MIN_UNITS` units, when all are done, when the time has run past the estimate,
+    or when it is above a day: saying nothing beats a wild guess."""
+    if not finished or total <= 0:
+        return None
+    last_time, done = finished[-1]
+    if done < ETA_MIN_UNITS or done >= total:
+        return None
+    ref_time, ref_done = started, 0
+    for at, count in reversed(finished):
+        if count <= done - ETA_WINDOW:
+            ref_time, ref_done = at, count
+            break
+    if last_time <= ref_time or done <= ref_done:
+        return None
+    per_unit = (last_time - ref_time) / (done - ref_done)
+    left = last_time + (total - done) * per_unit - now
+    if left <= 0 or left > ETA_MAX_SECONDS:
+        return None
+    return left
+
+
+def format_left(seconds: float) -> str:
+    """`about 4:12 left`, `about 1:05:00 left` (rounded up to the next 10 s under a minute
+    left, so the number does not flicker between refreshes)."""
+    whole = int(seconds + 0.999)
+    if whole < 60:
+        whole = max(10, (whole + 9) // 10 * 10)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+    return f"about {clock} left"
+
+
 @dataclass(frozen=True)
 class FirstError:
     line: str
@@ -127,6 +185,10 @@ class NinjaMonitor:
     started: float = field(default_factory=time.monotonic)
     listener: Callable[[NinjaMonitor], None] | None = None
     """Called after each status line (the live bar)."""
+    clock: Callable[[], float] = time.monotonic
+    """When a line arrived (a test replays recorded times)."""
+    finished: list[tuple[float, int]] = field(default_factory=list)
+    """(time, units finished) per status line: the rate `left()` estimates from."""
 
     def feed(self, line: str) -> None:
         """Take one line of ninja's output."""
@@ -145,12 +207,18 @@ class NinjaMonitor:
         if status is None:
             return False
         self.done, self.total, what = status
+        self.finished.append((self.clock(), self.done))
         self._edge = what
         self.current = short_description(what)
         self.edges += 1
         if self.listener is not None:
             self.listener(self)
         return True
+
+    def left(self) -> float | None:
+        """Seconds left by the recent rate, now; None when there is no honest estimate."""
+        return estimate_left(self.finished, self.total, started=self.started,
+                             now=self.clock())
 
     def tail(self, lines: int = 30) -> str:
         """The last `lines` lines that are not ptxas resource reports."""
@@ -160,15 +228,11 @@ class NinjaMonitor:
 @contextmanager
 def live_progress(monitor: NinjaMonitor, console: Console, *, enabled: bool,
                   label: str = "compiling") -> Iterator[NinjaMonitor]:
-    """A Rich bar driven by the monitor's counters (file name, n/m, elapsed)."""
+    """A Rich bar driven by the monitor's counters (file name, n/m, elapsed, time left)."""
     if not enabled:
         yield monitor
         return
-    progress = Progress(
-        TextColumn("[bold blue]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[current]}"), TimeElapsedColumn(),
-        console=console, transient=True,
-    )
+    progress = Progress(*bar_columns(monitor), console=console, transient=True)
     with progress:
         task: TaskID = progress.add_task(label, total=None, current="")
 
@@ -180,6 +244,26 @@ def live_progress(monitor: NinjaMonitor, console: Console, *, enabled: bool,
             yield monitor
         finally:
             monitor.listener = None
+
+
+def bar_columns(monitor: NinjaMonitor) -> list[ProgressColumn]:
+    """The bar's columns: what, bar, n/m, the unit that finished last, elapsed, time left."""
+    return [TextColumn("[bold blue]{task.description}"), BarColumn(bar_width=20),
+            MofNCompleteColumn(), TextColumn("{task.fields[current]}"), TimeElapsedColumn(),
+            LeftColumn(monitor)]
+
+
+class LeftColumn(ProgressColumn):
+    """The bar's estimate of the time left (`NinjaMonitor.left`), blank when there is none.
+    Read at each refresh, so it counts down between ninja's lines."""
+
+    def __init__(self, monitor: NinjaMonitor) -> None:
+        super().__init__()
+        self.monitor = monitor
+
+    def render(self, task: Task) -> Text:
+        left = self.monitor.left()
+        return Text(format_left(left) if left is not None else "", style="cyan")
 
 
 def open_log(path: Path) -> IO[str]:

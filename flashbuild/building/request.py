@@ -126,6 +126,9 @@ class StepTime:
     seconds: float
     skipped: bool = False
     note: str = ""
+    parts: tuple[tuple[str, float], ...] = ()
+    """The step's own stages and their seconds, when it has some (the backend's step: CMake's
+    configure, then the compile); the build's closing table shows these."""
 
 
 Step = Callable[[str], None]

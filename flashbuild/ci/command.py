@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from flashbuild import __version__
 from flashbuild.ci import workflow
+from flashbuild.console import Column, plural
 from flashbuild.errors import UsageError
 
 if TYPE_CHECKING:
@@ -68,13 +69,14 @@ def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str
                                   "python": e.python, "toolkit": e.toolkit}
                                  for e in plan.entries]})
     else:
-        ui.say(f"wrote {target}: {len(plan.entries)} job(s) "
-               f"({', '.join(platforms)} x CUDA {', '.join(cudas)} x Python "
-               f"{', '.join(pythons)}) for {plan.arch.label}, and a release job")
+        ui.say(f"wrote {target}")
+        ui.table(f"{plural(len(plan.entries), 'job')} building wheels, and a release job",
+                 MATRIX_COLUMNS, matrix_rows(plan))
         if len(cudas) > 1:
-            ui.info("  wheels of different CUDA versions share a file name unless the tree "
-                    "adds a local version (e.g. +cu130): the release step attaches a name "
-                    "once and stops at a second; every wheel is in the `wheels` artifact")
+            ui.say_wrapped("wheels of different CUDA versions share a file name unless the "
+                           "tree adds a local version (e.g. +cu130): the release step attaches "
+                           "a name once and stops at a second; every wheel is in the `wheels` "
+                           "artifact")
     return 0
 
 
@@ -88,6 +90,26 @@ def _default_tree(recipe: Recipe) -> Path:
     if file is None or file.resolve().parent == recipes_dir().resolve():
         return Path.cwd()
     return recipe.source_root()
+
+
+#: The columns of the matrix table `ci init` prints (`matrix_rows`).
+MATRIX_COLUMNS = [Column("os (runner)", key=True), Column("arch", key=True),
+                  Column("cuda", key=True), Column("torch", key=True),
+                  Column("python", key=True)]
+
+
+def matrix_rows(plan: workflow.CiPlan) -> list[list[str]]:
+    """One row per job: the runner (its OS), the GPU archs, the CUDA release and where it comes
+    from, the torch build it installs (its CUDA index, and the version when pinned; `-` for a
+    tree that needs none), the Python."""
+    arch = plan.arch_value.replace(";", " ")
+    pinned = plan.torch_spec.removeprefix("torch")
+    rows = []
+    for entry in plan.entries:
+        index = entry.torch_index.rstrip("/").rsplit("/", 1)[-1]
+        torch = " ".join(filter(None, (pinned, index))) if entry.torch_index else "-"
+        rows.append([entry.runner, arch, f"{entry.cuda} {entry.toolkit}", torch, entry.python])
+    return rows
 
 
 def _write(target: Path, text: str) -> None:

@@ -163,11 +163,11 @@ def _print_step_notes(report: PatchReport) -> None:
         if not s.matched:
             continue
         for note in s.notes:
-            ui.info(f"  [dim]{escape(s.id)}: {escape(note)}[/]")
+            ui.paragraph(f"{s.id}: {note}", style="dim")
         for site in s.sites:
             if site.action == "keep":
-                ui.info(f"  [yellow]kept[/] {escape(site.path)}:{site.line} "
-                        f"{escape(site.kind)}: {escape(site.note)}")
+                # The site first and whole (an editor jumps to path:line), the reason wrapped.
+                ui.paragraph(f"kept {site.path}:{site.line} {site.kind}: {site.note}")
 
 
 def _print_rest(report: PatchReport, show_diff: bool, *, dry_run_diff: bool = True) -> None:

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 
 from flashbuild.building.artifacts import parse_install_mode
 from flashbuild.building.request import BuildRequest, HostCompiler, PatchOutcome, Step
+from flashbuild.console import Column
 from flashbuild.errors import ToolchainError, UsageError
-from flashbuild.pipeline.driver import build
+from flashbuild.pipeline.driver import build, stage_rows
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -146,10 +147,17 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
     if as_json:
         ui.emit_json({**report.to_json(), "recipe": chosen.to_json()})
     else:
-        ui.say(f"build folder {report.build_dir} (log: {report.log}); "
-               f"{report.jobs.reason}; launcher: {report.launcher}; "
-               f"{report.seconds:.2f} s")
+        ui.say(f"build folder {report.build_dir}")
+        if report.ninja_no_work:  # (a build that compiled named its log already)
+            ui.say(f"log: {report.log}")
+        ui.say_wrapped(f"{report.jobs.reason}; launcher: {report.launcher}")
+        ui.table("seconds per stage", STAGE_COLUMNS, stage_rows(report.steps))
     return 0
+
+
+#: The columns of the build's closing table (`driver.stage_rows`).
+STAGE_COLUMNS = [Column("stage", key=True), Column("seconds", key=True, justify="right"),
+                 Column("what it did")]
 
 
 def _choose(recipe: str | None, source: Path | None, *, spec: ArchSpec, platform: str,

@@ -130,10 +130,27 @@ class BuildReport:
                      "link": self.jobs.link_jobs, "reason": self.jobs.reason},
             "launcher": self.launcher,
             "steps": [{"name": s.name, "seconds": round(s.seconds, 4), "skipped": s.skipped,
-                       "note": s.note} for s in self.steps],
+                       "note": s.note,
+                       **({"parts": {name: round(sec, 4) for name, sec in s.parts}}
+                          if s.parts else {})} for s in self.steps],
             "seconds": round(self.seconds, 4),
             "notes": list(self.notes),
         }
+
+
+def stage_rows(steps: Sequence[StepTime]) -> list[list[str]]:
+    """The build's closing table: stage, seconds, what it did. A step with stages of its own
+    (CMake's configure, then the compile) shows those; the last row is the total."""
+    rows: list[list[str]] = []
+    for step in steps:
+        note = "skipped" if step.skipped and not step.note else step.note
+        if step.parts:
+            rows += [[name, f"{seconds:.1f}", note if name == step.name else ""]
+                     for name, seconds in step.parts]
+        else:
+            rows.append([step.name, f"{step.seconds:.1f}", note])
+    rows.append(["total", f"{sum(s.seconds for s in steps):.1f}", ""])
+    return rows
 
 
 def build(request: BuildRequest, *, runner: StreamRunner,
@@ -192,10 +209,14 @@ def build(request: BuildRequest, *, runner: StreamRunner,
         nvcc=nvcc, runner=runner, console=console, show_progress=show_progress, say=say,
         notes=notes)
     built = backend.build(ctx)
-    steps.append(StepTime("compile", time.monotonic() - t0, skipped=built.no_work,
+    backend_seconds = time.monotonic() - t0
+    steps.append(StepTime("compile", backend_seconds, skipped=built.no_work,
                           note="no work to do" if built.no_work else
                           f"{built.edges} step(s)" + ("; configured" if built.configured
-                                                      else "")))
+                                                      else ""),
+                          parts=(("configure", built.configure_seconds),
+                                 ("compile", backend_seconds - built.configure_seconds))
+                          if built.configured else ()))
     say("nothing to compile" if built.no_work else
         f"compiled {plural(built.edges, 'step')} with {backend.name}; log: {built.log}")
 

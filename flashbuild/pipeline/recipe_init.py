@@ -20,6 +20,17 @@ if TYPE_CHECKING:
 def init_command(source: Path, *, platform: str | None, arch: str, output: Path | None,
                  as_json: bool, check: bool, force: bool, static: bool, draft: bool) -> int:
     from flashbuild.console import ui
+
+    # Without -o the recipe is printed on stdout: every other line goes to stderr, so
+    # `recipe init ... > recipe.toml` writes a file that loads.
+    with ui.stdout_for_product(output is None):
+        return _init(source, platform=platform, arch=arch, output=output, as_json=as_json,
+                     check=check, force=force, static=static, draft=draft)
+
+
+def _init(source: Path, *, platform: str | None, arch: str, output: Path | None,
+          as_json: bool, check: bool, force: bool, static: bool, draft: bool) -> int:
+    from flashbuild.console import ui
     from flashbuild.pipeline.choose import bundled_match, with_bundled
     from flashbuild.scanning.findings import ScanOptions, make_target
     from flashbuild.scanning.report import bundled_lines, resolve_platform
@@ -33,9 +44,9 @@ def init_command(source: Path, *, platform: str | None, arch: str, output: Path 
         from flashbuild.scanning.draft import run_init
 
         if bundled is not None:
-            ui.say(f"drafting anyway (--draft); `flashbuild build` and `flashbuild patch` "
-                   f"use the bundled recipe `{bundled.recipe.name}` for this tree unless "
-                   "given --recipe")
+            ui.say_wrapped(f"drafting anyway (--draft); `flashbuild build` and `flashbuild "
+                           f"patch` use the bundled recipe `{bundled.recipe.name}` for this "
+                           "tree unless given --recipe")
         return run_init(source, platform=platform, arch=arch, output=output, as_json=as_json,
                         check=check, force=force,
                         introspect=None if static else introspect_for_draft, plan=plan_steps)

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from flashbuild.recipes.model import Recipe
-    from flashbuild.scanning.findings import ScanOptions, ScanResult, ScanTarget
+    from flashbuild.scanning.findings import ScanOptions, ScanResult, ScanTarget, Stage
     from flashbuild.source.treemodel import Introspection
 
 #: Seconds a configure or a setup.py record may take before the scan falls back (a build
@@ -42,17 +42,19 @@ TIMEOUT_S = 120.0
 
 
 def scan_with_build(root: Path, target: ScanTarget, opts: ScanOptions, *,
-                    say: Callable[[str], None] | None = None) -> ScanResult:
+                    say: Callable[[str], None] | None = None,
+                    stage: Stage | None = None) -> ScanResult:
     """Scan `root` for `target` with the configured build's model where it can be had (see the
-    module docstring); `say` gets the one line that says which."""
+    module docstring); `say` gets the one line that says which, `stage` what the scan starts
+    doing (the introspection, then the scan's own stages)."""
     if opts.static or not root.is_dir():
-        return scan_tree(root, target, opts)  # (a missing folder: the scan's own error)
-    outcome = introspect_for_scan(root.resolve(), target)
+        return scan_tree(root, target, opts, stage=stage)  # (no folder: the scan's own error)
+    outcome = introspect_for_scan(root.resolve(), target, stage=stage)
     if outcome.model is None or outcome.fallback:
         reason = outcome.fallback
         if say is not None:
             say(f"static reading: introspection could not run ({reason})")
-        result = scan_tree(root, target, opts)
+        result = scan_tree(root, target, opts, stage=stage)
         return replace(result, truth=f"static reading of the build files (introspection "
                        f"fell back: {reason}); {result.truth}")
     model = outcome.model
@@ -62,10 +64,11 @@ def scan_with_build(root: Path, target: ScanTarget, opts: ScanOptions, *,
         say(f"introspection: {model.via}, {plural(len(model.targets), 'target')} ({how})")
         for note in model.notes:
             say(f"introspection: {note}")
-    return scan_tree(root, target, opts, model=model)
+    return scan_tree(root, target, opts, model=model, stage=stage)
 
 
-def introspect_for_scan(root: Path, target: ScanTarget) -> Introspection:
+def introspect_for_scan(root: Path, target: ScanTarget, *,
+                        stage: Stage | None = None) -> Introspection:
     """The model of the build the scan's target would get on this machine, or the one-line
     reason there is none. A model whose setup.py raised, or reached for the network, is no
     model of the build: it is a fallback too."""
@@ -83,6 +86,9 @@ def introspect_for_scan(root: Path, target: ScanTarget) -> Introspection:
         return Introspection(model=None, fallback="no build files: no CMakeLists.txt and no "
                              "setup.py at the top of the tree")
     spec = parse_arch_spec(";".join(a.sm for a in target.archs))
+    if stage is not None:
+        stage("introspecting the build (" + ("a CMake configure" if recipe.build.backend ==
+                                             "cmake" else "setup.py in record mode") + ")")
     outcome = introspect(recipe, root, spec, platform=target.platform, timeout=TIMEOUT_S,
                          bindings=False)
     model = outcome.model
@@ -128,9 +134,13 @@ def scan_command(source: Path, *, platform: str | None, arch: str, as_json: bool
     from flashbuild.scanning.report import run_scan
 
     def scanner(root: Path, target: ScanTarget, opts: ScanOptions) -> ScanResult:
-        # The bundled recipe build and patch would use (pipeline/choose.py): its edits, and
-        # what the build does by itself (scan.mark_handled), are not errors of the scan.
-        return with_bundled(scan_with_build(root, target, opts, say=ui.say))
+        # A status line while the scan works (the introspection and the preprocessor passes
+        # take tens of seconds on a big tree), gone before the report prints. The bundled
+        # recipe build and patch would use (pipeline/choose.py): its edits, and what the build
+        # does by itself (scan.mark_handled), are not errors of the scan.
+        with ui.activity() as stage:
+            return with_bundled(scan_with_build(root, target, opts, say=ui.say_wrapped,
+                                                stage=stage))
 
     return run_scan(source, platform=platform, arch=arch, as_json=as_json, sarif=sarif,
                     include_vendored=include_vendored, jobs=jobs, force=force, static=static,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flashbuild.scanning.facts import InstructionFacts
-from flashbuild.scanning.findings import Finding, ScanOptions, ScanTarget, Severity, Truth
+from flashbuild.scanning.findings import Finding, ScanOptions, ScanTarget, Severity, Stage, Truth
 
 if TYPE_CHECKING:
     from flashbuild.source.preprocess import Toolchain, Unit
@@ -39,9 +39,10 @@ CACHE_VERSION = 1
 
 
 def confirm_by_compiling(root: Path, findings: list[Finding], reach: Reach | None,
-                         target: ScanTarget, opts: ScanOptions) -> tuple[list[Finding], str]:
+                         target: ScanTarget, opts: ScanOptions, *, stage: Stage | None = None,
+                         ) -> tuple[list[Finding], str]:
     """The findings with the compiler's verdict where it can give one, and one line (empty
-    when there was nothing to compile)."""
+    when there was nothing to compile). `stage` is told when the compiles start."""
     wanted = [f for f in findings if f.rule in RULES and f.severity is Severity.ERROR]
     if opts.static or not wanted or opts.compile == "never":
         return findings, ""
@@ -69,6 +70,9 @@ def confirm_by_compiling(root: Path, findings: list[Finding], reach: Reach | Non
 
     cache = platforms.current().user_cache_dir(os.environ) / "compile"
     deps = {u: _closure(reach, u) for u in needed}
+    if stage is not None:
+        stage(f"compiling {len(needed)} unit(s) for {target.archs[0].sm} to confirm "
+              "instruction findings")
     verdicts: dict[str, tuple[int, str]] = {}
     ran = 0
     for u in needed:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
+from flashbuild.console import Column
 from flashbuild.errors import PatchError, TreeError, UsageError
 from flashbuild.scanning.checks_cmake import _commands as cmake_commands
 from flashbuild.scanning.checks_cmake import _parser as cmake_parser
@@ -100,6 +101,9 @@ class Draft:
     introspection: str = ""
     """Which source of truth the build tables rest on (the configured build, or why static
     reading was used)."""
+    drafted: list[tuple[Finding, tuple[str, ...]]] = field(default_factory=list)
+    """Findings a drafted step fixes: the ids of the steps their kind made (the outcome
+    table `recipe init` prints)."""
 
 
 def draft_recipe(result: ScanResult, *, name: str, source_path: str) -> Draft:
@@ -131,6 +135,10 @@ def draft_recipe(result: ScanResult, *, name: str, source_path: str) -> Draft:
         d.refused += drafted.refused
         d.handled += drafted.handled
         d.todos += drafted.todos
+        decided = {id(f) for f, _why in [*drafted.refused, *drafted.handled]}
+        decided |= {id(f) for f in drafted.todos}
+        ids = tuple(s.id for s in drafted.steps)
+        d.drafted += [(f, ids) for f, _p in members if id(f) not in decided and ids]
     d.todos += todos
     return d
 
@@ -919,7 +927,7 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
     build (`introspect`, given by the caller: it runs the tree's build scripts; None = static
     reading only), plan for expect counts (`plan`, given by the caller: patching's
     `plan_steps`, a later stage than this one), validate, write."""
-    from flashbuild.console import ui
+    from flashbuild.console import render_table, ui
     from flashbuild.outputs import refuse_over_tree
     from flashbuild.scanning.findings import make_target
     from flashbuild.scanning.report import resolve_platform
@@ -930,7 +938,8 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
     if output is not None:
         _check_output(output)
         refuse_over_tree(output, root, option="-o", force=force)
-    result = scan_tree(root, target)
+    with ui.activity() as stage:  # the scan's stages on stderr: a big tree takes a while
+        result = scan_tree(root, target, stage=stage)
     if result.setup_unreadable and not (root / "CMakeLists.txt").is_file():
         # The draft's [build] comes from setup.py: without it, it would be a guess.
         raise TreeError(
@@ -966,6 +975,11 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
             raise UsageError(f"cannot write the recipe to {output}",
                              evidence=exc.strerror or str(exc),
                              fix="pass `-o` a file in a folder you can write to") from exc
+    if not as_json:
+        # Beside the recipe, not in it: on stderr when stdout carries the recipe itself.
+        render_table(ui.out if output is not None else ui.err,
+                     "what the draft makes of the scan's findings", OUTCOME_COLUMNS,
+                     outcome_rows(d))
     if as_json:
         ui.emit_json({"ok": True, "output": str(output) if output else None,
                       "steps": [{"id": s.id, "transform": s.transform, "expect": s.expect,
@@ -979,6 +993,40 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
         ui.say(f"drafted {len(d.steps)} patch step(s), {len(d.build.artifacts)} "
                f"artifact(s) and {len(d.todos) + len(d.build.todos)} TODO(s) into {output}")
     return 0
+
+
+#: The columns of recipe init's outcome table (`outcome_rows`).
+OUTCOME_COLUMNS = [Column("rule", key=True), Column("check", key=True),
+                   Column("n", key=True, justify="right"), Column("what the draft does")]
+
+
+def outcome_rows(d: Draft) -> list[list[str]]:
+    """What became of the findings, per rule and outcome: a drafted step (its ids), handled by
+    a later stage of the build, for you (a TODO in the draft), or not drafted. A
+    step left out when it was planned or compile-checked leaves its findings to you. The
+    build tables' own TODOs (`[install]`, `[[artifact]]`) close the table."""
+    kept = {s.id for s in d.steps}
+    outcomes: list[tuple[Finding, str]] = []
+    for f, ids in d.drafted:
+        still = [i for i in ids if i in kept]
+        outcomes.append((f, f"drafted step {', '.join(still)}" if still else
+                         "for you (TODO): its drafted step was left out"))
+    # The reasons are in the draft's comments ("Handled without a step", "Not drafted"): the
+    # table is the overview.
+    outcomes += [(f, "handled by build") for f, _why in d.handled]
+    outcomes += [(f, "for you (TODO)") for f in d.todos]
+    outcomes += [(f, "not drafted (the draft says why)") for f, _why in d.refused]
+    counts: dict[tuple[str, str], int] = {}
+    for f, what in outcomes:
+        counts[(f.rule, what)] = counts.get((f.rule, what), 0) + 1
+    rows = [[rule, RULES[rule].name, str(n), what] for (rule, what), n in sorted(counts.items())]
+    # What the build tables could not decide: TODOs too, though no finding made them.
+    tables: dict[str, int] = {}
+    for todo in d.build.todos if d.build is not None else ():
+        tables[todo.table] = tables.get(todo.table, 0) + 1
+    rows += [[f"[{table}]", "build table", str(n), "for you (TODO)"]
+             for table, n in sorted(tables.items())]
+    return rows
 
 
 def _introspect(d: Draft, root: Path, arch: str, platform: str,
@@ -1030,7 +1078,7 @@ def _introspect(d: Draft, root: Path, arch: str, platform: str,
     if model is None:
         d.introspection = (f"build tables: static reading (introspection fell back: "
                            f"{outcome.fallback})")
-        ui.say(f"introspection fell back to static reading: {outcome.fallback}")
+        ui.say_wrapped(f"introspection fell back to static reading: {outcome.fallback}")
         return
     d.introspection = f"build tables: checked against the configured build ({model.via})"
     walk = walk_tree(root)

@@ -9,6 +9,7 @@ import the types without importing the walk and the worker pools.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
@@ -199,6 +200,24 @@ class ScanOptions:
     section has the numbers); `thread` is kept for that comparison."""
 
 
+Stage = Callable[[str], None]
+"""Told what a long scan starts doing now (`introspecting the build`, `preprocessing 7
+units`), so the report's reader is never left in silence; the CLI shows it as a status line."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelCount:
+    """The kernels the compiled files define for one arch of the target (the scan's verdict
+    line: how many of them hold work for it)."""
+
+    arch: Arch
+    kernels: int
+    """`__global__` definitions in the files the build compiles for the target."""
+    placeholders: int
+    """Of those, the ones whose body for the arch only traps or is empty (FB154), as read
+    before the preprocessor (the report recounts from the findings it kept)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class RecipeMatch:
     """The bundled recipe whose `[identity]` matches a scanned tree: what `flashbuild build
@@ -235,6 +254,9 @@ class ScanResult:
     recipe: RecipeMatch | None = None
     """The bundled recipe that matches the tree by content (set by the pipeline, which
     chooses recipes: pipeline/choose.py); None when none does."""
+    kernels: tuple[KernelCount, ...] = ()
+    """Per arch of the target, the kernels the compiled files define (empty when the scan
+    read no C++)."""
 
     @property
     def blocking(self) -> tuple[Finding, ...]:

@@ -37,7 +37,14 @@ from typing import TYPE_CHECKING, Literal
 
 from flashbuild.arch import Arch, Suffix
 from flashbuild.scanning.facts import PlaceholderFacts, RuntimeMajorFacts
-from flashbuild.scanning.findings import Category, Finding, Fix, Severity, source_line
+from flashbuild.scanning.findings import (
+    Category,
+    Finding,
+    Fix,
+    KernelCount,
+    Severity,
+    source_line,
+)
 from flashbuild.source import cxx
 from flashbuild.source.pp import device_pass
 
@@ -296,6 +303,19 @@ def placeholder_findings(reports: Sequence[FileReport], target: ScanTarget,
             if summary is not None:
                 out.append(summary)
     return out
+
+
+def kernel_counts(reports: Sequence[FileReport], target: ScanTarget,
+                  compiled: Callable[[str], bool] = lambda _path: True,
+                  ) -> tuple[KernelCount, ...]:
+    """Per arch of the target, the kernels the compiled files define and how many of them are
+    placeholders there (the same reading as `placeholder_findings`)."""
+    reports = [r for r in reports if "bodies" not in r.facts or compiled(r.path)]
+    out = []
+    for arch in target.archs:
+        kernels, dead = _kernels(reports, arch)
+        out.append(KernelCount(arch=arch, kernels=len(kernels), placeholders=len(dead)))
+    return tuple(out)
 
 
 def _kernels(reports: Sequence[FileReport], arch: Arch) -> tuple[list[_Kernel], list[_Kernel]]:

@@ -6,7 +6,13 @@ JSON document (`schema_version` 1, added by `ui.emit_json`), documented keys:
 - `counts`: `{"error": n, "warning": n, "note": n}`; `blocking`: true when any error exists;
 - `findings`: list of `{rule, name, category, path, line, col, severity, message, evidence,
   snippet, fix: {transform, params, manual}}`;
-- `skipped`: list of `{path, reason}` (binary, non-UTF-8, oversized, unreadable, loops).
+- `skipped`: list of `{path, reason}` (binary, non-UTF-8, oversized, unreadable, loops);
+- `kernels`: per arch, `{arch, kernels, placeholders, verdict}`: the `__global__` definitions
+  of the compiled files, how many of them only trap there (FB154 warnings kept), and the
+  report's verdict line for that arch.
+
+The human report opens with that verdict line per arch ("kernels for sm_120: none - every
+kernel gated to sm_90/sm_100") and a table of the findings by category and severity.
 """
 
 from __future__ import annotations
@@ -16,14 +22,24 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
-from flashbuild.console import VERDICTS, clip, plural
-from flashbuild.scanning.findings import Finding, ScanOptions, ScanResult, ScanTarget, Severity
+from flashbuild.console import VERDICTS, Column, clip, plural, render_table, wrap
+from flashbuild.scanning.facts import PlaceholderFacts
+from flashbuild.scanning.findings import (
+    Finding,
+    KernelCount,
+    ScanOptions,
+    ScanResult,
+    ScanTarget,
+    Severity,
+)
 from flashbuild.scanning.rules import RULES
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from rich.console import Console
+
+    from flashbuild.arch import Arch
 
 #: The JSON schema of `scan --json` (a test validates real output against it).
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "scan-report.schema.json"
@@ -47,7 +63,67 @@ def to_json(result: ScanResult) -> dict[str, Any]:
             "unplanned": list(result.recipe.unplanned)},
         "findings": [finding_json(f) for f in result.findings],
         "skipped": [{"path": s.path, "reason": s.reason} for s in result.skipped],
+        "kernels": [{"arch": count.arch.sm, "kernels": count.kernels,
+                     "placeholders": len(_placeholders(result, count.arch)),
+                     "verdict": kernel_verdict(result, count)} for count in result.kernels],
     }
+
+
+def _placeholders(result: ScanResult, arch: Arch) -> list[Finding]:
+    """The FB154 kernel warnings for `arch` the scan kept (the preprocessor can clear some)."""
+    return [f for f in result.findings if f.rule == "FB154" and f.severity is Severity.WARNING
+            and isinstance(f.facts, PlaceholderFacts) and f.facts.kernel and f.facts.arch == arch]
+
+
+def _gated_to(findings: Sequence[Finding]) -> str:
+    """`sm_90/sm_100`: the first arch of each generation the placeholders' work is written
+    for (an sm_100/sm_103/sm_110 list reads as its generations)."""
+    first: dict[int, int] = {}
+    for f in findings:
+        assert isinstance(f.facts, PlaceholderFacts)
+        for sm in f.facts.written_for:
+            code = int(sm.removeprefix("sm_").rstrip("af"))
+            first[code // 10] = min(first.get(code // 10, code), code)
+    return "/".join(f"sm_{code}" for _major, code in sorted(first.items()))
+
+
+def kernel_verdict(result: ScanResult, count: KernelCount) -> str:
+    """One line: how many of the kernels the build compiles hold work for the arch, e.g.
+    `kernels for sm_120: none - every kernel gated to sm_90/sm_100` or `kernels for sm_120:
+    31 of 40 compiled, 9 trap (gated to sm_90)`."""
+    sm = count.arch.sm
+    dead = _placeholders(result, count.arch)
+    if count.kernels == 0:
+        return f"kernels for {sm}: no __global__ kernel in the files the build compiles"
+    gated = _gated_to(dead)
+    if len(dead) >= count.kernels:
+        return f"kernels for {sm}: none - every kernel gated to {gated}"
+    line = f"kernels for {sm}: {count.kernels - len(dead)} of {count.kernels} compiled"
+    if dead:
+        line += f", {len(dead)} trap{'s' if len(dead) == 1 else ''} (gated to {gated})"
+    return line
+
+
+#: The columns of the findings table: a category, then a count per severity.
+_TABLE_COLUMNS = [Column("category", key=True),
+                  *(Column(s.value, key=True, justify="right") for s in Severity),
+                  Column("total", key=True, justify="right")]
+
+
+def category_rows(findings: Sequence[Finding]) -> list[list[str]]:
+    """The findings table: one row per category with findings (most errors first), a count
+    per severity, and a total row."""
+    counts: dict[str, dict[Severity, int]] = {}
+    for f in findings:
+        row = counts.setdefault(f.category.value, dict.fromkeys(Severity, 0))
+        row[f.severity] += 1
+    order = sorted(counts, key=lambda c: (*(-counts[c][s] for s in Severity), c))
+    rows = [[category, *(str(counts[category][s]) for s in Severity),
+             str(sum(counts[category].values()))] for category in order]
+    if rows:
+        rows.append(["total", *(str(sum(1 for f in findings if f.severity is s))
+                                for s in Severity), str(len(findings))])
+    return rows
 
 
 def finding_json(f: Finding) -> dict[str, Any]:
@@ -71,19 +147,41 @@ def group_findings(findings: Sequence[Finding]) -> list[list[Finding]]:
     return sorted(groups.values(), key=lambda g: (rank[g[0].severity], g[0].sort_key()))
 
 
+def _wrapped(console: Console, label: str, text: str, *, style: str = "dim",
+             label_style: str | None = None, indent: str | None = None) -> None:
+    """`label` and `text` wrapped between words at the console's width (a path or a flag is
+    never split), the lines after the first indented (under the label by default)."""
+    lines = wrap(label + text, console.width,
+                 indent=" " * len(label) if indent is None else indent)
+    _line(console, (label, style if label_style is None else label_style),
+          (lines[0][len(label):], style))
+    for more in lines[1:]:
+        _line(console, (more, style))
+
+
 def _line(console: Console, *parts: tuple[str, str]) -> None:
     """One line of literal text (no markup, no highlighting) that never wraps: a path stays
     whole for terminals and editors that jump to `file:line:col`."""
     console.print(Text.assemble(*parts), soft_wrap=True, highlight=False)
 
 
+def print_summary(result: ScanResult, console: Console) -> None:
+    """The top of the report: what was scanned, the answer (what the target gets), how many
+    findings of which kind, and what decided the gates."""
+    _wrapped(console, "flashbuild scan ", f"{result.root} for {result.target.label}: "
+             f"{result.files_scanned} files in {result.seconds:.2f} s", style="",
+             label_style="bold", indent="  ")
+    for count in result.kernels:
+        for text in wrap(kernel_verdict(result, count), console.width, indent="  "):
+            _line(console, (text, "bold"))
+    render_table(console, "findings by category", _TABLE_COLUMNS, category_rows(result.findings))
+    if result.truth:
+        _wrapped(console, "gates: ", result.truth)
+
+
 def print_report(result: ScanResult, console: Console) -> None:
     counts = result.counts()
-    _line(console, ("flashbuild scan ", "bold"),
-          (f"{result.root} for {result.target.label}: {result.files_scanned} files in "
-           f"{result.seconds:.2f} s", ""))
-    if result.truth:
-        _line(console, ("gates: ", "dim"), (result.truth, "dim"))
+    print_summary(result, console)
     groups = group_findings(result.findings)
     shown = [g for g in groups if g[0].severity is not Severity.NOTE]
     for group in shown:

@@ -49,12 +49,14 @@ from flashbuild.scanning.findings import (
     FileText,
     Finding,
     Fix,
+    KernelCount,
     Rule,
     ScanOptions,
     ScanResult,
     ScanTarget,
     Severity,
     Skipped,
+    Stage,
     Truth,
 )
 from flashbuild.scanning.proposals import LOADER_SHIM, handled_by_build
@@ -292,14 +294,16 @@ def _not_regular(entry: os.DirEntry[str]) -> str:
 # --- the scan -------------------------------------------------------------------------------
 
 def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None, *,
-              model: TreeModel | None = None) -> ScanResult:
+              model: TreeModel | None = None, stage: Stage | None = None) -> ScanResult:
     """Scan a tree for the target. Bad files and folders become `skipped` notes.
 
     `model`: what the configured build compiles (pipeline/introspect.py), for this target.
     Then its sources (and what they include through their real include folders) are the
     compiled files, the rest is "not compiled by this configuration", and the preprocessor
-    runs each unit with its real flags; None reads the build files as text instead."""
+    runs each unit with its real flags; None reads the build files as text instead.
+    `stage` is told what the scan starts doing (reading, preprocessing, compiling)."""
     opts = options or ScanOptions()
+    tell: Stage = stage or (lambda _what: None)
     start = time.perf_counter()
     root = root.resolve()
     walk = walk_tree(root, include_vendored=opts.include_vendored)
@@ -318,6 +322,7 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
 
         files, not_built = _reachable_files(walk.files, reach, model, jit)
     jobs = opts.jobs or os.cpu_count() or 1
+    tell(f"reading {plural(len(files), 'file')}")
     cxx = [(str(root), rel, opts.max_file_bytes) for rel, kind in files if kind == "cxx"]
     reports: list[FileReport]
     if jobs <= 1 or len(files) < SERIAL_BELOW:
@@ -336,18 +341,18 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
             reports = list(pool.map(_check_file, work,
                                     chunksize=max(8, len(work) // (jobs * 8))))
     inherited = {w[1]: w[5] for w in work if w[2] == "cxx"}
-    findings = combine(root, reports, target, reach, model)
+    findings, kernels = combine(root, reports, target, reach, model)
     from flashbuild.scanning.truth import apply_preprocessor
 
     # The preprocessor first (it can decide a gate the static reader could not), then the
     # call graph (an instruction the pass keeps still needs a kernel that reaches it).
-    findings, truth = apply_preprocessor(root, findings, reach, target, opts)
+    findings, truth = apply_preprocessor(root, findings, reach, target, opts, stage=tell)
     if model is not None:
         truth = f"{_model_line(model)}; {truth}"
     findings = unreached_instructions(root, findings, target, inherited, opts.max_file_bytes)
     from flashbuild.scanning.compiletruth import confirm_by_compiling
 
-    findings, compiled = confirm_by_compiling(root, findings, reach, target, opts)
+    findings, compiled = confirm_by_compiling(root, findings, reach, target, opts, stage=tell)
     if compiled:
         truth = f"{truth}; {compiled}"
     skipped = [*walk.skipped, *not_built, *(s for r in reports for s in r.skipped)]
@@ -362,7 +367,7 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
         files_scanned=sum(1 for r in reports if not r.skipped),
         seconds=time.perf_counter() - start,
         setup=reach.setup if reach is not None else None, vendored=tuple(walk.vendored),
-        setup_unreadable=unread, truth=truth)
+        setup_unreadable=unread, truth=truth, kernels=kernels)
 
 
 def mark_handled(findings: list[Finding], *, backend: str | None) -> list[Finding]:
@@ -659,12 +664,18 @@ def _not_compiled_reason(reach: Any, model: TreeModel | None, jit: Sequence[JitS
 
 
 def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
-            reach: Any = None, model: TreeModel | None = None) -> list[Finding]:
+            reach: Any = None, model: TreeModel | None = None,
+            ) -> tuple[list[Finding], tuple[KernelCount, ...]]:
     """The tree-wide pass: per-file findings, filtered and completed with what only the whole
-    tree shows (and, with `model`, what the configured build says)."""
+    tree shows (and, with `model`, what the configured build says); and the kernels the
+    compiled files define, per arch (the report's verdict line)."""
     from flashbuild.scanning.checks_cmake import build_gates, tree_defines
     from flashbuild.scanning.checks_cxx import instantiation_findings
-    from flashbuild.scanning.placeholders import major_checks_guarding, placeholder_findings
+    from flashbuild.scanning.placeholders import (
+        kernel_counts,
+        major_checks_guarding,
+        placeholder_findings,
+    )
 
     tree = TreeFacts(
         gates=build_gates(reports), defines=tree_defines(reports),
@@ -683,6 +694,7 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
     out.extend(instantiation_findings(root, reports, target))
     out.extend(placeholder_findings(reports, target, _units_of(reach),
                                     lambda path: _compiled(tree, path, target)))
+    kernels = kernel_counts(reports, target, lambda path: _compiled(tree, path, target))
     out = major_checks_guarding(out)
     if target.platform == "windows":
         out.extend(_package_dll_directory(root, reports, tree, target, out))
@@ -690,7 +702,7 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
         from flashbuild.scanning.checks_setup import setup_findings
 
         out.extend(setup_findings(root, reach, target))
-    return out
+    return out, kernels
 
 
 def _compiled(tree: TreeFacts, path: str, target: ScanTarget) -> bool:

@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flashbuild.scanning.facts import CcclFacts, InstructionFacts, PlaceholderFacts
-from flashbuild.scanning.findings import Finding, ScanOptions, ScanTarget, Severity, Truth
+from flashbuild.scanning.findings import (
+    Finding,
+    ScanOptions,
+    ScanTarget,
+    Severity,
+    Stage,
+    Truth,
+)
 from flashbuild.source.hostinclude import is_cccl_header
 
 if TYPE_CHECKING:
@@ -49,9 +56,10 @@ PLACEHOLDER_UNITS = 2
 
 
 def apply_preprocessor(root: Path, findings: list[Finding], reach: Reach | None,
-                       target: ScanTarget, opts: ScanOptions) -> tuple[list[Finding], str]:
+                       target: ScanTarget, opts: ScanOptions, *, stage: Stage | None = None,
+                       ) -> tuple[list[Finding], str]:
     """The findings, with the preprocessor's verdict where it can give one, and the one line
-    that says what decided the gates."""
+    that says what decided the gates. `stage` is told when the passes start."""
     if opts.static:
         return findings, "static reading (--static): no preprocessor or compiler was run"
     if reach is None:
@@ -85,8 +93,13 @@ def apply_preprocessor(root: Path, findings: list[Finding], reach: Reach | None,
     kinds = {"device" for f in wanted if f.rule in DEVICE_RULES or f.rule == PLACEHOLDER_RULE}
     kinds |= {"windows-host" for f in wanted if f.rule in HOST_RULES}
     kinds |= {"host" for f in wanted if f.rule == "FB222"}
+    what = f"preprocessing {len(units)} unit(s) for {arch.sm} (nvcc --dryrun passes)"
+    if stage is not None:
+        stage(what)
     passes = pp.run(list(units.values()), arch, windows=target.platform == "windows",
-                    kinds=frozenset(kinds))
+                    kinds=frozenset(kinds),
+                    on_done=None if stage is None else
+                    lambda done: stage(f"{what} [{done}/{len(units)}]"))
     includers = includers_of(reach)
     out = [(_judge_placeholder(f, passes, includers, target) if f.rule == PLACEHOLDER_RULE
             else _judge(f, passes, includers, target, capped)) if f in wanted else f

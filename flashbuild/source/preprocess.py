@@ -31,13 +31,13 @@ import os
 import re
 import shlex
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from flashbuild.arch import Arch
     from flashbuild.proc import Runner
@@ -136,15 +136,20 @@ class Preprocessor:
     stats: dict[str, int] = field(default_factory=lambda: {"run": 0, "cached": 0})
 
     def run(self, units: Sequence[Unit], arch: Arch, *, windows: bool,
-            kinds: frozenset[str] = ALL_KINDS) -> dict[str, list[PassResult]]:
+            kinds: frozenset[str] = ALL_KINDS,
+            on_done: Callable[[int], None] | None = None) -> dict[str, list[PassResult]]:
         """The passes of `kinds` for each unit, per unit source: `host` (a `.cpp` unit's host
         compiler), `cuda-host` (a `.cu` unit's host pass), `device`, `windows-host` (the
-        emulated Windows host pass, only with `windows`)."""
+        emulated Windows host pass, only with `windows`). `on_done` gets the number of units
+        finished, as each finishes (the scan's status line)."""
         jobs = self.jobs or os.cpu_count() or 1
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            results = list(pool.map(
-                lambda u: self._unit(u, arch, windows=windows, kinds=kinds), units))
-        return {u.source: r for u, r in zip(units, results, strict=True)}
+            futures = {pool.submit(self._unit, u, arch, windows=windows, kinds=kinds): u
+                       for u in units}
+            for finished, _future in enumerate(as_completed(futures), start=1):
+                if on_done is not None:
+                    on_done(finished)
+        return {u.source: future.result() for future, u in futures.items()}
 
     # --- one unit --------------------------------------------------------------------------
     def _unit(self, unit: Unit, arch: Arch, *, windows: bool,

@@ -64,6 +64,10 @@ def test_build_inplace_imports_from_neutral_dir(built: tuple[Path, Path, dict[st
                                                 tmp_path: Path) -> None:
     tree, _, doc = built
     assert doc["configured"] is True and doc["edges"]
+    # The backend's step says how its time split between CMake's configure and the compile.
+    compile_step = next(s for s in doc["steps"] if s["name"] == "compile")  # type: ignore[attr-defined]
+    assert set(compile_step["parts"]) == {"configure", "compile"}
+    assert sum(compile_step["parts"].values()) == pytest.approx(compile_step["seconds"], abs=0.01)
     pkg = tree / "python" / "minikern"
     assert (pkg / f"_C{EXT}").is_file() and (pkg / "libminikern_attn.so").is_file()
     manifest = json.loads((pkg / "flashbuild-manifest.json").read_text())
@@ -109,6 +113,7 @@ def test_noop_rebuild_does_no_work(built: tuple[Path, Path, dict[str, object]]) 
     assert doc["configured"] is False  # cmake was not re-run
     assert doc["ninja_no_work"] is True  # ninja: no work to do
     assert doc["install"]["skipped"] is True  # type: ignore[index]
+    assert all("parts" not in s for s in doc["steps"])  # type: ignore[attr-defined]
 
 
 def test_wheel_into_a_venv(built: tuple[Path, Path, dict[str, object]], tmp_path: Path) -> None:

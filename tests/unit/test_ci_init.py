@@ -241,3 +241,32 @@ def test_the_cli_writes_the_workflow(tmp_path: Path) -> None:
     # Written outside the tree: the cache key names where it will live in the tree.
     assert 'cache-dependency-path: ".github/workflows/review.yml"' in out.read_text(
         encoding="utf-8")
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii"])
+def test_the_matrix_is_printed_as_a_table_at_80_columns(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encoding: str) -> None:
+    import io
+
+    from rich.console import Console
+
+    from flashbuild.console import ui
+
+    stream = io.TextIOWrapper(io.BytesIO(), encoding=encoding, errors="flashbuild.degrade")
+    monkeypatch.setattr(ui, "out", Console(file=stream, width=80, color_system=None,
+                                           emoji=False, highlight=False, soft_wrap=True))
+    monkeypatch.setattr(ui, "json_mode", False)  # a CLI test before may have left --json on
+    _init(_tree(tmp_path), torch="2.9.1")
+    stream.flush()
+    lines = stream.buffer.getvalue().decode(encoding).splitlines()  # type: ignore[attr-defined]
+    assert lines[0].endswith(" wrote " + str(tmp_path / "tiny-tree" / ".github" / "workflows" /
+                                              "flashbuild.yml"))  # a path: kept whole
+    assert all(len(line) <= 80 for line in lines[1:]), lines
+    assert lines[1] == "12 jobs building wheels, and a release job"
+    rows = [[cell.strip() for cell in re.split(r"[│┃|]", line)[1:-1]] for line in lines
+            if re.match(r"^[│┃|] \w", line)]
+    assert rows[0] == ["os (runner)", "arch", "cuda", "torch", "python"]
+    assert rows[1] == ["ubuntu-24.04", "sm_90a sm_120", "12.9 installer", "==2.9.1 cu129",
+                       "3.11"]
+    assert rows[-1] == ["windows-2022", "sm_90a sm_120", "13.0 pypi", "==2.9.1 cu130", "3.13"]
+    assert len(rows) == 1 + 12  # one row per job

@@ -87,3 +87,31 @@ def test_a_hanging_preprocessor_is_a_failed_pass_not_a_crash(tmp_path: Path) -> 
     passes = out["k.cu"]
     assert [p.name for p in passes] == ["host", "host (Windows, emulated)", "sm_120", "sm_90"]
     assert all(not p.ok and "did not finish" in p.error for p in passes)
+
+
+def test_run_counts_the_units_as_they_finish_and_keeps_their_order(tmp_path: Path) -> None:
+    # Issue 28: the scan's status line counts the preprocessed units ("[2/3]").
+    from flashbuild.arch import parse_arch_spec
+    from flashbuild.errors import ProcessTimeout
+    from flashbuild.proc import Completed
+    from flashbuild.source.preprocess import Preprocessor, Toolchain, Unit
+
+    class Fails:
+        def run(self, argv: list[str], **_kw: object) -> Completed:
+            if "--dryrun" in argv:
+                return Completed(tuple(argv), 0, DRYRUN, "")
+            raise ProcessTimeout("`gcc` did not finish within 300 s")
+
+        def which(self, program: str, env: object = None) -> str | None:
+            return program
+
+    names = ["c.cu", "a.cu", "b.cu"]
+    for name in names:
+        (tmp_path / name).write_text("__global__ void k() {}\n", encoding="utf-8")
+    pp = Preprocessor(tmp_path, Toolchain(tmp_path / "nvcc", tmp_path, "13.0"), Fails(),
+                      cache_dir=None, jobs=2)
+    done: list[int] = []
+    out = pp.run([Unit(n) for n in names], parse_arch_spec("sm120").archs[0], windows=False,
+                 kinds=frozenset({"device"}), on_done=done.append)
+    assert done == [1, 2, 3]
+    assert list(out) == names

@@ -9,7 +9,9 @@ import pytest
 
 from flashbuild.building.progress import (
     NinjaMonitor,
+    estimate_left,
     first_error,
+    format_left,
     merge_ptxas,
     parse_status,
     short_description,
@@ -100,3 +102,81 @@ def test_an_error_directive_is_explained_and_resource_reports_are_cut(tmp_path: 
     assert "ninja: build stopped" in err.evidence
     assert "own `#error`" in err.fix and "docs/kernels.md" in err.fix
     assert any(lines for lines in mon.ptxas.values())  # still recorded for verify
+
+
+# --- the estimate of the time left -----------------------------------------------------------
+
+#: A recorded sm_120a build of 32 units through a pipe (ninja prints a unit's line when it
+#: finishes), with the seconds after the build started at which each line arrived: the first
+#: unit after 530 s (the 0:08:50 of issue 28), then one every ~60 s.
+_RECORDED = [(530.0, "[1/32] Building CUDA object CMakeFiles/frt.dir/csrc/attn/fwd_a.cu.o"),
+             (590.0, "[2/32] Building CUDA object CMakeFiles/frt.dir/csrc/attn/fwd_b.cu.o"),
+             (650.0, "[3/32] Building CUDA object CMakeFiles/frt.dir/csrc/attn/fwd_c.cu.o"),
+             (710.0, "[4/32] Building CUDA object CMakeFiles/frt.dir/csrc/attn/fwd_d.cu.o")]
+
+
+def _replay(lines: list[tuple[float, str]], *, now: float) -> NinjaMonitor:
+    times = iter([at for at, _line in lines])
+    mon = NinjaMonitor(started=0.0, clock=lambda: next(times))
+    for _at, line in lines:
+        mon.feed(line)
+    mon.clock = lambda: now
+    return mon
+
+
+def test_no_estimate_until_a_few_units_are_done() -> None:
+    # 1/32 after 8:50 (and 2/32): too few units to say anything honest.
+    assert _replay(_RECORDED[:1], now=540.0).left() is None
+    assert _replay(_RECORDED[:2], now=600.0).left() is None
+
+
+def test_estimate_is_units_left_times_recent_seconds_per_unit() -> None:
+    # 3 done at 650 s, fewer than the window: 650 s / 3 units each, 29 units left.
+    assert _replay(_RECORDED[:3], now=650.0).left() == pytest.approx(29 * 650 / 3)
+    # Counted down from the last unit's time.
+    assert _replay(_RECORDED[:3], now=700.0).left() == pytest.approx(29 * 650 / 3 - 50)
+
+
+def test_estimate_follows_the_recent_rate_not_the_slow_start() -> None:
+    # 20 units: a slow first one, then one every 10 s; the window of the last 8 gives 10 s.
+    lines = [(300.0, "[1/40] Building CXX object a.cpp.o")]
+    lines += [(300.0 + 10 * i, f"[{i + 1}/40] Building CUDA object k{i}.cu.o")
+              for i in range(1, 20)]
+    assert _replay(lines, now=lines[-1][0]).left() == pytest.approx(20 * 10.0)
+
+
+def test_no_estimate_when_overdue_done_or_absurd() -> None:
+    assert _replay(_RECORDED[:3], now=650.0 + 29 * 650 / 3 + 1).left() is None  # overdue
+    done = [(10.0 * i, f"[{i}/3] Linking k{i}") for i in range(1, 4)]
+    assert _replay(done, now=31.0).left() is None  # nothing left
+    assert estimate_left([(1.0, 3)], 10_000_000, started=0.0, now=1.0) is None  # > a day
+
+
+def test_format_left() -> None:
+    assert format_left(252.2) == "about 4:13 left"
+    assert format_left(3900) == "about 1:05:00 left"
+    assert format_left(3) == "about 0:10 left"
+    assert format_left(41) == "about 0:50 left"
+
+
+def test_the_bar_shows_the_estimate_in_80_columns() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from flashbuild.building.progress import bar_columns
+
+    mon = _replay(_RECORDED, now=710.0)
+    console = Console(file=StringIO(), width=80, color_system=None, legacy_windows=False)
+    bar = Progress(*bar_columns(mon), console=console)
+    bar.add_task("compiling", total=32, completed=4, current="fwd_d.cu")
+    console.print(bar.make_tasks_table(bar.tasks))
+    shown = console.file.getvalue()  # type: ignore[attr-defined]
+    # 710 s for 4 units, 28 left: 28 x 177.5 s.
+    assert "about 1:22:50 left" in shown and "4/32" in shown and "fwd_d.cu" in shown
+    assert all(len(line) <= 80 for line in shown.splitlines())
+    mon.finished[:] = mon.finished[:1]  # back at 1/32: no estimate shown
+    console.file = StringIO()
+    console.print(bar.make_tasks_table(bar.tasks))
+    assert "left" not in console.file.getvalue()  # type: ignore[attr-defined]

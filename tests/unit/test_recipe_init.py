@@ -212,3 +212,41 @@ def test_setup_py_tree_drafts_the_setuptools_build(tmp_path: Path) -> None:
     if check.exit_code != 0 and "backend" in check.output:
         pytest.skip("this recipe loader does not know [build] backend / [[build.env]] yet")
     assert check.exit_code == 0, check.output
+
+
+def test_the_findings_outcome_table_at_80_columns(tmp_path: Path) -> None:
+    import re
+
+    out = tmp_path / "recipe.toml"
+    res = CliRunner().invoke(app, ["recipe", "init", "--draft", "--source", str(ROOT / "csrc"),
+                                   "--static", "--platform", "windows", "--arch", "sm120", "-o",
+                                   str(out)], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines if str(tmp_path) not in line), lines
+    rows = [[cell.strip() for cell in re.split(r"[│┃|]", line)[1:-1]] for line in lines
+            if re.match(r"^[│┃|] ", line)]
+    assert rows[0] == ["rule", "check", "n", "what the draft does"]
+    cells = {(row[0], row[3]) for row in rows if row[0]}
+    assert ("FB140", "drafted step msvc-instantiations") in cells
+    assert ("FB170", "drafted step sm120-traits") in cells
+    assert ("FB181", "handled by build") in cells  # the loader shim
+    assert ("FB190", "for you (TODO)") in cells and ("FB182", "for you (TODO)") in cells
+    assert ["FB140", "kernel-instantiation", "56", "drafted step msvc-instantiations"] in rows
+    # The recipe itself is the only thing on stdout when there is no -o: the table is on stderr.
+    res = CliRunner().invoke(app, ["recipe", "init", "--draft", "--source", str(ROOT / "csrc"),
+                                   "--static", "--platform", "windows", "--arch", "sm120"])
+    assert res.exit_code == 0
+    assert "what the draft does" not in res.stdout and "what the draft does" in res.stderr
+    parse_recipe(res.stdout, None)
+
+
+def test_a_refused_edit_is_not_drafted_in_the_table(tmp_path: Path) -> None:
+    out = tmp_path / "recipe.toml"
+    res = CliRunner().invoke(app, ["recipe", "init", "--source",
+                                   str(ROOT / "tests/fixtures/scan/othertree"), "--static",
+                                   "--platform", "windows", "--arch", "sm120", "-o", str(out)],
+                             env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert any(line.startswith(("│ FB160", "| FB160")) and "not drafted" in line
+               for line in res.stdout.splitlines()), res.stdout

@@ -222,3 +222,17 @@ def test_a_setup_py_that_went_on_without_the_network_is_still_the_build(
                              ScanOptions(jobs=1), say=said.append)
     assert said == ["introspection: setup.py record mode, 1 target (0.0 s)"]
     assert result.truth.startswith("build (setup.py record, 1 extension)")
+
+
+def test_the_scan_says_it_is_introspecting_before_it_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 28: the first scan of a tree sat silent through the configure.
+    from flashbuild.pipeline.scan import scan_with_build
+
+    told: list[str] = []
+    said, ran = _pipeline(monkeypatch, Introspection(model=MODEL))
+    scan_with_build(_tree(tmp_path), make_target("linux", "sm120"), ScanOptions(jobs=1),
+                    say=said.append, stage=told.append)
+    assert len(ran) == 1
+    assert told[0] == "introspecting the build (a CMake configure)"
+    assert told[1].startswith("reading ")

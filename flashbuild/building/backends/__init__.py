@@ -74,6 +74,8 @@ class BackendResult:
     """`ptxas info` lines of this run, per compiled file."""
     wheel: Path | None = None
     """The wheel the build produced (setuptools), installed as it is plus the shim."""
+    configure_seconds: float = 0.0
+    """How long CMake's configure took (0 when it did not run; setuptools has none)."""
 
 
 class Backend(Protocol):

@@ -8,6 +8,7 @@ hash) are in building/cmake.py.
 from __future__ import annotations
 
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,9 +55,11 @@ class CMakeBackend:
         setup = _setup(ctx, tools)
         _forget_other_source(setup, notes=ctx.notes, say=ctx.say)
         configured = cmake.needs_configure(setup.folder.path, setup.digest)
+        configure_start = time.monotonic()
         if configured:
             ctx.say(f"configuring {setup.folder.path}")
             _configure(setup, ctx.runner)
+        configure_seconds = time.monotonic() - configure_start if configured else 0.0
         _check_arch(setup, request)
         log = setup.logs / "build.log"
         argv = cmake.build_argv(tools, setup.folder.path, setup.plan.ninja_jobs,
@@ -75,7 +78,7 @@ class CMakeBackend:
             launcher=setup.launcher.name if setup.launcher else "none", argv=tuple(setup.argv),
             flags={"cuda": defines.get("CMAKE_CUDA_FLAGS", ""),
                    "cxx": defines.get("CMAKE_CXX_FLAGS", ""), "cmake_defines": defines},
-            ptxas=monitor.ptxas)
+            ptxas=monitor.ptxas, configure_seconds=configure_seconds)
 
 
 def pybind11_dir() -> str | None:
