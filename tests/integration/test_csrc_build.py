@@ -160,6 +160,7 @@ def edited_workspace(workspace: Workspace) -> Iterator[tuple[Workspace, Callable
                 path.write_bytes(data)
 
 
+@pytest.mark.heavy
 def test_pristine_tree_builds_for_sm90a(sm90_build: Build) -> None:
     assert sm90_build.ok, sm90_build.log[-4000:]
     assert "flashkern: sm90 sources ON" in sm90_build.configure.output
@@ -196,6 +197,7 @@ def test_pristine_tree_fails_for_sm120(cuda_root: Path, tmp_path: Path) -> None:
     assert "softmax_tiled.cu" in build.log
 
 
+@pytest.mark.heavy
 def test_deleting_the_host_template_instantiation_breaks_the_link(
         sm90_build: Build, edited_workspace: tuple[Workspace, Callable[[], Build]]) -> None:
     workspace, build_again = edited_workspace

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# bench/trees.py on the GPU machine, in the background:
+#   TREES=a,b,c bash bench/gpu_trees.sh start OUTDIR   # install flashbuild, start the harness
+#   bash bench/gpu_trees.sh poll OUTDIR                 # wait (at most ~9 min a call), collect
+# Runs `python3 bench/trees.py --only $TREES --arch ${TREES_ARCH:-sm_90a} --tests` with the
+# sdists carried in .devcarry/trees/ (the machine has no internet) and flashbuild's pure-Python
+# dependencies as wheels in .whl/. Every stage is bounded by TREES_TIMEOUT seconds (400).
+# The builds install wheels into the machine's Python: run it on a machine you throw away.
+set -u
+mode=${1:?start|poll}; out=${2:?OUTDIR}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+work=/tmp/trees
+
+if [ "$mode" = start ]; then
+  python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+  python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 \
+    || { cat "$out/install.log"; exit 1; }
+  rm -rf "$work" && mkdir -p "$work/dl" && cp .devcarry/trees/* "$work/dl/" || exit 1
+  nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+  python3 -c "import torch; print('torch', torch.__version__)" | tee "$out/torch.txt"
+  setsid python3 bench/trees.py --only "${TREES:?TREES=a,b,c}" --arch "${TREES_ARCH:-sm_90a}" \
+    --work "$work" --out "$work/results" --tests --timeout "${TREES_TIMEOUT:-400}" \
+    > "$work/harness.log" 2>&1 < /dev/null &
+  echo "harness started: $TREES"
+  exit 0
+fi
+
+for _ in $(seq 1 105); do
+  grep -q "^results:" "$work/harness.log" 2>/dev/null && break
+  sleep 5
+done
+cp -r "$work/results/." "$out/" 2>/dev/null
+cp "$work/harness.log" "$out/"
+cat "$work/harness.log"
+grep -q "^results:" "$work/harness.log" || { echo "still running"; exit 3; }
