@@ -17,6 +17,7 @@ if [ "$mode" = start ]; then
     --target /tmp/site .whl/*.whl || exit 1
   python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 \
     || { cat "$out/install.log"; exit 1; }
+  pkill -f "bench/trees.py"; pkill -f "flashbuild build"; pkill -f ninja; sleep 1
   rm -rf "$work" && mkdir -p "$work/dl" && cp .devcarry/trees/* "$work/dl/" || exit 1
   nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$out/gpu.txt"
   python3 -c "import torch; print('torch', torch.__version__)" | tee "$out/torch.txt"

@@ -106,7 +106,8 @@ def _run(argv: list[str], *, cwd: Path, log: Path, timeout: float,
     except subprocess.TimeoutExpired as exc:
         code = 124
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else ""
-        err = f"timed out after {timeout:.0f} s"
+        kept = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
+        err = f"{kept}\ntimed out after {timeout:.0f} s"
     log.write_text(f"$ {' '.join(argv)}\n--- stdout\n{out}\n--- stderr\n{err}\n",
                    encoding="utf-8")
     return code, time.monotonic() - start, out
@@ -226,8 +227,12 @@ def run_tree(tree: Tree, *, base: Path, work: Path, logs: Path, arch: str, until
     if code != 0:
         row.error = _paragraph(out, log)
         return row
+    try:
+        built = json.loads(out)
+    except ValueError:
+        row.error = f"`build --json` exited 0 without one JSON document on stdout ({log})"
+        return row
     row.reached = "build"
-    built = json.loads(out)
     location = (built.get("install") or {}).get("location")
     log = logs / f"{tree.name}.verify.txt"
     target = [str(location)] if location else ["--package", tree.module]
@@ -294,7 +299,8 @@ def main() -> int:
         unknown = wanted - {t.name for t in trees}
         if unknown:
             raise SystemExit(f"not in {args.list}: {', '.join(sorted(unknown))}")
-        trees = [t for t in trees if t.name in wanted]
+        by_name = {t.name: t for t in trees}
+        trees = [by_name[name] for name in args.only.split(",")]  # in the order given
     work = args.work.resolve()
     out = (args.out or work / "results").resolve()
     logs = out / "logs"

@@ -976,8 +976,9 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
                              evidence=exc.strerror or str(exc),
                              fix="pass `-o` a file in a folder you can write to") from exc
     if not as_json:
-        # Beside the recipe, not in it: on stderr when stdout carries the recipe itself.
-        render_table(ui.out if output is not None else ui.err,
+        # Beside the recipe, not in it: on stderr when stdout carries the recipe itself, or a
+        # JSON document (`build --json` drafting a tree: seen break the document on an H100).
+        render_table(ui.human if output is not None else ui.err,
                      "what the draft makes of the scan's findings", OUTCOME_COLUMNS,
                      outcome_rows(d))
     if as_json:

@@ -250,3 +250,24 @@ def test_a_refused_edit_is_not_drafted_in_the_table(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert any(line.startswith(("│ FB160", "| FB160")) and "not drafted" in line
                for line in res.stdout.splitlines()), res.stdout
+
+
+def test_a_draft_made_under_json_keeps_stdout_for_the_document(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # `flashbuild build TREE --json` drafts an unknown tree as `recipe init -o` does: the
+    # outcome table went to stdout before the build's JSON, which no longer parsed (seen on
+    # an H100 building torch-linear-assignment from its sdist).
+    from flashbuild.console import ui
+    from flashbuild.patching.plan import plan_steps
+    from flashbuild.scanning.draft import run_init
+
+    before = ui.json_mode
+    ui.configure(json_mode=True)
+    try:
+        run_init(ROOT / "csrc", platform="windows", arch="sm120", output=tmp_path / "r.toml",
+                 as_json=False, plan=plan_steps)
+    finally:
+        ui.configure(json_mode=before)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "what the draft does" in captured.err
