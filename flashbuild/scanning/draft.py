@@ -213,9 +213,17 @@ def _cmake_commands(root: Path, rel: str) -> list[_CMakeCommand]:
     own order), on the scan's tree-sitter-cmake parse."""
     out: list[_CMakeCommand] = []
     seen: set[str] = set()
+    stack: list[str] = []
 
     def visit(path: str) -> None:
         seen.add(path)
+        stack.append(path)
+        try:
+            walk(path)
+        finally:
+            stack.pop()
+
+    def walk(path: str) -> None:
         text = _read(root, path)
         if text is None:
             return
@@ -228,9 +236,16 @@ def _cmake_commands(root: Path, rel: str) -> list[_CMakeCommand]:
                 sub = posixpath.normpath((folder / cmd.args[0] / "CMakeLists.txt").as_posix())
                 if sub.startswith("../") or posixpath.isabs(sub):
                     continue  # a folder outside the tree: not the tree's to draft
-                if sub in seen:
-                    # CMake refuses it too ("binary directory ... is already used"); without
-                    # this check the walk recursed forever (issue 22).
+                if sub in seen and sub not in stack:
+                    # Reached again by another branch: llama-cpp-python adds llama.cpp's
+                    # tools/mtmd itself, and llama.cpp adds it under the opposite condition.
+                    # Each `if` decides at configure time (the File API reply says which
+                    # ran); its commands are read once.
+                    continue
+                if sub in stack:
+                    # A folder that adds itself or a folder above it: CMake refuses it too
+                    # ("binary directory ... is already used"); without this check the walk
+                    # recursed forever (issue 22).
                     raise TreeError(
                         f"{path} adds a folder that is already part of the build",
                         evidence=f"{path}:{line}: add_subdirectory({cmd.args[0]}) reaches "

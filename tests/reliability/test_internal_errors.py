@@ -98,6 +98,29 @@ def test_recipe_init_names_a_cmake_add_subdirectory_loop(box: Sandbox, name: str
           say="adds a folder that is already part of the build")
 
 
+def test_recipe_init_reads_a_folder_two_branches_add_once(box: Sandbox) -> None:
+    # A binding that adds a vendored library's subfolder itself, while the library adds it
+    # under the opposite condition (llama-cpp-python 0.3.36 and llama.cpp's tools/mtmd): not
+    # a loop, and recipe init stopped on it with exit 10.
+    files = {
+        "CMakeLists.txt": "cmake_minimum_required(VERSION 3.18)\nproject(x)\n"
+                          "add_subdirectory(vendor/lib)\n"
+                          "if(WITH_M)\n  add_subdirectory(vendor/lib/tools/m)\nendif()\n",
+        "vendor/lib/CMakeLists.txt": "if(LIB_M AND NOT WITH_M)\n  add_subdirectory(tools/m)\n"
+                                     "endif()\nadd_library(lib SHARED lib.cpp)\n",
+        "vendor/lib/lib.cpp": "int lib() { return 1; }\n",
+        "vendor/lib/tools/m/CMakeLists.txt": "add_library(m SHARED m.cpp)\n",
+        "vendor/lib/tools/m/m.cpp": "int m() { return 2; }\n",
+    }
+    for rel, text in files.items():
+        (box.tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (box.tree / rel).write_text(text)
+    before = snapshot(box.tree)
+    out = box.cli("recipe", "init", "--static", "--source", str(box.tree))
+    judge("recipe init: one folder added by two branches", box, out, code=0, tree=before,
+          say="[build]")
+
+
 def test_recipe_init_turns_a_refused_site_into_a_todo(box: Sandbox) -> None:
     # An instantiation that shares its line with other code cannot be guarded safely: the
     # whole draft died with exit 5 ("fix the step") for a step the user never wrote.
