@@ -266,15 +266,17 @@ def run_tree(tree: Tree, *, base: Path, work: Path, logs: Path, arch: str, until
 
 
 def markdown(rows: list[Row], *, arch: str) -> str:
-    out = [f"| tree | shape | reached ({arch}) | stages (exit, s) | torch | first error |",
-           "|---|---|---|---|---|---|"]
+    out = [f"| tree | shape | reached ({arch}) | stages (exit, s) | TODOs | torch "
+           "| first error |",
+           "|---|---|---|---|---|---|---|"]
     for row in rows:
         stages = ", ".join(f"{s.name} {s.code} {s.seconds:.0f}" for s in row.stages)
         error = row.error.replace("|", "\\|").replace("\n", " ")
         if len(error) > 300:
             error = error[:297] + "..."
-        out.append(f"| {row.tree} | {row.shape} | {row.reached} | {stages} | {row.torch} "
-                   f"| {error} |")
+        todos = "" if row.todos is None else str(row.todos)
+        out.append(f"| {row.tree} | {row.shape} | {row.reached} | {stages} | {todos} "
+                   f"| {row.torch} | {error} |")
     done = sum(1 for r in rows if r.reached in ("import", "tests"))
     out.append("")
     out.append(f"{done} of {len(rows)} trees reached an imported install.")
