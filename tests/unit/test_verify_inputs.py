@@ -320,14 +320,8 @@ def test_cli_path_and_package_together_is_a_usage_error() -> None:
     assert "PATH and --package name two different things" in result.output
 
 
-@pytest.mark.parametrize("asked", [None, True])
-def test_a_build_for_another_gpu_is_not_self_checked_on_this_one(tmp_path: Path,
-                                                                 asked: bool | None) -> None:
-    # Seen on an H200 with csrc built for sm_120 (the README's `build --arch sm120` then
-    # `verify --arch sm120`): the self-check imported the package, the loader shim refused
-    # it (rightly) and verify failed a correct build, exit 8.
-    from flashbuild.installing.resources.loader_shim import Gpu
-
+def _sm120_package(tmp_path: Path) -> tuple[Path, ReplayRunner]:
+    """An installed package with a selfcheck module and an sm_120-only binary."""
     pkg = tmp_path / "site" / "kern"
     pkg.mkdir(parents=True)
     shutil.copy(V / "resources_sm120.o", pkg / "_C.so")
@@ -336,6 +330,18 @@ def test_a_build_for_another_gpu_is_not_self_checked_on_this_one(tmp_path: Path,
     runner = ReplayRunner()
     runner.add("ldconfig", "-p", out=(V / "ldconfig-p.txt").read_text())
     runner.add("python", out=_probe())
+    return pkg, runner
+
+
+@pytest.mark.parametrize("asked", [None, True])
+def test_a_build_for_another_gpu_is_not_self_checked_on_this_one(tmp_path: Path,
+                                                                 asked: bool | None) -> None:
+    # Seen on an H200 with csrc built for sm_120 (the README's `build --arch sm120` then
+    # `verify --arch sm120`): the self-check imported the package, the loader shim refused
+    # it (rightly) and verify failed a correct build, exit 8.
+    from flashbuild.installing.resources.loader_shim import Gpu
+
+    pkg, runner = _sm120_package(tmp_path)
     h200 = Gpu(0, "NVIDIA H200", (9, 0))
     report = verify_install(path=pkg, targets=parse_arch_spec("sm_120"), runner=runner,
                             platform=get("linux"), env={"PATH": "/usr/bin"}, python="python",
@@ -353,14 +359,7 @@ def test_a_build_for_another_gpu_is_not_self_checked_on_this_one(tmp_path: Path,
 def test_a_gpu_that_runs_the_build_is_self_checked(tmp_path: Path) -> None:
     from flashbuild.installing.resources.loader_shim import Gpu
 
-    pkg = tmp_path / "site" / "kern"
-    pkg.mkdir(parents=True)
-    shutil.copy(V / "resources_sm120.o", pkg / "_C.so")
-    (pkg / "__init__.py").write_text("")
-    (pkg / "selfcheck.py").write_text("")
-    runner = ReplayRunner()
-    runner.add("ldconfig", "-p", out=(V / "ldconfig-p.txt").read_text())
-    runner.add("python", out=_probe())
+    pkg, runner = _sm120_package(tmp_path)
     rtx = Gpu(0, "NVIDIA GeForce RTX 5090", (12, 0))
     verify_install(path=pkg, targets=parse_arch_spec("sm_120"), runner=runner,
                    platform=get("linux"), env={"PATH": "/usr/bin"}, python="python",
