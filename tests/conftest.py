@@ -22,6 +22,26 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+def _stop_signals_at_their_defaults() -> None:
+    """Started from a background job of a script (`cmd &` without job control: SIGINT
+    ignored) or under `nohup` (SIGHUP ignored), pytest passes those ignores on to every
+    process a test starts, and flashbuild keeps an inherited ignore on purpose: the tests
+    that stop a build with a signal then waited 120 s for nothing. A test process starts its
+    children as a terminal would, whoever started pytest (a handled signal is reset to its
+    default at exec; an ignored one stays ignored)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    for name in ("SIGHUP", "SIGTERM"):
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) is signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL)
+
+
+_stop_signals_at_their_defaults()
+
+
 def _has_gpu() -> bool:
     try:
         import pynvml
