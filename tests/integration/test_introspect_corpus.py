@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from flashbuild.cli import app
 from flashbuild.recipes.load import parse_recipe
+from tests.markers import needs_torch
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -66,6 +67,7 @@ def test_flashrt_draft_names_only_what_this_configuration_builds(tmp_path: Path)
 
 
 @pytest.mark.usefixtures("cuda_toolkit_root")
+@needs_torch  # record mode runs the setup.py through torch's BuildExtension
 @pytest.mark.parametrize(("name", "package"), [
     pytest.param("FlashMLA", "flash_mla", marks=pytest.mark.heavy),
     ("xformers-full", "xformers")])
