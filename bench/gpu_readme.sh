@@ -12,21 +12,15 @@
 set -u
 mode=${1:?start|poll}; out=${2:?OUTDIR}
 mkdir -p "$out"
-export PYTHONUNBUFFERED=1
-export PYTHONPATH=/tmp/site
-export PATH=/tmp/site/bin:$PATH
+# shellcheck source=bench/gpu_install.sh
+. bench/gpu_install.sh
 work=/tmp/readme
 
 if [ "$mode" = start ]; then
-  python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-  python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 \
-    || { cat "$out/install.log"; exit 1; }
+  gpu_install "$out" || exit 1
   # The README test reads the corpus from ../shared/corpus beside the repository.
   mkdir -p ../shared/corpus && cp .devcarry/FlashMLA.tar.gz ../shared/corpus/ || exit 1
   rm -rf "$work" && mkdir -p "$work" && tar xzf .devcarry/FlashRT.tar.gz -C "$work" || exit 1
-  nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-  python3 -c "import torch; print('torch', torch.__version__)" | tee "$out/torch.txt"
   cat > "$work/queue.sh" <<'EOF'
 set -u
 work=/tmp/readme

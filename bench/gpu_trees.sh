@@ -9,18 +9,14 @@
 set -u
 mode=${1:?start|poll}; out=${2:?OUTDIR}
 mkdir -p "$out"
-export PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+# shellcheck source=bench/gpu_install.sh
+. bench/gpu_install.sh
 work=/tmp/trees
 
 if [ "$mode" = start ]; then
-  python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-  python3 -m pip install -q --no-deps --no-build-isolation -e . >"$out/install.log" 2>&1 \
-    || { cat "$out/install.log"; exit 1; }
+  gpu_install "$out" || exit 1
   pkill -f "bench/trees.py"; pkill -f "flashbuild build"; pkill -f ninja; sleep 1
   rm -rf "$work" && mkdir -p "$work/dl" && cp .devcarry/trees/* "$work/dl/" || exit 1
-  nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-  python3 -c "import torch; print('torch', torch.__version__)" | tee "$out/torch.txt"
   setsid python3 bench/trees.py --only "${TREES:?TREES=a,b,c}" --arch "${TREES_ARCH:-sm_90a}" \
     --work "$work" --out "$work/results" --tests --timeout "${TREES_TIMEOUT:-400}" \
     > "$work/harness.log" 2>&1 < /dev/null &
