@@ -56,6 +56,8 @@ _ERRORS: tuple[re.Pattern[str], ...] = (
     re.compile(r"^.*(?:undefined reference to|collect2: error:|"
                r"ld(?:\.\w+)?: (?:error:|cannot find)).*"),
     re.compile(r"^CMake Error.*"),
+    # ninja itself: an input no rule makes (a source the tree lacks), a bad build file
+    re.compile(r"^ninja: error: .+"),
     # a setup.py that raised (`OSError: CUDA_HOME environment variable is not set`)
     re.compile(r"^\s*[A-Za-z_][\w.]*(?:Error|Exception): .+"),
 )
@@ -63,6 +65,9 @@ _FAILED = re.compile(r"^FAILED: .*")
 #: Per-kernel resource reports (`-Xptxas -v` / `--resource-usage`): kept for verify, but noise
 #: in an error's context or a failure's tail (nineteen such lines buried an `#error`).
 _RESOURCE_NOISE = re.compile(r"^(?:ptxas info\s*:|\s+\d+ bytes stack frame, )")
+#: ninja's word for an input file that is not there and that no rule makes.
+_MISSING_INPUT = re.compile(
+    r"^ninja: error: '(?P<path>[^']+)', needed by '[^']+', missing and no known rule")
 #: The tree's own `#error` directive stopped the compile (gcc/clang and nvcc/EDG spellings).
 _DIRECTIVE = re.compile(r"error: #error\b|error directive: ")
 
@@ -331,6 +336,12 @@ def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "")
                "feature gate): build for an arch it supports (the bundled library's are listed "
                "in docs/kernels.md), or add a recipe step that extends the list, as the csrc "
                "recipe's `sm120-allow-list` does for sm_120")
+    missing = _MISSING_INPUT.match(first.line) if first is not None else None
+    if not fix and missing is not None:
+        fix = (f"the tree has no {missing['path']}, which its build compiles: a source "
+               "distribution that left it out, a submodule not checked out or a file a "
+               "generator step should have written; build from the project's repository at "
+               "this version (with its submodules) instead")
     return BuildError(
         f"{title}{': ' + first.line if first else ''}",
         evidence=((first.context + "\n\n") if first else "") + f"log: {log_path}\n"

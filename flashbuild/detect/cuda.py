@@ -480,7 +480,11 @@ def choose(candidates: Sequence[Toolkit], targets: Sequence[Arch] = ()) -> tuple
 
     A toolkit the user named (--cuda, CUDA_HOME, CUDA_PATH, CUDA_ROOT) is used as named.
     Otherwise: this Python's PyPI toolkit (what `pip install -e .[cuda]` installed) goes
-    before a toolkit of an older release found on PATH or in the install folders; then the
+    before a toolkit of an older release found on PATH or in the install folders, and before
+    one of the same release that lacks library headers it has (`_TORCH_HEADERS`: torch's own
+    CUDA headers include them, and a CUDA torch's cuSPARSE/cuBLAS wheels put them into the
+    PyPI toolkit's folder, while a system toolkit installed without those libraries has
+    none: every torch extension then stops at `cusparse.h`); then the
     first, in that order, that can compile every target (flashbuild.arch knows which CUDA
     first compiles which arch); none can: the first, and doctor's rules say why."""
     ranked = sorted((t for t in candidates if _rank(t)[0] == 0), key=_rank)
@@ -493,7 +497,8 @@ def choose(candidates: Sequence[Toolkit], targets: Sequence[Arch] = ()) -> tuple
     venv = next((t for t in ranked if _origin(t) == "pypi"), None)
     order = ranked
     if (venv is not None and venv is not first and venv.release is not None
-            and (first.release is None or venv.release > first.release)):
+            and (first.release is None or venv.release > first.release or (
+                venv.release == first.release and _headers(venv) > _headers(first)))):
         order = [venv, *(t for t in ranked if t is not venv)]
     top = order[0]
     if targets and not first.compiles(targets):
@@ -504,9 +509,23 @@ def choose(candidates: Sequence[Toolkit], targets: Sequence[Arch] = ()) -> tuple
                    else "it ")
             return fit, f"{own}can compile {names}, which {first.described()} cannot"
     if top is venv and venv is not first:
+        if venv.release == first.release:
+            missing = ", ".join(sorted(_headers(venv) - _headers(first)))
+            return venv, (f"it is this Python's own PyPI toolkit and has {missing}, which "
+                          f"torch's CUDA headers include and {first.described()} lacks")
         return venv, (f"it is this Python's own PyPI toolkit, newer than "
                       f"{first.described()}")
     return top, _WHY[_origin(top)]
+
+
+#: Library headers torch's ATen/cuda headers include (CUDAContextLight.h): a toolkit without
+#: them compiles no torch extension that includes ATen/cuda/CUDAContext.h.
+_TORCH_HEADERS = ("cusparse.h", "cublas_v2.h", "cublasLt.h", "cusolverDn.h")
+
+
+def _headers(t: Toolkit) -> frozenset[str]:
+    """Which of `_TORCH_HEADERS` the toolkit's include folder holds."""
+    return frozenset(h for h in _TORCH_HEADERS if (t.root / "include" / h).is_file())
 
 
 def choose_for(search: ToolkitSearch, targets: Sequence[Arch]) -> ToolkitSearch:

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from flashbuild.scanning.findings import Finding, ScanResult, ScanTarget
     from flashbuild.scanning.proposals import Proposal
     from flashbuild.source import cxx
+    from flashbuild.source.setup_record import EnvRead
     from flashbuild.source.treemodel import Introspection, TreeModel
 
     PlanSteps = Callable[[Recipe, Path, str, tuple[str, ...]],
@@ -1107,6 +1108,23 @@ _BUILD_VARIABLES = frozenset({"CUDA_HOME", "CUDA_PATH", "TORCH_CUDA_ARCH_LIST", 
                               "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_FLAGS", "BUILD_VERSION"})
 
 
+def _switch_candidates(reads: Sequence[EnvRead], skip: set[str]) -> list[EnvRead]:
+    """The variables a setup.py read that may be its build switches, most likely first: the
+    setup.py's own reads, then names that sound like a build switch (a package's imports read
+    many variables before setup.py reaches its own: deepspeed's DS_BUILD_OPS)."""
+    out: list[EnvRead] = []
+    for read in sorted(reads, key=lambda r: (
+            not r.where.startswith("setup.py:"),
+            not re.search(r"CUDA|BUILD|EXT|OPS?\b|OPS_|KERNEL|COMPILE|FORCE|WITH", r.name))):
+        name = read.name
+        if name in _BUILD_VARIABLES or name in skip or name.startswith(("FLASHBUILD_", "_")) \
+                or re.search(r"DISABLE|SKIP|(^|_)NO_|ROCM|HIP|VERSION|DEBUG", name) or \
+                name in {r.name for r in out}:
+            continue
+        out.append(read)
+    return out
+
+
 def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, platform: str,
                  introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection],
                  ) -> TreeModel | None:
@@ -1114,42 +1132,61 @@ def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, plat
     three, each `1` then `TRUE`; one named for an arch, such as natten's NATTEN_CUDA_ARCH,
     gets `--arch` as `9.0`, `90`, then `90a`, and counts only when the recorded arch flags are
     `--arch`'s); the first that makes record mode see a CUDA extension is drafted into
-    [[build.env]], with the line that read it."""
+    [[build.env]], with the line that read it. A switch that makes setup.py read another
+    switch it did not read before (`if OPT_IN == "1": ... FORCE_CUDA == "1" or
+    torch.cuda.is_available()`, where this machine has no GPU), or raise, is tried together
+    with that one."""
     assert d.build is not None
-    tried = 0
-    # The setup.py's own reads first, then names that sound like a build switch (a package's
-    # imports read many variables before setup.py reaches its own: deepspeed's DS_BUILD_OPS).
-    reads = sorted(model.env_reads, key=lambda r: (
-        not r.where.startswith("setup.py:"),
-        not re.search(r"CUDA|BUILD|EXT|OPS?\b|OPS_|KERNEL|COMPILE|FORCE|WITH", r.name)))
-    for read in reads:
-        name = read.name
-        if name in _BUILD_VARIABLES or name.startswith(("FLASHBUILD_", "_")) or re.search(
-                r"DISABLE|SKIP|(^|_)NO_|ROCM|HIP|VERSION|DEBUG", name):
-            continue
-        arch = "ARCH" in name.upper()
-        if name in {k for _w, values, _c in d.build.env for k in values}:
-            continue
-        tried += 1
-        if tried > 3:
-            break
-        for value in ("{arch_dotted}", "{arch_numbers}", "{arch_codes}") if arch else \
-                ("1", "TRUE"):
-            d.build.env.append(({"platform": [platform]}, {name: value}, ""))
-            retry = introspect(validate_draft(render(d), None), root, spec, platform)
-            d.build.env.pop()
-            found = retry.model
-            cuda = [t.name for t in found.targets if any(u.language == "CUDA" for u in t.sources)
-                    ] if found is not None and found.exception is None else []
-            if found is not None and cuda and arch and not _asks_for(found, spec):
-                continue  # it turns the build on, for another arch: try the next spelling
-            if found is not None and cuda:
-                shown = spec.placeholders()[value[1:-1]] if arch else value
-                d.build.env.append(({"platform": ["windows", "linux"]}, {name: value},
-                                    f"setup.py builds its CUDA extension(s) only when {name} "
-                                    f"is set ({read.where}); record mode with {name}={shown} "
-                                    f"builds {', '.join(cuda)}"))
-                return found
+    drafted = {k for _w, values, _c in d.build.env for k in values}
+
+    def attempt(values: dict[str, str]) -> TreeModel | None:
+        d.build.env.append(({"platform": [platform]}, values, ""))  # type: ignore[union-attr]
+        try:
+            return introspect(validate_draft(render(d), None), root, spec, platform).model
+        finally:
+            d.build.env.pop()  # type: ignore[union-attr]
+
+    def cuda_targets(found: TreeModel | None, values: dict[str, str]) -> list[str]:
+        if found is None or found.exception is not None:
+            return []
+        cuda = [t.name for t in found.targets if any(u.language == "CUDA" for u in t.sources)]
+        if cuda and any("ARCH" in k.upper() for k in values) and not _asks_for(found, spec):
+            return []  # it turns the build on, for another arch: try the next spelling
+        return cuda
+
+    def values_for(name: str) -> tuple[str, ...]:
+        return ("{arch_dotted}", "{arch_numbers}", "{arch_codes}") if "ARCH" in name.upper() \
+            else ("1", "TRUE")
+
+    def accept(found: TreeModel, values: dict[str, str], reads: list[EnvRead]) -> TreeModel:
+        cuda = cuda_targets(found, values)
+        shown = ", ".join(
+            f"{k}={spec.placeholders()[v[1:-1]] if v.startswith('{') else v}"
+            for k, v in values.items())
+        lines = reads[0].where if len(reads) == 1 else \
+            ", ".join(f"{r.name} at {r.where}" for r in reads)
+        d.build.env.append(({"platform": ["windows", "linux"]}, values,  # type: ignore[union-attr]
+                            f"setup.py builds its CUDA extension(s) only when "
+                            f"{' and '.join(values)} {'are' if len(values) > 1 else 'is'} set "
+                            f"({lines}); record mode with {shown} builds {', '.join(cuda)}"))
+        return found
+
+    for read in _switch_candidates(model.env_reads, drafted)[:3]:
+        followers: list[tuple[str, EnvRead]] = []
+        for value in values_for(read.name):
+            found = attempt({read.name: value})
+            if cuda_targets(found, {read.name: value}) and found is not None:
+                return accept(found, {read.name: value}, [read])
+            if found is not None and not followers:
+                seen = {r.name for r in model.env_reads} | drafted
+                followers = [(value, r) for r in
+                             _switch_candidates(found.env_reads, seen | {read.name})[:2]]
+        for value, second in followers:
+            for value2 in values_for(second.name):
+                both = {read.name: value, second.name: value2}
+                found = attempt(both)
+                if found is not None and cuda_targets(found, both):
+                    return accept(found, both, [read, second])
     return None
 
 

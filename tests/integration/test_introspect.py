@@ -352,6 +352,31 @@ def test_recipe_init_drafts_the_switch_that_turns_the_cuda_extension_on(
 
 
 @needs_torch
+def test_recipe_init_follows_a_switch_to_the_second_switch_it_makes_setup_py_read(
+        tmp_path: Path) -> None:
+    # CHAIN_WITH_CUDA=1 alone raises (no GPU here, no FORCE_CUDA): the switch it made the
+    # setup.py read next is tried with it, and both are drafted, with the lines that read them.
+    text, out = _init(tmp_path, "setup_chainswitch", "sm_90a")
+    recipe = parse_recipe(text, out)
+    drafted = [dict(t.set) for t in recipe.build.env if "TORCH_CUDA_ARCH_LIST" not in t.set]
+    assert drafted == [{"CHAIN_WITH_CUDA": "1", "FORCE_CUDA": "1"}]
+    assert "CHAIN_WITH_CUDA at setup.py:11, FORCE_CUDA at setup.py:16" in text
+    assert "builds chainpkg._cuda" in text
+
+
+@needs_torch
+def test_a_setup_py_that_asks_for_a_gpu_is_answered_for_the_target(tmp_path: Path) -> None:
+    # No GPU here: `torch.cuda.is_available()` from the tree's setup.py is answered True and
+    # its capability is --arch's, so record mode sees the CUDA extension the target build
+    # compiles (torch's own calls still get the real answers).
+    text, out = _init(tmp_path, "setup_gpugate", "sm_90a")
+    recipe = parse_recipe(text, out)
+    assert "setup.py raises" not in text, text
+    assert "`gatepkg._cuda` (CUDAExtension, 2 source(s)): built" in text
+    assert recipe.install is not None and recipe.install.package == "gatepkg"
+
+
+@needs_torch
 def test_recipe_init_drafts_no_environment_a_setup_py_rejects(tmp_path: Path) -> None:
     text, out = _init(tmp_path, "setup_allowlist", "sm_120")
     recipe = parse_recipe(text, out)

@@ -239,6 +239,24 @@ def test_a_venv_toolkit_of_the_same_release_does_not_displace_the_one_on_path(
     assert search.reason == "its nvcc is the first on PATH"
 
 
+def test_a_venv_toolkit_of_the_same_release_wins_when_it_has_the_headers_torch_includes(
+        tmp_path: Path) -> None:
+    # A system CUDA 13.0 without cuSPARSE beside the venv's, where the CUDA torch's
+    # nvidia-cusparse wheel put cusparse.h: every torch extension would stop at that header.
+    on_path = make_toolkit(tmp_path / "usr" / "local" / "cuda-13.0")
+    site = tmp_path / "site-packages"
+    venv = make_toolkit(site / "nvidia" / "cu13")
+    (venv / "include" / "cusparse.h").write_text("", encoding="utf-8")
+    runner = nvcc_runner({str(on_path): "13.0", str(venv): "13.0"})
+    runner.found["nvcc"] = str(on_path / "bin" / "nvcc")
+    search = find_toolkits({}, runner, IsolatedLinux([]), site_packages=[site],
+                           targets=(Arch(9, 0),))
+    assert search.chosen is not None and search.chosen.root == venv
+    assert search.reason == (
+        "it is this Python's own PyPI toolkit and has cusparse.h, which torch's CUDA headers "
+        f"include and CUDA 13.0 on PATH ({on_path}) lacks")
+
+
 @pytest.mark.parametrize("how", ["--cuda", "CUDA_HOME", "CUDA_PATH"])
 def test_a_named_old_toolkit_is_used_and_the_fix_names_the_one_that_compiles(
         tmp_path: Path, how: str) -> None:

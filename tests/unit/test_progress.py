@@ -180,3 +180,19 @@ def test_the_bar_shows_the_estimate_in_80_columns() -> None:
     console.file = StringIO()
     console.print(bar.make_tasks_table(bar.tasks))
     assert "left" not in console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_a_source_the_tree_lacks_is_named_not_ninjas_exit(tmp_path: Path) -> None:
+    """Recorded (fast-hadamard-transform 1.1.0's sdist ships no csrc/): ninja refuses an input
+    no rule makes; the Python traceback after it (CalledProcessError) is not the cause."""
+    from flashbuild.building.progress import failure
+
+    mon = NinjaMonitor()
+    for line in _lines("setuptools_missing_source.log"):
+        mon.feed(line)
+    err = failure("building the setup.py project failed", mon, tmp_path / "build.log")
+    assert err.what.startswith("building the setup.py project failed: ninja: error: "
+                               "'/b/fht/src/csrc/fast_hadamard_transform.cpp'")
+    assert "CalledProcessError" not in err.what
+    assert "the tree has no /b/fht/src/csrc/fast_hadamard_transform.cpp" in err.fix
+    assert "repository" in err.fix

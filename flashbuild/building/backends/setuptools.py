@@ -125,7 +125,7 @@ class SetuptoolsBackend:
                                           what="building (setup.py)")
         # Before the exit code: a CUDAExtension without device code is the cause to name
         # even when the build then failed (at the link, for want of what it never compiled).
-        _check_device_code(report, log)
+        host_only = _check_device_code(report, log)
         if code != 0:
             raise too_long(report, request, folder) or _failure(monitor, log)
         _check_arch(request, ctx.tree, env, report)
@@ -135,23 +135,9 @@ class SetuptoolsBackend:
             wheel = _the_wheel(dist, log)
             modules = _extract_modules(wheel, folder / "out", log)
         _write_stamp(folder, digest, wheel, modules)
-        records = read_hook_report(report)
-        frozen = next((r for r in records if "version_frozen" in r), None)
-        if frozen is not None:
-            note = (f"the setup.py computed its version twice and got two answers "
-                    f"({frozen['version_frozen']}, then {frozen['version_computed']}: a "
-                    "time-based fallback); the first one was kept for every step of the build")
+        for note in _hook_notes(read_hook_report(report), request, host_only):
             ctx.notes.append(note)
             ctx.say(note)
-        for record in records:
-            raw = record.get("removed")
-            removed = [str(r) for r in raw] if isinstance(raw, list) else []
-            if removed:
-                note = (f"{record.get('extension')}: replaced the setup.py's own arch flags "
-                        f"({' '.join(removed[:6])}{' …' if len(removed) > 6 else ''}) with "
-                        f"--arch {request.arch.label}")
-                ctx.notes.append(note)
-                ctx.say(note)
         return BackendResult(
             source_dir=ctx.tree, configured=False, no_work=False, edges=monitor.edges, log=log,
             artifacts=_artifacts(request, modules, ctx.tree if inplace else None), plan=plan,
@@ -245,6 +231,11 @@ def build_environment(request: BuildRequest, tree: Path, *, jobs: int, hook_repo
     env["CUDA_HOME"] = env["CUDA_PATH"] = str(root)
     _add_cccl(env, request, root)
     env["TORCH_CUDA_ARCH_LIST"] = request.arch.torch_informational()
+    # The tree's own torch.cuda questions are answered for the target (the hook's
+    # _present_gpu): the machine that builds need not have the GPU it builds for.
+    if request.arch.targets:
+        first = request.arch.targets[0].arch
+        env["FLASHBUILD_TARGET_CC"] = f"{first.major}.{first.minor}"
     env["MAX_JOBS"] = str(jobs)
     if _reads(tree, "NVCC_THREADS"):
         env["NVCC_THREADS"] = env.get("NVCC_THREADS", "2")
@@ -366,14 +357,48 @@ def _check_arch(request: BuildRequest, tree: Path, env: Mapping[str, str],
             "patch its gencode list with a [[patch]] step")
 
 
-def _check_device_code(report: Path, log: Path) -> None:
+def _hook_notes(records: list[dict[str, object]], request: BuildRequest,
+                host_only: str | None) -> list[str]:
+    """What the build hook did that the user should hear of, one note each: host-only CUDA
+    extensions, a version computed twice, torch.cuda questions answered for the target, arch
+    flags replaced."""
+    notes = [host_only] if host_only else []
+    frozen = next((r for r in records if "version_frozen" in r), None)
+    if frozen is not None:
+        notes.append(f"the setup.py computed its version twice and got two answers "
+                     f"({frozen['version_frozen']}, then {frozen['version_computed']}: a "
+                     "time-based fallback); the first one was kept for every step of the build")
+    asked = [f"{r['gpu_presented']}() ({r.get('where')})" for r in records
+             if "gpu_presented" in r]
+    if asked:
+        notes.append(f"the setup.py asked {', '.join(dict.fromkeys(asked))}: it was answered "
+                     f"for the target GPU ({request.arch.label}), whatever this machine has")
+    for record in records:
+        raw = record.get("removed")
+        removed = [str(r) for r in raw] if isinstance(raw, list) else []
+        if removed:
+            notes.append(f"{record.get('extension')}: replaced the setup.py's own arch flags "
+                         f"({' '.join(removed[:6])}{' …' if len(removed) > 6 else ''}) with "
+                         f"--arch {request.arch.label}")
+    return notes
+
+
+def _check_device_code(report: Path, log: Path) -> str | None:
     """A CUDAExtension (it links cudart) whose sources hold no .cu file compiles no device
-    code: the build ends "compiled 0 step(s)" with nothing to prove the arch by, and the wheel
-    then fails verify. The build hook reports such extensions; each is an error here."""
-    empty = [r for r in read_hook_report(report) if r.get("no_device_code")]
+    code. When no extension of the build compiles any, the build ends "compiled 0 step(s)"
+    with nothing to prove the arch by, and the wheel then fails verify: an error here. When
+    another extension does, the host-only one is a real shape (torch_cluster's `_version_cuda`
+    calls the CUDA runtime from C++ and needs cudart, not kernels): the note returned says so."""
+    records = read_hook_report(report)
+    empty = [r for r in records if r.get("no_device_code")]
     if not empty:
-        return
+        return None
     names = ", ".join(f"`{r.get('extension')}`" for r in empty)
+    with_code = [str(r.get("extension")) for r in records
+                 if "removed" in r and not r.get("no_device_code")]
+    if with_code:
+        return (f"{names}: CUDA extension(s) with host code only (no .cu source; they link the "
+                f"CUDA runtime); the device code is in {', '.join(f'`{n}`' for n in with_code)}")
     shown = []
     for record in empty:
         sources = record.get("sources")
@@ -381,7 +406,8 @@ def _check_device_code(report: Path, log: Path) -> None:
         shown.append(f"{record.get('extension')}: {listed or 'no sources'}")
     raise BuildError(
         f"the setup.py declares {names} a CUDA extension (CUDAExtension) but gives it no CUDA "
-        "source (.cu): the build compiled no device code for --arch",
+        "source (.cu), and no other extension of the build has one: the build compiled no "
+        "device code for --arch",
         evidence=f"sources: {'; '.join(shown)}; log: {log}",
         fix="check the setup.py's source list for this configuration (a glob that matched "
         "nothing, a switch such as SKIP_CUDA_BUILD or a missing submodule, set in the recipe's "

@@ -249,6 +249,76 @@ def _present_cuda(module: object) -> None:
     _RECORD["torch_presented"] = [{"was": was, "now": now, "cuda": cuda}]
 
 
+def _present_cuda_built(module: object) -> None:
+    """The same presentation for `torch.backends.cuda.is_built()`, which a CPU-only torch
+    answers False: a setup.py that asks it before reading its FORCE_CUDA-style switch
+    (`is_built() and (FORCE_CUDA or is_available())`) would otherwise never read the switch,
+    and record mode could not find it."""
+    if os.environ.get("FLASHBUILD_TORCH_CUDA") and hasattr(module, "is_built"):
+        module.is_built = lambda: True
+
+
+def _present_gpu(module: object) -> None:
+    """Build for the target, not for this machine (FLASHBUILD_TARGET_CC = `9.0`, the first
+    target's compute capability): the tree's own files that ask torch.cuda whether a GPU is
+    there (`if not torch.cuda.is_available(): raise ...`, `CUDAExtension if
+    torch.cuda.is_available() else CppExtension`) are answered as if the target GPU were, and
+    its capability is the target's: a build machine, a CI runner, has no GPU or another one.
+    Calls from torch or setuptools get the real answers. Each presented answer is reported
+    with the tree's file:line, so the build can say so."""
+    target = os.environ.get("FLASHBUILD_TARGET_CC", "")
+    try:
+        major, minor = (int(x) for x in target.split(".", 1))
+    except ValueError:
+        return
+    said: set[tuple[str, str]] = set()
+
+    def tell(call: str, where: str) -> None:
+        if (call, where) in said:
+            return
+        said.add((call, where))
+        record = {"gpu_presented": call, "where": where, "cc": target}
+        if _recording():
+            _RECORD.setdefault("gpu_presented", []).append(record)
+        report = os.environ.get("FLASHBUILD_HOOK_REPORT")
+        if report:
+            with open(report, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(record) + "\n")
+
+    real_available = getattr(module, "is_available", None)
+    real_count = getattr(module, "device_count", None)
+    real_capability = getattr(module, "get_device_capability", None)
+    if real_available is None or real_count is None or real_capability is None:
+        return
+
+    def is_available() -> bool:
+        answer = bool(real_available())
+        where = _caller_in_tree()
+        if answer or where is None:
+            return answer
+        tell("torch.cuda.is_available", where)
+        return True
+
+    def device_count() -> int:
+        answer = int(real_count())
+        where = _caller_in_tree()
+        if answer or where is None:
+            return answer
+        tell("torch.cuda.device_count", where)
+        return 1
+
+    def get_device_capability(device: object = None) -> tuple[int, int]:
+        where = _caller_in_tree()
+        if where is None:
+            return real_capability(device)  # type: ignore[no-any-return]
+        tell("torch.cuda.get_device_capability", where)
+        return (major, minor)
+
+    module.is_available = is_available  # type: ignore[attr-defined]
+    module.device_count = device_count  # type: ignore[attr-defined]
+    module.get_device_capability = get_device_capability  # type: ignore[attr-defined]
+
+
 #: Programs that compile or link when a setup.py starts them itself (its own build_ext
 #: running CMake, as natten's and vllm's do): record mode stops there. A compiler counts only
 #: when it is given something to compile or link (torch asks `g++ -dumpfullversion`).
@@ -610,6 +680,8 @@ if __name__ == "sitecustomize":  # imported by Python at start-up, not by a test
         sys.meta_path.insert(0, _Finder(_TARGET, _patch))
     if os.environ.get("FLASHBUILD_OFFLINE") == "1":
         _offline()
+    if os.environ.get("FLASHBUILD_TARGET_CC"):
+        sys.meta_path.insert(0, _Finder("torch.cuda", _present_gpu))
     if os.environ.get("FLASHBUILD_VERSION_FILE"):
         sys.meta_path.insert(0, _Finder("setuptools.dist", _freeze_version))
     if _recording():
@@ -618,4 +690,5 @@ if __name__ == "sitecustomize":  # imported by Python at start-up, not by a test
         _stop_own_builds()
         if os.environ.get("FLASHBUILD_TORCH_CUDA"):
             sys.meta_path.insert(0, _Finder("torch.version", _present_cuda))
+            sys.meta_path.insert(0, _Finder("torch.backends.cuda", _present_cuda_built))
     _chain()
