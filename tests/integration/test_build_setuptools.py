@@ -11,6 +11,7 @@ the same test links and installs. They skip when torch is not installed.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import shutil
@@ -125,6 +126,28 @@ def test_the_hard_coded_gencode_list_is_replaced_by_the_requested_arch(
     assert (tree / "setup.py").read_text() == SETUP.format(extra=""), "the tree was changed"
     if linked:  # a CUDA torch: the wheel was installed with the shim
         assert (build_dir / "dist").is_dir()
+
+
+def test_a_setup_py_that_needs_a_visible_gpu_builds_for_the_target(
+        tmp_path: Path, cuda_toolkit_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No GPU here: the setup.py's own `torch.cuda.is_available()` (run by pip's PEP 517
+    backend, where setup.py is exec'd text) is answered for the target and its capability is
+    --arch's, so the build compiles instead of stopping at pip's metadata step."""
+    monkeypatch.setattr(st, "check_torch_cuda", lambda torch, request: None)
+    tree = _tree(tmp_path, extra=(
+        "import torch\n"
+        "if not torch.cuda.is_available():\n"
+        "    raise RuntimeError('CPU version is not implemented')\n"
+        "assert torch.cuda.get_device_capability() == (9, 0)\n"))
+    build_dir = tmp_path / "b"
+    with contextlib.suppress(BuildError):  # the CPU-only torch has no libc10_cuda to link
+        _run_build(tree, cuda_toolkit_root, build_dir)
+    hook = [json.loads(line) for line in
+            (build_dir / "logs" / "hook.jsonl").read_text().splitlines()]
+    asked = {(r["gpu_presented"], r["where"]) for r in hook if "gpu_presented" in r}
+    assert ("torch.cuda.is_available", "setup.py:13") in asked, hook
+    assert ("torch.cuda.get_device_capability", "setup.py:15") in asked, hook
+    assert list((build_dir / "src" / "build").rglob("scale.o")), "nvcc did not compile"
 
 
 def test_a_setup_py_that_downloads_during_the_build_is_named(

@@ -195,6 +195,10 @@ def _caller_in_tree() -> str | None:
     frame = sys._getframe(2)
     while frame is not None:
         raw = frame.f_code.co_filename
+        if raw == "<string>" and isinstance(frame.f_globals.get("__file__"), str):
+            # setuptools' PEP 517 backend runs setup.py as `exec(text)` with `__file__` set:
+            # the code is the tree's setup.py, its line numbers are the file's.
+            raw = frame.f_globals["__file__"]
         if raw.startswith("<") or os.path.basename(raw) in ("os.py", "_collections_abc.py",
                                                             "subprocess.py") \
                 or os.path.dirname(os.path.abspath(raw)) == _HERE:
