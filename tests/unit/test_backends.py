@@ -7,6 +7,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 import zipfile
 from base64 import urlsafe_b64encode
 from pathlib import Path
@@ -251,6 +252,38 @@ def test_hook_strips_every_spelling_of_arch_flags(flags: list[str], kept: list[s
     out, removed = hook.strip_arch_flags(flags)
     assert out == kept
     assert len(removed) + len(out) == len(flags)
+
+
+@pytest.mark.parametrize(("flags", "need", "kept"), [
+    (["-O3", "-std=c++17"], 2020, ["-O3"]),  # chamferdist 1.0.3 against torch >= 2.10
+    (["-std=c++14", "--std=gnu++14", "/std:c++17", "-std=c++1z"], 2020, []),
+    (["-std=c++20", "-std=c++2a", "-std=c++23"], 2020, ["-std=c++20", "-std=c++2a",
+                                                       "-std=c++23"]),
+    (["-std=c++17"], 2017, ["-std=c++17"]),
+    (["-std=c++17"], None, ["-std=c++17"]),  # torch's requirement unknown: nothing removed
+])
+def test_hook_removes_a_cxx_standard_older_than_torchs_headers_need(
+        flags: list[str], need: int | None, kept: list[str]) -> None:
+    hook = _hook()
+    out, removed = hook.strip_old_std(flags, need)
+    assert out == kept
+    assert sorted(removed + out) == sorted(flags)
+
+
+def test_hook_reads_the_standard_torchs_headers_require(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hook = _hook()
+    torch_dir = tmp_path / "torch"
+    header = torch_dir / "include" / "torch" / "csrc" / "api" / "include" / "torch" / "all.h"
+    header.parent.mkdir(parents=True)
+    header.write_text("#if !defined(_MSC_VER) && __cplusplus < 202002L\n"
+                      "#error C++20 or later compatible compiler is required to use PyTorch.\n"
+                      "#endif\n", encoding="utf-8")
+    monkeypatch.setitem(sys.modules, "torch",
+                        SimpleNamespace(__file__=str(torch_dir / "__init__.py")))
+    assert hook.torch_cplusplus() == 2020
+    header.write_text("#pragma once\n", encoding="utf-8")
+    assert hook.torch_cplusplus() is None
 
 
 def test_hook_rewrites_cuda_extensions_only(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -374,6 +374,12 @@ def _hook_notes(records: list[dict[str, object]], request: BuildRequest,
         notes.append(f"the setup.py asked {', '.join(dict.fromkeys(asked))}: it was answered "
                      f"for the target GPU ({request.arch.label}), whatever this machine has")
     for record in records:
+        old = record.get("std_removed")
+        if isinstance(old, list) and old:
+            notes.append(f"{record.get('extension')}: removed the setup.py's "
+                         f"{' '.join(str(o) for o in old)}: torch's headers need "
+                         f"C++{str(record.get('std_needed'))[2:]} or later, which torch's "
+                         "build adds itself")
         raw = record.get("removed")
         removed = [str(r) for r in raw] if isinstance(raw, list) else []
         if removed:

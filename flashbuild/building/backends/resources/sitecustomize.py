@@ -56,6 +56,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import sys
 
 # Not typing.TYPE_CHECKING: this hook runs at the start of every Python process of a build and
@@ -113,6 +114,45 @@ def _declares_cuda(ext: object) -> bool:
     return "cudart" in (getattr(ext, "libraries", None) or [])
 
 
+#: `-std=c++17`, `--std=gnu++14`, `/std:c++17`, `-std=c++1z`: a C++ standard a flag asks for.
+_STD_FLAG = re.compile(r"^(?:--?std=|/std:)(?:c|gnu)\+\+(?P<v>\d[\dxyza]?)$")
+_STD_YEARS = {"98": 1998, "03": 2003, "11": 2011, "0x": 2011, "14": 2014, "1y": 2014,
+              "17": 2017, "1z": 2017, "20": 2020, "2a": 2020, "23": 2023, "2b": 2023}
+
+
+def torch_cplusplus() -> int | None:
+    """The C++ standard torch's headers require, as the year (2020), read from the check at
+    the top of torch/all.h (`__cplusplus < 202002L` -> `#error C++20 or later ...`)."""
+    torch = sys.modules.get("torch")  # imported already: BuildExtension is torch's
+    origin = getattr(torch, "__file__", None)
+    if not origin:
+        return None
+    header = os.path.join(os.path.dirname(origin), "include", "torch", "csrc", "api",
+                          "include", "torch", "all.h")
+    try:
+        with open(header, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(4096)
+    except OSError:
+        return None
+    found = re.search(r"__cplusplus\s*<\s*(\d{4})\d\dL", text)
+    return int(found[1]) if found else None
+
+
+def strip_old_std(flags: list[str], need: int | None) -> tuple[list[str], list[str]]:
+    """(flags without a C++ standard older than `need`, the removed flags). A tree that pins
+    `-std=c++17` into a build against a torch whose headers `#error` below C++20 cannot
+    compile; torch's BuildExtension adds its own standard when none is given."""
+    if need is None:
+        return flags, []
+    kept: list[str] = []
+    removed: list[str] = []
+    for flag in flags:
+        found = _STD_FLAG.match(str(flag).strip())
+        year = _STD_YEARS.get(found["v"]) if found else None
+        (removed if year is not None and year < need else kept).append(flag)
+    return kept, removed
+
+
 def _rewrite(ext: object) -> dict[str, object]:
     gencode = _settings("FLASHBUILD_GENCODE")
     nvcc_extra = _settings("FLASHBUILD_NVCC_FLAGS")
@@ -125,13 +165,17 @@ def _rewrite(ext: object) -> dict[str, object]:
         cxx = list(args or [])
         nvcc = list(args or [])
     nvcc, removed = strip_arch_flags(nvcc)
+    need = torch_cplusplus()
+    cxx, old_cxx = strip_old_std(cxx, need)
+    nvcc, old_nvcc = strip_old_std(nvcc, need)
     ext.extra_compile_args = {  # type: ignore[attr-defined]
         **(args if isinstance(args, dict) else {}),
         "cxx": cxx + cxx_extra,
         "nvcc": nvcc + gencode + nvcc_extra,
     }
     return {"extension": getattr(ext, "name", "?"), "removed": removed, "added": gencode,
-            "nvcc_extra": nvcc_extra, "cxx_extra": cxx_extra}
+            "nvcc_extra": nvcc_extra, "cxx_extra": cxx_extra,
+            "std_removed": sorted(set(old_cxx + old_nvcc)), "std_needed": need}
 
 
 def longest_object(sources: list[str], build_temp: str, *, path: object = os.path,
