@@ -275,6 +275,8 @@ def blocks(todo: Todo, recipe: Recipe, *, installing: bool) -> bool:
     missing from the draft and the build needs it."""
     if todo.table == "install":
         return installing and recipe.install is None
+    if todo.table == "source":
+        return True  # a source file the build compiles is not in the tree
     if todo.table == "artifact":
         return recipe.build.backend == "cmake" and not recipe.artifact
     if todo.table == "build":

@@ -638,7 +638,10 @@ def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
                                 notes=notes, bindings=bindings)
     model = treemodel.from_record(record, request.source_dir.resolve(), copy)
     compilers = {treemodel.relative(c.source, copy): c.compiler for c in record.commands}
-    return replace(model, notes=(*model.notes, *notes),
+    # Checked in the copy setup.py ran in: a source its own code generated counts as there.
+    missing = tuple(sorted({u.path for t in model.targets for u in t.sources
+                            if not Path(u.path).is_absolute() and not (copy / u.path).is_file()}))
+    return replace(model, notes=(*model.notes, *notes), missing_sources=missing,
                    bindings=_bindings(model, copy, runner, env, compilers)
                    if bindings else (),
                    jit=treemodel.find_jit(copy, _python_files(copy)))

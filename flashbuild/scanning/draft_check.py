@@ -73,6 +73,7 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
                 evidence=f"{model.via}: no extension with CUDA sources",
                 fix="flashbuild's setuptools backend passes no setup.py options: patch the "
                 "check to also read an environment variable, then set it in [[build.env]]"))
+        _missing_sources(b, model)
         if b.package is None:
             _install_from_record(b, built, python_files)
         b.notes["build"].append(
@@ -89,6 +90,24 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
             "setup.py reached for the network in record mode (refused): " + "; ".join(
                 f"{n.call} {n.target} at {n.where}" for n in model.network[:3]))
     _exports(b, model, root)
+
+
+def _missing_sources(b: BuildDraft, model: TreeModel) -> None:
+    """Sources the configured build compiles that the tree does not have (a source
+    distribution that left its csrc/ out): no step can fix that, and the compile would stop
+    at the first with ninja's "missing and no known rule". A TODO of table `source` blocks."""
+    missing = {u.path: t.name for t in model.targets for u in t.sources
+               if u.path in model.missing_sources}
+    if not missing:
+        return
+    shown = sorted(missing)
+    b.todos.append(BuildTodo(
+        table="source",
+        what=f"the tree lacks {len(shown)} source file(s) its build compiles: "
+        + ", ".join(shown[:4]) + (" …" if len(shown) > 4 else ""),
+        evidence=f"{model.via}: " + "; ".join(f"{missing[p]} compiles {p}" for p in shown[:4]),
+        fix="build from the project's repository at this version (with its submodules): "
+        "this copy of the tree, a source distribution perhaps, left them out"))
 
 
 def _module_name(target: BuildTarget) -> str:

@@ -124,6 +124,9 @@ class TreeModel:
     bindings: tuple[Bindings, ...] = ()
     jit: tuple[JitSite, ...] = ()
     """Where the tree compiles kernels at run time."""
+    missing_sources: tuple[str, ...] = ()
+    """Sources the configuration compiles that were not there when it was read (after
+    setup.py's own generators ran): a tree that left them out (an sdist without csrc/)."""
     seconds: float = 0.0
 
     def modules(self) -> tuple[BuildTarget, ...]:

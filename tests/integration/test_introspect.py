@@ -377,6 +377,20 @@ def test_a_setup_py_that_asks_for_a_gpu_is_answered_for_the_target(tmp_path: Pat
 
 
 @needs_torch
+def test_a_source_the_tree_lacks_is_a_blocking_todo_and_a_generated_one_is_not(
+        tmp_path: Path) -> None:
+    from flashbuild.pipeline.choose import blocks, parse_todos
+
+    text, out = _init(tmp_path, "setup_missingsrc", "sm_90a")
+    todos = [t for t in parse_todos(text) if t.table == "source"]
+    assert [t.what for t in todos] == [
+        "the tree lacks 1 source file(s) its build compiles: csrc/kernel.cu"], text
+    assert "msrcpkg._cuda compiles csrc/kernel.cu" in todos[0].evidence
+    assert "repository" in todos[0].fix
+    assert blocks(todos[0], parse_recipe(text, out), installing=False)
+
+
+@needs_torch
 def test_recipe_init_drafts_no_environment_a_setup_py_rejects(tmp_path: Path) -> None:
     text, out = _init(tmp_path, "setup_allowlist", "sm_120")
     recipe = parse_recipe(text, out)
