@@ -31,6 +31,7 @@ from rich.progress import (
 from rich.text import Text
 
 from flashbuild.errors import BuildError
+from flashbuild.source.setup_record import missing_module_fix
 
 if TYPE_CHECKING:
     import os
@@ -336,6 +337,8 @@ def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "")
                "feature gate): build for an arch it supports (the bundled library's are listed "
                "in docs/kernels.md), or add a recipe step that extends the list, as the csrc "
                "recipe's `sm120-allow-list` does for sm_120")
+    if not fix and first is not None:
+        fix = missing_module_fix(first.line) or ""
     missing = _MISSING_INPUT.match(first.line) if first is not None else None
     if not fix and missing is not None:
         fix = (f"the tree has no {missing['path']}, which its build compiles: a source "

@@ -46,6 +46,7 @@ from flashbuild.scanning.findings import ScanOptions
 from flashbuild.scanning.proposals import ChooseArchList, nvcc_append_flags
 from flashbuild.scanning.rules import RULES
 from flashbuild.scanning.scan import read_source, walk_tree
+from flashbuild.source.setup_record import missing_module_fix
 from flashbuild.source.setuppy import parse_python
 
 if TYPE_CHECKING:
@@ -1080,9 +1081,10 @@ def _introspect(d: Draft, root: Path, arch: str, platform: str,
             "setup.py raises when run as the build runs it, with or without the drafted "
             f"environment ({shown}), which was left out because it could not be checked",
             evidence=str(model.exception),
-            fix="set only values this setup.py accepts (read the check at the line quoted)"
-            if caused else "fix what the exception says (e.g. check out the submodules), "
-            "then run recipe init again"))
+            fix=missing_module_fix(str(model.exception)) or (
+                "set only values this setup.py accepts (read the check at the line quoted)"
+                if caused else "fix what the exception says (e.g. check out the submodules), "
+                "then run recipe init again")))
         if retry.model is not None:
             outcome, model = retry, retry.model
     if model is not None and model.system == "setuptools" and model.exception is None and \

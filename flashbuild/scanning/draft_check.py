@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from flashbuild.scanning.draft import BuildDraft, BuildTodo, Draft, DraftArtifact, _read
 from flashbuild.scanning.proposals import ForceBuild, NvccAppendFlag, handled_by_build
+from flashbuild.source.setup_record import missing_module_fix
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -59,7 +60,8 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
         b.todos.append(BuildTodo(
             table="build", what="setup.py raised when run as the build runs it (record mode)",
             evidence=str(model.exception),
-            fix="set the project's own switches in [[build.env]] so that it accepts this "
+            fix=missing_module_fix(str(model.exception)) or
+            "set the project's own switches in [[build.env]] so that it accepts this "
             "arch and platform, or patch the check; flashbuild drafts no environment it "
             "cannot confirm"))
     else:

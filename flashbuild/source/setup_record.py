@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -59,6 +60,31 @@ class RaisedError:
 
     def __str__(self) -> str:
         return f"{self.type}: {self.message} ({self.where})"
+
+
+#: Modules a setup.py imports that come from a distribution of another name, or that a newer
+#: release of it dropped: the requirement that brings them back.
+_PROVIDERS = {
+    # setuptools 82.0.0 removed pkg_resources (its changelog, "Deprecations and Removals").
+    "pkg_resources": "setuptools<82",
+    "yaml": "PyYAML", "cv2": "opencv-python", "PIL": "Pillow", "skbuild": "scikit-build",
+    "git": "GitPython", "Cython": "cython", "google.protobuf": "protobuf",
+}
+
+
+def missing_module_fix(text: str) -> str | None:
+    """The fix for a setup.py that stopped on `No module named 'X'`: the requirement to install
+    into the Python that builds (flashbuild builds without build isolation, in that Python),
+    or None when the text names no missing module."""
+    found = re.search(r"No module named '([\w.]+)'", text)
+    if found is None:
+        return None
+    module = found[1]
+    requirement = _PROVIDERS.get(module) or _PROVIDERS.get(module.split(".")[0]) or \
+        module.split(".")[0]
+    why = " (setuptools 82 removed pkg_resources)" if module == "pkg_resources" else ""
+    return (f"the setup.py imports {module}, which the Python that builds lacks{why}: install "
+            f"it there, `python -m pip install \"{requirement}\"`, then build again")
 
 
 @dataclass(frozen=True)

@@ -196,3 +196,22 @@ def test_a_source_the_tree_lacks_is_named_not_ninjas_exit(tmp_path: Path) -> Non
     assert "CalledProcessError" not in err.what
     assert "the tree has no /b/fht/src/csrc/fast_hadamard_transform.cpp" in err.fix
     assert "repository" in err.fix
+
+
+@pytest.mark.parametrize(("line", "requirement"), [
+    # mmcv 2.2.0's setup.py against setuptools >= 82
+    ("ModuleNotFoundError: No module named 'pkg_resources'", '"setuptools<82"'),
+    ("ModuleNotFoundError: No module named 'yaml'", '"PyYAML"'),
+    ("ModuleNotFoundError: No module named 'einops.layers'", '"einops"'),
+])
+def test_a_module_the_building_python_lacks_names_what_to_install(
+        tmp_path: Path, line: str, requirement: str) -> None:
+    from flashbuild.building.progress import failure
+
+    mon = NinjaMonitor()
+    for text in ["  Traceback (most recent call last):", '    File "setup.py", line 5',
+                 f"  {line}", "  error: subprocess-exited-with-error"]:
+        mon.feed(text)
+    err = failure("building the setup.py project failed", mon, tmp_path / "build.log")
+    assert line in err.what
+    assert f"python -m pip install {requirement}" in err.fix
