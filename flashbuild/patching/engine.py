@@ -167,21 +167,25 @@ def _expect(step: PatchStep, what: str, want: int | None, found: int, where: str
 
 def plan(recipe: Recipe, tree: Tree, ctx: WhenContext) -> _Plan:
     """Plan every step against `tree` (whose pristine state is disk + base overlay)."""
+    from flashbuild.patching.plan import separable_compilation
     from flashbuild.patching.transforms import registry as transform_registry
 
     result = _Plan(tree)
     from flashbuild.patching.transforms._common import is_text_source
 
     verdicts = [(step, evaluate(step.when, ctx)) for step in recipe.patch]
+    transforms = any(v.matched and s.diff is None for s, v in verdicts)
     # Binary files and symlinks out of the tree that the globs match are left out here too:
     # they hold nothing to edit and must not stop a plan (see select_files). Only a transform
     # that runs reads them: reading every source of a 2000-file tree took 0.4 s of a no-op
     # rebuild whose recipe has no transform step (a zero-config draft often has none).
     sources = sorted({p for g in recipe.source.sources for p in tree.glob(g)
-                      if is_text_source(tree, p)}) if any(
-        v.matched and s.diff is None for s, v in verdicts) else []
-    tctx = TransformContext(platform=ctx.platform, archs=tuple(a.sm for a in ctx.arch.archs),
-                            sources=tuple(sources))
+                      if is_text_source(tree, p)}) if transforms else []
+    tctx = TransformContext(
+        platform=ctx.platform, archs=tuple(a.sm for a in ctx.arch.archs),
+        sources=tuple(sources),
+        separable=separable_compilation(recipe, tree, lambda w: evaluate(w, ctx).matched)
+        if transforms else "")
     for step, verdict in verdicts:
         if not verdict.matched:
             result.steps.append(StepReport(step.id, step.description, step.kind, False,
@@ -265,7 +269,7 @@ def _plan_transform(step: PatchStep, tree: Tree, tctx: TransformContext,
             evidence="; ".join(f"{p}: {why}" for p, why in sorted(unread.items())[:5]),
             fix="convert each to UTF-8 (or UTF-16 with a BOM), or narrow the step's `files` "
             "globs so they leave it out", details={"step": step.id, "unread": sorted(unread)})
-    counted = [s for s in result.sites if s.action in ("edit", "already")]
+    counted = [s for s in result.sites if s.action in ("edit", "already", "refused")]
     by_file: dict[str, int] = {}
     for s in counted:
         by_file[s.path] = by_file.get(s.path, 0) + 1

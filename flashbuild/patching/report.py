@@ -59,14 +59,15 @@ def wrap(text: str, *, indent: str = "", cont: str = "    ",
 
 
 def step_result(step: StepReport) -> str:
-    """What a step did, in one phrase: `6 files, 56 edited, 3 already, 3 kept`."""
+    """What a step did, in one phrase: `6 files, 56 edited, 3 already, 3 kept, 1 refused`."""
     edits = sum(1 for x in step.sites if x.action == "edit")
     already = sum(1 for x in step.sites if x.action == "already")
     kept = sum(1 for x in step.sites if x.action == "keep")
+    refused = sum(1 for x in step.sites if x.action == "refused")
     return ", ".join(filter(None, [
         plural(len(step.files), "file") if step.files else "",
         f"{edits} edited" if edits else "", f"{already} already" if already else "",
-        f"{kept} kept" if kept else "",
+        f"{kept} kept" if kept else "", f"{refused} refused" if refused else "",
         plural(len(step.hunks), "hunk") if step.hunks else "",
         f"excludes {', '.join(step.build_excludes)}" if step.build_excludes else ""]))
 
@@ -85,6 +86,12 @@ def explain_lines(report: PatchReport, *, verbose: bool = False) -> list[str]:
         lines += wrap(f"why: {s.reason}", indent="    ", cont="         ")
         if verbose and s.matched:
             lines += _step_detail(s)
+        elif s.matched:
+            # A refused site is never left to -v: the step did not do what it says there.
+            for site in s.sites:
+                if site.action == "refused":
+                    lines += wrap(f"refused {site.path}:{site.line} {site.kind}: {site.note}",
+                                  indent="      ", cont="          ")
     if not verbose and any(s.matched and (s.sites or s.hunks or s.notes)
                            for s in report.steps):
         lines += wrap("(every site, hunk and note" + (", and the diff" if report.dry_run
@@ -165,9 +172,10 @@ def _print_step_notes(report: PatchReport) -> None:
         for note in s.notes:
             ui.paragraph(f"{s.id}: {note}", style="dim")
         for site in s.sites:
-            if site.action == "keep":
+            if site.action in ("keep", "refused"):
                 # The site first and whole (an editor jumps to path:line), the reason wrapped.
-                ui.paragraph(f"kept {site.path}:{site.line} {site.kind}: {site.note}")
+                word = "kept" if site.action == "keep" else "refused"
+                ui.paragraph(f"{word} {site.path}:{site.line} {site.kind}: {site.note}")
 
 
 def _print_rest(report: PatchReport, show_diff: bool, *, dry_run_diff: bool = True) -> None:

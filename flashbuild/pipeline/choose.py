@@ -349,10 +349,11 @@ def with_bundled(result: ScanResult) -> ScanResult:
         # edits standing, and says why.
         alone = dataclasses.replace(bundled.recipe, patch=(step,))
         try:
-            for changes, _sites in plan_steps(alone, root, target.platform, archs):
+            for changes, _sites, refused in plan_steps(alone, root, target.platform, archs):
                 for rel, new in changes.items():
                     for line in edited_lines(_text(root / rel), new):
                         edits.setdefault((rel, line), step.id)
+                unplanned += [f"{step.id}: refused {why}" for why in refused]
         except FlashbuildError as exc:
             unplanned.append(f"{step.id}: {exc.what}")
     name = bundled.recipe.name

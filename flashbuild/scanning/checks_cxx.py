@@ -903,11 +903,13 @@ def _runtime_major(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]]) -> None
 # --- explicit instantiations: the transform's own site finder ---------------------------
 
 def instantiation_findings(root: Path, reports: Sequence[FileReport],
-                           target: ScanTarget) -> list[Finding]:
-    """The sites the `explicit-instantiations` transform would guard (FB140/FB141) or keep
-    (FB142) on this tree, decided by the transform's own analysis with every C++ file of the
-    tree as the recipe's sources. Only for Windows: GCC and Clang accept the instantiations
-    as written."""
+                           target: ScanTarget, separable: str = "") -> list[Finding]:
+    """The sites the `explicit-instantiations` transform would guard (FB140/FB141), keep
+    (FB142) or refuse on this tree, decided by the transform's own analysis with every C++ file
+    of the tree as the recipe's sources (`separable`: why the build links device code across
+    units, source/separable.py). A refused site is still FB140/FB141, with no step: a TODO
+    that says why the transform cannot guard it. Only for Windows: GCC and Clang accept the
+    instantiations as written."""
     if target.platform != "windows":
         return []
     from flashbuild.scanning.scan import read_source
@@ -925,7 +927,7 @@ def instantiation_findings(root: Path, reports: Sequence[FileReport],
     analysis = inst.InstantiationAnalysis(facts, load)
     params = inst.DefaultRules()
     out: list[Finding] = []
-    for site in analysis.sites(facts, params):
+    for site in analysis.sites(facts, params, separable=separable):
         if site.action == "already":
             continue
         item = site.found
@@ -943,6 +945,13 @@ def instantiation_findings(root: Path, reports: Sequence[FileReport],
                 facts=InstantiationFacts(kind=kind)))
             continue
         via = f" (via macro {item.via_macro})" if item.via_macro else ""
+        guard = Fix(transform="explicit-instantiations",
+                    params={"files": [item.path], "mode": "guard"},
+                    step=GuardInstantiation(file=item.path,
+                                            site="kernel" if site.kernel else "host"))
+        if site.action == "refused":
+            guard = Fix(manual=f"the transform refuses this site ({site.note}); edit it by "
+                        "hand where that is safe")
         out.append(Finding(
             rule="FB140" if site.kernel else "FB141", category=Category.INSTANTIATIONS,
             path=item.path, line=item.line, col=item.col,
@@ -952,10 +961,6 @@ def instantiation_findings(root: Path, reports: Sequence[FileReport],
                 "no other file needs it; the transform guards it with the kernels"),
             evidence=f"`{snippet[:100]}`" + ("" if site.kernel else
                                              "; no other file references it"),
-            snippet=snippet,
-            fix=Fix(transform="explicit-instantiations",
-                    params={"files": [item.path], "mode": "guard"},
-                    step=GuardInstantiation(file=item.path,
-                                            site="kernel" if site.kernel else "host")),
+            snippet=snippet, fix=guard,
             facts=InstantiationFacts(kind=kind, macro=item.via_macro)))
     return out

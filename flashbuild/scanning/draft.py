@@ -46,6 +46,7 @@ from flashbuild.scanning.findings import ScanOptions
 from flashbuild.scanning.proposals import ChooseArchList, nvcc_append_flags
 from flashbuild.scanning.rules import RULES
 from flashbuild.scanning.scan import read_source, walk_tree
+from flashbuild.source import separable
 from flashbuild.source.setup_record import missing_module_fix
 from flashbuild.source.setuppy import parse_python
 
@@ -62,10 +63,12 @@ if TYPE_CHECKING:
     from flashbuild.source.setup_record import EnvRead
     from flashbuild.source.treemodel import Introspection, TreeModel
 
-    PlanSteps = Callable[[Recipe, Path, str, tuple[str, ...]],
-                         Iterator[tuple[dict[str, str], int]]]
-    """Per patch step of the recipe in order: (path → new text, sites counted); raises the
-    step's PatchError or TreeError when it is refused (patching.plan.plan_steps)."""
+    PlanSteps = Callable[[Recipe, Path, str, tuple[str, ...], str],
+                         Iterator[tuple[dict[str, str], int, tuple[str, ...]]]]
+    """Per patch step of the recipe in order: (path → new text, sites counted, one line per
+    site the transform refuses); raises the step's PatchError or TreeError when it refuses the
+    whole step (patching.plan.plan_steps). The last argument: why the configured build links
+    device code across units ('' when unknown or not)."""
 
 
 @dataclass
@@ -81,6 +84,9 @@ class DraftStep:
     """What planning the step writes (tree-relative path → text), for the compile check."""
     checked: str = ""
     """The compile check's verdict for this step (`--compile-check`), rendered above it."""
+    refused: tuple[str, ...] = ()
+    """Sites the transform refuses when the step is planned (`path:line: why`): left as they
+    are, rendered above the step."""
 
 
 @dataclass
@@ -106,6 +112,10 @@ class Draft:
     drafted: list[tuple[Finding, tuple[str, ...]]] = field(default_factory=list)
     """Findings a drafted step fixes: the ids of the steps their kind made (the outcome
     table `recipe init` prints)."""
+    separable: str = ""
+    """Why the configured build links device code across units (its units' `-rdc=true`),
+    '' when it does not or was not configured: the transforms then keep device symbols
+    another unit references (source/separable.py)."""
 
 
 def draft_recipe(result: ScanResult, *, name: str, source_path: str) -> Draft:
@@ -722,7 +732,7 @@ def fill_expect(d: Draft, root: Path, plan: PlanSteps) -> None:
     while True:
         try:
             _fill_expect(d, root, plan)
-            return
+            break
         except _StepFailed as failed:
             step = d.steps[failed.index]
             error = failed.error
@@ -733,18 +743,27 @@ def fill_expect(d: Draft, root: Path, plan: PlanSteps) -> None:
                 step.params = {**step.params, "files": [f for f in files if f != path]}
             else:
                 del d.steps[failed.index]
+    # A step whose every site the transform refuses changes nothing: it would only carry a
+    # REVIEW comment for an edit that never happens. It leaves, and says why; it changed
+    # nothing, so the steps after it plan the same without it.
+    for drafted in [s for s in d.steps if s.refused and not s.changes
+                    and s.expect.get("sites") == len(s.refused)]:
+        d.steps.remove(drafted)
+        d.unplanned += [(drafted.id, f"refused {why}") for why in drafted.refused]
 
 
 def _fill_expect(d: Draft, root: Path, plan: PlanSteps) -> None:
     recipe = validate_draft(render(d), None)
-    planned = plan(recipe, root, d.target.platform, tuple(a.sm for a in d.target.archs))
+    planned = plan(recipe, root, d.target.platform, tuple(a.sm for a in d.target.archs),
+                   d.separable)
     for index, drafted in enumerate(d.steps):
         try:
-            changes, sites = next(planned)
+            changes, sites, refused = next(planned)
         except (PatchError, TreeError) as exc:
             raise _StepFailed(index, exc) from exc
         drafted.expect = {"sites": sites}
         drafted.changes = changes
+        drafted.refused = refused
 
 
 # --- rendering ----------------------------------------------------------------------------
@@ -802,17 +821,7 @@ def render(d: Draft) -> str:
     if d.check_summary:
         out += [f"# {line}" for line in d.check_summary.splitlines()] + [""]
     for s in d.steps:
-        if s.comment:
-            out += [f"# {line}" for line in s.comment.splitlines()]
-        if s.checked:
-            out.append(f"# {s.checked}")
-        out += ["[[patch]]", f"id = {_toml(s.id)}", f"description = {_toml(s.description)}",
-                f"transform = {_toml(s.transform)}", f"when = {_toml(s.when)}"]
-        if s.expect:
-            out.append(f"expect = {_toml(s.expect)}")
-        out.append("[patch.params]")
-        out += [f"{k} = {_toml(v)}" for k, v in s.params.items()]
-        out.append("")
+        out += _render_step(s)
     if d.build is not None:
         out += _render_build(d.build)
     for step_id, paragraph in d.unplanned:
@@ -842,6 +851,23 @@ def render(d: Draft) -> str:
                 f"#   fix:      {todo.fix}", ""]
     return "\n".join(_safe_comment(line) if line.startswith("#") else line
                      for line in out).rstrip() + "\n"
+
+
+def _render_step(s: DraftStep) -> list[str]:
+    out = [f"# {line}" for line in s.comment.splitlines()]
+    if s.checked:
+        out.append(f"# {s.checked}")
+    for why in s.refused:
+        out += textwrap.wrap(f"REFUSED (left as it is): {why}", 96,
+                             initial_indent="# ", subsequent_indent="#   ")
+    out += ["[[patch]]", f"id = {_toml(s.id)}", f"description = {_toml(s.description)}",
+            f"transform = {_toml(s.transform)}", f"when = {_toml(s.when)}"]
+    if s.expect:
+        out.append(f"expect = {_toml(s.expect)}")
+    out.append("[patch.params]")
+    out += [f"{k} = {_toml(v)}" for k, v in s.params.items()]
+    out.append("")
+    return out
 
 
 def _render_build(b: BuildDraft) -> list[str]:
@@ -1100,6 +1126,7 @@ def _introspect(d: Draft, root: Path, arch: str, platform: str,
         ui.say_wrapped(f"introspection fell back to static reading: {outcome.fallback}")
         return
     d.introspection = f"build tables: checked against the configured build ({model.via})"
+    d.separable = separable.from_units(u for t in model.targets for u in t.sources)
     walk = walk_tree(root)
     apply_model(d, model, root, [rel for rel, kind in walk.files if kind == "python"])
 

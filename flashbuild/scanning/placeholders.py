@@ -45,7 +45,7 @@ from flashbuild.scanning.findings import (
     Severity,
     source_line,
 )
-from flashbuild.source import cxx
+from flashbuild.source import cxx, traps
 from flashbuild.source.pp import device_pass
 
 if TYPE_CHECKING:
@@ -61,13 +61,6 @@ _KERNEL = re.compile(r"\b__global__\b|\b[A-Z_]*GLOBAL[A-Z_]*\b")
 _DEVICE = re.compile(r"\b__device__\b|\b[A-Z_]*DEVICE[A-Z_]*\b")
 #: Text any file with a kernel or device function holds (the per-file half is skipped without).
 HINTS = ("__global__", "GLOBAL", "__device__", "DEVICE")
-#: Calls that stop or only report: a body of these does no work.
-TRAP_CALLS = frozenset({"__trap", "__brkpt", "__builtin_trap", "__builtin_unreachable",
-                        "printf", "abort", "CUTE_INVALID_CONTROL_PATH",
-                        "CUTLASS_NOT_IMPLEMENTED"})
-#: Calls a trap takes only when its argument is false (`assert(0 && "msg")`).
-_FALSE_ASSERTS = frozenset({"assert", "CUTE_RUNTIME_ASSERT", "CUTLASS_ASSERT"})
-_FALSE = re.compile(r"^\(\s*(?:0|false)\b")
 #: The archs whose device passes are tried to say what a placeholder's body is written for.
 PROBES = (Arch(8, 0), Arch(8, 6), Arch(8, 9), Arch(9, 0), Arch(10, 0), Arch(10, 3),
           Arch(11, 0), Arch(12, 0), Arch(12, 1))
@@ -203,58 +196,12 @@ def _single_call(ctx: _Ctx, leaves: Sequence[Node]) -> str:
 
 
 def _callee(call: Node) -> str:
-    fn = call.child_by_field_name("function")
-    while fn is not None and fn.type in ("qualified_identifier", "template_function",
-                                         "field_expression"):
-        fn = fn.child_by_field_name("name") or fn.child_by_field_name("field")
-    return fn.text.decode("utf-8", "replace") if fn is not None and fn.text else ""
+    return traps.callee(call)
 
 
-def _trap_or_neutral(  # noqa: PLR0911 - one return per kind of statement
-        ctx: _Ctx, node: Node) -> tuple[bool, bool]:
-    """(does no work, holds a trap): a trap, a report, an `if` around those, `return;`, a
-    declaration without a call, an empty statement."""
-    kind = node.type
-    if kind in (";", "comment") or (kind == "return_statement" and not node.named_children):
-        return True, False
-    if kind == "declaration":
-        return not any(n.type == "call_expression" for n in cxx.walk(node)), False
-    if kind == "compound_statement":
-        return _all(ctx, node.named_children)
-    if kind == "if_statement":
-        parts = [p for p in (node.child_by_field_name("consequence"),
-                             node.child_by_field_name("alternative")) if p is not None]
-        return _all(ctx, parts)
-    if kind == "else_clause":
-        return _all(ctx, node.named_children)
-    if kind == "do_statement":
-        inner = node.child_by_field_name("body")
-        return _all(ctx, [inner] if inner is not None else [])
-    if kind != "expression_statement" or not node.named_children:
-        return False, False
-    expr = node.named_children[0]
-    if expr.type == "gnu_asm_expression":
-        asm = ctx.src.node_text(expr)
-        return ("trap;" in asm or "brkpt;" in asm), True
-    if expr.type != "call_expression":
-        return False, False
-    name = _callee(expr)
-    args = expr.child_by_field_name("arguments")
-    if name in TRAP_CALLS or (name in _FALSE_ASSERTS and args is not None and
-                              _FALSE.match(ctx.src.node_text(args))):
-        return True, True
-    return (True, True) if _trap_macro(ctx, name) else (False, False)
-
-
-def _all(ctx: _Ctx, nodes: Sequence[Node]) -> tuple[bool, bool]:
-    seen = [_trap_or_neutral(ctx, n) for n in nodes if n.type not in ("comment",)
-            and n.type != "condition_clause"]
-    return all(ok for ok, _t in seen), any(t for _ok, t in seen)
-
-
-_TRAP_BODY = re.compile(r"\b(?:__trap|__brkpt|__builtin_trap|CUTE_INVALID_CONTROL_PATH)\s*\(|"
-                        r"asm\s*(?:volatile\s*)?\(\s*\"(?:trap|brkpt);")
-_WORK_WORDS = re.compile(r"[=\[]|\breturn\b\s*[^;\s]")
+def _trap_or_neutral(ctx: _Ctx, node: Node) -> tuple[bool, bool]:
+    """(does no work, holds a trap): source/traps.py's reading, with the tree's trap macros."""
+    return traps.does_no_work(ctx.src, node, lambda name: _trap_macro(ctx, name))
 
 
 def _trap_macro(ctx: _Ctx, name: str) -> bool:
@@ -262,16 +209,12 @@ def _trap_macro(ctx: _Ctx, name: str) -> bool:
     it names a trap and assigns, indexes or returns nothing."""
     bodies = [d.body for d in ctx.defines.get(name, ())]
     bodies += [body for body, _c, _w in ctx.inherited.get(name, ())]
-    return bool(bodies) and all(_TRAP_BODY.search(b) and not _WORK_WORDS.search(
-        re.sub(r"\"(?:[^\"\\]|\\.)*\"", "", b)) for b in bodies)
+    return bool(bodies) and all(traps.trap_macro_body(b) for b in bodies)
 
 
 def _first_trap(ctx: _Ctx, node: Node) -> Node:
     """The first trap statement inside `node` (the `printf` inside `if (thread0()) {…}`)."""
-    for n in cxx.walk(node):
-        if n.type == "expression_statement" and _trap_or_neutral(ctx, n)[1]:
-            return n
-    return node
+    return traps.first_trap(ctx.src, node, lambda name: _trap_macro(ctx, name))
 
 
 # --- the tree-wide half ---------------------------------------------------------------------

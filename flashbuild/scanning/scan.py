@@ -663,6 +663,27 @@ def _not_compiled_reason(reach: Any, model: TreeModel | None, jit: Sequence[JitS
     return why
 
 
+def _separable(root: Path, model: TreeModel | None) -> str:
+    """Why the build links device code across units: its units' flags when configured, else
+    its build files (source/separable.py); '' when it does not."""
+    from flashbuild.source import separable
+
+    if model is not None:
+        found = separable.from_units(u for t in model.targets for u in t.sources)
+        if found or model.system == "setuptools":
+            return found  # CMake's property is not among a unit's flags: read the files too
+
+    def read(rel: str) -> str | None:
+        if not (root / rel).resolve().is_relative_to(root.resolve()):
+            return None  # a symlink out of the tree: not the build's file to read
+        text = read_source(root, rel, ScanOptions().max_file_bytes)
+        return text if isinstance(text, str) else None
+
+    backend = model.system if model is not None else (
+        "cmake" if (root / "CMakeLists.txt").is_file() else "setuptools")
+    return separable.from_tree(backend, ".", read)
+
+
 def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
             reach: Any = None, model: TreeModel | None = None,
             ) -> tuple[list[Finding], tuple[KernelCount, ...]]:
@@ -691,7 +712,7 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
             if kept is not None:
                 out.append(kept)
     out = _self_written_libraries(root, out)
-    out.extend(instantiation_findings(root, reports, target))
+    out.extend(instantiation_findings(root, reports, target, _separable(root, model)))
     out.extend(placeholder_findings(reports, target, _units_of(reach),
                                     lambda path: _compiled(tree, path, target)))
     kernels = kernel_counts(reports, target, lambda path: _compiled(tree, path, target))

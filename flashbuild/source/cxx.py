@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Call",
     "Conditional",
+    "ContinuedLine",
     "FunctionDecl",
     "Include",
     "Instantiation",
@@ -37,6 +38,7 @@ __all__ = [
     "Source",
     "calls",
     "comment_ranges",
+    "continued_line",
     "enclosing_conditionals",
     "error_nodes",
     "function_declarations",
@@ -167,6 +169,86 @@ def error_nodes(src: Source) -> list[Node]:
 
 def comment_ranges(src: Source) -> list[tuple[int, int]]:
     return [(n.start_byte, n.end_byte) for n in _of_type(src.root, ("comment",))]
+
+
+# --------------------------------------------------------------------------- continued lines
+#
+# The preprocessor joins a line that ends in a backslash with the next one before it reads
+# anything else (C++ [lex.phases] phase 2), so a `#define` continued over several lines is one
+# directive. GCC and Clang also join a backslash followed by spaces or tabs (with a warning),
+# which tree-sitter does not: there its parse ends the directive early and reads the rest as
+# code. A line inserted between two joined lines, or a run of lines removed from inside one,
+# changes the directive (an `#if` spliced into a `#define` body: the file compiles nowhere).
+
+_ENDS_CONTINUED = re.compile(rb"\\[ \t\f\v]*\r?\n\Z")
+_DIRECTIVE_HEAD = re.compile(r"#\s*(\w+)(?:\s+([A-Za-z_]\w*))?")
+
+
+@dataclass(frozen=True)
+class ContinuedLine:
+    """A logical line made of several physical lines joined by backslashes."""
+
+    start: int
+    end: int
+    """Byte offsets: its first line's start, past its last line's newline."""
+    line: int
+    last_line: int
+    directive: str
+    """`define`, `if`, … when it is a preprocessor directive, else ''."""
+    name: str
+    """The macro a `#define` defines ('' otherwise)."""
+
+    def describe(self) -> str:
+        """`the #define INSTANTIATE (lines 4-6)`, for a refusal message."""
+        what = (f"the #{self.directive} {self.name}".rstrip() if self.directive else
+                "a backslash-continued line")
+        return f"{what} (lines {self.line}-{self.last_line})"
+
+
+def _line_bounds(data: bytes, offset: int) -> tuple[int, int]:
+    """(start, end past the newline) of the physical line holding byte `offset`."""
+    start = data.rfind(b"\n", 0, offset) + 1
+    nl = data.find(b"\n", offset)
+    return start, (len(data) if nl == -1 else nl + 1)
+
+
+def _continues(data: bytes, line_start: int, line_end: int) -> bool:
+    return _ENDS_CONTINUED.search(data, line_start, line_end) is not None
+
+
+def continued_line(data: bytes, *offsets: int) -> ContinuedLine | None:
+    """The backslash-continued logical line that an edit boundary would split, or None.
+
+    Each offset is a line boundary an edit uses: where a line is inserted, or the start and
+    the end of a run of lines removed or replaced. A boundary splits a logical line when the
+    physical line before it ends in a backslash (spaces or tabs after it count, as GCC and
+    Clang read them). An edit inside one line (a macro-edit of a `#define` body) splits
+    nothing and is not asked about."""
+    for offset in offsets:
+        if offset <= 0 or offset > len(data) or data[offset - 1:offset] != b"\n":
+            continue
+        prev_start = data.rfind(b"\n", 0, offset - 1) + 1
+        if not _continues(data, prev_start, offset):
+            continue
+        start = prev_start
+        while start > 0:
+            before = data.rfind(b"\n", 0, start - 1) + 1
+            if not _continues(data, before, start):
+                break
+            start = before
+        end = offset
+        while end < len(data):
+            _s, line_end = _line_bounds(data, end)
+            end = line_end
+            if not _continues(data, _s, line_end):
+                break
+        head = _DIRECTIVE_HEAD.match(data[start:end].decode("utf-8", "replace").lstrip())
+        directive = head.group(1) if head else ""
+        return ContinuedLine(
+            start=start, end=end, line=data.count(b"\n", 0, start) + 1,
+            last_line=data.count(b"\n", 0, max(start, end - 1)) + 1, directive=directive,
+            name=(head.group(2) or "") if head and directive == "define" else "")
+    return None
 
 
 # --------------------------------------------------------------------------- declarators

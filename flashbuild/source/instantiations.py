@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from tree_sitter import Node
 
-SiteAction = Literal["edit", "keep", "already"]
+SiteAction = Literal["edit", "keep", "already", "refused"]
 
 DEFAULT_GUARD = "!defined(_MSC_VER)"
 MSVC_GUARDS = frozenset({"!defined(_MSC_VER)", "!_MSC_VER"})
@@ -119,6 +119,9 @@ class FoundInstantiation:
     """The site's source text."""
     conditionals: tuple[cxx.Conditional, ...]
     """The preprocessor conditionals around the site, innermost first."""
+    inside: str = ""
+    """The backslash-continued line (a `#define`) that the site's lines belong to, described
+    (`the #define INSTANTIATE (lines 4-6)`), or '': a guard or a removal there would split it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,7 +141,8 @@ class FileFacts:
 
 @dataclass(frozen=True, kw_only=True)
 class InstantiationSite:
-    """A site with the transform's decision: `edit` (guard/remove), `keep` or `already`."""
+    """A site with the transform's decision: `edit` (guard/remove), `keep`, `already`, or
+    `refused` (an edit there would be unsafe; `note` says why)."""
 
     found: FoundInstantiation
     kernel: bool
@@ -241,11 +245,16 @@ def macro_sites(src: cxx.Source, macros: Mapping[str, InstantiationMacro]
 
 def _found(src: cxx.Source, start: int, end: int, *, name: str, target: str,
            kernel: bool, via_macro: str, node: Node) -> FoundInstantiation:
+    # The guard's `#if`/`#endif` (or the removal) go at the site's line boundaries: inside a
+    # backslash-continued `#define` they would split it (a macro's body that tree-sitter read
+    # as code because a space follows one of its backslashes).
+    split = cxx.continued_line(src.data, src.line_start(start), src.line_end(end))
     return FoundInstantiation(
         path=src.path, start=start, end=end, line=src.line_of(start),
         col=len(src.slice(src.line_start(start), start)) + 1, name=name, target=target,
         declared_kernel=kernel, via_macro=via_macro, text=src.slice(start, end),
-        conditionals=tuple(cxx.enclosing_conditionals(src, node)))
+        conditionals=tuple(cxx.enclosing_conditionals(src, node)),
+        inside=split.describe() if split is not None else "")
 
 
 class InstantiationAnalysis:
@@ -298,14 +307,16 @@ class InstantiationAnalysis:
                 out.extend(macro_sites(src, self.macros))
         return sorted(out, key=lambda f: f.start)
 
-    def sites(self, paths: Iterable[str], params: SiteRules
+    def sites(self, paths: Iterable[str], params: SiteRules, *, separable: str = ""
               ) -> list[InstantiationSite]:
-        """The decided sites of `paths`, in path and file order."""
+        """The decided sites of `paths`, in path and file order. `separable`: why the build
+        links device code across units (`-rdc=true`, CUDA_SEPARABLE_COMPILATION), '' when it
+        does not."""
         out: list[InstantiationSite] = []
         for path in paths:
             for item in self.found(path):
                 kernel = item.declared_kernel or self.is_kernel(item.name)
-                action, note = self._decide(item, kernel, params)
+                action, note = self._decide(item, kernel, params, separable)
                 out.append(InstantiationSite(found=item, kernel=kernel, action=action,
                                              note=note))
         return out
@@ -325,11 +336,24 @@ class InstantiationAnalysis:
             self._definitions[path] = cxx.template_definitions(src) if src is not None else {}
         return self._definitions[path]
 
-    def _decide(self, item: FoundInstantiation, kernel: bool,
-                params: SiteRules) -> tuple[SiteAction, str]:
+    def _decide(self, item: FoundInstantiation, kernel: bool, params: SiteRules,
+                separable: str) -> tuple[SiteAction, str]:
         guard = _guarded_by(item.conditionals, params.guard)
         if guard:
             return "already", guard
+        if item.inside:
+            return "refused", (f"inside {item.inside}: a guard or a removal here would split "
+                               "it; guard the macro's uses, or fix the line (a space after a "
+                               "backslash?) with a diff")
+        if kernel and separable:
+            # Under whole-program compilation a kernel instantiated here cannot be launched
+            # from another unit (FACTS.md, -static-global-template-stub); with relocatable
+            # device code it can, and guarding it breaks the device link (LNK2019 on Windows).
+            ref = self.referenced_elsewhere(item.name, item.path)
+            if ref:
+                return "refused", (f"kernel {item.name} is referenced from {ref} and the build "
+                                   f"links device code across units ({separable}): guarding "
+                                   "it here breaks the device link")
         if not kernel and params.keep_referenced:
             ref = self.referenced_elsewhere(item.name, item.path)
             if ref:

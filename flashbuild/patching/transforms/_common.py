@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from flashbuild.errors import PatchError, TreeError
+from flashbuild.source import cxx
 
 if TYPE_CHECKING:
     from flashbuild.patching.transforms.base import Site, TreeView
@@ -112,6 +113,18 @@ def apply_edits(data: bytes, edits: Iterable[Edit]) -> str:
         out[edit.start:edit.end] = edit.text.encode("utf-8")
         last = edit.start
     return out.decode("utf-8")
+
+
+def split_refusal(data: bytes, *offsets: int) -> str:
+    """Why an edit at these line boundaries must be refused ('' when it may go ahead): one of
+    them falls inside a backslash-continued logical line, a multi-line `#define` above all,
+    which a line inserted or removed there would split (the file then compiles nowhere). No
+    transform inserts or removes lines inside a macro definition; see cxx.continued_line."""
+    split = cxx.continued_line(data, *offsets)
+    if split is None:
+        return ""
+    return (f"inside {split.describe()}: a line inserted or removed here would split it "
+            "(no transform edits the lines of a macro definition)")
 
 
 def newline_of(text: str) -> str:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-SiteAction = Literal["edit", "keep", "already", "skip"]
+SiteAction = Literal["edit", "keep", "already", "skip", "refused"]
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,11 @@ class Site:
     """What was found, e.g. `kernel-instantiation`, `host-instantiation`, `dlopen-include`."""
     action: SiteAction
     """`edit`: changed; `keep`: deliberately left (reason in `note`); `already`: the change
-    is already there; `skip`: not applicable."""
+    is already there; `skip`: not applicable; `refused`: the edit the step asks for would be
+    unsafe here (it would split a backslash-continued `#define`, remove a device symbol another
+    unit links against, route the target into a branch that only traps), so the site is left
+    as it is and `note` says why. A refused site is always reported, and counts for `expect`
+    (it is there: upstream did not change)."""
     note: str = ""
     snippet: str = ""
 
@@ -76,6 +80,11 @@ class TransformContext:
     """Target arch codes as `sm_XX[a|f]` strings."""
     sources: tuple[str, ...] = ()
     """All C++/CUDA sources of the recipe (relative paths), e.g. for cross-TU references."""
+    separable: str = ""
+    """Why the build links device code across translation units (`CMakeLists.txt:12:
+    CUDA_SEPARABLE_COMPILATION ON`, `-rdc=true` in the recipe's NVCC_APPEND_FLAGS), '' when
+    it compiles each unit whole (source/separable.py). Then a kernel or `__device__` function
+    one unit loses may be one another unit needs at device link time."""
 
 
 @dataclass(frozen=True)

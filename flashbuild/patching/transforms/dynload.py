@@ -18,6 +18,7 @@ Windows has no `dlfcn.h` (FACTS.md). Two ways out:
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 from importlib import resources
 from typing import TYPE_CHECKING
@@ -31,6 +32,7 @@ from flashbuild.patching.transforms._common import (
     newline_of,
     one_line,
     select_files,
+    split_refusal,
 )
 from flashbuild.patching.transforms.base import (
     Site,
@@ -116,14 +118,15 @@ def _export(tree: TreeView, path: str, macro: str, result: TransformResult) -> N
     src = cxx.parse(tree.read(path), path)
     nl = src.newline
     edits: list[Edit] = []
+    sites: list[Site] = []
     for fn in cxx.function_declarations(src):
         if not fn.extern_c or "static" in fn.specifiers:
             continue
         head = fn.head
         done = macro in head.split() or any(mark in head for mark in _EXPORTED)
-        result.sites.append(Site(path=path, line=fn.line, kind="plugin-export",
-                                 action="already" if done else "edit", note=fn.name,
-                                 snippet=one_line(fn.signature)))
+        sites.append(Site(path=path, line=fn.line, kind="plugin-export",
+                          action="already" if done else "edit", note=fn.name,
+                          snippet=one_line(fn.signature)))
         if not done:
             edits.append(Edit(fn.decl_node_start, fn.decl_node_start, f"{macro} "))
     defined = any(m.name == macro for m in cxx.macro_definitions(src))
@@ -142,7 +145,17 @@ def _export(tree: TreeView, path: str, macro: str, result: TransformResult) -> N
         incs = [i for i in cxx.includes(src)
                 if not any(a.type.startswith("preproc_if") for a in _parents(src, i.start))]
         at = src.line_end(incs[-1].end - 1) if incs else 0
-        edits.append(Edit(at, at, (nl if incs else "") + block + ("" if incs else nl)))
+        refusal = split_refusal(src.data, at)
+        if refusal:
+            # The export macro's definition cannot go there, and a marked function without
+            # it does not compile: the file's edits are refused together.
+            sites = [dataclasses.replace(x, action="refused", note=f"{x.note}: the export "
+                                         f"macro's definition would go {refusal}")
+                     if x.action == "edit" else x for x in sites]
+            edits = []
+        else:
+            edits.append(Edit(at, at, (nl if incs else "") + block + ("" if incs else nl)))
+    result.sites.extend(sites)
     if edits:
         result.changes[path] = apply_edits(src.data, edits)
 

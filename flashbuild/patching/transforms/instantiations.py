@@ -16,7 +16,11 @@ Sites are found on the parse (cxx.py), in every shape:
   unused macro costs nothing and a guarded definition would leave its uses undefined;
 * already guarded: inside `#if <guard>` / `#ifndef _MSC_VER` (or the `#else` of
   `#ifdef _MSC_VER`) → `already`, left alone; in remove mode a site replaced by the
-  `// flashbuild: explicit instantiation removed: …` marker also counts as `already`.
+  `// flashbuild: explicit instantiation removed: …` marker also counts as `already`;
+* refused (reported, left as it is): a site whose lines belong to a backslash-continued
+  `#define` (tree-sitter reads a macro body as code when a space follows a backslash: the
+  guard would land inside the macro), and, when the build links device code across units
+  (`ctx.separable`), a kernel instantiation another file references.
 
 Never matched: `x.template f<…>()`, `A::template B<…>` (calls and types), `template<>`
 specialisations and template definitions (`template_declaration` nodes), `extern template`
@@ -68,7 +72,8 @@ def apply(tree: TreeView, params: ExplicitInstantiationsParams,
     analysis = InstantiationAnalysis.of_sources(parsed)
     result = TransformResult()
     for path in files:
-        _edit_file(parsed[path], analysis.sites([path], params), params, result)
+        _edit_file(parsed[path], analysis.sites([path], params, separable=ctx.separable),
+                   params, result)
     result.sites.sort(key=lambda s: (s.path, s.line))
     check_expect(NAME, params.expect, result.sites, files, what="instantiation sites")
     return result
@@ -112,10 +117,11 @@ def _edit_file(src: cxx.Source, sites: Sequence[InstantiationSite],
 
 
 def find_sites(sources: Mapping[str, cxx.Source], files: Sequence[str],
-               params: ExplicitInstantiationsParams) -> list[InstantiationSite]:
+               params: ExplicitInstantiationsParams, *, separable: str = ""
+               ) -> list[InstantiationSite]:
     """The sites of `files` as the transform decides them, with `sources` (which include
     `files`) as the tree searched for references and macros."""
-    return InstantiationAnalysis.of_sources(sources).sites(files, params)
+    return InstantiationAnalysis.of_sources(sources).sites(files, params, separable=separable)
 
 
 def _removed_markers(src: cxx.Source) -> list[Node]:

@@ -1,10 +1,14 @@
 """`macro-edit`, `insert-block`, `replace-block`, `replace-file`.
 
 `macro-edit` works on the parse: it rewrites text only inside preprocessor conditions
-(`#if`/`#elif`) and `#define` bodies, never in code or comments. The block transforms anchor on
-whole lines (a literal line, compared without surrounding whitespace, or a regex that must
-match the whole line). Recipe-relative files (`block_file`, `from_file`) arrive from the engine
-as resolved absolute paths; they live outside the tree, so they are read from disk here.
+(`#if`/`#elif`) and `#define` bodies, never in code or comments. It refuses (reports, leaves
+as it is) a match whose edit would route a target arch's device pass into a branch that only
+traps (_routing.py), and a replacement that would break a directive's line. The block
+transforms anchor on whole lines (a literal line, compared without surrounding whitespace, or
+a regex that must match the whole line), and refuse an anchor whose insertion, or a region
+whose replacement, would split a backslash-continued `#define`. Recipe-relative files
+(`block_file`, `from_file`) arrive from the engine as resolved absolute paths; they live
+outside the tree, so they are read from disk here.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from flashbuild.patching.transforms._common import (
     newline_of,
     one_line,
     select_files,
+    split_refusal,
 )
+from flashbuild.patching.transforms._routing import ConditionEdit, Router
 from flashbuild.patching.transforms.base import (
     Site,
     TransformContext,
@@ -62,6 +68,7 @@ def macro_edit(tree: TreeView, params: MacroEditParams,
     done = re.compile(done_text if params.regex else re.escape(done_text)) if done_text else None
     wanted = {_MACRO_NODES[d] for d in params.directives}
     result = TransformResult()
+    router = Router(tree, ctx)
     for path in files:
         src = cxx.parse(tree.read(path), path)
         edits: list[Edit] = []
@@ -77,11 +84,18 @@ def macro_edit(tree: TreeView, params: MacroEditParams,
             for m in find.finditer(text):
                 if any(s <= m.start() and m.end() <= e for s, e in covered):
                     continue
-                result.sites.append(_macro_site(src, part.start_byte, text, m.start(), "edit"))
+                replacement = m.expand(params.replace) if params.regex else params.replace
+                new_text = text[:m.start()] + replacement + text[m.end():]
+                refusal = _line_break_refusal(replacement, node.type) or router.refusal(
+                    ConditionEdit(path=path, node=node, old=text, new=new_text))
+                result.sites.append(_macro_site(src, part.start_byte, text, m.start(),
+                                                "refused" if refusal else "edit",
+                                                note=refusal))
+                if refusal:
+                    continue
                 start = part.start_byte + len(text[:m.start()].encode())
                 end = part.start_byte + len(text[:m.end()].encode())
-                edits.append(Edit(start, end, m.expand(params.replace) if params.regex
-                                  else params.replace))
+                edits.append(Edit(start, end, replacement))
         if edits:
             result.changes[path] = apply_edits(src.data, edits)
     result.sites.sort(key=lambda s: (s.path, s.line))
@@ -91,11 +105,23 @@ def macro_edit(tree: TreeView, params: MacroEditParams,
 
 
 def _macro_site(src: cxx.Source, base: int, text: str, at: int, action: Literal[
-        "edit", "already"]) -> Site:
+        "edit", "already", "refused"], *, note: str = "") -> Site:
     offset = base + len(text[:at].encode())
     line_text = src.slice(src.line_start(offset), src.line_end(offset))
     return Site(path=src.path, line=src.line_of(offset), kind="preprocessor-condition",
-                action=action, snippet=one_line(line_text))
+                action=action, note=note, snippet=one_line(line_text))
+
+
+def _line_break_refusal(replacement: str, node_type: str) -> str:
+    """A replacement that breaks a line inside a directive without a backslash ends the
+    directive there: the rest of the `#define` body (or `#if` condition) becomes code."""
+    for line in replacement.split("\n")[:-1]:
+        if not line.rstrip(" \t\r").endswith("\\"):
+            what = "#define" if node_type.startswith("preproc_") and "def" in node_type \
+                else "#if"
+            return (f"the replacement breaks a line inside the {what} without a backslash: "
+                    "the directive would end there (no transform splits a macro definition)")
+    return ""
 
 
 # --------------------------------------------------------------------------- blocks
@@ -142,17 +168,24 @@ def insert_block(tree: TreeView, params: InsertBlockParams,
     hits = [(s, e, c) for s, e, c in _lines(text) if anchor.fullmatch(c)]
     result = TransformResult()
     already = _has_block(text, block)
-    for start, _end, content in hits:
+    data = text.encode("utf-8")
+    safe: list[tuple[int, int, str]] = []
+    for start, end, content in hits:
         line = text.count("\n", 0, start) + 1
+        at = start if params.where == "before" else end
+        refusal = "" if already else split_refusal(data, _byte(text, at))
         result.sites.append(Site(path=params.file, line=line, kind="anchor",
-                                 action="already" if already else "edit",
-                                 snippet=one_line(content)))
+                                 action="already" if already else
+                                 "refused" if refusal else "edit",
+                                 note=refusal, snippet=one_line(content)))
+        if not refusal:
+            safe.append((start, end, content))
     check_expect("insert-block", params.expect, result.sites, [params.file],
                  what="anchor lines")
-    if not already and hits:
+    if not already and safe:
         body = block.replace("\n", nl)
         new = text
-        for start, end, _content in reversed(hits):
+        for start, end, _content in reversed(safe):
             if params.where == "before":
                 new = new[:start] + body + new[start:]
             else:
@@ -190,18 +223,29 @@ def replace_block(tree: TreeView, params: ReplaceBlockParams,
     if not regions and _has_block(text, block):
         result.sites.append(Site(path=params.file, line=_block_line(text, block),
                                  kind="block", action="already"))
-    for _s, _e, line in regions:
-        result.sites.append(Site(path=params.file, line=line, kind="block", action="edit",
+    data = text.encode("utf-8")
+    safe: list[tuple[int, int, int]] = []
+    for start, end, line in regions:
+        refusal = split_refusal(data, _byte(text, start), _byte(text, end))
+        result.sites.append(Site(path=params.file, line=line, kind="block",
+                                 action="refused" if refusal else "edit", note=refusal,
                                  snippet=one_line(lines[line - 1][2])))
+        if not refusal:
+            safe.append((start, end, line))
     check_expect("replace-block", params.expect, result.sites, [params.file],
                  what="regions")
-    if regions:
+    if safe:
         body = block.replace("\n", nl)
         new = text
-        for start, end, _line in reversed(regions):
+        for start, end, _line in reversed(safe):
             new = new[:start] + body + new[end:]
         result.changes[params.file] = new
     return result
+
+
+def _byte(text: str, offset: int) -> int:
+    """The UTF-8 byte offset of a str offset (the continued-line check reads bytes)."""
+    return len(text[:offset].encode("utf-8"))
 
 
 def _block_line(text: str, block: str) -> int:
