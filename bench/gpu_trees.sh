@@ -3,8 +3,9 @@
 #   TREES=a,b,c bash bench/gpu_trees.sh start OUTDIR   # install flashbuild, start the harness
 #   bash bench/gpu_trees.sh poll OUTDIR                 # wait (at most ~9 min a call), collect
 # Runs `python3 bench/trees.py --only $TREES --arch ${TREES_ARCH:-sm_90a} --tests` with the
-# sdists carried in .devcarry/trees/ (the machine has no internet) and flashbuild's pure-Python
-# dependencies as wheels in .whl/. Every stage is bounded by TREES_TIMEOUT seconds (400).
+# sdists carried in .devcarry/trees/ (the machine has no internet), the trees' upstream tests in
+# .devcarry/tests/ (bench/tree_tests.py), and flashbuild's pure-Python dependencies as wheels
+# in .whl/. Every stage is bounded by TREES_TIMEOUT seconds (400).
 # The builds install wheels into the machine's Python: run it on a machine you throw away.
 set -u
 mode=${1:?start|poll}; out=${2:?OUTDIR}

@@ -12,7 +12,10 @@ For each tree of the list (a PyPI sdist `NAME==VERSION`, a tarball or a folder):
               running Python (run the harness in a venv you throw away);
 4. verify   - `flashbuild verify` of what the build installed;
 5. import   - `python -c "import PKG"` from a folder outside the tree;
-6. tests    - with --tests, the list's `tests` command in the tree (the GPU machine).
+6. tests    - with --tests, the list's `tests` command in the tree (the GPU machine); a tree
+              whose sdist lacks its tests names them in `tests_from`, and the archive
+              bench/tree_tests.py made of them (.devcarry/tests/TREE.tar.gz) is unpacked into
+              the tree first.
 
 A stage runs only after the one before it passed. One row per tree: the last stage passed,
 the exit code and seconds of each stage, and the first error's paragraph (what, evidence,
@@ -26,10 +29,12 @@ Trees are named in the list by where they come from, never special-cased in flas
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,6 +48,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 STAGES = ("fetch", "draft", "build", "verify", "import", "tests")
+#: Where bench/tree_tests.py writes the tests archives and the harness reads them (git-excluded,
+#: carried to the GPU machine like .devcarry/trees/).
+ARCHIVES = Path(__file__).resolve().parent.parent / ".devcarry" / "tests"
+_TESTS_FROM = re.compile(r"(?P<repo>[\w.-]+/[\w.-]+)@(?P<commit>[0-9a-f]{40}):(?P<paths>.+)")
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,52 @@ class Tree:
     shape: str = ""
     #: Its own tests, run in the tree with --tests (a shell command).
     tests: str = ""
+    #: Where those tests come from when the sdist lacks them: `OWNER/NAME@COMMIT:PATH[,PATH...]`
+    #: (a GitHub repository, a full commit id, paths as in the repository).
+    tests_from: str = ""
+
+
+@dataclass(frozen=True)
+class TestsFrom:
+    """A parsed `tests_from`."""
+
+    #: `OWNER/NAME` on GitHub.
+    repo: str
+    #: The full commit id the paths are taken from (the release's tag or version bump).
+    commit: str
+    #: Files or folders, relative to the repository's root; unpacked at the same place in the
+    #: tree.
+    paths: tuple[str, ...]
+
+
+def parse_tests_from(text: str) -> TestsFrom:
+    """`OWNER/NAME@COMMIT:PATH[,PATH...]`; ValueError saying what is wrong."""
+    match = _TESTS_FROM.fullmatch(text)
+    if not match:
+        raise ValueError(f"{text!r} is not OWNER/NAME@COMMIT:PATH[,PATH...] "
+                         "(COMMIT: the full 40-digit id)")
+    paths = tuple(p.strip() for p in match["paths"].split(","))
+    for path in paths:
+        # The archive is unpacked into the tree: a path outside it would land elsewhere.
+        if not path or path.startswith("/") or ".." in Path(path).parts:
+            raise ValueError(f"{text!r}: {path!r} is not a path inside the repository")
+    return TestsFrom(repo=match["repo"], commit=match["commit"], paths=paths)
+
+
+def tests_archive(tree: Tree, archives: Path) -> Path:
+    return archives / f"{tree.name}.tar.gz"
+
+
+def missing_archives(trees: list[Tree], archives: Path) -> list[Path]:
+    """The tests archives the trees' `tests_from` need that are not in `archives`."""
+    return [tests_archive(t, archives) for t in trees
+            if t.tests_from and not tests_archive(t, archives).is_file()]
+
+
+def unpack_tests(archive: Path, root: Path) -> None:
+    """The tests archive into the unpacked tree (its paths are the repository's)."""
+    with tarfile.open(archive) as tf:
+        tf.extractall(root, filter="data")
 
 
 @dataclass
@@ -80,7 +135,23 @@ class Row:
 
 def load_list(path: Path) -> list[Tree]:
     doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    trees = [Tree(**entry) for entry in doc.get("tree", [])]
+    known = {f.name for f in dataclasses.fields(Tree)}
+    trees = []
+    for entry in doc.get("tree", []):
+        name = entry.get("name", "?")
+        unknown = sorted(set(entry) - known)
+        if unknown:
+            raise SystemExit(f"{path}: tree {name}: unknown keys {', '.join(unknown)} "
+                             f"(known: {', '.join(sorted(known))})")
+        tree = Tree(**entry)
+        if tree.tests_from:
+            try:
+                parse_tests_from(tree.tests_from)
+            except ValueError as exc:
+                raise SystemExit(f"{path}: tree {name}: tests_from {exc}") from None
+            if not tree.tests:
+                raise SystemExit(f"{path}: tree {name}: tests_from without a tests command")
+        trees.append(tree)
     names = [t.name for t in trees]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:
@@ -196,7 +267,7 @@ def _top(dest: Path) -> Path:
 
 
 def run_tree(tree: Tree, *, base: Path, work: Path, logs: Path, arch: str, until: str,
-             tests: bool, timeout: float) -> Row:
+             tests: bool, timeout: float, archives: Path = ARCHIVES) -> Row:
     row = Row(tree=tree.name, source=tree.source, shape=tree.shape, torch=torch_version())
     stage, root = fetch(tree, base, work, logs)
     row.stages.append(stage)
@@ -255,6 +326,17 @@ def run_tree(tree: Tree, *, base: Path, work: Path, logs: Path, arch: str, until
     row.reached = "import"
     if tests and tree.tests:
         log = logs / f"{tree.name}.tests.txt"
+        if tree.tests_from:
+            archive = tests_archive(tree, archives)
+            try:
+                unpack_tests(archive, root)
+            except (OSError, tarfile.TarError) as exc:
+                log.write_text(f"{type(exc).__name__}: {exc}\n", encoding="utf-8")
+                row.stages.append(Stage("tests", 1, 0.0, str(log)))
+                row.error = (f"the tests archive {archive} could not be unpacked ({exc}). "
+                             f"Fix: `python bench/tree_tests.py --mirrors DIR --only "
+                             f"{tree.name}` (tests_from = {tree.tests_from}).")
+                return row
         code, seconds, out = _run(["bash", "-c", tree.tests], cwd=root, log=log,
                                   timeout=timeout)
         row.stages.append(Stage("tests", code, round(seconds, 1), str(log)))
@@ -294,6 +376,8 @@ def main() -> int:
                     help="draft: fetch and draft only (no compile); build: every stage")
     ap.add_argument("--tests", action="store_true", help="run each tree's own tests")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per stage")
+    ap.add_argument("--tests-archives", type=Path, default=ARCHIVES,
+                    help="where bench/tree_tests.py wrote the archives `tests_from` names")
     args = ap.parse_args()
     trees = load_list(args.list)
     if args.only:
@@ -303,6 +387,13 @@ def main() -> int:
             raise SystemExit(f"not in {args.list}: {', '.join(sorted(unknown))}")
         by_name = {t.name: t for t in trees}
         trees = [by_name[name] for name in args.only.split(",")]  # in the order given
+    missing = (missing_archives(trees, args.tests_archives)
+               if args.tests and args.until == "build" else [])
+    if missing:
+        # Refused before any build: the tests stage comes after an hour of builds.
+        raise SystemExit("--tests: no tests archive " + ", ".join(str(m) for m in missing)
+                         + "; make them with `python bench/tree_tests.py --mirrors DIR` "
+                         "(see its --help)")
     work = args.work.resolve()
     out = (args.out or work / "results").resolve()
     logs = out / "logs"
@@ -311,7 +402,7 @@ def main() -> int:
     for tree in trees:
         row = run_tree(tree, base=args.list.resolve().parent, work=work, logs=logs,
                        arch=args.arch, until=args.until, tests=args.tests,
-                       timeout=args.timeout)
+                       timeout=args.timeout, archives=args.tests_archives.resolve())
         rows.append(row)
         print(f"{row.tree:<24} {row.reached:<7} "
               + " ".join(f"{s.name}={s.code}/{s.seconds:.0f}s" for s in row.stages), flush=True)

@@ -1,0 +1,84 @@
+"""The trees' own tests that their sdists leave out, as archives for bench/trees.py --tests.
+
+    python bench/tree_tests.py --mirrors DIR [--list bench/trees.toml] [--out DIR] [--only a,b]
+
+For each tree of the list with `tests_from = "OWNER/NAME@COMMIT:PATH[,PATH...]"`: `git archive`
+of those paths at that commit, from a clone of github.com/OWNER/NAME under --mirrors (as
+DIR/OWNER+NAME/repo or DIR/OWNER+NAME; a bare clone will do), written to OUT/TREE.tar.gz
+(.devcarry/tests/, git-excluded, carried to the GPU machine). The harness unpacks it into the
+unpacked tree before the tree's `tests` command, and refuses --tests while one is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from trees import ARCHIVES, TestsFrom, Tree, load_list, parse_tests_from, tests_archive
+
+
+def mirror_gitdir(mirrors: Path, repo: str) -> Path | None:
+    """The git directory of `repo`'s clone under `mirrors`, or None."""
+    folder = mirrors / repo.replace("/", "+")
+    for candidate in (folder / "repo", folder / ".git", folder):
+        if (candidate / "HEAD").is_file() and (candidate / "objects").is_dir():
+            return candidate
+    return None
+
+
+def archive_argv(gitdir: Path, spec: TestsFrom, target: Path) -> list[str]:
+    """`git archive` of the spec's paths at its commit, gzipped, into `target`."""
+    return ["git", "--git-dir", str(gitdir), "archive", "--format=tar.gz", "-o", str(target),
+            spec.commit, "--", *spec.paths]
+
+
+def make_archive(tree: Tree, *, mirrors: Path, out: Path) -> str:
+    """Write the tree's tests archive; "" when written, else why not."""
+    spec = parse_tests_from(tree.tests_from)
+    gitdir = mirror_gitdir(mirrors, spec.repo)
+    if gitdir is None:
+        return (f"no clone of {spec.repo} under {mirrors} (looked for "
+                f"{spec.repo.replace('/', '+')}/repo and {spec.repo.replace('/', '+')}); "
+                f"git clone --bare https://github.com/{spec.repo} "
+                f"{mirrors / spec.repo.replace('/', '+')}")
+    target = tests_archive(tree, out)
+    out.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(archive_argv(gitdir, spec, target), capture_output=True, text=True,
+                          check=False, timeout=600)
+    if done.returncode != 0:
+        target.unlink(missing_ok=True)
+        return f"git archive exited {done.returncode}: {done.stderr.strip()}"
+    return ""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--list", type=Path, default=Path(__file__).with_name("trees.toml"))
+    ap.add_argument("--mirrors", type=Path, required=True,
+                    help="folder holding the clones, one OWNER+NAME folder each")
+    ap.add_argument("--out", type=Path, default=ARCHIVES)
+    ap.add_argument("--only", default="", help="comma-separated tree names")
+    args = ap.parse_args()
+    trees = [t for t in load_list(args.list) if t.tests_from]
+    if args.only:
+        wanted = set(args.only.split(","))
+        unknown = wanted - {t.name for t in trees}
+        if unknown:
+            raise SystemExit(f"no tests_from in {args.list}: {', '.join(sorted(unknown))}")
+        trees = [t for t in trees if t.name in wanted]
+    failed = 0
+    for tree in trees:
+        why = make_archive(tree, mirrors=args.mirrors, out=args.out)
+        if why:
+            failed += 1
+            print(f"{tree.name:<28} FAILED {why}", file=sys.stderr)
+        else:
+            size = tests_archive(tree, args.out).stat().st_size
+            print(f"{tree.name:<28} {tests_archive(tree, args.out)} ({size} bytes)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
