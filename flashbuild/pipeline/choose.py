@@ -280,8 +280,8 @@ def blocks(todo: Todo, recipe: Recipe, *, installing: bool) -> bool:
     if todo.table == "artifact":
         return recipe.build.backend == "cmake" and not recipe.artifact
     if todo.table == "build":
-        return recipe.build.backend == "cmake" and not recipe.artifact and \
-            "CMakeLists" in todo.what
+        return recipe.build.backend == "cmake" and not recipe.artifact and (
+            "CMakeLists" in todo.what or "builds no native code" in todo.what)
     return False
 
 

@@ -578,6 +578,44 @@ def _def_names(src: cxx.Source, body: Node, var: str) -> list[str]:
     return names
 
 
+#: Binaries a tree may ship instead of building them.
+_BINARY_SUFFIXES = (".so", ".pyd", ".dll", ".dylib", ".cubin", ".fatbin")
+
+
+def _no_native_build(root: Path, files: Sequence[tuple[str, str]],
+                     by_kind: dict[str, list[str]]) -> BuildTodo:
+    """The TODO for a tree with no build flashbuild can drive: no CMake project() and no
+    setup.py extension. Say what the tree is instead: one that compiles its kernels at run
+    time (cpp_extension.load, NVRTC), one that ships binaries built elsewhere, or one with no
+    native code a build could find."""
+    from flashbuild.source.treemodel import find_jit
+
+    jit = find_jit(root, by_kind["python"])
+    shipped = sorted(rel for rel, _kind in files if rel.endswith(_BINARY_SUFFIXES)) or sorted(
+        p.relative_to(root).as_posix() for p in root.rglob("*")
+        if p.suffix in _BINARY_SUFFIXES and p.is_file() and "build" not in p.parts)
+    cmake = f"{len(by_kind['cmake'])} CMake file(s), no setup.py extension"
+    if jit:
+        return BuildTodo(
+            table="build", what="the tree builds no native code ahead of time: it compiles "
+            "its kernels at run time",
+            evidence=f"{cmake}; " + "; ".join(f"{j.how} at {j.where}" for j in jit[:3]),
+            fix="nothing for flashbuild to compile: install it with pip and its kernels "
+            "compile on first use (with the CUDA toolkit and a host compiler present); to "
+            "build them ahead of time the tree needs a CMakeLists.txt or a setup.py extension")
+    if shipped:
+        return BuildTodo(
+            table="build", what="the tree builds no native code: it ships binaries built "
+            "elsewhere", evidence=f"{cmake}; shipped: {', '.join(shipped[:4])}",
+            fix="nothing for flashbuild to compile: the binaries come with the tree (check "
+            "their arch with `flashbuild verify` after a pip install); to build them, get "
+            "the project's sources with a CMakeLists.txt or a setup.py extension")
+    return BuildTodo(
+        table="build", what="no CMakeLists.txt with a project() call and no setup.py "
+        "extension: the tree builds no native code flashbuild can find", evidence=cmake,
+        fix="add a CMakeLists.txt that builds the module, then [build] and [[artifact]]")
+
+
 def draft_build(root: Path, d: Draft | None = None, setup: Any = None,
                 findings: Sequence[Finding] = ()) -> BuildDraft:
     """Read [build], [[artifact]], [install] and [verify] from the tree's CMake, Python and
@@ -593,10 +631,7 @@ def draft_build(root: Path, d: Draft | None = None, setup: Any = None,
         return b
     top = _top_cmakelists(root, by_kind["cmake"])
     if top is None:
-        b.todos.append(BuildTodo(
-            table="build", what="no CMakeLists.txt with a project() call: flashbuild builds "
-            "through CMake", evidence=f"{len(by_kind['cmake'])} CMake file(s) in the tree",
-            fix="add a CMakeLists.txt that builds the module, then [build] and [[artifact]]"))
+        b.todos.append(_no_native_build(root, walk.files, by_kind))
     else:
         folder = PurePosixPath(top).parent.as_posix()
         b.cmake_source = folder
