@@ -8,6 +8,7 @@ or glob the file names with the `if()` gates around it, and whether it defines N
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 import tree_sitter_cmake
 from tree_sitter import Language, Node, Parser
 
+from flashbuild.scanning.checks_lang import std_year
 from flashbuild.scanning.facts import (
+    TREE_DEFINES,
     ArchFallbackFacts,
     ArchLiteralFacts,
     DllOutputFacts,
@@ -160,10 +163,13 @@ def check_cmake(file: FileText, target: ScanTarget) -> FileReport:
         if cmd.name in DEFINE_COMMANDS:
             for arg in cmd.args:
                 name = re.sub(r"^[-/]D", "", arg).split("=")[0]
-                if name == "NOMINMAX":
+                if name in TREE_DEFINES:
                     defines.add(name)
     report.facts["mentions"] = mentions
     report.facts["defines"] = sorted(defines)
+    report.facts["standards"] = _standards(file, commands)
+    report.facts["find_packages"] = sorted({
+        a for cmd in commands if cmd.name in _FIND_COMMANDS for a in cmd.args[:3]})
     report.facts["libraries"] = _libraries(commands)
     if target.platform == "windows":
         report.findings += _msvc_block(file, commands)
@@ -173,6 +179,49 @@ def check_cmake(file: FileText, target: ScanTarget) -> FileReport:
     report.findings += _strequal_gates(file, commands, target)
     report.findings += _arch_from_gpu(file, commands)
     return report
+
+
+_FIND_COMMANDS = frozenset({"find_package", "find_path", "find_library", "find_file"})
+_STANDARD_VARS = {"CMAKE_CXX_STANDARD": "CXX", "CMAKE_CUDA_STANDARD": "CUDA",
+                  "CXX_STANDARD": "CXX", "CUDA_STANDARD": "CUDA"}
+_FEATURE = re.compile(r"^(cxx|cuda)_std_(\d+)$")
+_FLAG_VARS = {"CMAKE_CXX_FLAGS": "CXX", "CMAKE_CUDA_FLAGS": "CUDA"}
+_PROPERTY_COMMANDS = frozenset({"set", "set_target_properties", "set_property",
+                                "set_source_files_properties"})
+
+
+def _standards(file: FileText, commands: Sequence[Command]) -> list[tuple[str, int, str]]:
+    """(language, year, file:line) of each C++ standard the file asks for: `set(CMAKE_CXX_
+    STANDARD 17)`, a target's `CXX_STANDARD` property, `target_compile_features(… cxx_std_17)`,
+    a `-std=`/`/std:` option (FB114 reads them when no configured build says)."""
+    out: list[tuple[str, int, str]] = []
+    for cmd in commands:
+        where = f"{file.path}:{_pos(cmd.node)[0]}"
+        args = list(cmd.args)
+        if cmd.name in _PROPERTY_COMMANDS:
+            for key, value in itertools.pairwise(args):
+                lang = _STANDARD_VARS.get(key)
+                if lang and value.isdigit():
+                    out.append((lang, _year(value), where))
+        if cmd.name == "target_compile_features":
+            for arg in args:
+                m = _FEATURE.match(arg)
+                if m:
+                    out.append(("CUDA" if m[1] == "cuda" else "CXX", _year(m[2]), where))
+        if cmd.name in ("add_compile_options", "target_compile_options") or (
+                cmd.name == "set" and args and args[0] in _FLAG_VARS):
+            found = std_year(args)
+            if found:
+                lang = _FLAG_VARS.get(args[0], "CUDA" if any(
+                    "COMPILE_LANGUAGE:CUDA" in a for a in args) else "any")
+                out.append((lang, found[0], where))
+    return out
+
+
+def _year(value: str) -> int:
+    """`17` -> 2017, `98` -> 1998 (CMake's CXX_STANDARD values)."""
+    n = int(value)
+    return 1900 + n if n >= 90 else 2000 + n
 
 
 #: Commands that make a loadable library: a Python module or a plugin.

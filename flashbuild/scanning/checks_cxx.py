@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flashbuild.arch import Arch, Suffix
+from flashbuild.scanning import checks_lang as lang
 from flashbuild.scanning.facts import (
     AllowListFacts,
     ArchBranchFacts,
@@ -87,6 +88,8 @@ _ALTERNATIVES: tuple[tuple[str, tuple[str, ...]], ...] = (
      ("smem", "Smem", "SMEM", "hared", "HARED", "hmem")),
     (r"(?P<externc>\bextern\s+\"C\")", ()),
     (r"(?P<dl>\bdl(?:open|sym)\b)", ()),
+    (lang.MATH_PATTERN, ("M_",)),
+    (lang.ASM_PATTERN, ("asm",)),
 )
 """The candidate patterns, each with the substrings one of which any match must contain (empty:
 always tried). One alternation finds them all left to right in one pass."""
@@ -307,7 +310,7 @@ def check_cxx(file: FileText, target: ScanTarget, inherited: Any = None) -> File
     text = file.text
     matches = list(_candidates_for(text).finditer(text))
     bodies = any(h in text for h in HINTS)
-    src = cxx.parse(text, file.path) if matches or bodies else None
+    src = cxx.parse(text, file.path) if matches or bodies or lang.wants_parse(text) else None
     if target.platform == "windows":
         # The per-file half of the `explicit-instantiations` analysis, on this parse, in this
         # worker; `instantiation_findings` does the tree-wide half (only Windows needs it).
@@ -328,10 +331,16 @@ def check_cxx(file: FileText, target: ScanTarget, inherited: Any = None) -> File
     for m in matches:
         assert m.lastgroup is not None
         groups.setdefault(m.lastgroup if m.lastgroup != "hdr" else "inc", []).append(m)
+    lang.include_facts(ctx)
     if windows:
         _posix_and_gcc(ctx, groups, host)
         _windows_macros(ctx, groups, host)
         _plugin_exports(ctx, groups, host)
+        lang.math_constants(ctx, _sites(ctx, groups.get("mathc", [])))
+        lang.inline_asm(ctx, _sites(ctx, groups.get("asm", [])))
+        lang.designated_initializers(ctx)
+        lang.constexpr_captures(ctx)
+        lang.path_c_str(ctx)
     for arch in target.archs:
         dev = device_pass(target.platform, arch)
         _arch_gates(ctx, groups, arch, dev)

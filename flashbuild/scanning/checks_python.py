@@ -13,7 +13,12 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from flashbuild.scanning.facts import ExtensionImportFacts, LibraryNameFacts, TreeCheck
+from flashbuild.scanning.facts import (
+    TREE_DEFINES,
+    ExtensionImportFacts,
+    LibraryNameFacts,
+    TreeCheck,
+)
 from flashbuild.scanning.findings import (
     Category,
     FileReport,
@@ -45,8 +50,12 @@ _WIN_NAME = re.compile(r"(?:^|_)(?:IS_)?WIN(?:DOWS|32|64)?(?:$|_)", re.IGNORECAS
 #: A file none of whose text matches this holds nothing the visitor reports or records
 #: (no library load, no `.so`, no source name, no NOMINMAX): its parse is skipped. Most of
 #: a Python package is such files, and the ast walk is the scan's costliest per-file step.
-_NEEDS_AST = re.compile(r"CDLL|PyDLL|LoadLibrary|cdll|dlopen|\.so\b|NOMINMAX|"
+_NEEDS_AST = re.compile(r"CDLL|PyDLL|LoadLibrary|cdll|dlopen|\.so\b|NOMINMAX|_USE_MATH_DEFINES|"
                         r"\.(?:cu|cpp|cc|cxx|c)[\"']")
+
+
+#: A define passed as a compiler flag (`-DNOMINMAX`, `/D_USE_MATH_DEFINES=1`).
+_DEFINE_FLAG = re.compile(r"^[-/]D\s*(\w+)(?:=.*)?$")
 
 
 def _snippet(file: FileText, line: int) -> str:
@@ -76,6 +85,7 @@ class _Visitor(ast.NodeVisitor):
         self.other_stack = any(names_other_stack(part) for part in parts)
         self.cdll_args: set[int] = set()
         self.paired: set[int] = set()
+        self._sub_project = self.file.path.endswith("/setup.py")
         self._dispatch: dict[type[ast.AST], Callable[[Any], None]] = {
             ast.If: self.visit_If, ast.IfExp: self.visit_IfExp, ast.Call: self.visit_Call,
             ast.Constant: self.visit_Constant}
@@ -182,14 +192,19 @@ class _Visitor(ast.NodeVisitor):
         for kw in node.keywords:
             if kw.arg == "define_macros":
                 for n in ast.walk(kw.value):
-                    if isinstance(n, ast.Constant) and n.value == "NOMINMAX":
-                        self.report.facts.setdefault("defines", []).append("NOMINMAX")
+                    if isinstance(n, ast.Constant) and n.value in TREE_DEFINES:
+                        self.report.facts.setdefault("defines", []).append(n.value)
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if not isinstance(node.value, str):
             return
         value = node.value
+        flag = _DEFINE_FLAG.match(value)
+        if flag and flag[1] in TREE_DEFINES and not self._sub_project:
+            # `-D_USE_MATH_DEFINES` in a flag list defines it for every unit it reaches; a
+            # setup.py below the root builds another project (flash-attention's hopper/).
+            self.report.facts.setdefault("defines", []).append(flag[1])
         if SOURCE.search(value) and "\n" not in value:
             self.report.facts.setdefault("mentions", []).append(
                 Mention(value, self.file.path, node.lineno, tuple(self.gates)))

@@ -342,13 +342,28 @@ def _version_timestamp(root: Path, setup: SetupPy, text: str, add: _Add) -> None
 def _isolation(root: Path, setup: SetupPy, target: ScanTarget, add: _Add) -> None:
     if not setup.uses_cpp_extension:
         return
+    fix = Fix(manual="build with --no-build-isolation against the installed CUDA torch "
+              "(flashbuild's setuptools build does)")
     text = read_source(root, "pyproject.toml", 1 << 20)
-    if not isinstance(text, str):
-        return
-    m = re.search(r"^\[build-system\][^\[]*?requires\s*=\s*\[(.*?)\]", text, re.S | re.M)
+    m = re.search(r"^\[build-system\][^\[]*?requires\s*=\s*\[(.*?)\]", text, re.S | re.M) \
+        if isinstance(text, str) else None
     if m is None:
+        # No pyproject.toml, or none whose [build-system] lists requirements: pip builds
+        # with setuptools alone in an isolated environment (PEP 517's default, and from pip
+        # 25.3 the only way it builds a project), where `import torch` fails.
+        setup_text = read_source(root, setup.path, 1 << 24)
+        first = re.search(r"^\s*(?:import\s+torch\b|from\s+torch\b)", setup_text, re.M) \
+            if isinstance(setup_text, str) else None
+        line = setup_text.count("\n", 0, first.start()) + 1 \
+            if first is not None and isinstance(setup_text, str) else 1
+        what = "no pyproject.toml" if not isinstance(text, str) else \
+            "a pyproject.toml whose [build-system] lists no requires"
+        add("FB231", Category.SETUP_BUILD, Severity.WARNING, line,
+            "`pip install .` with build isolation fails at `import torch`",
+            f"setup.py imports torch and the tree has {what}: pip builds it in an isolated "
+            "environment with setuptools alone (pip 25.3 and later always)", fix)
         return
-    line = text[:m.start()].count("\n") + 1
+    line = text[:m.start()].count("\n") + 1 if isinstance(text, str) else 1
     requires = re.findall(r"[\"']([^\"']+)[\"']", m[1])
     has_torch = any(re.match(r"torch\b", r) for r in requires)
     if has_torch and target.platform != "windows":
@@ -358,9 +373,7 @@ def _isolation(root: Path, setup: SetupPy, target: ScanTarget, add: _Add) -> Non
            "setup.py imports torch but [build-system] requires does not list it: an "
            "isolated build fails at `import torch`")
     add("FB231", Category.SETUP_BUILD, Severity.WARNING, line,
-        "`pip install .` with build isolation builds against the wrong torch", why,
-        Fix(manual="build with --no-build-isolation against the installed CUDA torch "
-            "(flashbuild's setuptools build does)"),
+        "`pip install .` with build isolation builds against the wrong torch", why, fix,
         path="pyproject.toml", snip=f"requires = {requires}")
 
 

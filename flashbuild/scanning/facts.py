@@ -30,6 +30,15 @@ class TreeCheck(StrEnum):
     """The file is the source of a shared library the tree loads with dlsym."""
     NO_SIBLING_MODULE = "no-sibling-module"
     """No `.py` module of that name sits beside the importing `__init__.py`."""
+    NO_MATH_DEFINES = "no-math-defines"
+    """No build file of the tree passes `_USE_MATH_DEFINES` to the compiler."""
+    CXX_STANDARD_BELOW_20 = "cxx-standard-below-20"
+    """The build compiles the file as C++17 or older (a flag or setting says so)."""
+
+
+#: Macros a build file may define for every unit that a per-file check must know of: NOMINMAX
+#: (FB130) and _USE_MATH_DEFINES (FB113). The build-file readers record them as `defines`.
+TREE_DEFINES = frozenset({"NOMINMAX", "_USE_MATH_DEFINES"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -206,6 +215,43 @@ class DllOutputFacts:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MathConstantFacts:
+    """`M_PI` and friends where MSVC's <math.h> does not define them (FB113)."""
+
+    names: tuple[str, ...]
+    """The constants the file uses (the first few)."""
+    needs: TreeCheck = TreeCheck.NO_MATH_DEFINES
+
+
+@dataclass(frozen=True, kw_only=True)
+class DesignatedInitFacts:
+    """A designated initialiser (`.x = 1`) that MSVC accepts only from /std:c++20 (FB114)."""
+
+    language: str
+    """Whose standard counts: `CUDA` (a .cu/.cuh file), `CXX` (a .cpp), `any` (a header)."""
+    needs: TreeCheck = TreeCheck.CXX_STANDARD_BELOW_20
+
+
+@dataclass(frozen=True, kw_only=True)
+class CstdintFacts:
+    """Fixed-width integer types in a unit that includes no <cstdint> (FB117)."""
+
+    names: tuple[str, ...]
+    unit: str
+    """The compiled source whose includes were read."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LibraryHeaderFacts:
+    """A library header no folder of the build holds (FB118)."""
+
+    header: str
+    library: str
+    packages: tuple[str, ...]
+    """PyPI packages that ship the header (`nvidia-cudnn-cu13`); empty when none does."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class CcclFacts:
     """A host-compiled source of a CUDA extension that reaches a CCCL header (FB222)."""
 
@@ -217,13 +263,15 @@ Facts = (DlopenFacts | PluginExportFacts | PosixHeaderFacts | WindowsMacroFacts
          | AllowListFacts | ArchBranchFacts | RuntimeMajorFacts | PlaceholderFacts
          | InstructionFacts
          | SharedMemoryFacts | InstantiationFacts | ExtensionImportFacts | LibraryNameFacts
-         | ArchLiteralFacts | ArchFallbackFacts | MsvcFlagsFacts | DllOutputFacts | CcclFacts)
+         | ArchLiteralFacts | ArchFallbackFacts | MsvcFlagsFacts | DllOutputFacts | CcclFacts
+         | MathConstantFacts | DesignatedInitFacts | CstdintFacts | LibraryHeaderFacts)
 """Every kind of fact a finding carries (`Finding.facts`; None for a finding with none)."""
 
 
 def needs_of(facts: Facts | None) -> TreeCheck | None:
     """What the tree-wide pass must confirm for a finding with these facts (None: nothing)."""
     if isinstance(facts, PluginExportFacts | WindowsMacroFacts | InstructionFacts
-                  | ExtensionImportFacts | LibraryNameFacts):
+                  | ExtensionImportFacts | LibraryNameFacts | MathConstantFacts
+                  | DesignatedInitFacts):
         return facts.needs
     return None

@@ -57,6 +57,11 @@ class Category(StrEnum):
     """How the setup.py build runs: downloads, build isolation, path lengths."""
     SOURCE_TEXT = "source-text"
     """How a source file was read (an encoding other than UTF-8)."""
+    MSVC_CXX = "msvc-c++"
+    """C++ that GCC accepts and MSVC rejects or reads otherwise (C++20 syntax under an older
+    `/std`, constexpr captures, std::filesystem's wide strings)."""
+    INCLUDES = "includes"
+    """A header a file needs and does not include, or that no folder of the build holds."""
 
 
 class Truth(StrEnum):

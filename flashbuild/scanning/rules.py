@@ -42,6 +42,43 @@ _RULES = [
          short="__int128",
          help="MSVC has no __int128 (docs/scan.md#what-msvc-lacks); host "
          "code that uses it does not compile on Windows."),
+    Rule(id="FB113", name="math-constants", category=Category.POSIX,
+         short="M_PI and friends without _USE_MATH_DEFINES before <math.h>",
+         help="M_PI, M_SQRT2, M_LOG2E and the other M_ constants are POSIX, not ISO C++; "
+         "MSVC's <math.h> defines them only when _USE_MATH_DEFINES is defined as it is "
+         "included, else cl stops with C2065 (docs/scan.md#what-msvc-lacks). In a .cu file "
+         "nvcc's cuda_runtime.h includes <math.h> and <cmath> before the file's first line: "
+         "define it for the build.",
+         help_uri="https://learn.microsoft.com/en-us/cpp/c-runtime-library/math-constants"),
+    Rule(id="FB114", name="designated-initializer", category=Category.MSVC_CXX,
+         short="designated initialiser compiled as C++17 or older",
+         help="`{.x = 1}` is C++20; GCC accepts it in older modes as an extension, MSVC stops "
+         "with C7555 below /std:c++20 (docs/scan.md#c-that-msvc-reads-otherwise). Reported "
+         "only when the build's flags name the standard."),
+    Rule(id="FB115", name="constexpr-lambda-capture", category=Category.MSVC_CXX,
+         short="constexpr local used as a template argument inside a capturing lambda",
+         help="MSVC treats a constexpr local that a lambda captures as not constant inside "
+         "it, so `f<N>()` in the lambda stops with C2975 (docs/scan.md#c-that-msvc-reads-"
+         "otherwise); `static constexpr` or a constant declared in the lambda compiles "
+         "everywhere."),
+    Rule(id="FB116", name="filesystem-path-c-str", category=Category.MSVC_CXX,
+         short="std::filesystem::path::c_str() where a char string may be needed",
+         help="On Windows a path holds wchar_t: c_str() and native() give const wchar_t*, "
+         "which no const char* parameter takes (docs/scan.md#c-that-msvc-reads-otherwise); "
+         "path.string().c_str() is the portable char string."),
+    Rule(id="FB117", name="missing-cstdint", category=Category.INCLUDES,
+         short="fixed-width integer types in a unit that includes no <cstdint>",
+         help="libstdc++ 13 stopped including <cstdint> from <string> and other headers: a "
+         "unit that names uint32_t or std::int64_t and includes only such headers stops with "
+         "\"was not declared\" under GCC 13 and later "
+         "(docs/scan.md#what-gcc-13-no-longer-includes). Static reading; GCC 12 and MSVC "
+         "still compile it.",
+         help_uri="https://gcc.gnu.org/gcc-13/porting_to.html"),
+    Rule(id="FB118", name="library-header-not-found", category=Category.INCLUDES,
+         short="a library header no folder of the build holds (cudnn.h, nccl.h, mpi.h)",
+         help="cuDNN, NCCL, MPI, cuSPARSELt, cuTENSOR and NVSHMEM are not part of the CUDA "
+         "toolkit nor of torch's headers; a unit that includes one needs the library's "
+         "include folder on its path (docs/scan.md#libraries-outside-the-toolkit)."),
     Rule(id="FB120", name="gcc-attribute", category=Category.GCC,
          short="GCC __attribute__((...)) in host-compiled code",
          help="cl.exe rejects the __attribute__ syntax itself, visibility included; put it "
@@ -50,6 +87,12 @@ _RULES = [
          short="GCC __builtin_* in host-compiled code",
          help="MSVC has none of GCC's __builtin_* functions in host code (nvcc handles them in "
          "__device__/__global__ bodies, which cl.exe never sees)."),
+    Rule(id="FB122", name="gcc-inline-asm", category=Category.GCC,
+         short="GNU inline assembly in host-compiled code",
+         help="cl.exe has no inline assembler for x64 (`__asm` is x86-only, C4235) and does "
+         "not parse GNU `asm(...)`/`__asm__` (docs/scan.md#what-msvc-lacks); `asm()` in "
+         "__device__/__global__ code is PTX for nvcc and fine.",
+         help_uri="https://learn.microsoft.com/en-us/cpp/assembler/inline/inline-assembler"),
     Rule(id="FB130", name="windows-h-macro", category=Category.WINDOWS_MACROS,
          short="identifier that windows.h turns into a macro",
          help="windows.h defines `small` (rpcndr.h) and min/max unless NOMINMAX is defined "
@@ -200,8 +243,10 @@ _RULES += [
     Rule(id="FB231", name="setup-build-isolation-torch", category=Category.SETUP_BUILD,
          short="an isolated build environment gets the wrong torch",
          help="pip's isolated build installs torch from PyPI, which is CPU-only on Windows, or "
-         "no torch at all when the build requires omit it; a torch extension must build "
-         "with --no-build-isolation against the CUDA torch already installed."),
+         "no torch at all when the build requires omit it (a tree with no pyproject.toml, "
+         "or none with [build-system], gets setuptools alone: pip 25.3 and later build every "
+         "project that way); a torch extension must build with --no-build-isolation against "
+         "the CUDA torch already installed."),
     Rule(id="FB233", name="setup-version-timestamp", category=Category.SETUP_BUILD,
          short="the version falls back to a timestamp taken when setup.py runs",
          help="pip runs setup.py twice (metadata, then the wheel); a version with the time in "

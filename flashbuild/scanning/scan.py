@@ -9,12 +9,13 @@ sources and their real include folders; else, for a setup.py tree, its extension
 file's headers define (`ppgraph`) → run the checks for each file's kind (C++/CUDA, CMake,
 Python) in worker processes (binary, non-UTF-8 and oversized files are skipped with a note) →
 combine what needs the whole tree (build-system gating of arch-specific sources,
-explicit-instantiation sites as the `explicit-instantiations` transform sees them, NOMINMAX
-defined by the build, the setup.py rules) → the findings whose verdict hangs on a gate checked
-against the real preprocessor when a toolkit is found (`truth`) → instruction findings no
-kernel compiled for the target reaches made notes (`callgraph`) → the remaining instruction
-findings confirmed by compiling when that is cheap (`compiletruth`) → one `ScanResult`.
-`ScanOptions.static` runs no tool at all.
+explicit-instantiation sites as the `explicit-instantiations` transform sees them, NOMINMAX and
+_USE_MATH_DEFINES defined by the build, the C++ standard it names, units that get no <cstdint>,
+library headers no include folder holds, the setup.py rules) → the findings whose verdict hangs
+on a gate checked against the real preprocessor when a toolkit is found (`truth`) → instruction
+findings no kernel compiled for the target reaches made notes (`callgraph`) → the remaining
+instruction findings confirmed by compiling when that is cheap (`compiletruth`) → one
+`ScanResult`. `ScanOptions.static` runs no tool at all.
 
 Every `Finding` names its rule, category, place (file:line:col), a snippet, a severity for the
 target, the evidence that triggered it, and the fix: a transform with a params sketch, or a
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from flashbuild.console import plural
 from flashbuild.errors import UsageError
 from flashbuild.scanning.facts import (
+    DesignatedInitFacts,
     ExtensionImportFacts,
     InstructionFacts,
     LibraryNameFacts,
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from flashbuild.arch import Arch
+    from flashbuild.scanning.checks_lang import Standard
     from flashbuild.source.text import Encoding
     from flashbuild.source.treemodel import JitSite, TreeModel
 
@@ -692,6 +695,14 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
     compiled files define, per arch (the report's verdict line)."""
     from flashbuild.scanning.checks_cmake import build_gates, tree_defines
     from flashbuild.scanning.checks_cxx import instantiation_findings
+    from flashbuild.scanning.checks_lang import (
+        cstdint_findings,
+        library_header_findings,
+        machine_include_dirs,
+        math_constants_with_torch,
+        standards,
+        wheel_include_dirs,
+    )
     from flashbuild.scanning.placeholders import (
         kernel_counts,
         major_checks_guarding,
@@ -699,12 +710,13 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
     )
 
     tree = TreeFacts(
-        gates=build_gates(reports), defines=tree_defines(reports),
+        gates=build_gates(reports), defines=tree_defines(reports) | _build_defines(reach, model),
         paths=frozenset(r.path for r in reports),
         dlsym=any(r.facts.get("dlsym") for r in reports), reach=reach,
         exported={name: r.path for r in reports for name in r.facts.get("exported", ())},
         libraries={name: (kind, gates) for r in reports
-                   for name, kind, gates in r.facts.get("libraries", ())}, model=model)
+                   for name, kind, gates in r.facts.get("libraries", ())}, model=model,
+        standards=standards(reports, reach, model))
     out: list[Finding] = []
     for report in reports:
         for finding in report.findings:
@@ -712,11 +724,26 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
             if kept is not None:
                 out.append(kept)
     out = _self_written_libraries(root, out)
+    out = math_constants_with_torch(out, reports,
+                                    reach.include_dirs if reach is not None else ())
     out.extend(instantiation_findings(root, reports, target, _separable(root, model)))
     out.extend(placeholder_findings(reports, target, _units_of(reach),
                                     lambda path: _compiled(tree, path, target)))
     kernels = kernel_counts(reports, target, lambda path: _compiled(tree, path, target))
     out = major_checks_guarding(out)
+
+    def read(rel: str) -> str | None:
+        text = read_source(root, rel, 1 << 24)
+        return text if isinstance(text, str) else None
+
+    def compiled(path: str) -> bool:
+        return _compiled(tree, path, target)
+
+    out.extend(cstdint_findings(reports, target, compiled, read,
+                                reach.include_dirs if reach is not None else ()))
+    out.extend(library_header_findings(
+        root, reports, compiled, read, reach, model,
+        machine_include_dirs(target.platform, os.environ), wheel_include_dirs()))
     if target.platform == "windows":
         out.extend(_package_dll_directory(root, reports, tree, target, out))
     if reach is not None and reach.setup is not None:
@@ -724,6 +751,28 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
 
         out.extend(setup_findings(root, reach, target))
     return out, kernels
+
+
+def _build_defines(reach: Any, model: TreeModel | None) -> frozenset[str]:
+    """The macros the build defines for its units (`-DX`, `define_macros`), by name: the
+    configured build's, or the static reading of setup.py's."""
+    names: set[str] = set()
+    if model is not None:
+        for target in model.targets:
+            for unit in target.sources:
+                names.update(d.split("=")[0] for d in unit.defines)
+                names.update(m[1] for f in unit.flags if (m := _DEFINE_FLAG.match(f)))
+    setup = reach.setup if reach is not None else None
+    if setup is not None:
+        for ext in setup.extensions:
+            names.update(d.split("=")[0] for d in ext.define_macros)
+            names.update(m[1] for f in (*ext.cxx_flags, *ext.nvcc_flags)
+                         if (m := _DEFINE_FLAG.match(f)))
+    return frozenset(names)
+
+
+#: `-DNAME`, `/DNAME=1`.
+_DEFINE_FLAG = re.compile(r"^[-/]D(\w+)")
 
 
 def _compiled(tree: TreeFacts, path: str, target: ScanTarget) -> bool:
@@ -788,6 +837,8 @@ class TreeFacts:
     """CMake library targets (shared libraries and Python modules) → (kind, their gates)."""
     model: TreeModel | None = None
     """What the configured build compiles, when it was asked."""
+    standards: tuple[Standard, ...] = ()
+    """The C++ standards the build asks for (`checks_lang.standards`)."""
 
     def library_gate(self, name: str, target: ScanTarget) -> str | None:
         """The gate that keeps library `name` out of the target's build, if the build files
@@ -827,6 +878,13 @@ def _apply_tree_facts(  # noqa: PLR0911, PLR0912 - one return per kind of tree f
         return replace(finding, evidence=f"{finding.evidence}; {why}")
     if needs is TreeCheck.NO_NOMINMAX and "NOMINMAX" in tree.defines:
         return None
+    if needs is TreeCheck.NO_MATH_DEFINES and "_USE_MATH_DEFINES" in tree.defines:
+        return None
+    if needs is TreeCheck.CXX_STANDARD_BELOW_20 and isinstance(finding.facts,
+                                                               DesignatedInitFacts):
+        from flashbuild.scanning.checks_lang import below_cxx20
+
+        return below_cxx20(finding, finding.facts.language, tree.standards)
     if needs is TreeCheck.LIBRARY_BUILT and isinstance(finding.facts, LibraryNameFacts):
         return _library_not_built(finding, finding.facts.literal, tree, target)
     if needs is TreeCheck.PLUGIN_SOURCE and isinstance(finding.facts, PluginExportFacts) \

@@ -6,8 +6,9 @@ folders, defines, flags and arch flags; else a setup.py's extensions as read), t
 whose verdict hangs on a gate are checked against what nvcc's own preprocessor passes keep:
 
 * instructions and shared-memory budgets (FB160, FB170): the target's device pass;
-* host-compiler problems on Windows (POSIX headers and types, GCC extensions, windows.h
-  macros, dlfcn): the Windows host pass, emulated on Linux (the finding says so);
+* host-compiler problems on Windows (POSIX headers and types, GCC extensions and inline
+  assembly, windows.h macros, dlfcn, C++ MSVC reads otherwise): the Windows host pass,
+  emulated on Linux (the finding says so);
 * a host `.cpp` reaching CCCL (FB222): the host compiler's pass stops at the CCCL header.
 
 A line no unit keeps in that pass turns the finding into a note; a line some unit keeps
@@ -42,7 +43,8 @@ if TYPE_CHECKING:
     from flashbuild.source.reach import Reach
 
 DEVICE_RULES = frozenset({"FB160", "FB170"})
-HOST_RULES = frozenset({"FB101", "FB110", "FB111", "FB112", "FB120", "FB121", "FB130"})
+HOST_RULES = frozenset({"FB101", "FB110", "FB111", "FB112", "FB114", "FB115", "FB116",
+                        "FB120", "FB121", "FB122", "FB130"})
 #: Units preprocessed per file a finding sits in, and per scan: enough to decide the files
 #: the findings name without preprocessing a whole tree.
 UNITS_PER_FILE = 4

@@ -39,6 +39,7 @@ __all__ = [
     "calls",
     "comment_ranges",
     "continued_line",
+    "declared_name",
     "enclosing_conditionals",
     "error_nodes",
     "function_declarations",
@@ -47,6 +48,7 @@ __all__ = [
     "language",
     "macro_definitions",
     "macro_uses",
+    "nodes_of_type",
     "normalize_condition",
     "parse",
     "template_instantiations",
@@ -145,6 +147,17 @@ def _of_type(node: Node, types: Iterable[str]) -> Iterator[Node]:
     files of the corpus)."""
     nodes = QueryCursor(_type_query(tuple(types))).captures(node).get("n", [])
     return iter(sorted(nodes, key=lambda n: (n.start_byte, -n.end_byte)))
+
+
+def nodes_of_type(node: Node, types: Iterable[str]) -> list[Node]:
+    """The nodes of `types` below (and including) `node`, in document order (see `_of_type`:
+    one query, in C)."""
+    return list(_of_type(node, types))
+
+
+def declared_name(declarator: Node | None) -> Node | None:
+    """The identifier a declarator declares (`x` of `int* x = …`, `f` of `void f(…)`)."""
+    return _declared_name(declarator)
 
 
 @functools.cache

@@ -148,28 +148,37 @@ def graph_from(facts: Sequence[tuple[str, tuple[list[HeaderDefine], list[str]]]]
                include_dirs: Sequence[str] = ()) -> MacroGraph:
     """The graph from each file's `scan_header` result: includes resolved next to the
     including file, then through `include_dirs`, then by a unique path suffix."""
-    known = frozenset(path for path, _f in facts)
+    resolve = resolver([path for path, _f in facts], include_dirs)
+    graph = MacroGraph({}, {})
+    for path, (defs, spelled) in facts:
+        graph.defines[path] = defs
+        graph.includes[path] = [hit for inc in spelled if (hit := resolve(path, inc))]
+    return graph
+
+
+def resolver(files: Sequence[str], include_dirs: Sequence[str] = ()
+             ) -> Callable[[str, str], str | None]:
+    """`resolve(including_file, spelled)`: the tree file an include names, looked for next to
+    the including file, then in `include_dirs`, then as the one file of the tree whose path
+    ends with it; None when it is not a file of `files` (a library's or the system's)."""
+    known = frozenset(files)
     by_suffix: dict[str, list[str]] = {}
     for f in known:
         parts = f.split("/")
         for i in range(len(parts)):
             by_suffix.setdefault("/".join(parts[i:]), []).append(f)
-    graph = MacroGraph({}, {})
-    for path, (defs, spelled) in facts:
-        graph.defines[path] = defs
-        resolved = []
+
+    def resolve(path: str, inc: str) -> str | None:
         folder = posixpath.dirname(path)
-        for inc in spelled:
-            cands = [posixpath.normpath(posixpath.join(folder, inc)),
-                     *(posixpath.normpath(posixpath.join(d, inc)) for d in include_dirs)]
-            hit = next((c for c in cands if c in known), None)
-            if hit is None:
-                unique = by_suffix.get(posixpath.normpath(inc), [])
-                hit = unique[0] if len(unique) == 1 else None
-            if hit is not None:
-                resolved.append(hit)
-        graph.includes[path] = resolved
-    return graph
+        cands = [posixpath.normpath(posixpath.join(folder, inc)),
+                 *(posixpath.normpath(posixpath.join(d, inc)) for d in include_dirs)]
+        hit = next((c for c in cands if c in known), None)
+        if hit is None:
+            unique = by_suffix.get(posixpath.normpath(inc), [])
+            hit = unique[0] if len(unique) == 1 else None
+        return hit
+
+    return resolve
 
 
 def as_wire(defs: Mapping[str, list[HeaderDefine]]) -> dict[str, list[tuple[str, tuple[
