@@ -302,10 +302,12 @@ def require_install(recipe: Recipe) -> str:
             f"the recipe `{recipe.name}` has no [install] table",
             evidence="every job installs the wheel it built and verifies the installed "
             "package, and the wheel's package comes from `[install] package` and "
-            "`package_dir`" + (f" ({recipe.file})" if recipe.file else ""),
+            "`package_dir` (or its `top_level` modules)"
+            + (f" ({recipe.file})" if recipe.file else ""),
             fix="add `[install]` with `package = \"<import name>\"` and `package_dir = "
-            "\"<its folder in the tree>\"` to the recipe")
-    return recipe.install.package
+            "\"<its folder in the tree>\"` to the recipe (`top_level = [\"<module>\"]` for "
+            "a tree whose extension modules have no package)")
+    return recipe.install.name
 
 
 def plan_workflow(*, recipe: Recipe, recipe_ref: str, arch: str,

@@ -8,6 +8,12 @@ Modes:
   playbooks do (`python -c "import pkg"` works with the tree on sys.path).
 - `none`: build only.
 
+Top-level extension modules (`[install] top_level`, or a setup.py module that pip puts at the
+top of site-packages) go to the import root, beside the package or, in a tree without one,
+alone: to the top of site-packages in a wheel, to the top of the tree in place. Without a
+package there is no `__init__.py` for the loader shim: the wheel carries the manifest in its
+`.dist-info` folder, an in-place install writes only the modules, and both say so.
+
 Nothing is replaced until every check has passed: a read-only target, or a file another
 process holds (a loaded `.pyd` on Windows), is an InstallError before the first file moves;
 an in-place install swaps its files all or nothing (`replace_all`); and a failed build never
@@ -38,7 +44,7 @@ from typing import TYPE_CHECKING
 from flashbuild import platforms
 from flashbuild.errors import InstallError
 from flashbuild.installing import shim
-from flashbuild.installing.wheel import build_wheel, read_member, repack_wheel
+from flashbuild.installing.wheel import build_wheel, dist_info_dir, read_member, repack_wheel
 from flashbuild.proc import Runner, quote, tail
 
 if TYPE_CHECKING:
@@ -53,11 +59,13 @@ INSTALL_STAMP = "flashbuild-install.json"
 @dataclass(frozen=True, kw_only=True)
 class InstallPlan:
     mode: InstallMode
-    package: str
-    """Import name (`flashkern`)."""
-    package_dir: Path
-    """The package's folder in the source tree (its Python files)."""
+    package: str | None
+    """Import name (`flashkern`); None when the binaries are top-level modules only."""
+    package_dir: Path | None
+    """The package's folder in the source tree (its Python files); None without a package."""
     artifacts: tuple[BuiltArtifact, ...]
+    """The binaries; one with a `relpath` goes there below the import root (a top-level
+    module: its file name), the others into the package folder."""
     dll_dirs: tuple[str, ...]
     """Rendered into the loader shim (absolute, existing folders)."""
     manifest_name: str
@@ -81,10 +89,29 @@ class InstallPlan:
     to fill)."""
     source: str = ""
     """The tree it was built from, for `{source}`."""
+    tree: Path | None = None
+    """The tree an in-place install writes into: without a package, its top is the import
+    root that top-level modules go to."""
+
+    @property
+    def name(self) -> str:
+        """The package, else the first top-level module: the wheel's default distribution."""
+        if self.package is not None:
+            return self.package
+        tops = top_level_names(self.artifacts)
+        return tops[0] if tops else "extension"
 
     def shim_text(self) -> str:
+        assert self.package is not None, "no package, no loader shim"
         return shim.render(self.dll_dirs, package=self.package, images=dict(self.images),
                            rebuild=self.rebuild, source=self.source)
+
+
+def top_level_names(artifacts: Sequence[BuiltArtifact]) -> list[str]:
+    """Import names of the modules that sit at the import root (a `relpath` without a
+    folder): `rotary_emb` for `rotary_emb.cpython-312-x86_64-linux-gnu.so`."""
+    return [a.relpath.split(".", 1)[0] for a in artifacts
+            if a.kind == "module" and a.relpath and "/" not in a.relpath]
 
 
 @dataclass(frozen=True)
@@ -131,6 +158,8 @@ def install(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) -> Instal
 # --- inplace -----------------------------------------------------------------------------
 
 def _install_inplace(plan: InstallPlan) -> InstallResult:
+    if plan.package is None or plan.package_dir is None:
+        return _install_inplace_top_level(plan)
     target = plan.package_dir
     root = import_root(plan.package_dir, plan.package)
     destinations = [root / a.relpath if a.relpath else target / a.path.name
@@ -147,7 +176,34 @@ def _install_inplace(plan: InstallPlan) -> InstallResult:
         (init, shim.insert(init_text).encode("utf-8")),
         (manifest, plan.manifest)]
     replace_all(contents)
-    return InstallResult("inplace", target, (*destinations, shim_file, manifest))
+    tops = [d for a, d in zip(plan.artifacts, destinations, strict=True)
+            if a.relpath and "/" not in a.relpath]
+    notes = (f"--install inplace: top-level module(s) {', '.join(d.name for d in tops)} "
+             f"copied to {root}, beside the package (`import "
+             f"{', '.join(top_level_names(plan.artifacts))}` with {root} on sys.path); the "
+             "loader shim runs when the package is imported",) if tops else ()
+    return InstallResult("inplace", target, (*destinations, shim_file, manifest), notes=notes)
+
+
+def _install_inplace_top_level(plan: InstallPlan) -> InstallResult:
+    """Top-level modules and no package: the modules go to the top of the tree (where
+    `setup.py build_ext --inplace` puts them), and nothing else does: there is no
+    `__init__.py` to carry the loader shim, nor a package folder for the manifest."""
+    if plan.tree is None:
+        raise InstallError("an in-place install without a package needs the tree to write to",
+                           fix="this is a flashbuild bug; use `--install wheel`")
+    root = plan.tree
+    destinations = [root / (a.relpath or a.path.name) for a in plan.artifacts]
+    check_writable(root, destinations)
+    replace_all([(dest, a.path) for a, dest in zip(plan.artifacts, destinations,
+                                                      strict=True)])
+    names = ", ".join(top_level_names(plan.artifacts)) or plan.name
+    note = (f"--install inplace: top-level module(s) {', '.join(d.name for d in destinations)} "
+            f"copied to the top of the tree ({root}); `import {names}` works with that folder "
+            "on sys.path. No package holds them, so nothing else is written: no loader shim "
+            "(no GPU check at import, no Windows DLL folders) and no manifest (`--install "
+            "wheel` puts the manifest in the wheel's .dist-info)")
+    return InstallResult("inplace", root, tuple(destinations), notes=(note,))
 
 
 #: Suffixes of the staged new file and of the previous file kept until every swap succeeded.
@@ -269,30 +325,40 @@ def _write_bytes_atomic(dest: Path, data: bytes) -> None:
 
 def _install_wheel(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) -> InstallResult:
     platlib = _platlib(plan.python, runner, env)
-    location = platlib.joinpath(*plan.package.split("."))
+    package = plan.package
+    location = platlib.joinpath(*package.split(".")) if package is not None else platlib
     installed = [platlib / a.relpath if a.relpath else location / a.path.name
                  for a in plan.artifacts]
     planned = [f for f in installed if f.parent.is_dir()]
     check_writable(platlib, planned)
+    # Without a package the manifest has no folder of its own: the wheel's .dist-info holds
+    # it (installers copy that folder whole, and RECORD lists it, so uninstall removes it).
+    dist_info: dict[str, bytes] = {} if package is not None else \
+        {plan.manifest_name: plan.manifest}
     if plan.prebuilt is not None:
-        arcname = plan.package.replace(".", "/") + "/__init__.py"
-        raw = read_member(plan.prebuilt, arcname)
-        added = {"__init__.py": shim.insert(raw.decode("utf-8") if raw else "").encode("utf-8"),
-                 f"{shim.SHIM_MODULE}.py": plan.shim_text().encode("utf-8"),
-                 plan.manifest_name: plan.manifest}
-        wheel = repack_wheel(plan.prebuilt, package=plan.package, extra=added,
-                             out_dir=plan.work_dir / "dist")
+        added: dict[str, bytes] = {}
+        if package is not None:
+            arcname = package.replace(".", "/") + "/__init__.py"
+            raw = read_member(plan.prebuilt, arcname)
+            added = {"__init__.py": shim.insert(raw.decode("utf-8") if raw else "").encode(),
+                     f"{shim.SHIM_MODULE}.py": plan.shim_text().encode("utf-8"),
+                     plan.manifest_name: plan.manifest}
+        wheel = repack_wheel(plan.prebuilt, package=package, extra=added,
+                             extra_meta=dist_info, out_dir=plan.work_dir / "dist")
     else:
-        init = plan.package_dir / "__init__.py"
-        init_text = init.read_bytes().decode("utf-8") if init.is_file() else ""
-        extra: dict[str, Path | bytes] = {a.path.name: a.path for a in plan.artifacts}
-        extra["__init__.py"] = shim.insert(init_text).encode("utf-8")
-        extra[f"{shim.SHIM_MODULE}.py"] = plan.shim_text().encode("utf-8")
-        extra[plan.manifest_name] = plan.manifest
-        wheel = build_wheel(distribution=plan.distribution or plan.package,
-                            version=plan.version, package=plan.package,
+        extra: dict[str, Path | bytes] = {}
+        if package is not None and plan.package_dir is not None:
+            init = plan.package_dir / "__init__.py"
+            init_text = init.read_bytes().decode("utf-8") if init.is_file() else ""
+            extra = {a.path.name: a.path for a in plan.artifacts if not a.relpath}
+            extra["__init__.py"] = shim.insert(init_text).encode("utf-8")
+            extra[f"{shim.SHIM_MODULE}.py"] = plan.shim_text().encode("utf-8")
+            extra[plan.manifest_name] = plan.manifest
+        wheel = build_wheel(distribution=plan.distribution or plan.name,
+                            version=plan.version, package=package,
                             package_dir=plan.package_dir, extra=extra,
-                            out_dir=plan.work_dir / "dist")
+                            top={a.relpath: a.path for a in plan.artifacts if a.relpath},
+                            extra_meta=dist_info, out_dir=plan.work_dir / "dist")
     argv = [plan.python, "-m", "pip", "install", "--force-reinstall", "--no-deps",
             "--no-input", "--disable-pip-version-check", "--quiet", str(wheel)]
     done = runner.run(argv, env=env, timeout=600, check=False)
@@ -304,11 +370,19 @@ def _install_wheel(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) ->
             "install is unchanged unless pip reported otherwise",
             details={"wheel": str(wheel)},
         )
-    files = (*installed, *(location / name for name in (f"{shim.SHIM_MODULE}.py",
-                                                        plan.manifest_name)))
-    left = pip_leftovers(platlib, plan.package.split(".")[0],
-                         plan.distribution or plan.package)
-    return InstallResult("wheel", location, files, wheel=wheel,
+    if package is not None:
+        files = (*installed, *(location / name for name in (f"{shim.SHIM_MODULE}.py",
+                                                            plan.manifest_name)))
+    else:
+        files = (*installed, platlib / dist_info_dir(wheel) / plan.manifest_name)
+    left = pip_leftovers(platlib, plan.name.split(".")[0], plan.distribution or plan.name)
+    notes: tuple[str, ...] = ()
+    if package is None:
+        notes = (f"top-level module(s) {', '.join(top_level_names(plan.artifacts))} installed "
+                 f"at the top of {platlib}, with no package: no loader shim (no GPU check at "
+                 "import, no Windows DLL folders); the manifest is in "
+                 f"{dist_info_dir(wheel)}/",)
+    return InstallResult("wheel", location, files, wheel=wheel, notes=notes,
                          warnings=tuple(_clean_leftovers(left)))
 
 
@@ -373,7 +447,7 @@ def _plan_digest(plan: InstallPlan) -> str:
     h.update(json.dumps([plan.mode, plan.package, str(plan.package_dir), plan.python,
                          plan.version, list(plan.dll_dirs), plan.manifest_name,
                          [[p, list(held)] for p, held in plan.images], plan.rebuild,
-                         plan.source]).encode())
+                         plan.source, str(plan.tree)]).encode())
     h.update(plan.manifest)
     for artifact in plan.artifacts:
         st = artifact.path.stat()
@@ -381,8 +455,8 @@ def _plan_digest(plan: InstallPlan) -> str:
     if plan.prebuilt is not None:
         st = plan.prebuilt.stat()
         h.update(f"{plan.prebuilt}:{st.st_size}:{st.st_mtime_ns}".encode())
-    init = plan.package_dir / "__init__.py"
-    if plan.mode == "wheel" and init.is_file():
+    init = plan.package_dir / "__init__.py" if plan.package_dir is not None else None
+    if plan.mode == "wheel" and init is not None and init.is_file():
         h.update(init.read_bytes())
     return h.hexdigest()
 

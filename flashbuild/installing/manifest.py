@@ -121,12 +121,16 @@ class Manifest:
     binaries: tuple[BinaryImages, ...] = ()
     """Per binary, the GPU images it holds: what the loader shim compares with the GPUs
     present before the first extension import, and what `doctor --packages` reads."""
+    top_level: tuple[str, ...] = ()
+    """Modules installed by their own top-level name (`rotary_emb`, causal-conv1d's
+    `causal_conv1d_cuda`), not inside the package: verify looks an export whose first part
+    is one of them up on that module."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         if self.ptxas_info is None:
             del data["ptxas_info"]
-        for key in ("kernels", "binaries"):
+        for key in ("kernels", "binaries", "top_level"):
             if not data[key]:
                 del data[key]  # manifests written before the field existed stay byte-equal
         return data
@@ -198,10 +202,15 @@ class Manifest:
             binaries=tuple(BinaryImages(path=b.text("path"), sass=b.strs("sass"),
                                         ptx=b.strs("ptx"))
                            for b in r.objs("binaries", required=False)),
+            top_level=r.strs("top_level", required=False),
         )
         for artifact in manifest.artifacts:
             if not _inside(artifact.path):
                 raise _bad(where, f"artifact path {artifact.path!r} leaves the package folder")
+        for name in manifest.top_level:
+            # A module name: it reaches the import check's command line as one.
+            if not name.isidentifier():
+                raise _bad(where, f"top_level entry {name!r} is not a module name")
         r.no_extra()
         return manifest
 
@@ -225,7 +234,8 @@ def _bad(where: Path | str, why: str) -> VerifyError:
 
 _KEYS = {"schema_version", "flashbuild", "recipe", "platform", "archs", "toolkit",
          "host_compiler", "patches", "flags", "artifacts", "dll_dirs", "exports",
-         "kernel_smem", "dynamic_smem_symbols", "ptxas_info", "kernels", "binaries"}
+         "kernel_smem", "dynamic_smem_symbols", "ptxas_info", "kernels", "binaries",
+         "top_level"}
 
 
 class _Reader:

@@ -12,7 +12,7 @@ import re
 import sysconfig
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from packaging import tags
@@ -54,27 +54,44 @@ def wheel_name(distribution: str, version: str, tag: WheelTag) -> str:
     return f"{dist}-{version}-{tag}.whl"
 
 
-def build_wheel(*, distribution: str, version: str, package: str, package_dir: Path,
-                extra: Mapping[str, Path | bytes], out_dir: Path,
+def dist_info_dir(wheel: Path) -> str:
+    """The `.dist-info` folder of a wheel, from its file name (`name-version-...whl`), as
+    WheelFile and installers derive it."""
+    name, version = wheel.name.split("-")[:2]
+    return f"{name}-{version}.dist-info"
+
+
+def build_wheel(*, distribution: str, version: str, package: str | None,
+                package_dir: Path | None, extra: Mapping[str, Path | bytes], out_dir: Path,
+                top: Mapping[str, Path | bytes] | None = None,
+                extra_meta: Mapping[str, bytes] | None = None,
                 tag: WheelTag | None = None, summary: str = "") -> Path:
     """Write `<out_dir>/<dist>-<version>-<tag>.whl`.
 
     The package's files come from `package_dir` (Python files and package data, without
     caches and old binaries); `extra` maps a path inside the package to a file or to bytes
     (built binaries, the rendered shim, the patched `__init__.py`, the manifest) and wins
-    over a file of the same name."""
+    over a file of the same name. `top` maps a path below the wheel's root to a file (a
+    top-level extension module); `extra_meta` adds files to the `.dist-info` folder (the
+    manifest of a wheel without a package). `package` None: no package, only `top`."""
     tag = tag or current_tag()
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / wheel_name(distribution, version, tag)
     members: dict[str, Path | bytes] = {}
-    for file in sorted(package_dir.rglob("*")):
-        if file.is_file() and "__pycache__" not in file.parts and \
-                not file.name.endswith(_SKIP_SUFFIXES):
-            members[f"{package}/{file.relative_to(package_dir).as_posix()}"] = file
-    for inner, content in extra.items():
-        members[f"{package}/{inner}"] = content
+    if package is not None and package_dir is not None:
+        for file in sorted(package_dir.rglob("*")):
+            if file.is_file() and "__pycache__" not in file.parts and \
+                    not file.name.endswith(_SKIP_SUFFIXES):
+                members[f"{package}/{file.relative_to(package_dir).as_posix()}"] = file
+        for inner, content in extra.items():
+            members[f"{package}/{inner}"] = content
+    members.update(top or {})
     metadata = (f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n"
                 + (f"Summary: {summary}\n" if summary else ""))
+    # What importlib.metadata.packages_distributions() reads to map an import name to this
+    # distribution (verify --package NAME): the package and each top-level module.
+    tops = [*([package.split(".")[0]] if package else []),
+            *(PurePosixPath(name).name.split(".")[0] for name in (top or {}))]
     wheel_meta = (f"Wheel-Version: 1.0\nGenerator: flashbuild {__version__}\n"
                   f"Root-Is-Purelib: false\nTag: {tag}\n")
     # WheelFile derives the .dist-info name from the file name, so the partial file keeps
@@ -90,23 +107,31 @@ def build_wheel(*, distribution: str, version: str, package: str, package_dir: P
                 wf.write(str(content), arcname)
         wf.writestr(f"{dist_info}/METADATA", metadata)
         wf.writestr(f"{dist_info}/WHEEL", wheel_meta)
+        wf.writestr(f"{dist_info}/top_level.txt", "".join(f"{t}\n" for t in
+                                                          dict.fromkeys(tops)))
+        for name, content in sorted((extra_meta or {}).items()):
+            wf.writestr(f"{dist_info}/{name}", content)
     platforms.current().replace(tmp, path)
     staging.rmdir()
     return path
 
 
-def repack_wheel(wheel: Path, *, package: str, extra: Mapping[str, bytes],
-                 out_dir: Path) -> Path:
+def repack_wheel(wheel: Path, *, package: str | None, extra: Mapping[str, bytes],
+                 out_dir: Path, extra_meta: Mapping[str, bytes] | None = None) -> Path:
     """A copy of `wheel` (built by pip from a setup.py) with files added to or replaced in
-    its package folder (the loader shim, the patched `__init__.py`, the manifest), under the
+    its package folder (the loader shim, the patched `__init__.py`, the manifest) and in its
+    `.dist-info` folder (`extra_meta`: the manifest of a wheel without a package), under the
     same name. WheelFile writes a fresh RECORD with every file's hash, so `pip uninstall`
     still removes everything."""
     import zipfile
 
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / wheel.name
-    prefix = package.replace(".", "/") + "/"
-    replaced = {prefix + inner: content for inner, content in extra.items()}
+    prefix = package.replace(".", "/") + "/" if package is not None else ""
+    replaced = {prefix + inner: content for inner, content in extra.items()} \
+        if package is not None else {}
+    meta = f"{dist_info_dir(wheel)}/"
+    replaced.update({meta + inner: content for inner, content in (extra_meta or {}).items()})
     staging = Path(tempfile.mkdtemp(prefix=".wheel-", dir=out_dir))
     tmp = staging / path.name
     with zipfile.ZipFile(wheel) as src, WheelFile(tmp, "w") as wf:

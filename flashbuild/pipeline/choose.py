@@ -241,8 +241,7 @@ def describe(recipe: Recipe, draft: Path) -> list[str]:
         what += "; sets " + ", ".join(f"{k}={v}" for k, v in sets.items())
     lines.append("  " + what)
     if recipe.install is not None:
-        lines.append(f"  installs package `{recipe.install.package}` from "
-                     f"{recipe.install.package_dir}"
+        lines.append(f"  installs {recipe.install.describe()}"
                      + (f"; artifacts {', '.join(a.name for a in recipe.artifact)}"
                         if recipe.artifact else ""))
     steps = [s.id for s in recipe.patch]

@@ -20,6 +20,7 @@ The options of the `flashbuild build` command are resolved in pipeline/command.p
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import site
 import time
@@ -222,6 +223,7 @@ def build(request: BuildRequest, *, runner: StreamRunner,
 
     # 4. install
     t0 = time.monotonic()
+    built = dataclasses.replace(built, artifacts=place_artifacts(request, built.artifacts))
     artifacts = built.artifacts
     dll_dirs = shim.dll_dirs([*request.toolkit.dll_dirs, *request.extra_dll_dirs,
                               *(_wheel_dll_dirs(artifacts)
@@ -237,7 +239,8 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     result = installing.install(install_plan, runner, request.env)
     # What the user should act on, said as the build ends (and kept in the report's notes).
     closing = [*result.warnings,
-               *(_gpus_here(manifest, install_plan.package, request.env)
+               *(_gpus_here(manifest, install_plan.name, request.env,
+                            shim=install_plan.package is not None)
                  if request.install != "none" else ()),
                *(_placeholder_notes(artifacts, request) if not built.no_work else ())]
     notes += closing
@@ -364,10 +367,13 @@ def _binary_images(request: BuildRequest, artifacts: Sequence[BuiltArtifact],
     return tuple(out)
 
 
-def _gpus_here(manifest: Manifest, package: str, env: Mapping[str, str]) -> list[str]:
+def _gpus_here(manifest: Manifest, package: str, env: Mapping[str, str], *,
+               shim: bool = True) -> list[str]:
     """A note when this machine's GPUs cannot run what was built (a build for sm_120 on an
     H100): importing the package here raises the loader shim's ImportError, which is right,
-    but should not surprise the user who just built it. No driver, no note."""
+    but should not surprise the user who just built it. Top-level modules without a package
+    have no shim: the note says the kernels fail at their first launch instead. No driver,
+    no note."""
     listed = loader_shim.nvml_gpus()
     if not listed:
         return []
@@ -377,6 +383,11 @@ def _gpus_here(manifest: Manifest, package: str, env: Mapping[str, str]) -> list
     if verdict.error is None:
         return []
     held = ", ".join(dict.fromkeys(i for b in manifest.binaries for i in b.images))
+    if not shim:
+        return [f"this machine's {'; '.join(g.describe() for g in gpus)} cannot run this "
+                f"build ({held}): `import {package}` here succeeds (no package carries the "
+                "loader shim's GPU check) and its first kernel launch fails with \"no kernel "
+                "image is available\""]
     return [f"this machine's {'; '.join(g.describe() for g in gpus)} cannot run this build "
             f"({held}): `import {package}` here raises ImportError (the loader shim's GPU "
             f"check; {loader_shim.CHECK_VARIABLE}=0 imports it anyway, and verify turns the "
@@ -453,6 +464,7 @@ def build_manifest(request: BuildRequest, outcome: PatchOutcome, built: BackendR
                "build_excludes": list(outcome.build_excludes)},
         artifacts=tuple(ManifestArtifact(path=_manifest_path(request, a), kind=a.kind)
                         for a in built.artifacts),
+        top_level=tuple(installing.top_level_names(built.artifacts)),
         dll_dirs=tuple(dll_dirs),
         exports=tuple(request.recipe.verify.exports),
         kernels=tuple(request.recipe.verify.kernels),
@@ -464,20 +476,41 @@ def build_manifest(request: BuildRequest, outcome: PatchOutcome, built: BackendR
     )
 
 
+#: Where the manifest of an install without a package lies, for relative paths: the wheel's
+#: `.dist-info` folder, one level below the import root like a package folder.
+_DIST_INFO = "dist.dist-info"
+
+
 def _manifest_path(request: BuildRequest, artifact: BuiltArtifact) -> str:
-    """The artifact's path relative to the package folder, where the manifest lies."""
-    if not artifact.relpath or request.recipe.install is None:
+    """The artifact's path relative to the manifest's folder: the package folder, or the
+    wheel's `.dist-info` without a package (`../rotary_emb.cpython-312-….so`)."""
+    spec = request.recipe.install
+    if not artifact.relpath or spec is None:
         return artifact.path.name
-    package = request.recipe.install.package.replace(".", "/")
-    return posixpath.relpath(artifact.relpath, package)
+    folder = spec.package.replace(".", "/") if spec.package is not None else _DIST_INFO
+    return posixpath.relpath(artifact.relpath, folder)
+
+
+def place_artifacts(request: BuildRequest,
+                    artifacts: Sequence[BuiltArtifact]) -> tuple[BuiltArtifact, ...]:
+    """Each artifact with where it sits below the import root, when that is not the package
+    folder: a module `[install] top_level` names goes to the root under its file name (a
+    setuptools build already says where pip put each module)."""
+    spec = request.recipe.install
+    tops = set(spec.top_level) if spec is not None else set()
+    return tuple(dataclasses.replace(a, relpath=a.path.name)
+                 if not a.relpath and a.kind == "module" and a.name in tops else a
+                 for a in artifacts)
 
 
 def _require_install_table(request: BuildRequest) -> None:
     if request.recipe.install is None and request.install != "none":
         raise UsageError(
             f"the recipe `{request.recipe.name}` has no [install] table",
-            evidence=f"--install {request.install} needs the package name and its folder",
-            fix="add [install] package/package_dir to the recipe, or use `--install none`",
+            evidence=f"--install {request.install} needs the package name and its folder, "
+            "or the top-level modules",
+            fix="add [install] package/package_dir to the recipe (or `top_level = "
+            "[\"<module>\"]` for extension modules with no package), or use `--install none`",
         )
 
 
@@ -486,17 +519,21 @@ def _install_plan(request: BuildRequest, built: BackendResult,
                   work_dir: Path, *, tree: Path) -> installing.InstallPlan:
     _require_install_table(request)
     spec = request.recipe.install
-    package = spec.package if spec else request.recipe.name
     # The wheel takes the package's Python files from the tree that was built (the patched
     # mirror when staged); `inplace` puts the binaries where the user imports from: the tree.
     base = request.source_dir if request.install == "inplace" else tree
-    package_dir = (base / spec.package_dir).resolve() if spec else work_dir
+    if spec is None:  # --install none
+        package: str | None = request.recipe.name
+        package_dir: Path | None = work_dir
+    else:
+        package = spec.package
+        package_dir = (base / spec.package_dir).resolve() if spec.package_dir else None
     return installing.InstallPlan(
         mode=request.install, package=package, package_dir=package_dir,
         artifacts=built.artifacts, prebuilt=built.wheel,
         dll_dirs=dll_dirs, manifest_name=MANIFEST_NAME,
-        manifest=manifest.dump().encode(),
-        python=request.python, distribution=package,
+        manifest=manifest.dump().encode(), tree=base.resolve(),
+        python=request.python, distribution=spec.name if spec else request.recipe.name,
         version=request.version or _wheel_version(request), work_dir=work_dir,
         images=tuple((b.path, b.images) for b in manifest.binaries),
         rebuild=rebuild_command(request), source=str(request.source_dir.resolve()))
@@ -505,7 +542,7 @@ def _install_plan(request: BuildRequest, built: BackendResult,
 def _patches_package(request: BuildRequest, outcome: PatchOutcome) -> bool:
     """Whether the patch changed a file of the installed package's folder."""
     spec = request.recipe.install
-    if spec is None:
+    if spec is None or spec.package_dir is None:
         return False
     package = PurePosixPath(str(spec.package_dir).replace("\\", "/"))
     return any(PurePosixPath(f).is_relative_to(package) for f in outcome.patched)

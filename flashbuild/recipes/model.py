@@ -281,14 +281,60 @@ class Artifact:
     for some archs); the build leaves out, and never looks for, an artifact that does not."""
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Install:
-    """The `[install]` table."""
+    """The `[install]` table: where the built binaries go. A package (its binaries, the
+    loader shim and the manifest go into its folder), top-level modules (installed at the top
+    of site-packages, as pip installs setup.py's `CUDAExtension("rotary_emb", ...)`), or
+    both (causal-conv1d: `causal_conv1d_cuda` beside the `causal_conv1d` package)."""
 
-    package: str
-    """Python package name the artifacts belong to (`import NAME`)."""
-    package_dir: str
-    """Folder of that package inside the source tree."""
+    package: str | None = None
+    """Python package name the artifacts belong to (`import NAME`). Leave it out for a tree
+    whose binaries are only top-level modules (then name them in `top_level`)."""
+    package_dir: str | None = None
+    """Folder of that package inside the source tree (required with `package`)."""
+    top_level: tuple[str, ...] = ()
+    """Extension modules imported by a top-level name (`import rotary_emb`), not from the
+    package: installed at the top of site-packages, beside the package if there is one.
+    verify looks an export `rotary_emb.apply_rotary` up on that module. Without a package
+    there is no `__init__.py` to carry the loader shim, so such an install has no GPU check
+    at import; the manifest goes into the wheel's `.dist-info` folder."""
+
+    def __post_init__(self) -> None:
+        if (self.package is None) != (self.package_dir is None):
+            raise ValueError("`package` and `package_dir` go together: name the package and "
+                             "its folder in the tree, or leave both out (top-level modules "
+                             "only)")
+        if self.package is None and not self.top_level:
+            raise ValueError("[install] needs `package` and `package_dir`, or `top_level` "
+                             "(the extension modules installed by their own top-level name)")
+        _check_path("package_dir", self.package_dir)
+        for name in self.top_level:
+            if not _IDENTIFIER.fullmatch(name):
+                raise ValueError(f"`top_level` entry {name!r} is not a module name: a "
+                                 "top-level module is one identifier, without dots (a "
+                                 "module inside a package belongs to `package`)")
+        if len(set(self.top_level)) != len(self.top_level):
+            raise ValueError("`top_level` names a module twice")
+
+    @property
+    def name(self) -> str:
+        """The import name that stands for the install (`flashbuild verify --package NAME`,
+        the wheel's distribution when flashbuild writes one): the package, else the first
+        top-level module."""
+        return self.package if self.package is not None else self.top_level[0]
+
+    def describe(self) -> str:
+        """`package foo from python/foo; top-level module foo_cuda` (recipe show, the
+        zero-config build's summary)."""
+        parts = [f"package `{self.package}` from {self.package_dir}"] if self.package else []
+        if self.top_level:
+            parts.append(f"top-level module{'s' if len(self.top_level) > 1 else ''} "
+                         + ", ".join(f"`{m}`" for m in self.top_level))
+        return "; ".join(parts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -365,6 +411,27 @@ class Recipe:
             if step.id in seen:
                 raise ValueError(f"two patch steps have the id `{step.id}`")
             seen.add(step.id)
+        self._check_top_level()
+
+    def _check_top_level(self) -> None:
+        """A CMake artifact goes into the package unless `top_level` names it: without a
+        package, each needs that name (a setup.py build places its modules itself)."""
+        install = self.install
+        if install is None or self.build.backend != "cmake":
+            return
+        kinds = {a.name: a.kind for a in self.artifact}
+        plugins = [n for n in install.top_level if kinds.get(n) == "plugin"]
+        if plugins:
+            raise ValueError(f"`top_level` names the plugin `{plugins[0]}`: a shared library "
+                             "is loaded by its package, not imported by name; list extension "
+                             "modules only")
+        if install.package is None:
+            homeless = [n for n in kinds if n not in install.top_level]
+            if homeless:
+                raise ValueError(
+                    f"[[artifact]] `{homeless[0]}` has nowhere to install: [install] has no "
+                    "package, and `top_level` does not name it (add it to `top_level`, or "
+                    "give [install] a package and package_dir)")
 
     @property
     def name(self) -> str:
@@ -387,7 +454,8 @@ class Recipe:
         if ident is None:
             return False
         package_dirs = [ident.package.replace(".", "/")]
-        if self.install is not None and self.install.package == ident.package:
+        if self.install is not None and self.install.package == ident.package and \
+                self.install.package_dir is not None:
             package_dirs.insert(0, self.install.package_dir)
         if not any((tree / d / "__init__.py").is_file() for d in package_dirs):
             return False

@@ -45,8 +45,7 @@ def build_lines(recipe: Recipe) -> list[str]:
         only = "" if art.when.always else f", only when {_when_text(art.when)}"
         lines.append(f"  artifact {art.name} ({art.kind}{made_by}{only})")
     if recipe.install is not None:
-        lines.append(f"  install: package {recipe.install.package} from "
-                     f"{recipe.install.package_dir}")
+        lines.append(f"  install: {recipe.install.describe()}")
     return lines
 
 

@@ -33,7 +33,7 @@ import os
 import posixpath
 import re
 import textwrap
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
@@ -43,6 +43,7 @@ from flashbuild.errors import PatchError, TreeError, UsageError
 from flashbuild.scanning.checks_cmake import _commands as cmake_commands
 from flashbuild.scanning.checks_cmake import _parser as cmake_parser
 from flashbuild.scanning.findings import ScanOptions
+from flashbuild.scanning.plugin_home import PluginHome, find_homes
 from flashbuild.scanning.proposals import ChooseArchList, nvcc_append_flags
 from flashbuild.scanning.rules import RULES
 from flashbuild.scanning.scan import read_source, walk_tree
@@ -194,8 +195,13 @@ class BuildDraft:
     artifacts: list[DraftArtifact] = field(default_factory=list)
     output_dir_var: str | None = None
     exclude_var: str | None = None
+    homes: list[PluginHome] = field(default_factory=list)
+    """The package folder each shared-library target belongs to, where one was found."""
     package: str | None = None
     package_dir: str | None = None
+    top_level: list[str] = field(default_factory=list)
+    """`[install] top_level`: extension modules installed by their own name (no package,
+    or beside it)."""
     exports: list[str] = field(default_factory=list)
     backend: Literal["cmake", "setuptools"] = "cmake"
     env: list[tuple[dict[str, Any], dict[str, str], str]] = field(default_factory=list)
@@ -317,6 +323,14 @@ def _output_dirs(commands: Sequence[_CMakeCommand], b: BuildDraft) -> None:
     cache = _cache_variables(commands)
     values = _output_settings(commands, {a.target for a in b.artifacts})
     if not values:
+        return
+    written = {h.library: h for h in b.homes if h.via == "output"}
+    if written and all(t in written for uses in values.values() for t, _ in uses):
+        # A shared library written into its package's folder (a ctypes-loaded library): the
+        # build writes it into its copy of the tree, inside the build folder, and finds it
+        # there; nothing to redirect.
+        b.notes["build"] += [f"output folder: {h.how}; flashbuild finds it there (in its "
+                             "copy of the tree inside the build folder)" for h in written.values()]
         return
     names = {m[1] for v in values if (m := _CACHE_REF.match(v)) and m[1] in cache}
     if len(names) == 1 and len(values) == 1:
@@ -484,6 +498,8 @@ def _install(root: Path, python_files: Sequence[str], b: BuildDraft) -> ast.Modu
                     not (root / folder / name).is_dir():
                 guesses.append(entry)
     chosen = hits or (guesses if not modules else [])
+    if not chosen and _install_without_init(root, python_files, b, sorted(modules)):
+        return None
     if not chosen:
         what = (f"no package's __init__.py imports the module {', '.join(sorted(modules))}"
                 if modules else "no CMake module target, and no package imports an "
@@ -507,6 +523,108 @@ def _install(root: Path, python_files: Sequence[str], b: BuildDraft) -> ast.Modu
     return tree
 
 
+def install_from_imports(root: Path, python_files: Sequence[str], b: BuildDraft,
+                          modules: Sequence[str]) -> None:
+    """The package the tree's Python imports a module from (`from pkg import mod`, `import
+    pkg.mod`), when that package is a folder of the tree: the binaries install there."""
+    files = set(python_files)
+    counts: Counter[str] = Counter()
+    where: dict[str, str] = {}
+    for rel in python_files:
+        text = _read(root, rel)
+        if text is None or not any(m in text for m in modules):
+            continue
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [f"{node.module}.{a.name}" for a in node.names]
+                names.append(node.module)
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for dotted in names:
+                package, _, leaf = dotted.rpartition(".")
+                if leaf in modules and package:
+                    counts[package] += 1
+                    where.setdefault(package, f"{rel}:{getattr(node, 'lineno', 0)}")
+    for package, _n in counts.most_common():
+        folder = package.replace(".", "/")
+        if f"{folder}/__init__.py" in files:
+            b.package, b.package_dir = package, folder
+            b.todos = [t for t in b.todos if t.table != "install"]
+            b.notes["install"].append(
+                f"the tree's Python imports the module from `{package}` ({where[package]}, "
+                f"{counts[package]} import(s)); its __init__.py does not import it")
+            return
+
+
+def _install_without_init(root: Path, python_files: Sequence[str], b: BuildDraft,
+                          modules: Sequence[str]) -> bool:
+    """`[install]` when no `__init__.py` imports a module artifact: shared libraries only go
+    to the package they belong to; modules to the package the tree's Python imports them
+    from (`from pkg import mod`), else they are top-level modules. False: none of these."""
+    if not modules and b.homes:
+        _plugin_install(b)
+        return True
+    if modules:
+        install_from_imports(root, python_files, b, modules)
+        if b.package is not None:
+            return True
+    return _cmake_top_level(b)
+
+
+def _plugin_install(b: BuildDraft) -> None:
+    """`[install]` for shared libraries a package loads itself: the package CMake writes or
+    installs the first one into, or the one that loads it with ctypes (plugin_home.py)."""
+    home = b.homes[0]
+    b.package, b.package_dir = home.package, home.folder
+    b.notes["install"].append(f"{home.how}: {home.library} installs into the package "
+                              f"`{home.package}`")
+    if home.loaded and home.via != "ctypes":
+        b.notes["install"].append(f"and {home.loaded}")
+    others = sorted({h.folder for h in b.homes[1:]} - {home.folder})
+    if others:
+        b.notes["install"].append("REVIEW: other libraries belong to other packages ("
+                                  + ", ".join(others) + "); all install into this one")
+    homeless = [a.name for a in b.artifacts if a.kind == "plugin"
+                and a.name not in {h.library for h in b.homes}]
+    if homeless:
+        b.notes["install"].append(f"REVIEW: nothing says where {', '.join(homeless)} "
+                                  "belong(s); installed into this package too")
+
+
+def _cmake_top_level(b: BuildDraft) -> bool:
+    """Module targets that no package imports, and nothing else to install: extension
+    modules imported by their own name (`import fastops`), installed at the top of
+    site-packages as a setup.py or scikit-build tree would. A `_name` module belongs to a
+    package whose `__init__.py` should import it (the TODO says so instead)."""
+    modules = [a.name for a in b.artifacts if a.kind == "module"]
+    if not modules or len(modules) != len(b.artifacts) or \
+            any(m.startswith("_") for m in modules):
+        return False
+    b.top_level = modules
+    b.notes["install"].append(
+        f"REVIEW: no package imports {', '.join(modules)}: installed as top-level "
+        f"module(s) (`import {modules[0]}`), at the top of site-packages")
+    return True
+
+
+def plugin_exports_note(b: BuildDraft) -> None:
+    """Say why a draft whose binaries are all shared libraries has no `[verify] exports`."""
+    plugins = [a.name for a in b.artifacts if a.kind == "plugin"]
+    if plugins and len(plugins) == len(b.artifacts):
+        ctypes = any(h.loaded for h in b.homes)
+        b.notes["verify"].append(
+            f"no [verify] exports: {', '.join(plugins)} "
+            f"{'is a shared library' if len(plugins) == 1 else 'are shared libraries'} the "
+            f"package loads itself{' (ctypes)' if ctypes else ''}, not an extension module, "
+            "so there is no Python name to look up; verify checks the SASS and the "
+            "dependencies (name kernels in [verify] kernels to look for them)")
+
+
 def _exports(root: Path, cxx_files: Sequence[str], b: BuildDraft,
              init_tree: ast.Module | None) -> None:
     """`[verify] exports`: the `m.def("name", …)` names of each module's PYBIND11_MODULE /
@@ -516,6 +634,7 @@ def _exports(root: Path, cxx_files: Sequence[str], b: BuildDraft,
 
     modules = [a.name for a in b.artifacts if a.kind == "module"]
     if not modules:
+        plugin_exports_note(b)
         return
     found: dict[str, tuple[str, list[str]]] = {}
     for rel in cxx_files:
@@ -637,6 +756,9 @@ def draft_build(root: Path, d: Draft | None = None, setup: Any = None,
         b.cmake_source = folder
         commands = _cmake_commands(root, top)
         _artifacts(commands, b)
+        b.homes = find_homes([a.name for a in b.artifacts if a.kind == "plugin"],
+                             commands=commands, python_files=by_kind["python"],
+                             read=lambda rel: _read(root, rel), top=top)
         if not b.artifacts:
             b.todos.append(BuildTodo(
                 table="artifact", what="no module or shared-library target in the CMake files",
@@ -659,8 +781,7 @@ def draft_build(root: Path, d: Draft | None = None, setup: Any = None,
     return b
 
 
-def _setuptools_build(  # noqa: PLR0912 - one branch per table it drafts
-        root: Path, setup: Any, findings: Sequence[Finding],
+def _setuptools_build(root: Path, setup: Any, findings: Sequence[Finding],
                       python_files: Sequence[str], b: BuildDraft) -> None:
     """`[build] backend = "setuptools"`, the `[[build.env]]` the findings call for, and
     `[install]` from the packages and extension names setup.py declares."""
@@ -700,9 +821,19 @@ def _setuptools_build(  # noqa: PLR0912 - one branch per table it drafts
         b.env.append(({"platform": ["windows", "linux"]}, {force[0]: "TRUE"},
                       f"compile instead of downloading a prebuilt wheel (setup.py:"
                       f"{setup.downloads[0][0]})"))
-    modules = [e.name for e in built if e.name]
+    _setuptools_install(root, setup, [e.name for e in built if e.name], python_files, b)
+
+
+def _setuptools_install(root: Path, setup: Any, modules: Sequence[str],
+                        python_files: Sequence[str], b: BuildDraft) -> None:
+    """`[install]` from the extension names setup.py builds and the packages it declares: the
+    package the dotted names live in (or that imports a top-level one), and the top-level
+    modules."""
     pdir = dict(setup.package_dir)
     dotted = [m for m in modules if "." in m]
+    # A module named without a package (`CUDAExtension("rotary_emb", ...)`): pip installs it
+    # at the top of site-packages, beside whatever packages setup.py has.
+    b.top_level = [m for m in modules if "." not in m]
     package = ""
     if dotted:
         package = dotted[0].rsplit(".", 1)[0]
@@ -711,15 +842,33 @@ def _setuptools_build(  # noqa: PLR0912 - one branch per table it drafts
     elif modules:
         tops = sorted({p.split(".")[0] for p in setup.packages})
         for pkg in tops:
-            folder = pdir.get(pkg, pkg)
+            # `package_dir={"": "src"}` (spatial-correlation-sampler's `Correlation_Module`)
+            # puts every package under that folder.
+            folder = pdir.get(pkg) or (posixpath.join(pdir[""], pkg) if pdir.get("") else
+                                       package_folder(pkg, python_files) or pkg)
             users = [f for f in python_files if f.startswith(f"{folder}/")
                      and re.search(rf"^\s*(?:import|from)\s+{re.escape(modules[0])}\b",
                                    _read(root, f) or "", re.M)]
             if users:
                 package = pkg
                 b.notes["install"].append(
-                    f"REVIEW: `{modules[0]}` is a top-level module; {users[0]} imports it")
+                    f"REVIEW: `{modules[0]}` is a top-level module; {users[0]} imports it: "
+                    f"the loader shim and the manifest go into `{pkg}`")
                 break
+    if b.top_level:
+        b.notes["install"].append(
+            f"top_level: setup.py builds {', '.join(b.top_level)} with no package, so pip "
+            f"installs {'it' if len(b.top_level) == 1 else 'them'} at the top of "
+            "site-packages; verify looks `"
+            f"{b.top_level[0]}.NAME` exports up on that module")
+    if not package and b.top_level:
+        others = list(dict.fromkeys(p.split(".")[0] for p in setup.packages))
+        b.notes["install"].append(
+            "no package holds or imports it: no loader shim (no GPU check at import); the "
+            "wheel keeps the manifest in its .dist-info"
+            + (f"; setup.py's packages {', '.join(others[:4])} install beside it as they are"
+               if others else ""))
+        return
     if package:
         top = package.split(".")[0]
         base = pdir.get(top, pdir.get("", ""))
@@ -931,16 +1080,23 @@ def _render_build(b: BuildDraft) -> list[str]:
     for a in b.artifacts:
         out += [f"# {a.where}", "[[artifact]]", f"name = {_toml(a.name)}",
                 f"kind = {_toml(a.kind)}", f"target = {_toml(a.target)}", ""]
-    if b.package is not None and b.package_dir is not None:
+    if (b.package is not None and b.package_dir is not None) or b.top_level:
         notes("install")
-        out += ["[install]", f"package = {_toml(b.package)}",
-                f"package_dir = {_toml(b.package_dir)}", ""]
+        out.append("[install]")
+        if b.package is not None and b.package_dir is not None:
+            out += [f"package = {_toml(b.package)}", f"package_dir = {_toml(b.package_dir)}"]
+        if b.top_level:
+            out.append(f"top_level = {_toml(b.top_level)}")
+        out.append("")
     if b.exports:
         notes("verify")
         out += ["# kernels / dynamic_smem: name the kernels verify must find in the binaries",
                 "[verify]", "exports = ["]
         out += [f"  {_toml(n)}," for n in b.exports]
         out += ["]", ""]
+    elif b.notes.get("verify"):
+        notes("verify")
+        out.append("")
     return out
 
 

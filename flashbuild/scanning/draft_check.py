@@ -23,11 +23,18 @@ from __future__ import annotations
 
 import ast
 import re
-from collections import Counter
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from flashbuild.scanning.draft import BuildDraft, BuildTodo, Draft, DraftArtifact, _read
+from flashbuild.scanning.draft import (
+    BuildDraft,
+    BuildTodo,
+    Draft,
+    DraftArtifact,
+    _read,
+    install_from_imports,
+    plugin_exports_note,
+)
 from flashbuild.scanning.proposals import ForceBuild, NvccAppendFlag, handled_by_build
 from flashbuild.source.setup_record import missing_module_fix
 
@@ -51,9 +58,10 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
             b.options.append(({var.name: "{" + var.form + "}"},
                               f"{var.name}: the CMakeLists builds its arch flags from it "
                               f"(configured with {var.name}={var.value}: {var.evidence})"))
+        configured = [_module_name(t) for t in model.modules()]
         if b.package is None:
-            _install_from_imports(root, python_files, b, [_module_name(t) for t in
-                                                         model.modules()])
+            install_from_imports(root, python_files, b, configured)
+        _configured_top_level(b, configured)
     elif model.exception is not None:
         if any(t.evidence == str(model.exception) for t in b.todos):
             return _exports(b, model, root)
@@ -112,6 +120,24 @@ def _missing_sources(b: BuildDraft, model: TreeModel) -> None:
         "this copy of the tree, a source distribution perhaps, left them out"))
 
 
+def _configured_top_level(b: BuildDraft, configured: Sequence[str]) -> None:
+    """`[install] top_level` as this configuration has it: none once a package is known to
+    hold the modules (the tree's Python imports them from it), and only modules it defines."""
+    if not b.top_level:
+        return
+    kept = [m for m in b.top_level if m in configured] if b.package is None else []
+    if kept == b.top_level:
+        return
+    b.top_level = kept
+    b.notes["install"] = [n for n in b.notes["install"] if "top-level" not in n]
+    if b.package is None and not kept:
+        b.todos.append(BuildTodo(
+            table="install", what="no package imports the modules this configuration "
+            "builds", evidence="the drafted top-level modules are not defined in this "
+            "configuration", fix="add [install] package = \"NAME\" and package_dir = "
+            "\"path/to/NAME\", or top_level = [\"<module>\"]"))
+
+
 def _module_name(target: BuildTarget) -> str:
     return target.artifact.split(".")[0] if target.artifact else target.name
 
@@ -154,6 +180,14 @@ def _install_from_record(b: BuildDraft, built: Sequence[BuildTarget],
     from flashbuild.scanning.draft import package_folder
 
     dotted = [t.name for t in built if "." in t.name]
+    tops = [t.name for t in built if t.name and "." not in t.name]
+    if tops and not b.top_level:
+        # Named only by the record (a name the static reading could not compute): modules
+        # without a package, installed by pip at the top of site-packages.
+        b.top_level = tops
+        b.todos = [t for t in b.todos if t.table != "install"]
+        b.notes["install"].append(f"top_level: setup.py (record) builds {', '.join(tops)} "
+                                  "with no package")
     if not dotted:
         return
     package = dotted[0].rsplit(".", 1)[0]
@@ -165,44 +199,6 @@ def _install_from_record(b: BuildDraft, built: Sequence[BuildTarget],
     b.notes["install"].append(
         f"extension module(s) {', '.join(dotted[:3])}{' …' if len(dotted) > 3 else ''} "
         f"(setup.py record) live in package `{package}`")
-
-
-def _install_from_imports(root: Path, python_files: Sequence[str], b: BuildDraft,
-                          modules: Sequence[str]) -> None:
-    """The package the tree's Python imports a module from (`from pkg import mod`, `import
-    pkg.mod`), when that package is a folder of the tree: the binaries install there."""
-    files = set(python_files)
-    counts: Counter[str] = Counter()
-    where: dict[str, str] = {}
-    for rel in python_files:
-        text = _read(root, rel)
-        if text is None or not any(m in text for m in modules):
-            continue
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            names: list[str] = []
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [f"{node.module}.{a.name}" for a in node.names]
-                names.append(node.module)
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            for dotted in names:
-                package, _, leaf = dotted.rpartition(".")
-                if leaf in modules and package:
-                    counts[package] += 1
-                    where.setdefault(package, f"{rel}:{getattr(node, 'lineno', 0)}")
-    for package, _n in counts.most_common():
-        folder = package.replace(".", "/")
-        if f"{folder}/__init__.py" in files:
-            b.package, b.package_dir = package, folder
-            b.todos = [t for t in b.todos if t.table != "install"]
-            b.notes["install"].append(
-                f"the tree's Python imports the module from `{package}` ({where[package]}, "
-                f"{counts[package]} import(s)); its __init__.py does not import it")
-            return
 
 
 def _module_of(macro_name: str, source: str, model: TreeModel) -> str:
@@ -258,6 +254,10 @@ def _exports(b: BuildDraft, model: TreeModel, root: Path) -> None:
                     f" (headers absent here stubbed: {', '.join(binding.stubbed[:3])})"
                     if binding.stubbed else ""))
     if b.exports:
+        return
+    if model.system == "cmake" and b.artifacts and all(a.kind == "plugin"
+                                                       for a in b.artifacts):
+        plugin_exports_note(b)  # shared libraries only: no Python names to look up
         return
     why = "; ".join(f"{x.source}: {x.error or 'registers no name'}" for x in model.bindings) \
         or "no bindings unit of a module target could be preprocessed"

@@ -20,23 +20,27 @@ def run_verify(*, path: Path | None, package: str | None, arch: str | None, as_j
                recipe: str | None = None, allow_placeholders: bool = False) -> int:
     """Verify, print the report, return the exit code (0, or VerifyError's 8). `recipe`
     supplies the `[verify]` expectations (exports, kernels, dynamic_smem) for a binary built
-    without flashbuild; they replace the manifest's."""
+    without flashbuild; they replace the manifest's. Its `[install] top_level` says which
+    exports are looked up on a top-level module."""
     if path is not None and package is not None:
         raise UsageError("PATH and --package name two different things to verify",
                          evidence=f"PATH {path}, --package {package}",
                          fix="pass one of them: a file, folder or wheel, or an installed "
                          "package")
     exports = kernels = dynamic_smem = None
+    top_level: tuple[str, ...] = ()
     if recipe is not None:
         from flashbuild.recipes.load import load_recipe
 
-        table = load_recipe(recipe).verify
+        loaded = load_recipe(recipe)
+        table = loaded.verify
         exports, kernels, dynamic_smem = table.exports, table.kernels, table.dynamic_smem
+        top_level = loaded.install.top_level if loaded.install is not None else ()
     report = verify_install(
         path=path, package=package,
         targets=parse_arch_spec(arch) if arch else None, strict_arch=strict_arch,
         allow_placeholders=allow_placeholders,
-        exports=exports, kernels=kernels, dynamic_smem=dynamic_smem,
+        exports=exports, kernels=kernels, dynamic_smem=dynamic_smem, top_level=top_level,
         run_gpu=gpu, bench=bench, runner=ProcessRunner(echo=ui.command))
     if as_json:
         ui.emit_json(report.to_json())

@@ -16,7 +16,9 @@ package to import in a fresh interpreter when it can be imported as users will i
   `importlib.util.find_spec` / `importlib.machinery.PathFinder` and `importlib.metadata`
   without importing it in this process. The binaries are the distribution's files (RECORD),
   so an extension installed beside its package (causal-conv1d's top-level
-  `causal_conv1d_cuda*.so`) is found too, plus any binary in the package's folder.
+  `causal_conv1d_cuda*.so`) is found too, plus any binary in the package's folder. NAME may
+  be a top-level extension module with no package (`rotary_emb`): flashbuild's wheel of such
+  a tree keeps its manifest in the `.dist-info` folder, where it is read from.
 
 A binary is "required" when the user or the manifest names it as a module: it must hold GPU
 code. Other binaries found by walking a folder, wheel or distribution may be host-only helpers
@@ -30,6 +32,8 @@ import csv
 import importlib.machinery
 import importlib.metadata
 import importlib.util
+import os
+import posixpath
 import re
 import stat
 import sys
@@ -134,10 +138,13 @@ def _with_manifest(kind: SubjectKind, label: str, manifest_path: Path, root: Pat
     folder = manifest_path.parent
     if kind == "wheel":
         _members_only(manifest, manifest_path, root, label)
-    # The manifest names what was installed: exactly those binaries are checked.
-    binaries = tuple(Binary(folder / a.path, _rel(folder / a.path, root), a.kind,
-                            required=a.kind == "module", listed=True)
-                     for a in manifest.artifacts)
+    # The manifest names what was installed: exactly those binaries are checked. A path
+    # beside the manifest's folder (`../rotary_emb.so`) is shown from the root, not through
+    # the folder it left.
+    paths = [Path(os.path.normpath(folder / a.path)) for a in manifest.artifacts]
+    binaries = tuple(Binary(path, _rel(path, root), a.kind, required=a.kind == "module",
+                            listed=True)
+                     for a, path in zip(manifest.artifacts, paths, strict=True))
     return Subject(kind, label, binaries, manifest, manifest_path, package=package,
                    search_path=search_path, no_import=no_import,
                    has_selfcheck=package is not None and _has_selfcheck(folder))
@@ -149,7 +156,9 @@ def _members_only(manifest: Manifest, manifest_path: Path, root: Path, label: st
     folder = manifest_path.parent
     outside = []
     for artifact in manifest.artifacts:
-        rel = (folder.relative_to(root) / artifact.path).as_posix()
+        # `pkg/../x.so` is the wheel's own top-level `x.so` (a module beside its package, or
+        # a manifest in .dist-info); `pkg/../../x.so` leaves the wheel.
+        rel = posixpath.normpath((folder.relative_to(root) / artifact.path).as_posix())
         if (Path(artifact.path).is_absolute() or PureWindowsPath(artifact.path).is_absolute()
                 or not _safe_member(rel)):
             outside.append(artifact.path)
@@ -235,6 +244,7 @@ def _wheel(path: Path) -> Iterator[Subject]:
             raise _bad_wheel(path, f"cannot unpack it: {exc}") from exc
         why = ("a wheel is read, not installed: install it and run `flashbuild verify "
                "--package NAME` to check the import")
+        # Binaries and manifests only: a package-less wheel's manifest in .dist-info too.
         manifests = sorted(root.rglob(MANIFEST_NAME))
         if len(manifests) == 1:
             yield _with_manifest("wheel", str(path), manifests[0], root, package=None,
@@ -351,6 +361,16 @@ def _package(name: str) -> Subject:
         if (folder / MANIFEST_NAME).is_file():
             return _with_manifest("package", name, folder / MANIFEST_NAME, folder,
                                   package=import_name, search_path=folder.parent)
+    if not folders:
+        # A top-level module with no package (`rotary_emb`): flashbuild put the manifest in
+        # its distribution's .dist-info folder.
+        for dist in dists:
+            meta = next((f for f in _dist_files(dist) if f.name == MANIFEST_NAME and
+                         len(f.parts) == 2 and f.parts[0].endswith(".dist-info")), None)
+            located = Path(str(dist.locate_file(meta))) if meta is not None else None
+            if located is not None and located.is_file():
+                return _with_manifest("package", name, located, located.parent.parent,
+                                      package=import_name, search_path=None)
     paths: list[Path] = []
     for dist in dists:
         paths += _dist_binaries(dist)

@@ -34,13 +34,32 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-#: The child program: argv = [package, export...]; prints one JSON line.
+#: The child program: argv = [package, top-level modules as a JSON list, export...]; prints
+#: one JSON line.
 _PROBE = r"""
-import importlib, importlib.util, json, os, sys, traceback
-pkg, names = sys.argv[1], sys.argv[2:]
+import importlib, importlib.machinery, importlib.util, json, os, sys, traceback
+pkg, tops, names = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]
 out = {"imported": False, "missing": [], "error": None, "file": None,
-       "torch": importlib.util.find_spec("torch") is not None}
+       "torch": importlib.util.find_spec("torch") is not None, "torch_first": False}
+
+
+def extension(name):
+    # An extension module by its own top-level name (no package whose __init__ imports torch
+    # first): a torch extension needs torch's libraries loaded before it, as its users
+    # `import torch` before it.
+    try:
+        spec = importlib.util.find_spec(name)
+    except BaseException:
+        return False
+    origin = getattr(spec, "origin", None) or ""
+    return spec is not None and not spec.submodule_search_locations and \
+        origin.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+
+
 try:
+    if out["torch"] and "." not in pkg and extension(pkg):
+        import torch
+        out["torch_first"] = True
     mod = importlib.import_module(pkg)
     out["imported"] = True
     out["file"] = getattr(mod, "__file__", None)
@@ -72,6 +91,16 @@ def resolve(base, path, parts):
 if out["imported"]:
     for name in names:
         parts = name.replace(":", ".").split(".")
+        if len(parts) > 1 and (parts[0] in tops or (parts[0] == pkg and not
+                                                    hasattr(mod, "__path__"))):
+            # A top-level module (the build installed it by that name; or the module
+            # imported is itself one): `rotary_emb.apply_rotary` is that module's attribute.
+            try:
+                top = mod if parts[0] == pkg else importlib.import_module(parts[0])
+                resolve(top, parts[0], parts[1:])
+            except BaseException:
+                out["missing"].append(name)
+            continue
         try:
             resolve(mod, pkg, parts)
             continue
@@ -106,6 +135,9 @@ class ImportResult:
     file: str | None
     #: Whether torch is importable in that interpreter (the GPU self-check needs it).
     torch: bool = False
+    #: torch was imported first: the module imported is a top-level extension module, which
+    #: (a torch extension) needs torch's libraries loaded before it, as its users do.
+    torch_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -188,9 +220,12 @@ def _child_env(env: Mapping[str, str], extra_path: Path | None) -> dict[str, str
 
 def import_check(package: str, exports: Sequence[str], *, runner: Runner,
                  python: str = sys.executable, env: Mapping[str, str] | None = None,
-                 search_path: Path | None = None, timeout: float = 120.0) -> ImportResult:
+                 search_path: Path | None = None, timeout: float = 120.0,
+                 top_level: Sequence[str] = ()) -> ImportResult:
     """Import `package` in a fresh interpreter from a neutral folder and look up `exports`.
     `search_path` is put on PYTHONPATH (for an in-place install inside a source tree).
+    An export whose first part is one of `top_level` (modules installed by their own name,
+    beside the package or without one) is looked up on that module, not on the package.
 
     The loader shim's GPU check is off for this import: verify judges the images against the
     requested archs itself, and a build for another GPU than this machine's (sm_120 built on an
@@ -199,7 +234,8 @@ def import_check(package: str, exports: Sequence[str], *, runner: Runner,
                  CHECK_VARIABLE: "0"}
     with tempfile.TemporaryDirectory(prefix="flashbuild-verify-") as neutral:
         try:
-            done = runner.run([python, "-P", "-c", _PROBE, package, *exports],
+            done = runner.run([python, "-P", "-c", _PROBE, package,
+                               json.dumps(list(top_level)), *exports],
                               env=child_env, cwd=Path(neutral), timeout=timeout, check=False)
         except FlashbuildError as exc:
             return ImportResult(False, (), exc.paragraph(), None)
@@ -207,7 +243,8 @@ def import_check(package: str, exports: Sequence[str], *, runner: Runner,
         if line.startswith("FLASHBUILD-PROBE "):
             data = json.loads(line[len("FLASHBUILD-PROBE "):])
             return ImportResult(bool(data["imported"]), tuple(data["missing"]),
-                                data["error"], data["file"], bool(data.get("torch")))
+                                data["error"], data["file"], bool(data.get("torch")),
+                                bool(data.get("torch_first")))
     # The interpreter died before printing (a crash inside the extension's init).
     return ImportResult(False, (), f"the interpreter exited with code {done.returncode}: "
                         f"{tail(done.output, 12)}", None)

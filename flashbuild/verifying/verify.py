@@ -267,13 +267,18 @@ class Expectations:
     kernel_smem: Mapping[str, int] = field(default_factory=dict)
     dll_dirs: tuple[Path, ...] = ()
     ptxas_info: str | None = None
+    #: Modules installed by their own top-level name: an export `mod.name` whose `mod` is one
+    #: of them is looked up on that module, not on the package.
+    top_level: tuple[str, ...] = ()
 
 
 def _expectations(subject: Subject, *, exports: Sequence[str] | None,
                   kernels: Sequence[str] | None,
-                  dynamic_smem: Mapping[str, str] | None) -> Expectations:
+                  dynamic_smem: Mapping[str, str] | None,
+                  top_level: Sequence[str] = ()) -> Expectations:
     m = subject.manifest
     return Expectations(
+        top_level=tuple(dict.fromkeys([*top_level, *(m.top_level if m else ())])),
         exports=tuple(exports if exports is not None else m.exports if m else ()),
         kernels=tuple(kernels if kernels is not None else m.kernels if m else ()),
         dynamic_smem=dict(dynamic_smem if dynamic_smem is not None else
@@ -292,6 +297,7 @@ def verify_install(
     exports: Sequence[str] | None = None,
     kernels: Sequence[str] | None = None,
     dynamic_smem: Mapping[str, str] | None = None,
+    top_level: Sequence[str] = (),
     strict_arch: bool = True,
     allow_placeholders: bool = False,
     run_gpu: bool | None = None,
@@ -309,7 +315,9 @@ def verify_install(
     """Verify PATH (a binary, folder, wheel or manifest; `manifest_path` is its older name)
     or an installed `package`. `targets` defaults to the manifest's archs; `exports`,
     `kernels` and `dynamic_smem` to the manifest's (the recipe's `[verify]`); `run_gpu=None`
-    runs the GPU self-check when a GPU and torch are present. `strict_arch` fails a binary
+    runs the GPU self-check when a GPU and torch are present; `top_level` names modules
+    installed by their own name (the recipe's `[install] top_level`, added to the
+    manifest's). `strict_arch` fails a binary
     holding images for archs that are not targets (else they are a warning).
     `allow_placeholders` makes "most kernels of a target are placeholders" a warning (all of
     them still fails)."""
@@ -323,7 +331,7 @@ def verify_install(
                        preloaded=(environment_lib_dirs() if preloaded_dirs is None
                                   else tuple(preloaded_dirs)),
                        expect=_expectations(subject, exports=exports, kernels=kernels,
-                                            dynamic_smem=dynamic_smem))
+                                            dynamic_smem=dynamic_smem, top_level=top_level))
 
 
 def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
@@ -397,7 +405,8 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
                                   search_path=subject.search_path, selfcheck=selfcheck,
                                   import_module=import_module, gpu_present=gpu_present,
                                   gpus_here=gpus_here, held=held,
-                                  prior=checks, has_selfcheck=subject.has_selfcheck)
+                                  prior=checks, has_selfcheck=subject.has_selfcheck,
+                                  plugins=_plugins_only(subject))
     else:
         checks += _not_importable(subject, pkg, expect, run_gpu=run_gpu)
     return VerifyReport(manifest_path=subject.manifest_path, package=pkg,
@@ -405,6 +414,15 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
                         checks=tuple(checks), images=images, subject_kind=subject.kind,
                         subject=subject.label, strict_arch=strict, binaries=tuple(proofs),
                         placeholders=tuple(bodies))
+
+
+def _plugins_only(subject: Subject) -> tuple[str, ...]:
+    """The manifest's binaries when every one is a plugin: shared libraries the package loads
+    itself (ctypes), no extension module, so no Python name of theirs to look up."""
+    listed = [b for b in subject.binaries if b.listed]
+    if not listed or any(b.kind != "plugin" for b in listed):
+        return ()
+    return tuple(b.path.name for b in listed)
 
 
 def _not_importable(subject: Subject, pkg: str, expect: Expectations, *,
@@ -796,30 +814,44 @@ def _runtime_checks(pkg: str, expect: Expectations, *, run_gpu: bool | None, ben
                     gpus_here: Callable[[Mapping[str, str]], list[Gpu] | None] = (
                         lambda env: None),
                     held: Mapping[str, tuple[str, ...]] | None = None,
-                    has_selfcheck: bool = True) -> list[Check]:
+                    has_selfcheck: bool = True, plugins: Sequence[str] = ()) -> list[Check]:
     """Import in a fresh interpreter, exports, and the GPU self-check (by default only for a
-    package that has one: `python -m PKG.selfcheck` of any other package fails to start)."""
+    package that has one: `python -m PKG.selfcheck` of any other package fails to start).
+    `plugins`: the package's binaries when all are shared libraries it loads itself (ctypes);
+    then there are no exports to check, and the report says so."""
     checks: list[Check] = []
     wanted = list(expect.exports)
     torch_ok = False
     if import_module:
         result = runtime.import_check(pkg, wanted, runner=runner, python=python, env=env,
-                                      search_path=search_path)
+                                      search_path=search_path, top_level=expect.top_level)
         torch_ok = result.torch
         if not result.imported:
             checks.append(Check("import", pkg, Status.FAIL,
                                 "does not import in a fresh interpreter",
                                 result.error or "", _import_fix(prior)))
         else:
-            checks.append(Check("import", pkg, Status.OK, f"imports from {result.file}"))
+            checks.append(Check("import", pkg, Status.OK, f"imports from {result.file}"
+                                + (" (after `import torch`, as a top-level torch extension "
+                                   "module needs)" if result.torch_first else "")))
             if result.missing_exports:
                 checks.append(Check("exports", pkg, Status.FAIL,
                                     "missing exports: " + ", ".join(result.missing_exports),
-                                    f"the recipe lists {', '.join(wanted)}",
+                                    f"the recipe lists {', '.join(wanted)}"
+                                    + (f"; top-level modules: {', '.join(expect.top_level)}"
+                                       if expect.top_level else ""),
                                     "check the bindings and the recipe's `exports`"))
             elif wanted:
                 checks.append(Check("exports", pkg, Status.OK,
                                     f"all {len(wanted)} exports present"))
+            elif plugins:
+                what = "is a shared library" if len(plugins) == 1 else "are shared libraries"
+                checks.append(Check("exports", pkg, Status.SKIP,
+                                    f"no Python exports to check: {', '.join(plugins)} "
+                                    f"{what} the package loads itself (ctypes), not an "
+                                    "extension module",
+                                    "its kernels and dependencies are checked above; name "
+                                    "kernels in [verify] kernels to look for them"))
     # GPU self-check.
     want_gpu = run_gpu
     own = has_selfcheck or tuple(selfcheck) != runtime.DEFAULT_SELFCHECK

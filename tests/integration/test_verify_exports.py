@@ -36,3 +36,37 @@ def test_a_top_level_module_beside_the_package_holds_its_exports(tmp_path: Path)
     assert result.imported, result.error
     # stray.py is importable but not beside the package: not the package's export.
     assert result.missing_exports == ("foo_cuda.gone", "stray.fwd")
+
+
+def test_a_top_level_module_without_a_package_holds_its_exports(tmp_path: Path) -> None:
+    # rotary-emb's shape: `rotary_emb.apply_rotary` is the module's own attribute; the module
+    # imported is not a package, so `rotary_emb.rotary_emb` was looked for (issue 30).
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "topmod.py").write_text("def block_size():\n    return 256\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site)}
+    for top_level in ((), ("topmod",)):
+        result = import_check("topmod", ["topmod.block_size", "topmod.gone", "block_size"],
+                              runner=ProcessRunner(), python=sys.executable, env=env,
+                              top_level=top_level)
+        assert result.imported, result.error
+        assert result.missing_exports == ("topmod.gone",), top_level
+        assert not result.torch_first  # a .py module: no torch to load first
+
+
+def test_a_declared_top_level_module_is_looked_up_wherever_it_is(tmp_path: Path) -> None:
+    # The build says `foo_cuda` is its top-level module (the manifest's `top_level`): an
+    # in-place install keeps it at the top of the tree, not beside an installed package.
+    site = _site(tmp_path)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (site / "foo_cuda.py").rename(tree / "foo_cuda.py")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{site}:{tree}"}
+    undeclared = import_check("foo", ["foo_cuda.fwd"], runner=ProcessRunner(),
+                              python=sys.executable, env=env)
+    assert undeclared.missing_exports == ("foo_cuda.fwd",)
+    declared = import_check("foo", ["foo_cuda.fwd", "foo_cuda.gone", "VALUE"],
+                            runner=ProcessRunner(), python=sys.executable, env=env,
+                            top_level=["foo_cuda"])
+    assert declared.imported, declared.error
+    assert declared.missing_exports == ("foo_cuda.gone",)

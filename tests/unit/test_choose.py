@@ -23,9 +23,17 @@ setup(name="causal_conv1d", packages=["causal_conv1d"],
                                  sources=["csrc/causal_conv1d.cpp", "csrc/causal_conv1d_fwd.cu"])],
       cmdclass={"build_ext": BuildExtension})
 """
-NO_PACKAGE_SETUP = """from setuptools import setup
+TOP_LEVEL_SETUP = """from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension
 setup(name="top", ext_modules=[CUDAExtension(name="top_ext", sources=["csrc/k.cu"])],
+      cmdclass={"build_ext": BuildExtension})
+"""
+#: An extension whose name only the run would know: the static draft names no module, so it
+#: has nothing to install.
+UNNAMED_SETUP = """import os
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+setup(name="top", ext_modules=[CUDAExtension(name=os.environ["EXT"], sources=["csrc/k.cu"])],
       cmdclass={"build_ext": BuildExtension})
 """
 
@@ -149,15 +157,31 @@ def test_a_changed_tree_is_drafted_again(tmp_path: Path) -> None:
     assert chosen.recipe.install is None
 
 
+def test_a_top_level_module_without_a_package_is_installed_by_its_name(
+        tmp_path: Path) -> None:
+    # Issue 30 (rotary-emb): `CUDAExtension("top_ext", ...)` and no package was a TODO that
+    # stopped the build with exit 4; pip puts top_ext*.so at the top of site-packages.
+    tree = tmp_path / "top"
+    (tree / "csrc").mkdir(parents=True)
+    (tree / "setup.py").write_text(TOP_LEVEL_SETUP)
+    (tree / "csrc" / "k.cu").write_text("__global__ void k() {}\n")
+    chosen, said = _choose(tree, tmp_path / "build")
+    install = chosen.recipe.install
+    assert install is not None and install.package is None
+    assert install.top_level == ("top_ext",)
+    assert any("installs top-level module `top_ext`" in line for line in said)
+    assert not any("TODO [install]" in line for line in said)
+
+
 def test_a_todo_the_build_needs_stops_it_with_its_text(tmp_path: Path) -> None:
     tree = tmp_path / "top"
     (tree / "csrc").mkdir(parents=True)
-    (tree / "setup.py").write_text(NO_PACKAGE_SETUP)
+    (tree / "setup.py").write_text(UNNAMED_SETUP)
     (tree / "csrc" / "k.cu").write_text("__global__ void k() {}\n")
     with pytest.raises(RecipeError) as err:
         _choose(tree, tmp_path / "build")
     assert "no package for the extension modules of setup.py" in str(err.value)
-    assert "modules: top_ext" in err.value.evidence
+    assert "modules: none named" in err.value.evidence
     assert "add [install] package" in err.value.fix and "--install none" in err.value.fix
     assert not any(p.name == "build" for p in tree.iterdir())
     # Without installing, the same TODO does not block: it is listed.

@@ -121,7 +121,7 @@ def test_recipe_show_shows_the_setuptools_backend_env_and_install(tmp_path: Path
     assert "build: backend setuptools" in res.output
     assert "build env (platform=windows): X_FORCE_BUILD=TRUE" in res.output
     assert "artifact r_cuda (module)" in res.output and "target )" not in res.output
-    assert "install: package r from r" in res.output
+    assert "install: package `r` from r" in res.output
     assert "patch steps: none" in res.output
 
 

@@ -74,7 +74,8 @@ class CMakeBackend:
         return BackendResult(
             source_dir=setup.source_dir, configured=configured, no_work=monitor.no_work,
             edges=monitor.edges, log=log,
-            artifacts=find_artifacts(request, setup.output_dir, ext), plan=setup.plan,
+            artifacts=find_artifacts(request, setup.output_dir, ext,
+                                     source_dir=setup.source_dir), plan=setup.plan,
             launcher=setup.launcher.name if setup.launcher else "none", argv=tuple(setup.argv),
             flags={"cuda": defines.get("CMAKE_CUDA_FLAGS", ""),
                    "cxx": defines.get("CMAKE_CXX_FLAGS", ""), "cmake_defines": defines},
@@ -245,10 +246,12 @@ def arch_fix(entries: Sequence[CacheEntry]) -> str:
             "120a-real), then build again")
 
 
-def find_artifacts(request: BuildRequest, output_dir: Path,
-                   ext: str) -> tuple[artifacts.BuiltArtifact, ...]:
+def find_artifacts(request: BuildRequest, output_dir: Path, ext: str, *,
+                   source_dir: Path | None = None) -> tuple[artifacts.BuiltArtifact, ...]:
     """The recipe's artifacts in the output folder: a module is `<name><ext>`, a plugin the
-    platform's shared library (`lib<name>.so`, `<name>.dll`)."""
+    platform's shared library (`lib<name>.so`, `<name>.dll`). A project that writes them into
+    its own sources (a library next to the package that loads it with ctypes) has them in
+    `source_dir`: the staged mirror inside the build folder, or the tree with `--in-place`."""
     found: list[artifacts.BuiltArtifact] = []
     for art in request.recipe.artifact:
         if art.kind == "module":
@@ -262,7 +265,12 @@ def find_artifacts(request: BuildRequest, output_dir: Path,
             # here means the staged mirror): take the newest such file in the build folder;
             # a stale binary linked in from the source tree is older than this build's.
             build_folder = output_dir.parent
-            candidates = [p for n in names for p in build_folder.rglob(n) if p.is_file()]
+            roots = [build_folder]
+            if source_dir is not None and not source_dir.resolve().is_relative_to(
+                    build_folder.resolve()):
+                roots.append(source_dir)
+            candidates = [p for root in roots for n in names for p in root.rglob(n)
+                          if p.is_file()]
             match = max(candidates, key=lambda p: p.stat().st_mtime, default=None)
         if match is None:
             present = sorted(p.name for p in output_dir.glob("*")) if output_dir.is_dir() else []
