@@ -306,7 +306,10 @@ def run_tree(tree: Tree, *, base: Path, work: Path, logs: Path, arch: str, until
     row.reached = "build"
     location = (built.get("install") or {}).get("location")
     log = logs / f"{tree.name}.verify.txt"
-    target = [str(location)] if location else ["--package", tree.module]
+    # A package folder is verified as installed; modules installed at the top of
+    # site-packages (no package) by the name the tree imports, not the whole folder.
+    is_package = bool(location) and (Path(str(location)) / "__init__.py").is_file()
+    target = [str(location)] if is_package else ["--package", tree.module]
     code, seconds, out = _run([*fb, "verify", *target, "--arch", arch, "--json"], cwd=work,
                               log=log, timeout=timeout)
     row.stages.append(Stage("verify", code, round(seconds, 1), str(log)))
