@@ -57,23 +57,26 @@ def _has_gpu() -> bool:
 
 
 # The test files that take longest (each builds csrc/ or a corpus tree with nvcc), slowest
-# first, as measured with `--durations` on the project's 2-core machine (2026-11-25). xdist
-# (`--dist loadfile --no-loadscope-reorder`) hands files to its workers in collection order, so
-# these start first and the many short files fill in at the end; left in the order xdist's
-# default reorder gives (most tests first), a one-test file that compiles for a minute or two
-# started last and one worker sat idle while the other ran it. Only the order depends on this
-# list: a file missing from it, or a stale entry, costs time, never a result.
+# first. xdist (`--dist loadfile --no-loadscope-reorder`) hands files to its workers in
+# collection order, so these start first and the many short files fill in at the end; left in
+# the order xdist's default reorder gives (most tests first), a one-test file that compiles for
+# a minute or two started last and one worker sat idle while the other ran it. First the files
+# whose tests are mostly `heavy` (minutes each with FLASHBUILD_HEAVY_TESTS=1, next to nothing
+# without), then the default run's slowest, as measured with `--durations` on the project's
+# 2-core machine (2026-11-28, after the minikern fixture stopped using pybind11). Only the
+# order depends on this list: a file missing from it, or a stale entry, costs time, never a
+# result.
 SLOW_FILES = (
-    "tests/integration/test_build_e2e.py",
     "tests/integration/test_csrc_build.py",
-    "tests/integration/test_corpus.py",
     "tests/integration/test_scan_recipe_init.py",
-    "tests/integration/test_verify_dynamic_smem.py",
     "tests/integration/test_patch_csrc.py",
-    "tests/integration/test_seed_recipes.py",
-    "tests/integration/test_introspect.py",
     "tests/integration/test_torchext_fixture.py",
     "tests/integration/test_build_reinstall.py",
+    "tests/integration/test_introspect.py",
+    "tests/integration/test_verify_dynamic_smem.py",
+    "tests/integration/test_corpus.py",
+    "tests/integration/test_build_e2e.py",
+    "tests/integration/test_seed_recipes.py",
     "tests/integration/test_quickstart_resolves.py",
     "tests/integration/test_build_zeroconfig.py",
     "tests/integration/test_introspect_corpus.py",

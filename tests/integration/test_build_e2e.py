@@ -1,7 +1,8 @@
 """`flashbuild build` for real: cmake + ninja + nvcc on a small csrc-shaped tree, for sm_90a.
 
-One module-scoped build is reused by every test (compiles stay few). CPU only: the module is
-imported and asked what it was built for; nothing runs on a GPU.
+One module-scoped build is reused by most tests, and one more by the two tests of a recipe
+without project variables (compiles stay few). CPU only: the module is imported and asked
+what it was built for; nothing runs on a GPU.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -114,31 +116,6 @@ def test_noop_rebuild_does_no_work(built: tuple[Path, Path, dict[str, object]]) 
     assert doc["ninja_no_work"] is True  # ninja: no work to do
     assert doc["install"]["skipped"] is True  # type: ignore[index]
     assert all("parts" not in s for s in doc["steps"])  # type: ignore[attr-defined]
-
-
-def test_wheel_into_a_venv(built: tuple[Path, Path, dict[str, object]], tmp_path: Path) -> None:
-    tree, cuda, _ = built
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
-    # flashbuild runs with the venv's interpreter (it builds for and installs into the
-    # interpreter it runs on); flashbuild itself comes from this checkout's environment.
-    site = __import__("sysconfig").get_paths()["purelib"]
-    argv = [python, *_cli(tree, cuda, "--install", "wheel")[1:]]
-    done = subprocess.run(argv, cwd=tree.parent, capture_output=True, text=True, check=False,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join([site, str(ROOT)])},
-                          timeout=600)
-    assert done.returncode == 0, done.stderr
-    doc = json.loads(done.stdout)
-    install = doc["install"]
-    assert install["mode"] == "wheel" and str(install["wheel"]).endswith(  # type: ignore[index]
-        "-cp{0}{1}-cp{0}{1}-linux_x86_64.whl".format(*sys.version_info[:2]))
-    neutral = tmp_path / "neutral"
-    neutral.mkdir()
-    assert _import_archs(python, neutral) == "900"
-    subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", "minikern"], check=True)
-    with pytest.raises(subprocess.CalledProcessError):
-        _import_archs(python, neutral)
 
 
 def test_compile_error_keeps_previous_install(built: tuple[Path, Path, dict[str, object]]
@@ -288,30 +265,6 @@ def test_in_place_patches_the_tree_and_patch_revert_restores_it(
     assert {k: v[0] for k, v in _tree_state(tree).items()} == pristine
 
 
-def test_builds_with_the_raw_pypi_toolkit(tmp_path: Path) -> None:
-    """What a fresh machine has after `pip install -e .[cuda]`: only the wheel layout, whose
-    own nvcc fails CMake's compiler check (`cannot find -lcudadevrt`). flashbuild must hand
-    CMake the nvcc of the toolkit-shaped folder it makes, not the wheel's."""
-    import sysconfig
-
-    pypi = Path(sysconfig.get_paths()["purelib"]) / "nvidia" / "cu13"
-    if not (pypi / "bin" / "nvcc").is_file():
-        pytest.skip("the PyPI CUDA toolkit is not installed (pip install -e .[cuda])")
-    tree = tmp_path / "minikern"
-    shutil.copytree(FIXTURE, tree)
-    env_cache = tmp_path / "cache"
-    argv = _cli(tree, pypi, "--install", "none")
-    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, check=False,
-                          timeout=600, env={**os.environ, "XDG_CACHE_HOME": str(env_cache)})
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    doc = json.loads(done.stdout)
-    assert doc["configured"] is True and doc["edges"]
-    cache = (Path(str(doc["build_dir"])) / "CMakeCache.txt").read_text()
-    compiler = next(line for line in cache.splitlines()
-                    if line.startswith("CMAKE_CUDA_COMPILER:"))
-    assert str(pypi) not in compiler, compiler
-
-
 def test_a_recipe_without_install_table_stops_before_compiling(tmp_path: Path,
                                                               cuda_toolkit_root: Path) -> None:
     tree = tmp_path / "minikern"
@@ -328,18 +281,99 @@ def test_a_recipe_without_install_table_stops_before_compiling(tmp_path: Path,
     assert not list(build_dir.rglob("CMakeCache.txt")), "it configured before refusing"
 
 
-def test_a_recipe_without_project_variables_still_finds_its_artifacts(
-        tmp_path: Path, cuda_toolkit_root: Path) -> None:
-    """Most upstream trees have no FLASHKERN_OUTPUT_DIR-style hook: with [build] naming no
-    output variable, the project writes where its own CMakeLists says (here: into its package
-    folder inside the staged sources) and flashbuild still finds and installs the binaries."""
-    tree = tmp_path / "minikern"
+@dataclass(frozen=True)
+class HooklessBuild:
+    """One build of minikern by a recipe that names no project variables, shared by the two
+    tests below (each checks its own side of it)."""
+
+    tree: Path
+    raw: Path | None
+    """The PyPI toolkit's own folder (the wheel layout) it was built with; None where that
+    toolkit is not installed (then it was built with the CMake-usable toolkit root)."""
+    code: int
+    doc: dict[str, object]
+
+
+@pytest.fixture(scope="module")
+def hookless(tmp_path_factory: pytest.TempPathFactory, cuda_toolkit_root: Path
+             ) -> HooklessBuild:
+    """A copy of minikern whose recipe drops `output_dir_var` and `exclude_var`, built and
+    installed in place with `--cuda` naming the raw PyPI toolkit where it is installed, and
+    an empty XDG cache (so flashbuild makes its toolkit-shaped folder as on a fresh machine).
+    Two full builds before, one now: the toolkit flashbuild is handed and the recipe's
+    [build] variables are independent of each other."""
+    import sysconfig
+
+    root = tmp_path_factory.mktemp("hookless")
+    tree = root / "minikern"
     shutil.copytree(FIXTURE, tree)
     recipe = tree / "minikern.toml"
     text = recipe.read_text()
     recipe.write_text(text.replace('output_dir_var = "FLASHKERN_OUTPUT_DIR"\n', "")
                       .replace('exclude_var = "FLASHKERN_SOURCES_EXCLUDE"\n', ""))
-    code, doc = _run(_cli(tree, cuda_toolkit_root, "--install", "inplace"), tmp_path)
-    assert code == 0, doc
-    pkg = tree / "python" / "minikern"
+    assert "FLASHKERN_" not in recipe.read_text()
+    pypi = Path(sysconfig.get_paths()["purelib"]) / "nvidia" / "cu13"
+    raw = pypi if (pypi / "bin" / "nvcc").is_file() else None
+    done = subprocess.run(_cli(tree, raw or cuda_toolkit_root, "--install", "inplace"),
+                          cwd=root, capture_output=True, text=True, check=False, timeout=600,
+                          env={**os.environ, "XDG_CACHE_HOME": str(root / "cache")})
+    try:
+        doc = json.loads(done.stdout)
+    except ValueError:
+        doc = {"stdout": done.stdout[-3000:]}
+    doc["_stderr"] = done.stderr[-3000:]
+    return HooklessBuild(tree=tree, raw=raw, code=done.returncode, doc=doc)
+
+
+def test_builds_with_the_raw_pypi_toolkit(hookless: HooklessBuild) -> None:
+    """What a fresh machine has after `pip install -e .[cuda]`: only the wheel layout, whose
+    own nvcc fails CMake's compiler check (`cannot find -lcudadevrt`). flashbuild must hand
+    CMake the nvcc of the toolkit-shaped folder it makes, not the wheel's."""
+    if hookless.raw is None:
+        pytest.skip("the PyPI CUDA toolkit is not installed (pip install -e .[cuda])")
+    assert hookless.code == 0, hookless.doc
+    doc = hookless.doc
+    assert doc["configured"] is True and doc["edges"]
+    cache = (Path(str(doc["build_dir"])) / "CMakeCache.txt").read_text()
+    compiler = next(line for line in cache.splitlines()
+                    if line.startswith("CMAKE_CUDA_COMPILER:"))
+    assert str(hookless.raw) not in compiler, compiler
+
+
+def test_a_recipe_without_project_variables_still_finds_its_artifacts(
+        hookless: HooklessBuild) -> None:
+    """Most upstream trees have no FLASHKERN_OUTPUT_DIR-style hook: with [build] naming no
+    output variable, the project writes where its own CMakeLists says (here: into its package
+    folder inside the staged sources) and flashbuild still finds and installs the binaries."""
+    assert hookless.code == 0, hookless.doc
+    pkg = hookless.tree / "python" / "minikern"
     assert (pkg / f"_C{EXT}").is_file() and (pkg / "flashbuild-manifest.json").is_file()
+
+
+# Last in the file: flashbuild runs with the venv's interpreter here, CMake's Python changes,
+# and the shared build is configured and compiled again (so is it by the next build with
+# this interpreter). Every other test that builds in that folder (the staged sm_90a build
+# of the arch switch too) comes first and rebuilds it incrementally.
+def test_wheel_into_a_venv(built: tuple[Path, Path, dict[str, object]], tmp_path: Path) -> None:
+    tree, cuda, _ = built
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    # flashbuild runs with the venv's interpreter (it builds for and installs into the
+    # interpreter it runs on); flashbuild itself comes from this checkout's environment.
+    site = __import__("sysconfig").get_paths()["purelib"]
+    argv = [python, *_cli(tree, cuda, "--install", "wheel")[1:]]
+    done = subprocess.run(argv, cwd=tree.parent, capture_output=True, text=True, check=False,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([site, str(ROOT)])},
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    install = doc["install"]
+    assert install["mode"] == "wheel" and str(install["wheel"]).endswith(  # type: ignore[index]
+        "-cp{0}{1}-cp{0}{1}-linux_x86_64.whl".format(*sys.version_info[:2]))
+    neutral = tmp_path / "neutral"
+    neutral.mkdir()
+    assert _import_archs(python, neutral) == "900"
+    subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", "minikern"], check=True)
+    with pytest.raises(subprocess.CalledProcessError):
+        _import_archs(python, neutral)
