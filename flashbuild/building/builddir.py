@@ -41,6 +41,13 @@ class BuildKey:
     """A toolkit fingerprint: its nvcc path and version."""
     host_compiler: str
     """e.g. `gcc 13.3.0`, `msvc 14.44.35207`."""
+    source: str = ""
+    """The tree's resolved path: two sibling trees drafted under one recipe name share the
+    default root (`<parent>/build/flashbuild/`), and without it the second tree's build found
+    the first one's objects up to date and installed the first tree's module."""
+    python: str = ""
+    """The interpreter that builds: its headers and extension suffix go into the configure,
+    so another Python in the same folder reconfigured and recompiled everything, each way."""
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()

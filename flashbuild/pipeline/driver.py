@@ -298,7 +298,8 @@ def _folder(request: BuildRequest, nvcc: Path, *, notes: list[str],
     key = builddir.BuildKey(
         recipe=request.recipe.name, arch=request.arch.cmake(), platform=request.platform.name,
         toolkit=f"{nvcc}|{request.toolkit.version}|{request.toolkit.fingerprint}",
-        host_compiler=str(request.host_compiler))
+        host_compiler=str(request.host_compiler), source=str(request.source_dir.resolve()),
+        python=str(request.python))
     folder = builddir.prepare(key, nvcc, root=_build_root(request), explicit=request.build_dir,
                               source_dir=request.source_dir)
     if folder.reason:

@@ -153,6 +153,15 @@ def test_build_keys_differ_per_arch_and_toolkit() -> None:
     assert KEY.folder_name() == builddir.BuildKey(**KEY.__dict__).folder_name()
 
 
+def test_build_keys_differ_per_tree_and_interpreter() -> None:
+    """Two sibling trees under one recipe name, and one tree built by two Pythons, get their
+    own folders (the second tree once installed the first tree's stale module)."""
+    tree_a = builddir.BuildKey(**{**KEY.__dict__, "source": "/src/a"})
+    tree_b = builddir.BuildKey(**{**KEY.__dict__, "source": "/src/b"})
+    venv = builddir.BuildKey(**{**KEY.__dict__, "source": "/src/a", "python": "/venv/bin/python"})
+    assert len({tree_a.folder_name(), tree_b.folder_name(), venv.folder_name()}) == 3
+
+
 def test_prepare_default_root_and_key_file(tmp_path: Path) -> None:
     src = tmp_path / "csrc"
     src.mkdir()
