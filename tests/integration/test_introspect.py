@@ -354,13 +354,13 @@ def test_recipe_init_drafts_the_switch_that_turns_the_cuda_extension_on(
 @needs_torch
 def test_recipe_init_follows_a_switch_to_the_second_switch_it_makes_setup_py_read(
         tmp_path: Path) -> None:
-    # CHAIN_WITH_CUDA=1 alone raises (no GPU here, no FORCE_CUDA): the switch it made the
+    # CHAIN_WITH_CUDA=1 alone raises (no FORCE_CUDA): the switch it made the
     # setup.py read next is tried with it, and both are drafted, with the lines that read them.
     text, out = _init(tmp_path, "setup_chainswitch", "sm_90a")
     recipe = parse_recipe(text, out)
     drafted = [dict(t.set) for t in recipe.build.env if "TORCH_CUDA_ARCH_LIST" not in t.set]
     assert drafted == [{"CHAIN_WITH_CUDA": "1", "FORCE_CUDA": "1"}]
-    assert "CHAIN_WITH_CUDA at setup.py:11, FORCE_CUDA at setup.py:16" in text
+    assert "CHAIN_WITH_CUDA at setup.py:12, FORCE_CUDA at setup.py:17" in text
     assert "builds chainpkg._cuda" in text
 
 
