@@ -108,7 +108,11 @@ def read_source_as(root: Path, rel: str, max_bytes: int) -> tuple[str, Encoding]
     UTF-8, UTF-16 with a BOM, else Latin-1 byte for byte), or why it is skipped."""
     path = root / rel
     try:
-        size = path.stat().st_size
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            # A FIFO or device blocks a read forever: not a source file, whoever asks.
+            return Skipped(rel, "not a regular file (a FIFO, socket or device)")
+        size = info.st_size
         if size > max_bytes:
             return Skipped(rel, f"{size / 1048576:.1f} MiB, above the {max_bytes // 1048576} "
                            "MiB cap for a source file (generated?)")

@@ -371,8 +371,11 @@ def find_jit(root: Path, python_files: list[str]) -> tuple[JitSite, ...]:
 
     sites: list[JitSite] = []
     for rel in python_files:
+        path = root / rel
+        if path.is_symlink() or not path.is_file():
+            continue  # a FIFO or device would block the read; a link may lead out of the tree
         try:
-            text = (root / rel).read_text(encoding="utf-8", errors="replace")
+            text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
         if not re.search(r"cpp_extension|nvrtc|RawKernel|RawModule|SourceModule|nvcc", text,
