@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # bench/trees.py on the GPU machine, in the background:
-#   TREES=a,b,c bash bench/gpu_trees.sh start OUTDIR   # install flashbuild, start the harness
-#   bash bench/gpu_trees.sh poll OUTDIR                 # wait (at most ~9 min a call), collect
-# Runs `python3 bench/trees.py --only $TREES --arch ${TREES_ARCH:-sm_90a} --tests` with the
-# sdists carried in .devcarry/trees/ (the machine has no internet), the trees' upstream tests in
-# .devcarry/tests/ (bench/tree_tests.py), and flashbuild's pure-Python dependencies as wheels
-# in .whl/. Every stage is bounded by TREES_TIMEOUT seconds (400).
+#   TREES='a,b;c,d' bash bench/gpu_trees.sh start OUTDIR  # install flashbuild, start the harness
+#   bash bench/gpu_trees.sh poll OUTDIR                    # wait (at most ~9 min a call), collect
+# Runs `python3 bench/trees.py --only LANE --arch ${TREES_ARCH:-sm_90a} --tests` once per lane
+# (`;` separates lanes, `,` the trees of one lane), the lanes side by side: most practice trees
+# compile a handful of units, so one tree at a time leaves most of the 16 cores idle. The
+# sdists come from .devcarry/trees/ (the machine has no internet), the trees' upstream tests
+# from .devcarry/tests/ (bench/tree_tests.py), flashbuild's pure-Python dependencies as wheels
+# from .whl/. Every stage is bounded by TREES_TIMEOUT seconds (400); TREES_TESTS=0 leaves the
+# tests out (a build for an arch this GPU cannot run).
 # The builds install wheels into the machine's Python: run it on a machine you throw away.
 set -u
 mode=${1:?start|poll}; out=${2:?OUTDIR}
@@ -18,18 +21,32 @@ if [ "$mode" = start ]; then
   gpu_install "$out" || exit 1
   pkill -f "bench/trees.py"; pkill -f "flashbuild build"; pkill -f ninja; sleep 1
   rm -rf "$work" && mkdir -p "$work/dl" && cp .devcarry/trees/* "$work/dl/" || exit 1
-  setsid python3 bench/trees.py --only "${TREES:?TREES=a,b,c}" --arch "${TREES_ARCH:-sm_90a}" \
-    --work "$work" --out "$work/results" --tests --timeout "${TREES_TIMEOUT:-400}" \
-    > "$work/harness.log" 2>&1 < /dev/null &
-  echo "harness started: $TREES"
+  tests=--tests; [ "${TREES_TESTS:-1}" = 0 ] && tests=
+  n=0
+  IFS=';' read -ra lanes <<<"${TREES:?TREES='a,b;c'}"
+  for lane in "${lanes[@]}"; do
+    n=$((n + 1)); mkdir -p "$work/lane$n"; ln -s ../dl "$work/lane$n/dl"
+    # shellcheck disable=SC2086
+    setsid python3 bench/trees.py --only "$lane" --arch "${TREES_ARCH:-sm_90a}" \
+      --work "$work/lane$n" --out "$work/lane$n/results" $tests \
+      --timeout "${TREES_TIMEOUT:-400}" > "$work/lane$n/harness.log" 2>&1 < /dev/null &
+    echo "lane $n started: $lane"
+  done
   exit 0
 fi
 
 for _ in $(seq 1 105); do
-  grep -q "^results:" "$work/harness.log" 2>/dev/null && break
+  pending=0
+  for log in "$work"/lane*/harness.log; do
+    grep -q "^results:" "$log" 2>/dev/null || pending=1
+  done
+  [ "$pending" = 0 ] && break
   sleep 5
 done
-cp -r "$work/results/." "$out/" 2>/dev/null
-cp "$work/harness.log" "$out/"
-cat "$work/harness.log"
-grep -q "^results:" "$work/harness.log" || { echo "still running"; exit 3; }
+for dir in "$work"/lane*/; do
+  lane=$(basename "$dir"); mkdir -p "$out/$lane"
+  cp -r "$dir/results/." "$out/$lane/" 2>/dev/null
+  cp "$dir/harness.log" "$out/$lane/"
+  echo "== $lane"; cat "$dir/harness.log"
+done
+[ "$pending" = 0 ] || { echo "still running"; exit 3; }

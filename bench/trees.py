@@ -320,8 +320,12 @@ def run_tree(tree: Tree, *, base: Path, work: Path, logs: Path, arch: str, until
     neutral = work / "neutral"
     neutral.mkdir(exist_ok=True)
     log = logs / f"{tree.name}.import.txt"
-    code, seconds, out = _run([sys.executable, "-c", f"import {tree.module}"], cwd=neutral,
-                              log=log, timeout=600)
+    # A bare extension module at the top level links torch's libraries (libc10.so) without
+    # loading them: its callers import torch first, and so does this stage. A package is
+    # imported alone, since its __init__ is what loads torch for its users.
+    statement = f"import {tree.module}" if is_package else f"import torch; import {tree.module}"
+    code, seconds, out = _run([sys.executable, "-c", statement], cwd=neutral, log=log,
+                              timeout=600)
     row.stages.append(Stage("import", code, round(seconds, 1), str(log)))
     if code != 0:
         row.error = _paragraph(out, log)
