@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from flashbuild.arch import parse_arch_spec
 from flashbuild.errors import ToolchainError, UsageError
 from flashbuild.source.cmake_fileapi import CacheEntry
+from flashbuild.toolchain_facts import pypi_toolkit_requirement
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -372,8 +373,7 @@ def component_fix(components: Sequence[str], toolkit: Toolkit, release: str, *,
     is the `cublas` extra of cuda-toolkit; a PyPI toolkit is made CMake-ready by flashbuild).
     `pypi_home`: where `python -m pip` puts that toolkit (named literally; None: unknown)."""
     names = sorted({toolkit_extra(c) for c in components})
-    pip = (f"`{python} -m pip install \"cuda-toolkit[nvcc,cudart,cccl,crt,nvvm,"
-           f"{','.join(names)}]=={release}\"`")
+    pip = f"`{python} -m pip install \"{pypi_toolkit_requirement(tuple(names), release)}\"`"
     if not all(n in _TOOLKIT_EXTRAS for n in names):
         return f"install {', '.join(names)} into the toolkit at {toolkit.root}"
     if toolkit.layout == "pypi" and (pypi_home is None or toolkit.root == pypi_home):

@@ -25,6 +25,7 @@ from flashbuild.detect.compilers import (
     host_window,
 )
 from flashbuild.detect.host import HEAVY_JOB_BYTES, LIGHT_JOB_BYTES
+from flashbuild.toolchain_facts import MSVC_TOOLSET_FOR_ALL_CUDA
 
 if TYPE_CHECKING:
     from flashbuild.arch import Arch
@@ -379,7 +380,8 @@ def _msvc_window(f: Findings) -> list[Verdict]:
     else:
         cuda = cuda_accepting_msc(msc)
         fix = (f"install CUDA {cuda} or newer, which accepts _MSC_VER {msc}" if cuda else
-               "install a Visual Studio 2022 toolset (14.4x) in the Visual Studio Installer")
+               f"install the MSVC toolset {MSVC_TOOLSET_FOR_ALL_CUDA} in the Visual Studio "
+               "Installer")
         fix += "; or pass -allow-unsupported-compiler at your own risk (the STL may then "
         fix += "reject it with STL1002)"
     return _v("msvc.version", Severity.ERROR, Section.COMPILER,

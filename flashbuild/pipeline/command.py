@@ -13,6 +13,7 @@ from flashbuild.building.request import BuildRequest, HostCompiler, PatchOutcome
 from flashbuild.console import Column
 from flashbuild.errors import ToolchainError, UsageError
 from flashbuild.pipeline.driver import build, stage_rows
+from flashbuild.toolchain_facts import pypi_toolkit_requirement
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -294,8 +295,8 @@ def choose_toolkit(env: Mapping[str, str], runner: StreamRunner, plat: Platform,
         raise ToolchainError(
             "no CUDA toolkit with nvcc was found",
             evidence=search.reason + (f"; --cuda {cuda}" if cuda else ""),
-            fix="pip install \"cuda-toolkit[nvcc,cudart,cccl,crt,nvvm]==13.0.2\" (or flashbuild"
-            "[cuda])" + (f", which puts nvcc into {home}" if home else "")
+            fix=f"pip install \"{pypi_toolkit_requirement()}\" (or flashbuild[cuda])"
+            + (f", which puts nvcc into {home}" if home else "")
             + ", install CUDA from NVIDIA, or point --cuda at a toolkit root",
         )
     return ChosenToolkit(search.chosen, search)

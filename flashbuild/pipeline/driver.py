@@ -64,6 +64,7 @@ from flashbuild.installing.manifest import Toolkit as ManifestToolkit
 from flashbuild.installing.resources import loader_shim
 from flashbuild.proc import quote
 from flashbuild.recipes.load import recipes_dir
+from flashbuild.toolchain_facts import pypi_toolkit_requirement
 from flashbuild.verifying.fatbin_headers import (
     BinaryFormatError,
     ImageKind,
@@ -270,8 +271,8 @@ def _nvcc(toolkit: Toolkit, cmake_root: Path | None = None) -> Path:
         raise ToolchainError(
             f"the CUDA toolkit at {toolkit.root} has no nvcc",
             evidence=f"{toolkit.root}/bin holds no nvcc executable",
-            fix="install the compiler (`pip install \"cuda-toolkit[nvcc,cudart,cccl,crt,nvvm]"
-            "==13.0.2\"`) or point --cuda at a full toolkit",
+            fix=f"install the compiler (`pip install \"{pypi_toolkit_requirement()}\"`) or "
+            "point --cuda at a full toolkit",
         )
     if cmake_root is not None and Path(cmake_root) != Path(toolkit.root):
         shaped = Path(cmake_root) / "bin" / Path(toolkit.nvcc).name

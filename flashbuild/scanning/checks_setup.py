@@ -21,6 +21,7 @@ from flashbuild.scanning.proposals import (
 )
 from flashbuild.scanning.scan import read_source
 from flashbuild.source.reach import includes_header
+from flashbuild.toolchain_facts import USE_CUDA_FROM_TORCH, ZC_PREPROCESSOR_FROM_CUDA
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -101,7 +102,8 @@ def _zc_preprocessor(setup: SetupPy, built: list[Extension], add: _Add) -> None:
         where = (f"the Windows branch at line {line} adds no /Zc:preprocessor"
                  if win_lines else "setup.py has no Windows branch for the nvcc flags")
         add("FB200", Category.SETUP_FLAGS, Severity.ERROR, line,
-            "nvcc never passes /Zc:preprocessor to cl.exe: with CUDA >= 13.2 the CCCL "
+            "nvcc never passes /Zc:preprocessor to cl.exe: with CUDA >= "
+            f"{ZC_PREPROCESSOR_FROM_CUDA} the CCCL "
             "headers stop with #error C1189 under MSVC's traditional preprocessor",
             f"{where}; nvcc flags of {names} (flags at line {first.nvcc_line})",
             Fix(manual="add `-Xcompiler /Zc:preprocessor` to the nvcc flags on Windows; "
@@ -148,7 +150,7 @@ def _torch_headers(reach: Reach, built: list[Extension], add: _Add) -> None:
         " …" if len(others) > 4 else "") if others else ""
     add("FB210", Category.TORCH_HEADERS, Severity.ERROR, line,
         "this .cu file pulls in <torch/extension.h> and nvcc gets no -DUSE_CUDA: with torch "
-        ">= 2.7 on Windows cl stops with C2872 \"'std': ambiguous symbol\"",
+        f">= {USE_CUDA_FROM_TORCH} on Windows cl stops with C2872 \"'std': ambiguous symbol\"",
         f"`{ext.name}` nvcc flags have no -DUSE_CUDA{also}",
         Fix(manual="add -DUSE_CUDA to the nvcc flags; without editing setup.py a recipe sets "
             "[[build.env]] when = { platform = \"windows\" }, set = { NVCC_APPEND_FLAGS = "
