@@ -42,7 +42,6 @@ ToolkitSource = Literal["pypi", "installer"]
 
 TEMPLATE = Path(__file__).resolve().parent / "resources" / "wheels.yml"
 DEFAULT_OUTPUT = Path(".github") / "workflows" / "flashbuild.yml"
-BUILD_DIR = "build/flashbuild-ci"
 
 #: GitHub-hosted x64 runner labels per platform (docs.github.com, "GitHub-hosted runners").
 #: windows-2022 ships MSVC 14.44 as its default toolset, which every CUDA from 12.8 on accepts;

@@ -66,7 +66,6 @@ def parse_meminfo(text: str) -> tuple[int, int] | None:
 
 class LinuxPlatform:
     name: Literal["linux"] = "linux"
-    exe_suffix = ""
     shared_lib_suffix = ".so"
     pathsep = ":"
     registers_dll_dirs = False

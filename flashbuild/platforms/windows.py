@@ -27,7 +27,6 @@ _LONG_PATHS_KEY = r"SYSTEM\CurrentControlSet\Control\FileSystem"
 
 class WindowsPlatform:
     name: Literal["windows"] = "windows"
-    exe_suffix = ".exe"
     shared_lib_suffix = ".dll"
     pathsep = ";"
     registers_dll_dirs = True

@@ -52,7 +52,6 @@ from flashbuild.scanning.findings import (
     Finding,
     Fix,
     KernelCount,
-    Rule,
     ScanOptions,
     ScanResult,
     ScanTarget,
@@ -65,7 +64,7 @@ from flashbuild.scanning.proposals import LOADER_SHIM, handled_by_build
 from flashbuild.source.text import decode, not_text_reason
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from flashbuild.arch import Arch
     from flashbuild.scanning.checks_lang import Standard
@@ -985,9 +984,3 @@ def _package_dll_directory(root: Path, reports: Sequence[FileReport], tree: Tree
                                     step=LOADER_SHIM),
                 facts=ExtensionImportFacts(module=module)))
     return out
-
-
-def iter_rules() -> Iterable[Rule]:
-    from flashbuild.scanning.rules import RULES
-
-    return RULES.values()

@@ -154,10 +154,6 @@ class Introspection:
     cached: bool = False
     """The model was stored by an earlier run with the same inputs (nothing ran now)."""
 
-    @property
-    def source_of_truth(self) -> str:
-        return self.model.via if self.model is not None else "static reading"
-
 
 def relative(path: str, root: Path) -> str:
     """`path` relative to `root` (posix) when inside it, else as it is."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable
 
 SiteAction = Literal["edit", "keep", "already", "skip", "refused"]
 
@@ -104,7 +104,3 @@ class TransformDef:
 
         spec = SPECS[name]
         return cls(name, spec.params, apply, spec.summary)
-
-
-def site_lines(sites: Iterable[Site]) -> list[str]:
-    return [f"{s.path}:{s.line}: {s.kind} [{s.action}] {s.note}".rstrip() for s in sites]
