@@ -10,12 +10,14 @@ writes a required argument, `[PATH]` an optional one).
 from __future__ import annotations
 
 import argparse
+import inspect
 import re
 from pathlib import Path
 from typing import Any
 
 import typer.main
 
+from flashbuild.cli import app
 from flashbuild.errors import exit_code_table
 
 #: Where the reference lives, relative to the repository root.
@@ -52,8 +54,6 @@ def _rows(command: Any) -> list[str]:
 
 def _takes_usage(param: Any) -> bool:
     """Typer's arguments render their usage form (`{NAME}`, `[PATH]`) with `usage=True`."""
-    import inspect
-
     return "usage" in inspect.signature(param.make_metavar).parameters
 
 
@@ -80,8 +80,6 @@ def _section(path: list[str], command: Any) -> list[str]:
 
 
 def render() -> str:
-    from flashbuild.cli import app
-
     root = typer.main.get_command(app)
     lines = [
         "Global options (before the command): " + ", ".join(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flashbuild import platforms
 from flashbuild.arch import parse_arch_spec
 from flashbuild.errors import ToolchainError, UsageError
 from flashbuild.source.cmake_fileapi import CacheEntry
@@ -55,20 +56,18 @@ def find_tools(runner: Runner, env: Mapping[str, str],
     start without an interpreter, which matters for the no-op rebuild time. `platform`
     (default: this machine's) names them (`cmake.exe` on Windows)."""
     if platform is None:
-        from flashbuild import platforms
-
         platform = platforms.current()
     cmake_exe: str | None = None
     ninja_exe: str | None = None
     try:
-        import cmake as cmake_wheel
+        import cmake as cmake_wheel  # noqa: PLC0415  # optional
 
         candidate = Path(cmake_wheel.CMAKE_BIN_DIR) / platform.exe("cmake")
         cmake_exe = str(candidate) if candidate.is_file() else None
     except ImportError:  # pragma: no cover - cmake is a dependency
         pass
     try:
-        import ninja as ninja_wheel
+        import ninja as ninja_wheel  # noqa: PLC0415  # optional
 
         candidate = Path(ninja_wheel.BIN_DIR) / platform.exe("ninja")
         ninja_exe = str(candidate) if candidate.is_file() else None

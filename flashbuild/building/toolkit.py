@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flashbuild import platforms
 from flashbuild.errors import ToolchainError
 from flashbuild.toolchain_facts import CCCL_INCLUDE_SUBDIR, PYPI_TOOLKIT_EXTRAS
 
@@ -40,8 +41,6 @@ def cmake_toolkit_root(toolkit: Toolkit, cache_dir: Path, platform: Platform | N
     under `cache_dir`, created atomically and reused while the installation is unchanged.
     Raises ToolchainError when the toolkit has no nvcc or the folder cannot be made."""
     if platform is None:
-        from flashbuild import platforms
-
         platform = platforms.current()
     if toolkit.layout == "standard" or platform.pypi_toolkit_usable_as_is:
         return toolkit.root

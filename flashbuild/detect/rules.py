@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
+from flashbuild import platforms
 from flashbuild.arch import Suffix
 from flashbuild.detect.compilers import (
     HostWindow,
@@ -115,8 +116,6 @@ def _v(rule_id: str, severity: Severity, section: Section, title: str,  # noqa: 
 
 def _install(f: Findings, *needs: Prerequisite) -> str:
     """The command that installs `needs` on the machine doctor looked at."""
-    from flashbuild import platforms
-
     return platforms.get(f.platform).install_command(needs, f.host.os_release if f.host else "")
 
 

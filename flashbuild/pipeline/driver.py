@@ -340,7 +340,7 @@ def _wheel_dll_dirs(artifacts: Sequence[BuiltArtifact]) -> list[Path]:
     the built binaries import, read from their own import tables (Windows only)."""
     # Imported here: binaries.py loads pyelftools and pefile (~100 ms), which a Linux build,
     # the no-op re-run above all, never needs.
-    from flashbuild.verifying.binaries import read_link_info
+    from flashbuild.verifying.binaries import read_link_info  # noqa: PLC0415  # start-up
 
     needed: set[str] = set()
     for artifact in artifacts:
@@ -403,7 +403,7 @@ def _placeholder_notes(artifacts: Sequence[BuiltArtifact], request: BuildRequest
     compiled something (an unchanged re-run said it already)."""
     # Imported here: the cubin reader loads pyelftools (~80 ms), which the no-op re-run, the
     # build the user repeats most, never needs.
-    from flashbuild.verifying import placeholders
+    from flashbuild.verifying import placeholders  # noqa: PLC0415  # start-up
 
     per_arch: dict[str, list[placeholders.PlaceholderKernels]] = {}
     for artifact in artifacts:

@@ -107,7 +107,7 @@ class LinuxPlatform:
         return {"start_new_session": True}
 
     def child_tree(self, proc: subprocess.Popen[Any]) -> ChildTree:
-        from flashbuild.platforms.children import ProcessGroup
+        from flashbuild.platforms.children import ProcessGroup  # noqa: PLC0415  # start-up
 
         return ProcessGroup(proc)
 

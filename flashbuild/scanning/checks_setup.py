@@ -8,6 +8,7 @@ switch), which a recipe can also say with `[[build.env]]`.
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from flashbuild.scanning.proposals import (
     NvccAppendFlag,
 )
 from flashbuild.scanning.scan import read_source
+from flashbuild.source.hostinclude import first_cccl_include
 from flashbuild.source.reach import includes_header
 from flashbuild.toolchain_facts import USE_CUDA_FROM_TORCH, ZC_PREPROCESSOR_FROM_CUDA
 
@@ -241,8 +243,6 @@ def _host_cccl(root: Path, built: list[Extension], target: ScanTarget,
                lines: list[str], add: _Add) -> None:
     """FB222: a host-compiled source of a CUDA extension reaches a CCCL header, and nothing
     puts <CUDA_HOME>/include/cccl on the host compiler's path."""
-    from flashbuild.source.hostinclude import first_cccl_include
-
     def read(rel: str) -> str | None:
         path = root / rel
         try:
@@ -282,8 +282,6 @@ def _host_cccl(root: Path, built: list[Extension], target: ScanTarget,
 def _clock_names(tree: Any) -> tuple[dict[str, list[Any]], set[str]]:
     """Each name's assignments, and the names some assignment takes from the clock
     (directly or through another such name)."""
-    import ast
-
     assigned: dict[str, list[ast.Assign]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
@@ -310,8 +308,6 @@ _CLOCK = re.compile(r"\b(?:now|utcnow|today|time|strftime|gmtime|localtime)\s*\(
 def _version_timestamp(root: Path, setup: SetupPy, text: str, add: _Add) -> None:
     """FB233: `setup(version=…)` built from a variable that one of its assignments takes
     from the clock (typically the fallback when `git rev-parse` fails)."""
-    import ast
-
     if "version" not in text or not _CLOCK.search(text):
         return
     try:

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from flashbuild.recipes.transforms import SPECS
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -100,7 +102,5 @@ class TransformDef:
                  ) -> TransformDef:
         """The code behind a built-in transform; its params and summary are the ones recipes
         declare (recipes/transforms.py), one fact in one place."""
-        from flashbuild.recipes.transforms import SPECS
-
         spec = SPECS[name]
         return cls(name, spec.params, apply, spec.summary)
