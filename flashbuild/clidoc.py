@@ -1,25 +1,33 @@
-"""The command reference (docs/commands.md), generated from the Typer app.
+"""The command reference and the exit-code table (docs/commands.md), generated from the Typer
+app and from `errors.py`.
 
-`python -m flashbuild.clidoc --write docs/commands.md` rewrites the block between the markers
-below; a test fails when the committed file differs from what the app says, so the reference
-cannot drift from the code. Usage lines are the app's own (`{NAME}` is how the help screen
+`python -m flashbuild.clidoc --write docs/commands.md` rewrites the blocks between the markers
+below; a test fails when the committed file differs from what the code says, so neither can
+drift from it. Usage lines are the app's own (`{NAME}` is how the help screen
 writes a required argument, `[PATH]` an optional one).
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import re
 from pathlib import Path
 from typing import Any
 
 import typer.main
 
+from flashbuild.cli import app
+from flashbuild.errors import exit_code_table
+
 #: Where the reference lives, relative to the repository root.
 REFERENCE = "docs/commands.md"
 BEGIN = ("<!-- BEGIN command reference "
          "(generated: python -m flashbuild.clidoc --write docs/commands.md) -->")
 END = "<!-- END command reference -->"
+EXIT_BEGIN = ("<!-- BEGIN exit codes (generated from flashbuild/errors.py: "
+              "python -m flashbuild.clidoc --write docs/commands.md) -->")
+EXIT_END = "<!-- END exit codes -->"
 
 
 def _unescape(text: str) -> str:
@@ -46,8 +54,6 @@ def _rows(command: Any) -> list[str]:
 
 def _takes_usage(param: Any) -> bool:
     """Typer's arguments render their usage form (`{NAME}`, `[PATH]`) with `usage=True`."""
-    import inspect
-
     return "usage" in inspect.signature(param.make_metavar).parameters
 
 
@@ -74,8 +80,6 @@ def _section(path: list[str], command: Any) -> list[str]:
 
 
 def render() -> str:
-    from flashbuild.cli import app
-
     root = typer.main.get_command(app)
     lines = [
         "Global options (before the command): " + ", ".join(
@@ -87,11 +91,16 @@ def render() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def splice(document: str, reference: str) -> str:
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.DOTALL)
+def splice(document: str, reference: str, begin: str = BEGIN, end: str = END) -> str:
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
     if not pattern.search(document):
-        raise SystemExit(f"the document has no block between {BEGIN!r} and {END!r}")
-    return pattern.sub(lambda _m: f"{BEGIN}\n{reference}{END}", document)
+        raise SystemExit(f"the document has no block between {begin!r} and {end!r}")
+    return pattern.sub(lambda _m: f"{begin}\n{reference}{end}", document)
+
+
+def regenerate(document: str) -> str:
+    """`document` (docs/commands.md) with both generated blocks as the code says."""
+    return splice(splice(document, render()), exit_code_table(), EXIT_BEGIN, EXIT_END)
 
 
 def main() -> None:
@@ -99,7 +108,7 @@ def main() -> None:
     parser.add_argument("--write", type=Path, help=f"document to update in place ({REFERENCE})")
     args = parser.parse_args()
     if args.write:
-        args.write.write_text(splice(args.write.read_text(encoding="utf-8"), render()),
+        args.write.write_text(regenerate(args.write.read_text(encoding="utf-8")),
                               encoding="utf-8")
     else:
         print(render(), end="")

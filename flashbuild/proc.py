@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
-from flashbuild import interrupts
+from flashbuild import interrupts, platforms
 from flashbuild.errors import Interrupted, ProcessError, ProcessTimeout, ToolchainError
 from flashbuild.runner import Completed, Runner
 
@@ -57,8 +57,6 @@ KILL_WAIT_S = 10.0
 def quote(argv: Sequence[str]) -> str:
     """The command as a user could paste it into this OS's shell (the platform's quoting:
     cmd's on Windows, POSIX elsewhere)."""
-    from flashbuild import platforms
-
     return platforms.current().quote_command([str(a) for a in argv])
 
 
@@ -78,8 +76,6 @@ class ProcessRunner:
     def which(self, program: str, env: Mapping[str, str] | None = None) -> str | None:
         # The platform's lookup: PATH found case-insensitively on Windows (`Path=`), and never
         # the current directory (shutil.which on Windows searches it first).
-        from flashbuild import platforms
-
         return platforms.current().which(program, os.environ if env is None else env)
 
     def _resolve(self, argv: Sequence[str | os.PathLike[str]],
@@ -348,8 +344,6 @@ def _finish(drains: Sequence[_Drain], args: Sequence[str]) -> str:
 
 
 def _held_note(*drains: _Drain, args: Sequence[str]) -> str:
-    from flashbuild import platforms
-
     holders = sorted({h for d in drains for h in platforms.current().output_holders(d.pipe_id)})
     who = ", ".join(holders) if holders else "a process"
     return (f"{who} outside the process tree of `{Path(args[0]).name}` still held its output "
@@ -358,8 +352,6 @@ def _held_note(*drains: _Drain, args: Sequence[str]) -> str:
 
 
 def _decoder() -> Callable[[bytes], str]:
-    from flashbuild import platforms
-
     return platforms.current().decode_output
 
 
@@ -388,14 +380,10 @@ _children = _Children()
 
 
 def _tree_options() -> dict[str, Any]:
-    from flashbuild import platforms
-
     return platforms.current().child_start_options()
 
 
 def _adopt(proc: subprocess.Popen[str]) -> ChildTree:
-    from flashbuild import platforms
-
     tree = platforms.current().child_tree(proc)
     with _children.lock:
         stopping = interrupts.stopping()

@@ -21,6 +21,7 @@ refused (`check_host_compiler`).
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flashbuild.arch import ArchSpec, Suffix, Target
@@ -29,7 +30,6 @@ from flashbuild.source.nvccflags import ArchFlags, first_arch_option, read_arch_
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
-    from pathlib import Path
 
 #: The variables nvcc adds to every command line it runs.
 NVCC_FLAG_VARS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
@@ -209,8 +209,6 @@ def check_host_compiler(env: Mapping[str, str], recipe_env: Mapping[str, str], *
 
 
 def _same_file(a: str, b: str) -> bool:
-    from pathlib import Path
-
     try:
         return Path(a).samefile(b)
     except OSError:

@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flashbuild import platforms
 from flashbuild.arch import parse_arch_spec
 from flashbuild.errors import ToolchainError, UsageError
 from flashbuild.source.cmake_fileapi import CacheEntry
+from flashbuild.toolchain_facts import pypi_toolkit_requirement
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -54,20 +56,18 @@ def find_tools(runner: Runner, env: Mapping[str, str],
     start without an interpreter, which matters for the no-op rebuild time. `platform`
     (default: this machine's) names them (`cmake.exe` on Windows)."""
     if platform is None:
-        from flashbuild import platforms
-
         platform = platforms.current()
     cmake_exe: str | None = None
     ninja_exe: str | None = None
     try:
-        import cmake as cmake_wheel
+        import cmake as cmake_wheel  # noqa: PLC0415  # optional
 
         candidate = Path(cmake_wheel.CMAKE_BIN_DIR) / platform.exe("cmake")
         cmake_exe = str(candidate) if candidate.is_file() else None
     except ImportError:  # pragma: no cover - cmake is a dependency
         pass
     try:
-        import ninja as ninja_wheel
+        import ninja as ninja_wheel  # noqa: PLC0415  # optional
 
         candidate = Path(ninja_wheel.BIN_DIR) / platform.exe("ninja")
         ninja_exe = str(candidate) if candidate.is_file() else None
@@ -372,8 +372,7 @@ def component_fix(components: Sequence[str], toolkit: Toolkit, release: str, *,
     is the `cublas` extra of cuda-toolkit; a PyPI toolkit is made CMake-ready by flashbuild).
     `pypi_home`: where `python -m pip` puts that toolkit (named literally; None: unknown)."""
     names = sorted({toolkit_extra(c) for c in components})
-    pip = (f"`{python} -m pip install \"cuda-toolkit[nvcc,cudart,cccl,crt,nvvm,"
-           f"{','.join(names)}]=={release}\"`")
+    pip = f"`{python} -m pip install \"{pypi_toolkit_requirement(tuple(names), release)}\"`"
     if not all(n in _TOOLKIT_EXTRAS for n in names):
         return f"install {', '.join(names)} into the toolkit at {toolkit.root}"
     if toolkit.layout == "pypi" and (pypi_home is None or toolkit.root == pypi_home):

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import psutil
+
 from flashbuild.detect.host import recommended_jobs
 from flashbuild.errors import UsageError
 
@@ -42,8 +44,6 @@ class JobPlan:
 
 def probe_host() -> HostResources:
     """Cores and available memory of this machine (psutil; counts the cgroup-free view)."""
-    import psutil
-
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
         os.cpu_count() or 1)
     available = int(psutil.virtual_memory().available)

@@ -22,6 +22,14 @@ from flashbuild.errors import ToolchainError
 from flashbuild.platforms import windows as _windows
 from flashbuild.platforms.environ import CaseInsensitiveEnv
 from flashbuild.platforms.windows import batch_env_argv, capture_batch_env
+from flashbuild.toolchain_facts import (
+    MSVC_HOST_FLAGS,
+    MSVC_TOOLSET_FOR_ALL_CUDA,
+    USE_CUDA_DEFINE,
+    ZC_PREPROCESSOR,
+    msvc_needs_use_cuda,
+    msvc_needs_zc_preprocessor,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -78,7 +86,8 @@ def pick_toolset(studios: Sequence[VisualStudio], window: HostWindow) -> MsvcCho
             evidence=f"nvcc accepts {lo} <= _MSC_VER < {hi} ({window.source}); found: "
             + ("; ".join(seen) or "no Visual Studio installation"),
             fix="install an accepted toolset with the Visual Studio Installer (Individual "
-            "components → MSVC v143 14.4x build tools), or use a newer CUDA",
+            f"components → MSVC v143 {MSVC_TOOLSET_FOR_ALL_CUDA} build tools), or use a newer "
+            "CUDA",
         )
     return max(inside, key=lambda c: (Version(c.toolset.version), not c.studio.prerelease))
 
@@ -183,12 +192,12 @@ class MsvcFlags:
 
 
 def msvc_flags(cuda: Version | None, torch: Version | None) -> MsvcFlags:
-    """The flags FACTS.md lists for MSVC builds, where they apply:
-    /Zc:__cplusplus /bigobj /utf-8 /EHsc (CUTLASS-style code); /Zc:preprocessor for CCCL in
-    CUDA 13.x; -DUSE_CUDA for torch >= 2.9 headers."""
-    host = ["/Zc:__cplusplus", "/bigobj", "/utf-8", "/EHsc"]
-    if cuda is not None and cuda >= Version("13.0"):
-        host.append("/Zc:preprocessor")
-    defines = ["-DUSE_CUDA"] if torch is not None and torch >= Version("2.9") else []
+    """The flags MSVC builds need, where they apply (toolchain_facts): the CUTLASS-style host
+    flags always; /Zc:preprocessor for a CUDA whose CCCL checks for it; -DUSE_CUDA for a torch
+    whose headers need it."""
+    host = list(MSVC_HOST_FLAGS)
+    if msvc_needs_zc_preprocessor(cuda):
+        host.append(ZC_PREPROCESSOR)
+    defines = [USE_CUDA_DEFINE] if msvc_needs_use_cuda(torch) else []
     return MsvcFlags(cuda=(*(f"-Xcompiler={f}" for f in host), *defines),
                      cxx=(*host, *defines))

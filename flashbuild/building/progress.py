@@ -30,7 +30,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from flashbuild.errors import BuildError
+from flashbuild import interrupts
+from flashbuild.errors import BuildError, Interrupted
 from flashbuild.source.setup_record import missing_module_fix
 
 if TYPE_CHECKING:
@@ -304,9 +305,6 @@ def run_tool(argv: Sequence[str], *, runner: ToolRunner, env: Mapping[str, str],
     A Ctrl-C becomes Interrupted (exit 130): the previous install was not touched and Ninja
     resumes where it stopped. Returns the exit code; the caller turns a failure into its own
     BuildError (`failure()` below)."""
-    from flashbuild import interrupts
-    from flashbuild.errors import Interrupted
-
     monitor = NinjaMonitor()
     # proc.stream raises Interrupted itself when the tool died of the Ctrl-C (the tool can
     # exit before Python sees the KeyboardInterrupt); either way the message says where.

@@ -18,7 +18,9 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flashbuild import platforms
 from flashbuild.errors import ToolchainError
+from flashbuild.toolchain_facts import CCCL_INCLUDE_SUBDIR, PYPI_TOOLKIT_EXTRAS
 
 if TYPE_CHECKING:
     from flashbuild.detect.cuda import Toolkit
@@ -39,8 +41,6 @@ def cmake_toolkit_root(toolkit: Toolkit, cache_dir: Path, platform: Platform | N
     under `cache_dir`, created atomically and reused while the installation is unchanged.
     Raises ToolchainError when the toolkit has no nvcc or the folder cannot be made."""
     if platform is None:
-        from flashbuild import platforms
-
         platform = platforms.current()
     if toolkit.layout == "standard" or platform.pypi_toolkit_usable_as_is:
         return toolkit.root
@@ -49,7 +49,7 @@ def cmake_toolkit_root(toolkit: Toolkit, cache_dir: Path, platform: Platform | N
             f"the PyPI CUDA tree at {toolkit.root} has no nvcc",
             evidence=f"{toolkit.root / 'bin'} holds no nvcc",
             fix="pip install the project's CUDA extra: `pip install -e .[cuda]` (it pins "
-            "cuda-toolkit[nvcc,cudart,cccl,crt,nvvm])",
+            f"cuda-toolkit[{','.join(PYPI_TOOLKIT_EXTRAS)}])",
         )
     # The shaped folder links each library the wheel tree holds at the time it is made: a
     # component installed later (cuBLAS, the `cublas` extra of cuda-toolkit, which FlashRT
@@ -140,5 +140,5 @@ def cccl_include_dir(root: Path) -> Path | None:
     host compiler given only `<root>/include` does not see it: torch's cpp_extension gives a
     `.cpp` exactly that, so a `.cpp` that includes CUTLASS stops at `<cuda/std/utility>`
     (FACTS.md "The seed trees on the GPU machine"; pytorch PR #170303 proposed the same)."""
-    folder = Path(root) / "include" / "cccl"
+    folder = Path(root).joinpath(*CCCL_INCLUDE_SUBDIR)
     return folder if (folder / "cuda").is_dir() else None

@@ -64,7 +64,7 @@ def _empty(folder: Path) -> bool:
 
 def _users(tree: Path, sub: str, *, platform: str, archs: Sequence[Arch]) -> list[str]:
     """What in the build uses the submodule folder `sub` (empty: nothing found)."""
-    from flashbuild.source.setuppy import setup_for
+    from flashbuild.source.setuppy import setup_for  # noqa: PLC0415  # start-up
 
     def inside(rel: str) -> bool:
         path = PurePosixPath(rel.replace("\\", "/"))

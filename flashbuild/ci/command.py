@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flashbuild import __version__
+from flashbuild.building.backends import backend_for
 from flashbuild.ci import workflow
-from flashbuild.console import Column, plural
+from flashbuild.console import Column, plural, ui
 from flashbuild.errors import UsageError
+from flashbuild.recipes.load import load_recipe, recipes_dir
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -25,10 +27,6 @@ def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str
                 runners: Sequence[str], source: Path | None, output: Path | None,
                 force: bool, flashbuild_spec: str | None, torch: str | None,
                 as_json: bool) -> int:
-    from flashbuild.building.backends import backend_for
-    from flashbuild.console import ui
-    from flashbuild.recipes.load import load_recipe, recipes_dir
-
     loaded = load_recipe(recipe)
     tree = (source if source is not None else _default_tree(loaded)).resolve()
     if not tree.is_dir():
@@ -84,8 +82,6 @@ def _default_tree(recipe: Recipe) -> Path:
     """The tree without --source: a recipe file's own `[source] path` (as `flashbuild build
     --recipe FILE` finds it: `recipe init -o TREE/flashbuild.toml` writes `path = "."`), else
     the current folder (a bundled recipe names no tree of the user's)."""
-    from flashbuild.recipes.load import recipes_dir
-
     file = recipe.file
     if file is None or file.resolve().parent == recipes_dir().resolve():
         return Path.cwd()

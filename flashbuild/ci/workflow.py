@@ -30,6 +30,7 @@ from packaging.version import Version
 
 from flashbuild.arch import ArchSpec, Image, parse_arch_spec
 from flashbuild.errors import RecipeError, UsageError
+from flashbuild.toolchain_facts import PYPI_TOOLKIT_EXTRAS
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -41,7 +42,6 @@ ToolkitSource = Literal["pypi", "installer"]
 
 TEMPLATE = Path(__file__).resolve().parent / "resources" / "wheels.yml"
 DEFAULT_OUTPUT = Path(".github") / "workflows" / "flashbuild.yml"
-BUILD_DIR = "build/flashbuild-ci"
 
 #: GitHub-hosted x64 runner labels per platform (docs.github.com, "GitHub-hosted runners").
 #: windows-2022 ships MSVC 14.44 as its default toolset, which every CUDA from 12.8 on accepts;
@@ -57,7 +57,7 @@ DEFAULT_RUNNERS: dict[PlatformName, str] = {"linux": "ubuntu-24.04", "windows": 
 #: on PyPI on 2026-11-25). The extras are the compiler's parts; the `nvvm` one is named so pip
 #: does not pick a newer NVVM whose PTX this ptxas rejects.
 PYPI_CUDA = ("13.0", "13.1", "13.2", "13.3", "13.4", "13.5")
-PYPI_EXTRAS = "nvcc,cudart,cccl,crt,nvvm"
+PYPI_EXTRAS = ",".join(PYPI_TOOLKIT_EXTRAS)
 #: torch's CUDA headers (ATen/cuda/CUDAContext.h) include cuBLAS, cuSPARSE, cuSOLVER and cuRAND
 #: headers. On Linux torch's own wheel depends on those libraries' wheels (headers included);
 #: torch's Windows wheel bundles the DLLs only, so the Windows jobs install them.

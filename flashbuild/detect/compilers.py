@@ -4,8 +4,8 @@ Windows: every Visual Studio installation (`vswhere -all -prerelease -products *
 json`), its MSVC toolsets (folders `VC\\Tools\\MSVC\\14.xx.yyyyy`, the default named in
 `Microsoft.VCToolsVersion.default.txt`), and whether a developer prompt is active (VSCMD_VER /
 VCToolsVersion / INCLUDE; the `cl` banner gives the active version). Linux: gcc / g++ / clang.
-The accepted window is read from the toolkit's `crt/host_config.h`, with FACTS.md's table as
-the fallback ("Host compilers accepted by nvcc").
+The accepted window is read from the toolkit's `crt/host_config.h`, with
+`toolchain_facts.HOST_COMPILERS` as the fallback.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 
 from flashbuild.detect.cache import NO_CACHE, ProbeCache, file_fingerprint
 from flashbuild.errors import FlashbuildError
+from flashbuild.toolchain_facts import HOST_COMPILERS
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -57,14 +58,6 @@ class HostWindow:
                 "clang_max": self.clang_max, "source": self.source}
 
 
-# FACTS.md "Host compilers accepted by nvcc": (msc_min, msc_end, gcc_max) by CUDA release.
-HOST_TABLE: dict[tuple[int, int], tuple[int, int, int]] = {
-    (12, 8): (1910, 1950, 14), (12, 9): (1910, 1950, 14),
-    (13, 0): (1920, 1950, 15), (13, 1): (1920, 1950, 15),
-    (13, 2): (1920, 1960, 15), (13, 3): (1920, 1960, 16), (13, 4): (1920, 1960, 16),
-    (13, 5): (1920, 1960, 16),
-}
-
 _MSC = re.compile(r"#if\s+_MSC_VER\s*<\s*(\d+)\s*\|\|\s*_MSC_VER\s*>=\s*(\d+)")
 _GCC = re.compile(r"#if\s+__GNUC__\s*>\s*(\d+)")
 _CLANG = re.compile(r"#if\s+\(__clang_major__\s*>=\s*(\d+)\)[^\n]*\n(?:\s*\n)*"
@@ -86,7 +79,7 @@ def parse_host_config(text: str) -> HostWindow:
 
 
 def host_window(host_config: Path | None, release: Version | None) -> HostWindow:
-    """The window from the header if it can be read, else FACTS.md's table."""
+    """The window from the header if it can be read, else toolchain_facts' table."""
     if host_config is not None:
         try:
             window = parse_host_config(host_config.read_text(encoding="utf-8", errors="replace"))
@@ -95,23 +88,24 @@ def host_window(host_config: Path | None, release: Version | None) -> HostWindow
         if window.source != "unknown":
             return window
     if release is not None:
-        row = HOST_TABLE.get((release.major, release.minor))
+        row = HOST_COMPILERS.get((release.major, release.minor))
         if row:
-            return HostWindow(row[0], row[1], row[2], None, "table")
+            return HostWindow(row.msc_min, row.msc_end, row.gcc_max, None, "table")
     return HostWindow(None, None, None, None, "unknown")
 
 
 def cuda_accepting_msc(msc: int) -> str | None:
-    """The oldest CUDA release (FACTS.md table) whose nvcc accepts `_MSC_VER` = msc."""
-    for (major, minor), (low, end, _gcc) in sorted(HOST_TABLE.items()):
-        if low <= msc < end:
+    """The oldest CUDA release (toolchain_facts.HOST_COMPILERS) whose nvcc accepts
+    `_MSC_VER` = msc."""
+    for (major, minor), row in sorted(HOST_COMPILERS.items()):
+        if row.msc_min <= msc < row.msc_end:
             return f"{major}.{minor}"
     return None
 
 
 def cuda_accepting_gcc(major: int) -> str | None:
-    for (cmajor, cminor), (_low, _end, gcc) in sorted(HOST_TABLE.items()):
-        if major <= gcc:
+    for (cmajor, cminor), row in sorted(HOST_COMPILERS.items()):
+        if major <= row.gcc_max:
             return f"{cmajor}.{cminor}"
     return None
 

@@ -17,7 +17,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flashbuild import platforms
 from flashbuild.arch import FIRST_CUDA, Arch, ArchSpec, parse_arch_spec
+from flashbuild.console import ui
 from flashbuild.detect.cache import ProbeCache
 from flashbuild.detect.compilers import probe_host_compilers
 from flashbuild.detect.cuda import choose_for, find_toolkits, python_site_packages
@@ -26,6 +28,7 @@ from flashbuild.detect.host import probe_host
 from flashbuild.detect.pyenv import current_python, probe_pyenv
 from flashbuild.detect.rules import Findings, blocking, evaluate
 from flashbuild.errors import FlashbuildError, ToolchainError, UsageError
+from flashbuild.proc import ProcessRunner
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -123,11 +126,7 @@ def collect(env: Mapping[str, str], runner: Runner, platform: Platform, *,
 def run_doctor(*, arch: str | None, cuda: Path | None, as_json: bool, use_cache: bool) -> int:
     """The `doctor` command: returns its exit code (0, or 3 when a build is blocked); raises
     UsageError (exit 2) for an `--arch` it cannot parse."""
-    from flashbuild import platforms
-    from flashbuild.console import ui
-    from flashbuild.detect.report import render, to_document
-    from flashbuild.proc import ProcessRunner
-
+    from flashbuild.detect.report import render, to_document  # noqa: PLC0415  # start-up
     spec = parse_arch_spec(arch) if arch is not None else None
     platform = platforms.current()
     env = os.environ

@@ -140,7 +140,7 @@ def probe_smi(env: Mapping[str, str], runner: Runner) -> GpuReport:
 
 def _load_pynvml() -> Any:
     try:
-        import pynvml
+        import pynvml  # noqa: PLC0415  # optional
     except Exception:
         return None
     return pynvml

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
+from flashbuild import platforms
 from flashbuild.arch import Suffix
 from flashbuild.detect.compilers import (
     HostWindow,
@@ -25,6 +26,7 @@ from flashbuild.detect.compilers import (
     host_window,
 )
 from flashbuild.detect.host import HEAVY_JOB_BYTES, LIGHT_JOB_BYTES
+from flashbuild.toolchain_facts import MSVC_TOOLSET_FOR_ALL_CUDA
 
 if TYPE_CHECKING:
     from flashbuild.arch import Arch
@@ -114,8 +116,6 @@ def _v(rule_id: str, severity: Severity, section: Section, title: str,  # noqa: 
 
 def _install(f: Findings, *needs: Prerequisite) -> str:
     """The command that installs `needs` on the machine doctor looked at."""
-    from flashbuild import platforms
-
     return platforms.get(f.platform).install_command(needs, f.host.os_release if f.host else "")
 
 
@@ -379,7 +379,8 @@ def _msvc_window(f: Findings) -> list[Verdict]:
     else:
         cuda = cuda_accepting_msc(msc)
         fix = (f"install CUDA {cuda} or newer, which accepts _MSC_VER {msc}" if cuda else
-               "install a Visual Studio 2022 toolset (14.4x) in the Visual Studio Installer")
+               f"install the MSVC toolset {MSVC_TOOLSET_FOR_ALL_CUDA} in the Visual Studio "
+               "Installer")
         fix += "; or pass -allow-unsupported-compiler at your own risk (the STL may then "
         fix += "reject it with STL1002)"
     return _v("msvc.version", Severity.ERROR, Section.COMPILER,

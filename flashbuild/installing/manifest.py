@@ -11,6 +11,7 @@ cubin attribute records it; the host picks it at launch).
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -304,8 +305,6 @@ class _Reader:
     def no_extra(self) -> None:
         extra = sorted(set(self.raw) - _KEYS)
         if extra:
-            import difflib
-
             hints = [f"{k} (did you mean {m[0]}?)" if (m := difflib.get_close_matches(
                 k, sorted(_KEYS), n=1)) else k for k in extra]
             raise _bad(self.where, "unknown key(s): " + ", ".join(hints))

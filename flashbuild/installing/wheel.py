@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import sysconfig
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -123,8 +124,6 @@ def repack_wheel(wheel: Path, *, package: str | None, extra: Mapping[str, bytes]
     `.dist-info` folder (`extra_meta`: the manifest of a wheel without a package), under the
     same name. WheelFile writes a fresh RECORD with every file's hash, so `pip uninstall`
     still removes everything."""
-    import zipfile
-
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / wheel.name
     prefix = package.replace(".", "/") + "/" if package is not None else ""
@@ -149,8 +148,6 @@ def repack_wheel(wheel: Path, *, package: str | None, extra: Mapping[str, bytes]
 
 def read_member(wheel: Path, arcname: str) -> bytes | None:
     """One file of a wheel, or None."""
-    import zipfile
-
     with zipfile.ZipFile(wheel) as zf:
         try:
             return zf.read(arcname)

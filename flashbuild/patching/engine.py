@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from flashbuild import __version__
 from flashbuild.errors import FlashbuildError, PatchError, RecipeError, TreeError
 from flashbuild.patching import journal as jr
+from flashbuild.patching.transforms import registry as transform_registry
 from flashbuild.patching.transforms.base import Site, TransformContext
 from flashbuild.patching.tree import Tree, check_rel, decode_text, encode_like
 from flashbuild.patching.unified import HunkReport, plan_diff
@@ -167,11 +168,9 @@ def _expect(step: PatchStep, what: str, want: int | None, found: int, where: str
 
 def plan(recipe: Recipe, tree: Tree, ctx: WhenContext) -> _Plan:
     """Plan every step against `tree` (whose pristine state is disk + base overlay)."""
-    from flashbuild.patching.plan import separable_compilation
-    from flashbuild.patching.transforms import registry as transform_registry
-
+    from flashbuild.patching.plan import separable_compilation  # noqa: PLC0415  # start-up
     result = _Plan(tree)
-    from flashbuild.patching.transforms._common import is_text_source
+    from flashbuild.patching.transforms._common import is_text_source  # noqa: PLC0415  # start-up
 
     verdicts = [(step, evaluate(step.when, ctx)) for step in recipe.patch]
     transforms = any(v.matched and s.diff is None for s, v in verdicts)

@@ -6,6 +6,7 @@ The pipeline chooses the recipe (pipeline/command.py `run_patch_command`) and ca
 from __future__ import annotations
 
 import difflib
+import os
 import textwrap
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,9 @@ from rich.markup import escape
 from rich.text import Text
 
 from flashbuild.console import plural, ui
+from flashbuild.detect.gpu import probe_gpus
+from flashbuild.patching.engine import patch_tree, revert_tree
+from flashbuild.proc import ProcessRunner
 from flashbuild.recipes.when import make_context
 
 if TYPE_CHECKING:
@@ -227,8 +231,6 @@ def run_patch(*, recipe: Recipe | None, tree: Path, platform: str | None,
     """The `flashbuild patch` stage: build the context, patch or revert `tree` with the
     recipe the pipeline chose (pipeline/choose.py `choose_for_patch`; None only to revert);
     `chosen`: the line that says which recipe and why, for the JSON document."""
-    from flashbuild.patching.engine import patch_tree, revert_tree
-
     if revert:
         reverted = revert_tree(tree, dry_run=dry_run, discard_edits=discard_edits)
         if as_json:
@@ -255,9 +257,5 @@ def run_patch(*, recipe: Recipe | None, tree: Path, platform: str | None,
 
 def _gpu_capabilities() -> list[tuple[int, int]]:
     """Compute capabilities of this machine's GPUs (detection never raises)."""
-    import os
-
-    from flashbuild.detect.gpu import probe_gpus
-    from flashbuild.proc import ProcessRunner
 
     return [g.capability for g in probe_gpus(os.environ, ProcessRunner()).gpus]

@@ -20,6 +20,8 @@ No `--recipe` and no tree builds the bundled kernel library (`csrc`), as before.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import hashlib
 import json
 import re
@@ -27,11 +29,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from flashbuild import __version__
+from flashbuild.arch import parse_arch_spec
 from flashbuild.building import staging
 from flashbuild.errors import FlashbuildError, RecipeError, TreeError, UsageError
 from flashbuild.installing import shim
 from flashbuild.installing.manifest import MANIFEST_NAME
+from flashbuild.patching.plan import plan_steps
 from flashbuild.recipes.load import bundled_for, load_recipe, source_tree
+from flashbuild.recipes.when import WhenContext, evaluate
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -96,8 +101,7 @@ def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platfor
         raise TreeError(f"the source tree {tree} does not exist or is not a folder",
                         fix="give the folder of the project to build: `flashbuild build PATH "
                         "--arch ...`")
-    from flashbuild.arch import parse_arch_spec
-    from flashbuild.building.treecheck import refuse_missing_submodules
+    from flashbuild.building.treecheck import refuse_missing_submodules  # noqa: PLC0415  # start-up
 
     # A plain clone without its submodules is refused before a recipe is chosen or drafted
     # for it: a bundled recipe matches such a clone by content too.
@@ -190,9 +194,8 @@ def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_ro
     elif text is None or stored is None or stored.get("key") != key:
         # Imported here: the scanner and introspection are 75 ms of imports that a re-run
         # reusing its draft does not need.
-        from flashbuild.patching.plan import plan_steps
-        from flashbuild.pipeline.introspect import introspect_for_draft
-        from flashbuild.scanning.draft import run_init
+        from flashbuild.pipeline.introspect import introspect_for_draft  # noqa: PLC0415  # cycle
+        from flashbuild.scanning.draft import run_init  # noqa: PLC0415  # start-up
 
         build_root.mkdir(parents=True, exist_ok=True)
         say(f"no --recipe and no bundled recipe for {tree}: drafting one as `flashbuild "
@@ -324,12 +327,8 @@ def with_bundled(result: ScanResult) -> ScanResult:
     memory (patching/plan.py, nothing written), and each finding on a line a step edits says
     so (`handled`, `handled_step`) and is at most a warning: `flashbuild build TREE` applies
     that step, so the finding does not fail the build (issue 28)."""
-    import dataclasses
 
-    from flashbuild.arch import parse_arch_spec
-    from flashbuild.patching.plan import plan_steps
-    from flashbuild.recipes.when import WhenContext, evaluate
-    from flashbuild.scanning.findings import RecipeMatch, Severity
+    from flashbuild.scanning.findings import RecipeMatch, Severity  # noqa: PLC0415  # start-up
 
     root = result.root.resolve()
     bundled = bundled_match(root) if root.is_dir() else None
@@ -374,8 +373,6 @@ def edited_lines(old: str, new: str) -> set[int]:
     """The 1-based lines of `old` that `new` replaces or deletes, and the two lines around
     each insertion (a guard wrapped around a line, `#if` before and `#endif` after, edits it
     without changing its text)."""
-    import difflib
-
     lines: set[int] = set()
     matcher = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
     for tag, i1, i2, _j1, _j2 in matcher.get_opcodes():

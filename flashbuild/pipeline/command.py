@@ -4,21 +4,32 @@ MSVC environment, the recipe's conditional options and environment) into a Build
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from packaging.version import InvalidVersion, Version
+
+from flashbuild import platforms
+from flashbuild.arch import Suffix, parse_arch_spec
+from flashbuild.building import builddir
 from flashbuild.building.artifacts import parse_install_mode
+from flashbuild.building.jobs import parse_jobs
 from flashbuild.building.request import BuildRequest, HostCompiler, PatchOutcome, Step
-from flashbuild.console import Column
+from flashbuild.building.staging import source_walks
+from flashbuild.console import Column, ui
 from flashbuild.errors import ToolchainError, UsageError
+from flashbuild.patching.engine import patch_tree
+from flashbuild.pipeline.choose import choose_for_patch, choose_recipe
 from flashbuild.pipeline.driver import build, stage_rows
+from flashbuild.proc import ProcessRunner
+from flashbuild.recipes.when import WhenContext, evaluate
+from flashbuild.toolchain_facts import pypi_toolkit_requirement
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from pathlib import Path
-
-    from packaging.version import Version
 
     from flashbuild.arch import Arch, ArchSpec
     from flashbuild.building.request import StreamRunner
@@ -26,7 +37,6 @@ if TYPE_CHECKING:
     from flashbuild.pipeline.choose import Chosen
     from flashbuild.platforms.base import Platform
     from flashbuild.recipes.model import Recipe
-    from flashbuild.recipes.when import WhenContext
 
 
 def run_patch_command(*, path: Path | None, recipe: str | None, source: Path | None,
@@ -34,10 +44,7 @@ def run_patch_command(*, path: Path | None, recipe: str | None, source: Path | N
                       explain: bool, revert: bool, as_json: bool, discard_edits: bool) -> int:
     """`flashbuild patch [PATH]`: the recipe chosen as build chooses it, said in one line
     (pipeline/choose.py `choose_for_patch`), then the patch stage."""
-    from flashbuild.console import ui
-    from flashbuild.patching.report import run_patch
-    from flashbuild.pipeline.choose import choose_for_patch
-
+    from flashbuild.patching.report import run_patch  # noqa: PLC0415  # start-up
     said: list[str] = []
     # Under --json the line is the document's `chosen` (stdout holds one JSON document).
     loaded, tree = choose_for_patch(recipe, one_tree(path, source, command="patch"),
@@ -61,8 +68,6 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
               build_dir: Path | None, as_json: bool, in_place: bool = False) -> int:
     """Resolve the options (recipe, arch, toolkit, host compiler, MSVC environment), then
     `build()`. Printed output and the JSON document are produced here, not in the CLI."""
-    from flashbuild.building.staging import source_walks
-
     # One walk of the user's tree per run (the draft key, the submodule check and the mirror
     # sync share it): the walks were most of a no-op rebuild of a 2000-file tree.
     with source_walks():
@@ -76,16 +81,8 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
                cuda: Path | None, platform: str | None, jobs_text: str, launcher_text: str,
                install_text: str, build_dir: Path | None, as_json: bool,
                in_place: bool) -> int:
-    from flashbuild import platforms
-    from flashbuild.arch import parse_arch_spec
-    from flashbuild.building.jobs import parse_jobs
-    from flashbuild.building.launcher import parse_launcher
-    from flashbuild.console import ui
-    from flashbuild.detect.cuda import python_site_packages
-    from flashbuild.patching.engine import patch_tree
-    from flashbuild.proc import ProcessRunner
-    from flashbuild.recipes.when import WhenContext
-
+    from flashbuild.building.launcher import parse_launcher  # noqa: PLC0415  # start-up
+    from flashbuild.detect.cuda import python_site_packages  # noqa: PLC0415  # start-up
     jobs_n = parse_jobs(jobs_text)
     launcher_choice = parse_launcher(launcher_text)
     mode = parse_install_mode(install_text)
@@ -115,7 +112,7 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
     ui.say(f"toolkit: {chosen_tk.summary}")
     host, build_env, cuda_flags, cxx_flags = host_environment(
         env, runner, plat, toolkit=toolkit, cache_dir=cache_dir, say=ui.say)
-    from flashbuild.building.toolkit import cmake_toolkit_root
+    from flashbuild.building.toolkit import cmake_toolkit_root  # noqa: PLC0415  # start-up
 
     cmake_root = cmake_toolkit_root(toolkit, cache_dir / "toolkits", plat)
     ctx = WhenContext(platform=plat.name, arch=spec, cuda=toolkit.release,
@@ -163,10 +160,6 @@ STAGE_COLUMNS = [Column("stage", key=True), Column("seconds", key=True, justify=
 def _choose(recipe: str | None, source: Path | None, *, spec: ArchSpec, platform: str,
             installing: bool, build_dir: Path | None, cache_dir: Path) -> Chosen:
     """The recipe and tree (pipeline/choose.py); a draft goes where the build folders go."""
-    from flashbuild.building import builddir
-    from flashbuild.console import ui
-    from flashbuild.pipeline.choose import choose_recipe
-
     root = build_dir if build_dir is not None else (
         builddir.default_root(source, cache_dir=cache_dir) if source is not None else cache_dir)
     arch = ";".join(t.arch.sm if t.sass else t.arch.compute for t in spec.targets)
@@ -192,9 +185,9 @@ BUILD_PROBES = frozenset({"toolkits", "compilers", "host"})
 def doctor_blockers(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,
                     spec: ArchSpec, cuda: Path | None, cache_dir: Path) -> list[str]:
     """Doctor's verdicts for this target that block a build, one line each (title + fix)."""
-    from flashbuild.detect.cache import ProbeCache
-    from flashbuild.detect.doctor import collect
-    from flashbuild.detect.rules import Severity, evaluate
+    from flashbuild.detect.cache import ProbeCache  # noqa: PLC0415  # start-up
+    from flashbuild.detect.doctor import collect  # noqa: PLC0415  # start-up
+    from flashbuild.detect.rules import Severity, evaluate  # noqa: PLC0415  # start-up
 
     # Only the probes whose rules can block a build: GPUs and Python/torch only feed
     # run-time verdicts, and a missing cmake/ninja is the build's own clear error. NVML
@@ -210,9 +203,6 @@ def artifacts_for(recipe: Recipe, ctx: WhenContext) -> Recipe:
     """The recipe with only the `[[artifact]]` tables whose `when` matches this build; the
     CMake target of an artifact left out is left out of `[build] targets` too (a project
     defines some targets only for some archs, and ninja stops on an unknown one)."""
-    import dataclasses
-
-    from flashbuild.recipes.when import evaluate
 
     kept = tuple(a for a in recipe.artifact if evaluate(a.when, ctx).matched)
     if len(kept) == len(recipe.artifact):
@@ -228,8 +218,6 @@ def recipe_settings(recipe: Recipe, ctx: WhenContext, spec: ArchSpec,
                     ) -> tuple[dict[str, str], list[str], dict[str, str]]:
     """The recipe's `[[build.options]]` (CMake defines and arguments) and `[[build.env]]`
     whose `when` matches, in order, with the arch placeholders rendered."""
-    from flashbuild.recipes.when import evaluate
-
     values = spec.placeholders()
     defines: dict[str, str] = {}
     args: list[str] = []
@@ -250,8 +238,6 @@ def tree_arch(recipe: Recipe, spec: ArchSpec) -> tuple[ArchSpec, str]:
     turns `--arch sm_120` into `sm_120a` here, once, so the arch check, the manifest, the
     loader shim and verify all see the binary's real target; without it the arch check
     refuses the build and names the `--arch` to type (archcheck.variant_of_request)."""
-    from flashbuild.arch import Suffix
-
     if recipe.build.arch_suffix is None:
         return spec, ""
     built = spec.with_suffix(Suffix(recipe.build.arch_suffix))
@@ -273,7 +259,7 @@ def _resolve_arch(spec: ArchSpec, *, typed: bool, env: Mapping[str, str],
                   runner: StreamRunner) -> ArchSpec:
     if not spec.native:
         return spec
-    from flashbuild.detect.gpu import probe_gpus
+    from flashbuild.detect.gpu import probe_gpus  # noqa: PLC0415  # start-up
 
     caps = [g.capability for g in probe_gpus(env, runner).gpus]
     return spec.resolve_native(caps, typed=typed)
@@ -284,8 +270,8 @@ def choose_toolkit(env: Mapping[str, str], runner: StreamRunner, plat: Platform,
                    targets: tuple[Arch, ...]) -> ChosenToolkit:
     """The toolkit for `targets`, chosen as `flashbuild doctor` chooses (detect.cuda.choose):
     whether it can compile them is doctor's toolkit rules' to say, in the build's checks."""
-    from flashbuild.detect.cache import ProbeCache
-    from flashbuild.detect.cuda import find_toolkits
+    from flashbuild.detect.cache import ProbeCache  # noqa: PLC0415  # start-up
+    from flashbuild.detect.cuda import find_toolkits  # noqa: PLC0415  # start-up
 
     search = find_toolkits(env, runner, plat, explicit=cuda, site_packages=site_packages,
                            cache=ProbeCache(cache_dir), targets=targets)
@@ -294,8 +280,8 @@ def choose_toolkit(env: Mapping[str, str], runner: StreamRunner, plat: Platform,
         raise ToolchainError(
             "no CUDA toolkit with nvcc was found",
             evidence=search.reason + (f"; --cuda {cuda}" if cuda else ""),
-            fix="pip install \"cuda-toolkit[nvcc,cudart,cccl,crt,nvvm]==13.0.2\" (or flashbuild"
-            "[cuda])" + (f", which puts nvcc into {home}" if home else "")
+            fix=f"pip install \"{pypi_toolkit_requirement()}\" (or flashbuild[cuda])"
+            + (f", which puts nvcc into {home}" if home else "")
             + ", install CUDA from NVIDIA, or point --cuda at a toolkit root",
         )
     return ChosenToolkit(search.chosen, search)
@@ -322,9 +308,9 @@ def host_environment(env: Mapping[str, str], runner: StreamRunner, plat: Platfor
                       ) -> tuple[HostCompiler, dict[str, str], tuple[str, ...], tuple[str, ...]]:
     """The host compiler, the environment to build in (MSVC activated on Windows) and the
     extra flags for it."""
-    from flashbuild.building import msvc
-    from flashbuild.detect.cache import ProbeCache
-    from flashbuild.detect.compilers import host_window, probe_host_compilers
+    from flashbuild.building import msvc  # noqa: PLC0415  # start-up
+    from flashbuild.detect.cache import ProbeCache  # noqa: PLC0415  # start-up
+    from flashbuild.detect.compilers import host_window, probe_host_compilers  # noqa: PLC0415  # start-up
 
     found = probe_host_compilers(env, runner, plat, cache=ProbeCache(cache_dir))
     if found.family == "msvc":
@@ -348,8 +334,6 @@ def host_environment(env: Mapping[str, str], runner: StreamRunner, plat: Platfor
 
 
 def version_or_none(text: str) -> Version | None:
-    from packaging.version import InvalidVersion, Version
-
     try:
         return Version(text)
     except InvalidVersion:

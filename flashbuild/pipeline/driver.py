@@ -64,6 +64,7 @@ from flashbuild.installing.manifest import Toolkit as ManifestToolkit
 from flashbuild.installing.resources import loader_shim
 from flashbuild.proc import quote
 from flashbuild.recipes.load import recipes_dir
+from flashbuild.toolchain_facts import pypi_toolkit_requirement
 from flashbuild.verifying.fatbin_headers import (
     BinaryFormatError,
     ImageKind,
@@ -270,8 +271,8 @@ def _nvcc(toolkit: Toolkit, cmake_root: Path | None = None) -> Path:
         raise ToolchainError(
             f"the CUDA toolkit at {toolkit.root} has no nvcc",
             evidence=f"{toolkit.root}/bin holds no nvcc executable",
-            fix="install the compiler (`pip install \"cuda-toolkit[nvcc,cudart,cccl,crt,nvvm]"
-            "==13.0.2\"`) or point --cuda at a full toolkit",
+            fix=f"install the compiler (`pip install \"{pypi_toolkit_requirement()}\"`) or "
+            "point --cuda at a full toolkit",
         )
     if cmake_root is not None and Path(cmake_root) != Path(toolkit.root):
         shaped = Path(cmake_root) / "bin" / Path(toolkit.nvcc).name
@@ -339,7 +340,7 @@ def _wheel_dll_dirs(artifacts: Sequence[BuiltArtifact]) -> list[Path]:
     the built binaries import, read from their own import tables (Windows only)."""
     # Imported here: binaries.py loads pyelftools and pefile (~100 ms), which a Linux build,
     # the no-op re-run above all, never needs.
-    from flashbuild.verifying.binaries import read_link_info
+    from flashbuild.verifying.binaries import read_link_info  # noqa: PLC0415  # start-up
 
     needed: set[str] = set()
     for artifact in artifacts:
@@ -402,7 +403,7 @@ def _placeholder_notes(artifacts: Sequence[BuiltArtifact], request: BuildRequest
     compiled something (an unchanged re-run said it already)."""
     # Imported here: the cubin reader loads pyelftools (~80 ms), which the no-op re-run, the
     # build the user repeats most, never needs.
-    from flashbuild.verifying import placeholders
+    from flashbuild.verifying import placeholders  # noqa: PLC0415  # start-up
 
     per_arch: dict[str, list[placeholders.PlaceholderKernels]] = {}
     for artifact in artifacts:

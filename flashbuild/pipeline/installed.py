@@ -36,6 +36,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from flashbuild import platforms
 from flashbuild.arch import ArchSpec, parse_arch_spec
 from flashbuild.console import Column, lit, plural, ui
 from flashbuild.console import verdict as verdict_word
@@ -44,6 +45,7 @@ from flashbuild.detect.pyenv import current_python
 from flashbuild.detect.rules import Severity
 from flashbuild.errors import FlashbuildError, ToolchainError
 from flashbuild.installing.resources import loader_shim
+from flashbuild.proc import ProcessRunner
 from flashbuild.verifying.fatbin_headers import MAX_HEADER_ENTRIES, list_image_headers
 from flashbuild.verifying.inputs import is_binary_name
 from flashbuild.verifying.placeholders import defines_kernels
@@ -436,9 +438,6 @@ def default_site_packages() -> tuple[Path, ...]:
 
 
 def _gpu_report() -> GpuReport:
-    from flashbuild import platforms
-    from flashbuild.proc import ProcessRunner
-
     platform = platforms.current()
     return probe_gpus(os.environ, ProcessRunner(echo=ui.command),
                       driver_loaded=platform.nvidia_driver_loaded())

@@ -24,6 +24,7 @@ tree itself is only read: everything is written inside the scratch folder.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -35,8 +36,25 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flashbuild import __version__, platforms
+from flashbuild.arch import parse_arch_spec
 from flashbuild.building import cmake
-from flashbuild.errors import FlashbuildError
+from flashbuild.building.archcheck import expected_sass, ninja_arch_flags
+from flashbuild.building.backends.cmake import pybind11_dir
+from flashbuild.building.builddir import default_root
+from flashbuild.building.request import BuildRequest
+from flashbuild.building.toolkit import cmake_toolkit_root
+from flashbuild.console import ui
+from flashbuild.detect.cuda import python_site_packages
+from flashbuild.errors import BuildError, FlashbuildError, ToolchainError, UsageError
+from flashbuild.pipeline.command import (
+    choose_toolkit,
+    host_environment,
+    recipe_settings,
+    version_or_none,
+)
+from flashbuild.proc import ProcessRunner
+from flashbuild.recipes.when import WhenContext
 from flashbuild.source import cmake_fileapi, setup_record, treemodel
 from flashbuild.source.preprocess import Stubs, run_stubbing
 from flashbuild.source.treemodel import ArchForm, ArchVariable, Bindings, Introspection
@@ -45,7 +63,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from flashbuild.arch import ArchSpec
-    from flashbuild.building.request import BuildRequest, StreamRunner
+    from flashbuild.building.request import StreamRunner
     from flashbuild.recipes.model import Recipe
 
 #: Seconds a configure or a setup.py record may take.
@@ -107,8 +125,6 @@ def introspect(recipe: Recipe, tree: Path, spec: ArchSpec, *, platform: str | No
 def introspect_for_draft(recipe: Recipe, tree: Path, spec: ArchSpec,
                          platform: str) -> Introspection:
     """`introspect` as recipe init calls it (one line said before it runs)."""
-    from flashbuild.console import ui
-
     return introspect(recipe, tree, spec, platform=platform, say=ui.say)
 
 
@@ -126,20 +142,6 @@ def _with_seconds(model: treemodel.TreeModel, seconds: float) -> treemodel.TreeM
 def _request(recipe: Recipe, tree: Path, spec: ArchSpec,
              platform: str | None) -> tuple[BuildRequest, StreamRunner]:
     """The BuildRequest `flashbuild build` would make (pipeline/command.py), for this machine."""
-    from flashbuild import platforms
-    from flashbuild.building.request import BuildRequest
-    from flashbuild.building.toolkit import cmake_toolkit_root
-    from flashbuild.detect.cuda import python_site_packages
-    from flashbuild.errors import UsageError
-    from flashbuild.pipeline.command import (
-        choose_toolkit,
-        host_environment,
-        recipe_settings,
-        version_or_none,
-    )
-    from flashbuild.proc import ProcessRunner
-    from flashbuild.recipes.when import WhenContext
-
     plat = platforms.current()
     if platform is not None and platform != plat.name:
         raise UsageError(f"introspection configures for this machine ({plat.name}), the "
@@ -170,8 +172,6 @@ def _request(recipe: Recipe, tree: Path, spec: ArchSpec,
 
 
 def _scratch(request: BuildRequest) -> Path:
-    from flashbuild.building.builddir import default_root
-
     key = hashlib.sha256("\0".join([
         request.recipe.name, request.arch.cmake(), request.platform.name,
         request.toolkit.fingerprint, str(request.source_dir.resolve())]).encode()).hexdigest()
@@ -201,8 +201,6 @@ def _cache_key(request: BuildRequest, *, bindings: bool) -> str:
     sees a file added), the environment CMake's package lookup reads. What the run itself says
     it read (a setup.py's environment variables, the bindings units) is checked when a stored
     model is loaded (`_cached`)."""
-    from flashbuild import __version__
-
     host = request.host_compiler
     h = hashlib.sha256(repr([CACHE_FORMAT, __version__, bindings, repr(request.recipe),
                              request.arch.cmake(), request.arch.torch_informational(),
@@ -247,8 +245,6 @@ def _cache_file(scratch: Path, key: str) -> Path:
 def _cached(scratch: Path, key: str) -> treemodel.TreeModel | None:
     """The stored model for `key`, if the environment variables its setup.py read still have
     the values they had and its bindings units the content they had; else None."""
-    import json
-
     try:
         data = json.loads(_cache_file(scratch, key).read_text(encoding="utf-8"))
         if data["key"] != key:
@@ -266,8 +262,6 @@ def _cached(scratch: Path, key: str) -> treemodel.TreeModel | None:
 
 def _store(scratch: Path, key: str, model: treemodel.TreeModel, tree: Path) -> None:
     """Keep the model for `_cached` (atomically; a failure to write only costs a re-run)."""
-    import json
-
     root = tree.resolve()
     files: dict[str, str] = {}
     for b in model.bindings:
@@ -292,9 +286,6 @@ def _store(scratch: Path, key: str, model: treemodel.TreeModel, tree: Path) -> N
 
 def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
                timeout: float, *, bindings: bool = True) -> treemodel.TreeModel:
-    from flashbuild.building.backends.cmake import pybind11_dir
-    from flashbuild.errors import BuildError
-
     tools = cmake.find_tools(runner, request.env, request.platform)
     source_dir = (request.source_dir / request.recipe.build.cmake_source).resolve()
     build_dir = scratch / "cmake"
@@ -430,8 +421,6 @@ def _own_build_model(record: setup_record.SetupRecord, own: setup_record.OwnBuil
     model of the CMake configure it ran, read from that configure's File API reply, which
     the build hook copied before stopping setup.py at the first command that would compile.
     Without a configure there is nothing to read: a BuildError (the scan falls back)."""
-    from flashbuild.errors import BuildError
-
     if not own.cmake_reply:
         raise BuildError(
             f"setup.py runs its own build tool ({own.command}, {own.where}): record mode "
@@ -484,8 +473,6 @@ def _first_cmake_error(output: str) -> str:
 
 
 def _load(build_dir: Path) -> cmake_fileapi.Reply:
-    from flashbuild.errors import BuildError
-
     try:
         return cmake_fileapi.load_reply(build_dir)
     except cmake_fileapi.FileApiError as exc:
@@ -497,8 +484,6 @@ def _arch_in_ninja(build_dir: Path, spec: ArchSpec) -> tuple[bool, str]:
     """Whether the generated build.ninja asks nvcc for exactly --arch's SASS (what the build's
     own arch check reads, so also arch flags CMake adds from a CUDA_ARCHITECTURES property),
     and the flags as evidence. No arch flag at all counts as a match: nothing to compare."""
-    from flashbuild.building.archcheck import expected_sass, ninja_arch_flags
-
     flags = ninja_arch_flags(build_dir / "build.ninja")
     shown = " ".join(sorted(flags.sass | flags.ptx))
     if not flags.found:
@@ -515,8 +500,6 @@ def _confirm_arch_variable(request: BuildRequest, base: cmake.ConfigureInputs,
     `baseline`: the arch flags of a configure that already matched --arch (None when it did
     not). Then a candidate counts only if it controls the arch: set to another arch, the flags
     change."""
-    from flashbuild.arch import parse_arch_spec
-
     texts = {}
     for path in sorted(base.source_dir.rglob("CMakeLists.txt"))[:50] + \
             sorted(base.source_dir.rglob("*.cmake"))[:50]:
@@ -563,13 +546,11 @@ def _confirm_arch_variable(request: BuildRequest, base: cmake.ConfigureInputs,
 
 def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
             timeout: float, *, bindings: bool = True) -> treemodel.TreeModel:
-    from flashbuild.building.backends.setuptools import (
+    from flashbuild.building.backends.setuptools import (  # noqa: PLC0415  # start-up
         build_environment,
         check_torch_cuda,
         probe_torch,
     )
-    from flashbuild.errors import BuildError, ToolchainError
-
     torch = probe_torch(request, runner)
     try:
         check_torch_cuda(torch, request)

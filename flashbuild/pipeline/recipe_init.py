@@ -13,14 +13,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from flashbuild.console import ui
+from flashbuild.patching.plan import plan_steps
+from flashbuild.pipeline.choose import bundled_match, with_bundled
+from flashbuild.pipeline.introspect import introspect_for_draft
+from flashbuild.scanning.draft import run_init
+from flashbuild.scanning.findings import ScanOptions, make_target
+from flashbuild.scanning.report import bundled_lines, resolve_platform
+from flashbuild.scanning.scan import scan_tree
+
 if TYPE_CHECKING:
     from pathlib import Path
 
 
 def init_command(source: Path, *, platform: str | None, arch: str, output: Path | None,
                  as_json: bool, check: bool, force: bool, static: bool, draft: bool) -> int:
-    from flashbuild.console import ui
-
     # Without -o the recipe is printed on stdout: every other line goes to stderr, so
     # `recipe init ... > recipe.toml` writes a file that loads.
     with ui.stdout_for_product(output is None):
@@ -30,19 +37,9 @@ def init_command(source: Path, *, platform: str | None, arch: str, output: Path 
 
 def _init(source: Path, *, platform: str | None, arch: str, output: Path | None,
           as_json: bool, check: bool, force: bool, static: bool, draft: bool) -> int:
-    from flashbuild.console import ui
-    from flashbuild.pipeline.choose import bundled_match, with_bundled
-    from flashbuild.scanning.findings import ScanOptions, make_target
-    from flashbuild.scanning.report import bundled_lines, resolve_platform
-    from flashbuild.scanning.scan import scan_tree
-
     root = source.resolve()
     bundled = bundled_match(root) if root.is_dir() else None
     if bundled is None or draft:
-        from flashbuild.patching.plan import plan_steps
-        from flashbuild.pipeline.introspect import introspect_for_draft
-        from flashbuild.scanning.draft import run_init
-
         if bundled is not None:
             ui.say_wrapped(f"drafting anyway (--draft); `flashbuild build` and `flashbuild "
                            f"patch` use the bundled recipe `{bundled.recipe.name}` for this "

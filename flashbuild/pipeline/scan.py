@@ -25,7 +25,12 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from flashbuild.console import plural
+from flashbuild import platforms
+from flashbuild.arch import parse_arch_spec
+from flashbuild.console import plural, ui
+from flashbuild.pipeline.choose import bundled_match, with_bundled
+from flashbuild.recipes.load import parse_recipe
+from flashbuild.scanning.report import run_scan
 from flashbuild.scanning.scan import build_system, scan_tree
 
 if TYPE_CHECKING:
@@ -72,10 +77,8 @@ def introspect_for_scan(root: Path, target: ScanTarget, *,
     """The model of the build the scan's target would get on this machine, or the one-line
     reason there is none. A model whose setup.py raised, or reached for the network, is no
     model of the build: it is a fallback too."""
-    from flashbuild import platforms
-    from flashbuild.arch import parse_arch_spec
-    from flashbuild.pipeline.introspect import introspect
-    from flashbuild.source.treemodel import Introspection
+    from flashbuild.pipeline.introspect import introspect  # noqa: PLC0415  # start-up
+    from flashbuild.source.treemodel import Introspection  # noqa: PLC0415  # start-up
 
     here = platforms.current().name
     if target.platform != here:
@@ -110,9 +113,6 @@ def introspect_for_scan(root: Path, target: ScanTarget, *,
 def recipe_for_scan(root: Path) -> Recipe | None:
     """The bundled recipe that matches the tree, else a plain recipe for its backend (no
     patches, no options: the arch comes from the scan's target); None without build files."""
-    from flashbuild.pipeline.choose import bundled_match
-    from flashbuild.recipes.load import parse_recipe
-
     bundled = bundled_match(root)
     if bundled is not None:
         return bundled.recipe
@@ -129,10 +129,6 @@ def scan_command(source: Path, *, platform: str | None, arch: str, as_json: bool
                  static: bool, compile_units: bool) -> int:
     """`flashbuild scan`: the scan stage's command (scanning/report.py `run_scan`) with the
     scan that asks the build first."""
-    from flashbuild.console import ui
-    from flashbuild.pipeline.choose import with_bundled
-    from flashbuild.scanning.report import run_scan
-
     def scanner(root: Path, target: ScanTarget, opts: ScanOptions) -> ScanResult:
         # A status line while the scan works (the introspection and the preprocessor passes
         # take tens of seconds on a big tree), gone before the report prints. The bundled

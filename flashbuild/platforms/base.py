@@ -34,8 +34,6 @@ class Platform(Protocol):
     @property
     def name(self) -> PlatformName: ...
 
-    #: `.exe` on Windows.
-    exe_suffix: str
     #: Suffix of a plain shared library (a plugin): `.so` / `.dll`.
     shared_lib_suffix: str
     #: Separator of PATH-like variables.

@@ -66,7 +66,6 @@ def parse_meminfo(text: str) -> tuple[int, int] | None:
 
 class LinuxPlatform:
     name: Literal["linux"] = "linux"
-    exe_suffix = ""
     shared_lib_suffix = ".so"
     pathsep = ":"
     registers_dll_dirs = False
@@ -108,7 +107,7 @@ class LinuxPlatform:
         return {"start_new_session": True}
 
     def child_tree(self, proc: subprocess.Popen[Any]) -> ChildTree:
-        from flashbuild.platforms.children import ProcessGroup
+        from flashbuild.platforms.children import ProcessGroup  # noqa: PLC0415  # start-up
 
         return ProcessGroup(proc)
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from flashbuild.platforms.environ import CaseInsensitiveEnv, find_program, windows_extensions
 from flashbuild.platforms.files import replace_with_retry
+from flashbuild.toolchain_facts import TOOLKIT_DLL_SUBDIRS
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, MutableMapping, Sequence
@@ -26,7 +27,6 @@ _LONG_PATHS_KEY = r"SYSTEM\CurrentControlSet\Control\FileSystem"
 
 class WindowsPlatform:
     name: Literal["windows"] = "windows"
-    exe_suffix = ".exe"
     shared_lib_suffix = ".dll"
     pathsep = ";"
     registers_dll_dirs = True
@@ -105,8 +105,8 @@ class WindowsPlatform:
 
     def toolkit_dll_dirs(self, root: PurePath) -> list[PurePath]:
         # CUDA <= 12 keeps DLLs in bin; the CUDA 13 installer moved them to bin\x64 and the
-        # CUDA 13 PyPI wheel to bin\x86_64 (FACTS.md, "Windows DLL loading").
-        return [root / "bin" / "x64", root / "bin" / "x86_64", root / "bin"]
+        # CUDA 13 PyPI wheel to bin\x86_64 (toolchain_facts.TOOLKIT_DLL_SUBDIRS).
+        return [root.joinpath(*sub) for sub in TOOLKIT_DLL_SUBDIRS]
 
     def pypi_cuda_root(self, site_packages: PurePath, major: int) -> PurePath:
         return site_packages / "nvidia" / f"cu{major}"

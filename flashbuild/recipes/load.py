@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-from flashbuild.errors import RecipeError
+from flashbuild.errors import RecipeError, TreeError
 from flashbuild.recipes.model import PatchStep, Recipe
 from flashbuild.recipes.transforms import SPECS, TransformSpec
 
@@ -264,7 +264,7 @@ def _type_name(hint: Any) -> str:
 
 
 def _doc(cls: type, name: str) -> str:
-    from flashbuild.recipes.schema import field_docs
+    from flashbuild.recipes.schema import field_docs  # noqa: PLC0415  # cycle
 
     return field_docs(cls).get(name, "")
 
@@ -354,8 +354,6 @@ def source_tree(recipe: Recipe, override: Path | None = None) -> Path:
     folder: a recipe whose tree is not there (a bundled recipe for an upstream tree, run
     without `--source`) is told apart from a tree of the wrong shape. Exit 10, as the patch
     engine's own check of the tree has it."""
-    from flashbuild.errors import TreeError
-
     tree = recipe.source_root(override)
     try:
         exists = tree.is_dir()

@@ -13,6 +13,7 @@ loader turns that into a `RecipeError` carrying the file and line.
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -80,7 +81,7 @@ class When:
     def __post_init__(self) -> None:
         for name in ("cuda", "compiler_version", "torch"):
             _check_specifier(name, getattr(self, name))
-        from flashbuild.recipes.when import check_arch_pattern
+        from flashbuild.recipes.when import check_arch_pattern  # noqa: PLC0415  # start-up
 
         for pattern in (*self.arch, *self.arch_all):
             check_arch_pattern(pattern)
@@ -166,8 +167,6 @@ class PatchStep:
 
 def check_placeholders(where: str, text: str) -> None:
     """Raise ValueError when `text` uses a `{placeholder}` the build cannot fill."""
-    import string
-
     try:
         names = [name for _lit, name, _spec, _conv in string.Formatter().parse(text) if name]
     except ValueError as exc:

@@ -21,6 +21,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
+from flashbuild.recipes.load import transform_registry
+from flashbuild.recipes.model import PatchStep, Recipe
+
 SCHEMA_PATH = Path(__file__).resolve().parent / "schema" / "recipe.schema.json"
 
 
@@ -106,9 +109,6 @@ def dataclass_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
 
 def generate() -> dict[str, Any]:
     """The whole schema document."""
-    from flashbuild.recipes.load import transform_registry
-    from flashbuild.recipes.model import PatchStep, Recipe
-
     defs: dict[str, Any] = {}
     root = dataclass_schema(Recipe, defs)
     step = defs[PatchStep.__name__]

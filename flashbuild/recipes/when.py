@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from flashbuild.arch import Arch, ArchSpec, Suffix, parse_arch
+from flashbuild.arch import Arch, ArchSpec, Suffix, parse_arch, parse_arch_spec
 from flashbuild.errors import UsageError
 
 if TYPE_CHECKING:
@@ -194,8 +194,7 @@ def make_context(*, platform: str | None = None, arch: str | None = None,
     `gpu_capabilities` are the compute capabilities of the GPUs found; the caller (the CLI or
     the build stage) passes what detection found, so this function starts no probe itself.
     """
-    from flashbuild.arch import parse_arch_spec
-    from flashbuild.platforms import get
+    from flashbuild.platforms import get  # noqa: PLC0415  # start-up
 
     notes: list[str] = []
     plat = get(platform).name

@@ -22,6 +22,10 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from flashbuild.scanning.checks_cxx import context_for
+from flashbuild.scanning.findings import FileText
+from flashbuild.source.cxx import _declared_name, _function_declarator
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
@@ -101,8 +105,6 @@ def _is_kernel(src_text: Callable[[Node], str], fn: Node) -> bool:
 
 
 def _function_name(src_text: Callable[[Node], str], fn: Node) -> str:
-    from flashbuild.source.cxx import _declared_name, _function_declarator
-
     decl = _function_declarator(fn.child_by_field_name("declarator"))
     name = _declared_name(decl.child_by_field_name("declarator")) if decl is not None else None
     return src_text(name) if name is not None else ""
@@ -175,9 +177,6 @@ class CallGraph:
 
     def _context(self, path: str, text: str) -> Any:
         if path not in self._ctx:
-            from flashbuild.scanning.checks_cxx import context_for
-            from flashbuild.scanning.findings import FileText
-
             self._ctx[path] = context_for(FileText(path, "cxx", text), self.target,
                                           self.files.get(path))
         return self._ctx[path]

@@ -42,12 +42,13 @@ from flashbuild.scanning.gates import (
     gate_from_words,
     same_generation,
 )
+from flashbuild.toolchain_facts import MSVC_HOST_FLAGS, ZC_PREPROCESSOR
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-#: FACTS.md "Host compilers accepted by nvcc": flags the community needed with MSVC.
-MSVC_FLAGS = ("/Zc:preprocessor", "/Zc:__cplusplus", "/bigobj", "/utf-8", "/EHsc")
+#: The flags MSVC builds of CUDA code need (toolchain_facts says which CUDA needs which).
+MSVC_FLAGS = (ZC_PREPROCESSOR, *MSVC_HOST_FLAGS)
 SOURCE_SUFFIX = re.compile(r"\.(cu|cuh|cpp|cc|cxx|c|h|hpp)$|[*?]")
 DEFINE_COMMANDS = frozenset({"add_compile_definitions", "target_compile_definitions",
                              "add_definitions", "add_compile_options", "target_compile_options"})

@@ -55,6 +55,7 @@ from flashbuild.scanning.proposals import (
 )
 from flashbuild.scanning.ptx_table import INSTRUCTIONS
 from flashbuild.scanning.rules import RULES
+from flashbuild.scanning.scan import read_source
 from flashbuild.source import cxx
 from flashbuild.source import instantiations as inst
 from flashbuild.source.pp import NOT_DEFINED, Evaluator, Pass, device_pass, host_pass
@@ -644,7 +645,7 @@ def _instructions(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Ar
             # Undecidable here (a macro defined elsewhere, a project option): a note naming
             # the macros, never an error.
             macros = ctx.undecided(node, dev)
-            from flashbuild.scanning.callgraph import owner_of
+            from flashbuild.scanning.callgraph import owner_of  # noqa: PLC0415  # cycle
 
             owner = owner_of(ctx.src.node_text, node)
             ctx.add(start, "FB160", Category.ARCH_INSTRUCTIONS, Severity.NOTE,
@@ -659,7 +660,7 @@ def _instructions(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], arch: Ar
                                      owner=owner.kind, owner_names=tuple(owner.names),
                                      undecided=tuple(macros)))
             continue
-        from flashbuild.scanning.callgraph import owner_of
+        from flashbuild.scanning.callgraph import owner_of  # noqa: PLC0415  # cycle
 
         owner = owner_of(ctx.src.node_text, node)
         ctx.add(start, "FB160", Category.ARCH_INSTRUCTIONS, Severity.ERROR,
@@ -921,8 +922,6 @@ def instantiation_findings(root: Path, reports: Sequence[FileReport],
     instantiations as written."""
     if target.platform != "windows":
         return []
-    from flashbuild.scanning.scan import read_source
-
     facts: dict[str, inst.FileFacts] = {
         r.path: r.facts["instantiations"] for r in sorted(reports, key=lambda r: r.path)
         if "instantiations" in r.facts}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -357,8 +358,6 @@ def _statements(tree: ast.Module) -> list[ast.AST]:
     breadth-first walk that does not enter expressions: no statement sits inside one, so the
     order of what is kept is unchanged). Imports are statements; walking every expression
     of a large file only to find them was most of the Python checks' time."""
-    from collections import deque
-
     out: list[ast.AST] = []
     todo: deque[ast.AST] = deque([tree])
     while todo:

@@ -8,6 +8,7 @@ switch), which a recipe can also say with `[[build.env]]`.
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,9 @@ from flashbuild.scanning.proposals import (
     NvccAppendFlag,
 )
 from flashbuild.scanning.scan import read_source
+from flashbuild.source.hostinclude import first_cccl_include
 from flashbuild.source.reach import includes_header
+from flashbuild.toolchain_facts import USE_CUDA_FROM_TORCH, ZC_PREPROCESSOR_FROM_CUDA
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -101,7 +104,8 @@ def _zc_preprocessor(setup: SetupPy, built: list[Extension], add: _Add) -> None:
         where = (f"the Windows branch at line {line} adds no /Zc:preprocessor"
                  if win_lines else "setup.py has no Windows branch for the nvcc flags")
         add("FB200", Category.SETUP_FLAGS, Severity.ERROR, line,
-            "nvcc never passes /Zc:preprocessor to cl.exe: with CUDA >= 13.2 the CCCL "
+            "nvcc never passes /Zc:preprocessor to cl.exe: with CUDA >= "
+            f"{ZC_PREPROCESSOR_FROM_CUDA} the CCCL "
             "headers stop with #error C1189 under MSVC's traditional preprocessor",
             f"{where}; nvcc flags of {names} (flags at line {first.nvcc_line})",
             Fix(manual="add `-Xcompiler /Zc:preprocessor` to the nvcc flags on Windows; "
@@ -148,7 +152,7 @@ def _torch_headers(reach: Reach, built: list[Extension], add: _Add) -> None:
         " …" if len(others) > 4 else "") if others else ""
     add("FB210", Category.TORCH_HEADERS, Severity.ERROR, line,
         "this .cu file pulls in <torch/extension.h> and nvcc gets no -DUSE_CUDA: with torch "
-        ">= 2.7 on Windows cl stops with C2872 \"'std': ambiguous symbol\"",
+        f">= {USE_CUDA_FROM_TORCH} on Windows cl stops with C2872 \"'std': ambiguous symbol\"",
         f"`{ext.name}` nvcc flags have no -DUSE_CUDA{also}",
         Fix(manual="add -DUSE_CUDA to the nvcc flags; without editing setup.py a recipe sets "
             "[[build.env]] when = { platform = \"windows\" }, set = { NVCC_APPEND_FLAGS = "
@@ -239,8 +243,6 @@ def _host_cccl(root: Path, built: list[Extension], target: ScanTarget,
                lines: list[str], add: _Add) -> None:
     """FB222: a host-compiled source of a CUDA extension reaches a CCCL header, and nothing
     puts <CUDA_HOME>/include/cccl on the host compiler's path."""
-    from flashbuild.source.hostinclude import first_cccl_include
-
     def read(rel: str) -> str | None:
         path = root / rel
         try:
@@ -280,8 +282,6 @@ def _host_cccl(root: Path, built: list[Extension], target: ScanTarget,
 def _clock_names(tree: Any) -> tuple[dict[str, list[Any]], set[str]]:
     """Each name's assignments, and the names some assignment takes from the clock
     (directly or through another such name)."""
-    import ast
-
     assigned: dict[str, list[ast.Assign]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign):
@@ -308,8 +308,6 @@ _CLOCK = re.compile(r"\b(?:now|utcnow|today|time|strftime|gmtime|localtime)\s*\(
 def _version_timestamp(root: Path, setup: SetupPy, text: str, add: _Add) -> None:
     """FB233: `setup(version=…)` built from a variable that one of its assignments takes
     from the clock (typically the fallback when `git rev-parse` fails)."""
-    import ast
-
     if "version" not in text or not _CLOCK.search(text):
         return
     try:

@@ -23,8 +23,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flashbuild import platforms
+from flashbuild.errors import FlashbuildError
+from flashbuild.scanning import truth
 from flashbuild.scanning.facts import InstructionFacts
 from flashbuild.scanning.findings import Finding, ScanOptions, ScanTarget, Severity, Stage, Truth
+from flashbuild.scanning.truth import host_includes, includers_of, units_for
 
 if TYPE_CHECKING:
     from flashbuild.source.preprocess import Toolchain, Unit
@@ -49,8 +53,6 @@ def confirm_by_compiling(root: Path, findings: list[Finding], reach: Reach | Non
     if reach is None:
         return findings, ("compiler: not run (the compile commands of a CMake build are not "
                           "known without configuring it)")
-    from flashbuild.scanning.truth import find_toolchain, includers_of, units_for
-
     units, _capped = units_for(reach, {f.path for f in wanted}, set())
     includers = includers_of(reach)
     per_finding = {id(f): sorted(u for u in includers.get(f.path, ()) if u in units)[:1]
@@ -62,12 +64,9 @@ def confirm_by_compiling(root: Path, findings: list[Finding], reach: Reach | Non
         return findings, (f"compiler: not run ({len(needed)} units would be compiled for the "
                           f"instruction findings, above {AUTO_UNITS}; `scan --compile` runs "
                           "them)")
-    toolchain = find_toolchain()
+    toolchain = truth.find_toolchain()  # through the module: tests stand in for it
     if toolchain is None:
         return findings, "compiler: not run (no CUDA toolkit with nvcc was found)"
-    from flashbuild import platforms
-    from flashbuild.scanning.truth import host_includes
-
     cache = platforms.current().user_cache_dir(os.environ) / "compile"
     deps = {u: _closure(reach, u) for u in needed}
     if stage is not None:
@@ -155,9 +154,8 @@ def _store(cache: Path, key: str, verdict: tuple[int, str]) -> None:
 
 def _compile(root: Path, unit: Unit, toolchain: Toolchain, target: ScanTarget,
              extra: tuple[str, ...]) -> tuple[int, str]:
-    from flashbuild.errors import FlashbuildError
-    from flashbuild.proc import ProcessRunner
-    from flashbuild.source.preprocess import preprocessor_flags
+    from flashbuild.proc import ProcessRunner  # noqa: PLC0415  # start-up
+    from flashbuild.source.preprocess import preprocessor_flags  # noqa: PLC0415  # start-up
 
     arch = target.archs[0]
     gencode = f"arch=compute_{arch.code}{arch.suffix},code=sm_{arch.code}{arch.suffix}"

@@ -38,18 +38,28 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
-from flashbuild.console import Column
+from flashbuild import platforms
+from flashbuild.arch import parse_arch_spec
+from flashbuild.console import Column, render_table, ui
+from flashbuild.detect.cuda import find_toolkits, python_site_packages
 from flashbuild.errors import PatchError, TreeError, UsageError
+from flashbuild.outputs import refuse_over_tree
+from flashbuild.proc import ProcessRunner
+from flashbuild.recipes.load import parse_recipe
 from flashbuild.scanning.checks_cmake import _commands as cmake_commands
 from flashbuild.scanning.checks_cmake import _parser as cmake_parser
-from flashbuild.scanning.findings import ScanOptions
+from flashbuild.scanning.findings import ScanOptions, make_target
 from flashbuild.scanning.plugin_home import PluginHome, find_homes
 from flashbuild.scanning.proposals import ChooseArchList, nvcc_append_flags
+from flashbuild.scanning.report import resolve_platform
 from flashbuild.scanning.rules import RULES
-from flashbuild.scanning.scan import read_source, walk_tree
-from flashbuild.source import separable
+from flashbuild.scanning.scan import read_source, scan_tree, walk_tree
+from flashbuild.source import cxx, separable
+from flashbuild.source.nvccflags import read_arch_flags
+from flashbuild.source.ppgraph import build_graph
 from flashbuild.source.setup_record import missing_module_fix
 from flashbuild.source.setuppy import parse_python
+from flashbuild.source.treemodel import find_jit
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -60,7 +70,6 @@ if TYPE_CHECKING:
     from flashbuild.recipes.model import Recipe
     from flashbuild.scanning.findings import Finding, ScanResult, ScanTarget
     from flashbuild.scanning.proposals import Proposal
-    from flashbuild.source import cxx
     from flashbuild.source.setup_record import EnvRead
     from flashbuild.source.treemodel import Introspection, TreeModel
 
@@ -630,8 +639,6 @@ def _exports(root: Path, cxx_files: Sequence[str], b: BuildDraft,
     """`[verify] exports`: the `m.def("name", …)` names of each module's PYBIND11_MODULE /
     NB_MODULE body, on the transforms' tree-sitter-cuda parse. verify looks names up on the
     package: one the `__init__.py` does not bind is written `module.name`."""
-    from flashbuild.source import cxx
-
     modules = [a.name for a in b.artifacts if a.kind == "module"]
     if not modules:
         plugin_exports_note(b)
@@ -674,8 +681,6 @@ def _exports(root: Path, cxx_files: Sequence[str], b: BuildDraft,
 
 
 def _def_names(src: cxx.Source, body: Node, var: str) -> list[str]:
-    from flashbuild.source import cxx
-
     names: list[str] = []
     for call in cxx.walk(body):
         if call.type != "call_expression":
@@ -707,8 +712,6 @@ def _no_native_build(root: Path, files: Sequence[tuple[str, str]],
     setup.py extension. Say what the tree is instead: one that compiles its kernels at run
     time (cpp_extension.load, NVRTC), one that ships binaries built elsewhere, or one with no
     native code a build could find."""
-    from flashbuild.source.treemodel import find_jit
-
     jit = find_jit(root, by_kind["python"])
     shipped = sorted(rel for rel, _kind in files if rel.endswith(_BINARY_SUFFIXES)) or sorted(
         p.relative_to(root).as_posix() for p in root.rglob("*")
@@ -1106,12 +1109,7 @@ _CODE_STEPS = ("macro-edit", "insert-block")
 def compile_check(d: Draft, root: Path, result: ScanResult) -> None:
     """Compile-check the drafted code steps with the toolkit doctor would choose (see
     `compilecheck`); each step's verdict, and a summary, go into the draft."""
-    from flashbuild import platforms
-    from flashbuild.detect.cuda import find_toolkits, python_site_packages
-    from flashbuild.proc import ProcessRunner
-    from flashbuild.scanning.compilecheck import StepEdit, check_steps
-    from flashbuild.source.ppgraph import build_graph
-
+    from flashbuild.scanning.compilecheck import StepEdit, check_steps  # noqa: PLC0415  # start-up
     code = [s for s in d.steps if s.transform in _CODE_STEPS]
     if not code:
         d.check_summary = "compile check: no code step to check"
@@ -1161,12 +1159,6 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
     build (`introspect`, given by the caller: it runs the tree's build scripts; None = static
     reading only), plan for expect counts (`plan`, given by the caller: patching's
     `plan_steps`, a later stage than this one), validate, write."""
-    from flashbuild.console import render_table, ui
-    from flashbuild.outputs import refuse_over_tree
-    from flashbuild.scanning.findings import make_target
-    from flashbuild.scanning.report import resolve_platform
-    from flashbuild.scanning.scan import scan_tree
-
     target = make_target(resolve_platform(platform), arch)
     root = source.resolve()
     if output is not None:
@@ -1191,7 +1183,7 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
         _introspect(d, root, arch, target.platform, introspect)
     else:
         d.introspection = "build tables: static reading (recipe init --static executes nothing)"
-    from flashbuild.scanning.draft_check import reconcile
+    from flashbuild.scanning.draft_check import reconcile  # noqa: PLC0415  # cycle
 
     reconcile(d)
     fill_expect(d, root, plan)
@@ -1269,9 +1261,7 @@ def _introspect(d: Draft, root: Path, arch: str, platform: str,
     """Ask the configured build (see draft_check.apply_model). For a setup.py, the record runs
     with the drafted environment; if it raises, once more without the drafted [[build.env]]:
     when that passes, those tables are dropped and a TODO quotes the exception."""
-    from flashbuild.arch import parse_arch_spec
-    from flashbuild.console import ui
-    from flashbuild.scanning.draft_check import apply_model
+    from flashbuild.scanning.draft_check import apply_model  # noqa: PLC0415  # cycle
 
     assert d.build is not None
     if d.build.backend == "cmake" and d.build.cmake_source is None:
@@ -1413,8 +1403,6 @@ def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, plat
 def _asks_for(model: TreeModel, spec: ArchSpec) -> bool:
     """Whether the recorded arch flags ask for exactly `--arch`'s SASS (or there are none to
     read: torch's builds get `--arch`'s from the build hook)."""
-    from flashbuild.source.nvccflags import read_arch_flags
-
     got = read_arch_flags(sorted(model.arch_flags()))
     return not got.found or (got.sass == {t.arch.sm for t in spec.targets if t.sass}
                              and not got.wide)
@@ -1429,8 +1417,6 @@ def _steer_arch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, platf
     first that makes the recorded arch flags exactly `--arch`'s is drafted. None found is a
     TODO: building as recorded would compile for the wrong GPU. (torch's own builds never get
     here: the build hook gives every CUDAExtension `--arch`'s flags.)"""
-    from flashbuild.source.nvccflags import read_arch_flags
-
     assert d.build is not None
     if _asks_for(model, spec):
         return None
@@ -1466,8 +1452,6 @@ def _steer_arch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, platf
 
 def validate_draft(text: str, output: Path | None) -> Recipe:
     """Load the draft with the recipe loader (a draft that does not load is a bug here)."""
-    from flashbuild.recipes.load import parse_recipe
-
     return parse_recipe(text, output)
 
 

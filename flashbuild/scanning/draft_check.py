@@ -31,8 +31,10 @@ from flashbuild.scanning.draft import (
     BuildTodo,
     Draft,
     DraftArtifact,
+    _bound_names,
     _read,
     install_from_imports,
+    package_folder,
     plugin_exports_note,
 )
 from flashbuild.scanning.proposals import ForceBuild, NvccAppendFlag, handled_by_build
@@ -177,8 +179,6 @@ def _install_from_record(b: BuildDraft, built: Sequence[BuildTarget],
     """[install] from the extension names the record holds (`torch_scatter._scatter_cuda`,
     built in a loop the static reading could not name): the package they live in, where a
     folder of the tree holds it."""
-    from flashbuild.scanning.draft import package_folder
-
     dotted = [t.name for t in built if "." in t.name]
     tops = [t.name for t in built if t.name and "." not in t.name]
     if tops and not b.top_level:
@@ -221,8 +221,6 @@ def _module_of(macro_name: str, source: str, model: TreeModel) -> str:
 
 
 def _package_binds(root: Path, b: BuildDraft, module: str) -> set[str] | None:
-    from flashbuild.scanning.draft import _bound_names
-
     if b.package_dir is None:
         return set()
     text = _read(root, f"{b.package_dir}/__init__.py")

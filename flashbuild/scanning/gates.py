@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from flashbuild.arch import FIRST_CUDA
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
@@ -38,8 +40,6 @@ def arch_literal(text: str) -> tuple[int, str] | None:
         if not m:
             return None
         code, suffix = int(m[1]), m[2].lower()
-    from flashbuild.arch import FIRST_CUDA
-
     return (code, suffix) if code in FIRST_CUDA else None
 
 

@@ -17,12 +17,16 @@ kernel gated to sm_90/sm_100") and a table of the findings by category and sever
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
-from flashbuild.console import VERDICTS, Column, clip, plural, render_table, wrap
+from flashbuild import platforms
+from flashbuild.console import VERDICTS, Column, clip, lit, plural, render_table, ui, wrap
+from flashbuild.errors import BlockingFindings, UsageError
+from flashbuild.outputs import refuse_over_tree
 from flashbuild.scanning.facts import PlaceholderFacts
 from flashbuild.scanning.findings import (
     Finding,
@@ -31,8 +35,10 @@ from flashbuild.scanning.findings import (
     ScanResult,
     ScanTarget,
     Severity,
+    make_target,
 )
 from flashbuild.scanning.rules import RULES
+from flashbuild.scanning.scan import scan_tree
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -259,7 +265,7 @@ def closing_lines(result: ScanResult) -> list[str]:
     """The end of the report: the bundled recipe that matches the tree (what it fixes, the
     commands that use it), what the build does by itself, the counts, and what `recipe init`
     would really draft (issue 28: no promise of fixes it does not draft)."""
-    from flashbuild.scanning.draft import draft_recipe
+    from flashbuild.scanning.draft import draft_recipe  # noqa: PLC0415  # cycle
 
     counts = result.counts()
     root = result.root
@@ -285,8 +291,6 @@ def closing_lines(result: ScanResult) -> list[str]:
 def resolve_platform(platform: str | None) -> str:
     if platform is not None:
         return platform
-    from flashbuild import platforms
-
     return platforms.current().name
 
 
@@ -298,15 +302,8 @@ def run_scan(source: Path, *, platform: str | None, arch: str, as_json: bool,
     """The `scan` stage: scan, print (Rich or JSON), write SARIF; the exit code says whether
     blocking findings exist (0 none, 11 some). `scanner`: what scans (the pipeline's, which
     asks the build first); default `scan_tree`, which reads the text."""
-    import json
 
-    from flashbuild.console import lit, ui
-    from flashbuild.errors import BlockingFindings, UsageError
-    from flashbuild.outputs import refuse_over_tree
-    from flashbuild.scanning.findings import make_target
-    from flashbuild.scanning.sarif import to_sarif
-    from flashbuild.scanning.scan import scan_tree
-
+    from flashbuild.scanning.sarif import to_sarif  # noqa: PLC0415  # start-up
     if jobs is not None and jobs < 1:
         raise UsageError("--jobs must be 1 or more", fix="pass e.g. --jobs 2, or leave it out")
     if sarif is not None:

@@ -10,6 +10,11 @@ checks that each cited section exists and names that page.
 from __future__ import annotations
 
 from flashbuild.scanning.findings import Category, Rule
+from flashbuild.toolchain_facts import (
+    MSVC_HOST_FLAGS,
+    USE_CUDA_FROM_TORCH,
+    ZC_PREPROCESSOR_FROM_CUDA,
+)
 
 _RULES = [
     Rule(id="FB010", name="source-encoding", category=Category.SOURCE_TEXT,
@@ -168,8 +173,8 @@ _RULES = [
          "importlib.machinery.EXTENSION_SUFFIXES or sysconfig's EXT_SUFFIX."),
     Rule(id="FB190", name="cmake-no-msvc-flags", category=Category.CMAKE,
          short="no if(MSVC) block with the flags MSVC builds need",
-         help="MSVC needs /Zc:preprocessor (CCCL in CUDA 13.x), /Zc:__cplusplus /bigobj /utf-8 "
-         "/EHsc (CUTLASS) (docs/scan.md#msvc-flags).",
+         help=f"MSVC needs /Zc:preprocessor (CCCL in CUDA >= {ZC_PREPROCESSOR_FROM_CUDA}), "
+         f"{' '.join(MSVC_HOST_FLAGS)} (CUTLASS) (docs/scan.md#msvc-flags).",
          help_uri="https://learn.microsoft.com/en-us/cpp/build/reference/zc-preprocessor"),
     Rule(id="FB191", name="cmake-dll-output", category=Category.CMAKE,
          short="shared library output set for .so only; the Windows DLL lands elsewhere",
@@ -197,9 +202,9 @@ _RULES = [
 _RULES += [
     Rule(id="FB200", name="setup-no-zc-preprocessor", category=Category.SETUP_FLAGS,
          short="nvcc never gets -Xcompiler /Zc:preprocessor on Windows",
-         help="The CCCL of CUDA 13.2 and later stops with #error C1189 under MSVC's traditional "
-         "preprocessor; cl needs /Zc:preprocessor, passed through nvcc (docs/scan.md#msvc-flags; "
-         "flash-attention #2395, pytorch #197574). CUDA 12.8-13.0 pass.",
+         help=f"The CCCL of CUDA {ZC_PREPROCESSOR_FROM_CUDA} and later stops with #error C1189 "
+         "under MSVC's traditional preprocessor; cl needs /Zc:preprocessor, passed through nvcc "
+         "(docs/scan.md#msvc-flags; flash-attention #2395, pytorch #197574). Older CUDA passes.",
          help_uri="https://github.com/Dao-AILab/flash-attention/issues/2395"),
     Rule(id="FB201", name="setup-msvc-flags-need-sdk", category=Category.SETUP_FLAGS,
          short="MSVC flags added only when DISTUTILS_USE_SDK=1",
@@ -213,7 +218,7 @@ _RULES += [
          help_uri="https://learn.microsoft.com/en-us/cpp/error-messages/tool-errors/command-line-warning-d9002"),
     Rule(id="FB210", name="torch-extension-h-without-use-cuda", category=Category.TORCH_HEADERS,
          short=".cu includes torch/extension.h and nvcc gets no -DUSE_CUDA",
-         help="With torch >= 2.7 on Windows, nvcc + cl stop in "
+         help=f"With torch >= {USE_CUDA_FROM_TORCH} on Windows, nvcc + cl stop in "
          "torch/csrc/dynamo/compiled_autograd.h with C2872 \"'std': ambiguous symbol\": torch's "
          "workaround is guarded by defined(USE_CUDA) (SageAttention #101/#228/#281, pytorch "
          "#148317; docs/scan.md#msvc-flags).",

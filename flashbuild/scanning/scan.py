@@ -24,6 +24,7 @@ manual step. False positives are bugs, so each rule fires only on positive evide
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import stat
@@ -35,6 +36,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from flashbuild.console import plural
 from flashbuild.errors import UsageError
+from flashbuild.scanning.checks_cmake import build_gates, check_cmake, tree_defines
+from flashbuild.scanning.checks_lang import (
+    below_cxx20,
+    cstdint_findings,
+    library_header_findings,
+    machine_include_dirs,
+    math_constants_with_torch,
+    standards,
+    wheel_include_dirs,
+)
+from flashbuild.scanning.checks_python import check_python
+from flashbuild.scanning.compiletruth import confirm_by_compiling
 from flashbuild.scanning.facts import (
     DesignatedInitFacts,
     ExtensionImportFacts,
@@ -52,7 +65,6 @@ from flashbuild.scanning.findings import (
     Finding,
     Fix,
     KernelCount,
-    Rule,
     ScanOptions,
     ScanResult,
     ScanTarget,
@@ -61,11 +73,29 @@ from flashbuild.scanning.findings import (
     Stage,
     Truth,
 )
+from flashbuild.scanning.placeholders import (
+    kernel_counts,
+    major_checks_guarding,
+    placeholder_findings,
+)
 from flashbuild.scanning.proposals import LOADER_SHIM, handled_by_build
+from flashbuild.scanning.truth import apply_preprocessor, includers_of
+from flashbuild.source import cxx, separable
+from flashbuild.source.pp import device_pass
+from flashbuild.source.ppgraph import as_wire, graph_from, scan_header
+from flashbuild.source.reach import (
+    Reach,
+    compute_reach,
+    count_files,
+    from_model,
+    gitmodule_paths,
+    vendored_library,
+)
+from flashbuild.source.setuppy import builds_nothing, read_setup
 from flashbuild.source.text import decode, not_text_reason
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from flashbuild.arch import Arch
     from flashbuild.scanning.checks_lang import Standard
@@ -159,15 +189,11 @@ def check_text(file: FileText, target: ScanTarget, inherited: Any = None) -> Fil
     """Run the checks for one file's kind. Pure: no filesystem access. `inherited`: the
     macros the headers it includes define (`ppgraph.as_wire`), for C++ files."""
     if file.kind == "cxx":
-        from flashbuild.scanning.checks_cxx import check_cxx
+        from flashbuild.scanning.checks_cxx import check_cxx  # noqa: PLC0415  # cycle
 
         return check_cxx(file, target, inherited)
     if file.kind == "cmake":
-        from flashbuild.scanning.checks_cmake import check_cmake
-
         return check_cmake(file, target)
-    from flashbuild.scanning.checks_python import check_python
-
     return check_python(file, target)
 
 
@@ -210,8 +236,6 @@ def walk_tree(root: Path, *, include_vendored: bool = False  # noqa: PLR0912, PL
                          fix="pass the root folder of the source tree")
     seen: set[tuple[int, int]] = {(st.st_dev, st.st_ino)}
     stack: list[str] = [""]
-    from flashbuild.source.reach import count_files, gitmodule_paths, vendored_library
-
     submodules = gitmodule_paths(root)
     while stack:
         rel_dir = stack.pop()
@@ -323,7 +347,7 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
         def jit() -> tuple[JitSite, ...]:
             if model is not None:
                 return model.jit
-            from flashbuild.source.treemodel import find_jit
+            from flashbuild.source.treemodel import find_jit  # noqa: PLC0415  # start-up
 
             return find_jit(root, [rel for rel, kind in walk.files if kind == "python"])
 
@@ -349,16 +373,12 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
                                     chunksize=max(8, len(work) // (jobs * 8))))
     inherited = {w[1]: w[5] for w in work if w[2] == "cxx"}
     findings, kernels = combine(root, reports, target, reach, model)
-    from flashbuild.scanning.truth import apply_preprocessor
-
     # The preprocessor first (it can decide a gate the static reader could not), then the
     # call graph (an instruction the pass keeps still needs a kernel that reaches it).
     findings, truth = apply_preprocessor(root, findings, reach, target, opts, stage=tell)
     if model is not None:
         truth = f"{_model_line(model)}; {truth}"
     findings = unreached_instructions(root, findings, target, inherited, opts.max_file_bytes)
-    from flashbuild.scanning.compiletruth import confirm_by_compiling
-
     findings, compiled = confirm_by_compiling(root, findings, reach, target, opts, stage=tell)
     if compiled:
         truth = f"{truth}; {compiled}"
@@ -393,9 +413,7 @@ def unreached_instructions(root: Path, findings: list[Finding], target: ScanTarg
                            files: Mapping[str, Any], max_bytes: int) -> list[Finding]:
     """FB160 errors in device functions that no kernel compiled for the target reaches
     become notes (`callgraph`): ptxas never sees them."""
-    from flashbuild.scanning.callgraph import CallGraph
-    from flashbuild.source.pp import device_pass
-
+    from flashbuild.scanning.callgraph import CallGraph  # noqa: PLC0415  # cycle
     def read(rel: str) -> str | None:
         text = read_source(root, rel, max_bytes)
         return text if isinstance(text, str) else None
@@ -431,9 +449,6 @@ def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> t
     """What the tree's top-level setup.py compiles for the target (a `reach.Reach`), or None
     for a tree without one or with a top-level CMakeLists.txt (CMake trees keep the
     build-gate reading of their lists); and why a setup.py that is there was not read ("")."""
-    from flashbuild.source.reach import compute_reach
-    from flashbuild.source.setuppy import read_setup
-
     paths = [rel for rel, _kind in walk.files]
 
     def read(rel: str) -> str | None:
@@ -446,9 +461,6 @@ def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> t
         # A CMake project (perhaps with a setup.py as a second way in): its lists and their
         # gates decide what is compiled, as before.
         return None, ""
-    from flashbuild.source.reach import Reach
-    from flashbuild.source.setuppy import builds_nothing
-
     try:
         top = [e.name for e in os.scandir(root) if e.is_file()]
     except OSError:
@@ -472,8 +484,6 @@ def _model_reach(root: Path, walk: Walk, model: TreeModel, static: Any,
                  max_bytes: int) -> Any:
     """The `reach.Reach` of the configured build: its sources and what they include. The
     static reading of a setup.py (`static`) keeps its rules and its packages."""
-    from flashbuild.source.reach import from_model
-
     def read(rel: str) -> str | None:
         text = read_source(root, rel, max_bytes)
         return text if isinstance(text, str) else None
@@ -537,8 +547,6 @@ def _runs_cmake(setup_text: str) -> bool:
     FlashRT's setup.py mentions `cmake ..` in its docstring only."""
     if "cmake" not in setup_text.lower():
         return False
-    import ast
-
     try:
         tree = ast.parse(setup_text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -576,29 +584,18 @@ def _ide_only_cmake(text: str) -> bool:
 
 
 def _preload(kinds: set[FileKind]) -> None:
-    """Import the checks (and build the C++ parser) once here, before the pool starts: where
-    workers are forked they inherit them instead of each importing tree-sitter, its grammar
-    and the rule tables again (about a fifth of a static scan of a 300-file tree)."""
+    """Import the C++ checks (and build the C++ parser) once here, before the pool starts:
+    where workers are forked they inherit them instead of each importing tree-sitter, its
+    grammar and the rule tables again (about a fifth of a static scan of a 300-file tree).
+    The CMake and Python checks come with this module's own imports."""
     if "cxx" in kinds:
-        from flashbuild.scanning import checks_cxx
-        from flashbuild.source import cxx
-
+        from flashbuild.scanning import checks_cxx  # noqa: PLC0415  # cycle
         cxx.parse("", "<preload>")
         del checks_cxx
-    if "cmake" in kinds:
-        from flashbuild.scanning import checks_cmake
-
-        del checks_cmake
-    if "python" in kinds:
-        from flashbuild.scanning import checks_python
-
-        del checks_python
 
 
 def _header_facts(args: tuple[str, str, int]) -> tuple[str, Any]:
     """What one C++ file defines (with conditions) and includes (`ppgraph.scan_header`)."""
-    from flashbuild.source.ppgraph import scan_header
-
     root, rel, max_bytes = args
     text = read_source(Path(root), rel, max_bytes)
     if not isinstance(text, str) or "#" not in text:
@@ -611,8 +608,6 @@ def _work(root: Path, files: Sequence[tuple[str, FileKind]], target: ScanTarget,
           ) -> list[tuple[str, str, FileKind, ScanTarget, int, Any]]:
     """The check jobs, each C++ file with the object-like macros its included headers define
     (`ppgraph`): the preprocessor state along the include graph."""
-    from flashbuild.source.ppgraph import as_wire, graph_from
-
     dirs = list(reach.include_dirs) if reach is not None else []
     graph = graph_from(headers, dirs)
     out = []
@@ -673,8 +668,6 @@ def _not_compiled_reason(reach: Any, model: TreeModel | None, jit: Sequence[JitS
 def _separable(root: Path, model: TreeModel | None) -> str:
     """Why the build links device code across units: its units' flags when configured, else
     its build files (source/separable.py); '' when it does not."""
-    from flashbuild.source import separable
-
     if model is not None:
         found = separable.from_units(u for t in model.targets for u in t.sources)
         if found or model.system == "setuptools":
@@ -697,22 +690,7 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
     """The tree-wide pass: per-file findings, filtered and completed with what only the whole
     tree shows (and, with `model`, what the configured build says); and the kernels the
     compiled files define, per arch (the report's verdict line)."""
-    from flashbuild.scanning.checks_cmake import build_gates, tree_defines
-    from flashbuild.scanning.checks_cxx import instantiation_findings
-    from flashbuild.scanning.checks_lang import (
-        cstdint_findings,
-        library_header_findings,
-        machine_include_dirs,
-        math_constants_with_torch,
-        standards,
-        wheel_include_dirs,
-    )
-    from flashbuild.scanning.placeholders import (
-        kernel_counts,
-        major_checks_guarding,
-        placeholder_findings,
-    )
-
+    from flashbuild.scanning.checks_cxx import instantiation_findings  # noqa: PLC0415  # cycle
     tree = TreeFacts(
         gates=build_gates(reports), defines=tree_defines(reports) | _build_defines(reach, model),
         paths=frozenset(r.path for r in reports),
@@ -751,7 +729,7 @@ def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
     if target.platform == "windows":
         out.extend(_package_dll_directory(root, reports, tree, target, out))
     if reach is not None and reach.setup is not None:
-        from flashbuild.scanning.checks_setup import setup_findings
+        from flashbuild.scanning.checks_setup import setup_findings  # noqa: PLC0415  # cycle
 
         out.extend(setup_findings(root, reach, target))
     return out, kernels
@@ -791,8 +769,6 @@ def _units_of(reach: Any) -> dict[str, set[str]] | None:
     "every kernel of a unit"); None reads the tree as one unit."""
     if reach is None or not reach.compiled:
         return None
-    from flashbuild.scanning.truth import includers_of
-
     return includers_of(reach)
 
 
@@ -805,7 +781,7 @@ def _self_written_libraries(root: Path, findings: list[Finding]) -> list[Finding
     hits = [f for f in findings if f.rule == "FB182" and isinstance(f.facts, LibraryNameFacts)]
     if not hits:
         return findings
-    from flashbuild.source.treemodel import find_jit
+    from flashbuild.source.treemodel import find_jit  # noqa: PLC0415  # start-up
 
     writers = {site.where.rpartition(":")[0]: site.where for site in
                find_jit(root, sorted({f.path for f in hits})) if site.how == "nvcc"}
@@ -886,8 +862,6 @@ def _apply_tree_facts(  # noqa: PLR0911, PLR0912 - one return per kind of tree f
         return None
     if needs is TreeCheck.CXX_STANDARD_BELOW_20 and isinstance(finding.facts,
                                                                DesignatedInitFacts):
-        from flashbuild.scanning.checks_lang import below_cxx20
-
         return below_cxx20(finding, finding.facts.language, tree.standards)
     if needs is TreeCheck.LIBRARY_BUILT and isinstance(finding.facts, LibraryNameFacts):
         return _library_not_built(finding, finding.facts.literal, tree, target)
@@ -985,9 +959,3 @@ def _package_dll_directory(root: Path, reports: Sequence[FileReport], tree: Tree
                                     step=LOADER_SHIM),
                 facts=ExtensionImportFacts(module=module)))
     return out
-
-
-def iter_rules() -> Iterable[Rule]:
-    from flashbuild.scanning.rules import RULES
-
-    return RULES.values()

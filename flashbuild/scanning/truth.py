@@ -19,12 +19,14 @@ file is included by more units than are checked, the static verdict stands. Noth
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sysconfig
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flashbuild import platforms
 from flashbuild.scanning.facts import CcclFacts, InstructionFacts, PlaceholderFacts
 from flashbuild.scanning.findings import (
     Finding,
@@ -82,9 +84,8 @@ def apply_preprocessor(root: Path, findings: list[Finding], reach: Reach | None,
     units.update(_placeholder_units(reach, wanted, units))
     if not units:
         return findings, "static reading: no compiled unit includes the files of the findings"
-    from flashbuild import platforms
-    from flashbuild.proc import ProcessRunner
-    from flashbuild.source.preprocess import Preprocessor
+    from flashbuild.proc import ProcessRunner  # noqa: PLC0415  # start-up
+    from flashbuild.source.preprocess import Preprocessor  # noqa: PLC0415  # start-up
 
     cache = platforms.current().user_cache_dir(os.environ) / "preprocess"
     pp = Preprocessor(root, toolchain, ProcessRunner(), cache, host_includes(),
@@ -130,10 +131,9 @@ def _checkable(f: Finding, target: ScanTarget) -> bool:
 
 def find_toolchain() -> Toolchain | None:
     """The toolkit doctor would choose (CUDA_HOME, PATH, standard folders, PyPI)."""
-    from flashbuild import platforms
-    from flashbuild.detect.cuda import find_toolkits
-    from flashbuild.proc import ProcessRunner
-    from flashbuild.source.preprocess import Toolchain
+    from flashbuild.detect.cuda import find_toolkits  # noqa: PLC0415  # start-up
+    from flashbuild.proc import ProcessRunner  # noqa: PLC0415  # start-up
+    from flashbuild.source.preprocess import Toolchain  # noqa: PLC0415  # start-up
 
     site = [Path(p) for p in {sysconfig.get_paths()["purelib"],
                               sysconfig.get_paths()["platlib"]}]
@@ -148,8 +148,6 @@ def find_toolchain() -> Toolchain | None:
 
 def host_includes() -> tuple[str, ...]:
     """torch's and Python's include folders, found without importing torch."""
-    import importlib.util
-
     out: list[str] = []
     spec = importlib.util.find_spec("torch")
     if spec is not None and spec.origin:
@@ -180,7 +178,7 @@ def units_for(reach: Reach, paths: set[str], sources: set[str]
            ) -> tuple[dict[str, Unit], set[str]]:
     """The units to preprocess (per source), and the files more units include than are
     checked (their absence from the checked passes proves nothing)."""
-    from flashbuild.source.preprocess import Unit
+    from flashbuild.source.preprocess import Unit  # noqa: PLC0415  # start-up
 
     # The configured build's own flags per unit when it was asked; else setup.py's as read.
     flags: dict[str, Unit] = dict(reach.units)

@@ -24,7 +24,7 @@ import tree_sitter_cuda
 from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Sequence
+    from collections.abc import Iterable, Iterator
 
 __all__ = [
     "Call",
@@ -105,9 +105,6 @@ class Source:
         """Byte offset just past the newline of the line holding `offset` (or end of file)."""
         line = self.line_of(offset)
         return self._line_starts[line] if line < len(self._line_starts) else len(self.data)
-
-    def has_errors(self) -> bool:
-        return self.root.has_error
 
 
 @functools.lru_cache(maxsize=512)
@@ -835,8 +832,3 @@ def _first_non_specifier(node: Node, declarator: Node) -> int:
             continue
         return child.start_byte
     return declarator.start_byte
-
-
-def linkage_blocks(src: Source) -> Sequence[Node]:
-    """`extern "C" …` linkage specifications."""
-    return [n for n in _of_type(src.root, ("linkage_specification",))]

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from flashbuild.arch import Arch, Suffix
+from flashbuild.arch import FIRST_CUDA, Arch, Suffix
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -59,8 +59,6 @@ def device_pass(platform: str, arch: Arch) -> Pass:
     undefined = set(base.undefined) - {"__CUDA_ARCH__"}
     # nvcc defines __CUDA_ARCH_FEAT_SM<code>_ALL only for the `a` target of that code (and
     # __CUDA_ARCH_SPECIFIC__ / __CUDA_ARCH_FAMILY_SPECIFIC__ for a / f targets).
-    from flashbuild.arch import FIRST_CUDA
-
     for code in FIRST_CUDA:
         feat = f"__CUDA_ARCH_FEAT_SM{code}_ALL"
         if code == arch.code and arch.suffix is Suffix.ARCH:

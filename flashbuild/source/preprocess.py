@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flashbuild.errors import FlashbuildError
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
@@ -154,8 +156,6 @@ class Preprocessor:
     # --- one unit --------------------------------------------------------------------------
     def _unit(self, unit: Unit, arch: Arch, *, windows: bool,
               kinds: frozenset[str]) -> list[PassResult]:
-        from flashbuild.errors import FlashbuildError
-
         try:
             commands = self._commands(unit, arch)
         except (OSError, FlashbuildError) as exc:
@@ -203,8 +203,6 @@ class Preprocessor:
                    argv: list[str], stubs: Stubs, *, emulated: bool) -> PassResult:
         """`_pass`, with a tool that cannot start or hangs (timeout) as a failed pass: the
         static verdict then stands for what it would have decided."""
-        from flashbuild.errors import FlashbuildError
-
         try:
             return self._pass(unit, name, code, argv, stubs, emulated=emulated)
         except FlashbuildError as exc:

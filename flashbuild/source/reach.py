@@ -17,6 +17,7 @@ composable_kernel has `include/ck`).
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from dataclasses import dataclass, field
@@ -63,8 +64,6 @@ def vendored_library(folder: Path) -> str | None:
 
 
 def count_files(folder: Path) -> int:
-    import os
-
     return sum(len(files) for _d, _s, files in os.walk(folder))
 
 
@@ -153,7 +152,7 @@ def from_model(model: TreeModel, files: Iterable[str], read: Callable[[str], str
     """What the configured build compiles (`model`: its targets' sources, tree-relative) and
     what those sources include through their real include folders. `setup`, the static
     reading of a setup.py, adds its rules and its packages (which Python is shipped)."""
-    from flashbuild.source.preprocess import Unit
+    from flashbuild.source.preprocess import Unit  # noqa: PLC0415  # start-up
 
     reach = Reach(setup, via=model.via)
     include_dirs: list[str] = []

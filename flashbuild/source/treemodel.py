@@ -13,11 +13,17 @@ text are used instead.
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import re
+import shlex
+import types
+import typing
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
+from flashbuild.source import setup_record
 from flashbuild.source.nvccflags import arch_text, split_arch_flags
 
 if TYPE_CHECKING:
@@ -154,10 +160,6 @@ class Introspection:
     cached: bool = False
     """The model was stored by an earlier run with the same inputs (nothing ran now)."""
 
-    @property
-    def source_of_truth(self) -> str:
-        return self.model.via if self.model is not None else "static reading"
-
 
 def relative(path: str, root: Path) -> str:
     """`path` relative to `root` (posix) when inside it, else as it is."""
@@ -172,8 +174,6 @@ def relative(path: str, root: Path) -> str:
 
 def split_fragments(fragments: tuple[Setting, ...]) -> tuple[list[str], list[str], str]:
     """(flags, arch flags, origin of the arch flags) of a compile group's fragments."""
-    import shlex
-
     flags: list[str] = []
     arch: list[str] = []
     origin = ""
@@ -200,8 +200,6 @@ def ninja_arch_flags(build_ninja: str) -> dict[str, tuple[str, ...]]:
     its edge in a CMake-generated build.ninja: what nvcc really gets, including the
     `--generate-code` CMake derives from a CUDA_ARCHITECTURES property (which the File API's
     compile fragments leave out)."""
-    import shlex
-
     found: dict[str, tuple[str, ...]] = {}
     source = ""
     for line in build_ninja.splitlines():
@@ -367,8 +365,6 @@ def find_jit(root: Path, python_files: list[str]) -> tuple[JitSite, ...]:
     RawModule, pycuda's SourceModule, and `nvcc` started by the tree itself: a subprocess
     call whose argv (a list, or a name assigned one in the same function) starts with nvcc —
     the string, or an expression that names it (`get_nvcc_compiler()[0]`, DeepGEMM's JIT)."""
-    import ast
-
     sites: list[JitSite] = []
     for rel in python_files:
         path = root / rel
@@ -410,8 +406,6 @@ def find_jit(root: Path, python_files: list[str]) -> tuple[JitSite, ...]:
 def _calls_by_scope(tree: Any) -> list[tuple[dict[str, Any], Any]]:
     """Every call with the list/tuple literals assigned to plain names in its function (or
     the module, for module-level code), the last assignment winning."""
-    import ast
-
     out: list[tuple[dict[str, Any], Any]] = []
     scopes: list[Any] = [tree, *(n for n in ast.walk(tree)
                                  if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))]
@@ -441,8 +435,6 @@ def _calls_by_scope(tree: Any) -> list[tuple[dict[str, Any], Any]]:
 def _argv_list(call: Any, scope: dict[str, Any]) -> list[Any] | None:
     """The argv list a spawning call is given: a list/tuple literal, or a name the scope
     assigned one to."""
-    import ast
-
     if not call.args:
         return None
     first = call.args[0]
@@ -454,8 +446,6 @@ def _argv_list(call: Any, scope: dict[str, Any]) -> list[Any] | None:
 def _starts_nvcc(argv: list[Any], text: str) -> bool:
     """Whether an argv runs nvcc to compile: its first element is `nvcc` (a path ending in
     it) or an expression that names it; no element asks nvcc a question (`--version`)."""
-    import ast
-
     if not argv:
         return False
     first = argv[0]
@@ -473,8 +463,6 @@ def _starts_nvcc(argv: list[Any], text: str) -> bool:
 
 def model_to_json(model: TreeModel) -> dict[str, object]:
     """The model as plain JSON data (`model_from_json` reads it back)."""
-    import dataclasses
-
     return dataclasses.asdict(model)
 
 
@@ -488,10 +476,6 @@ def model_from_json(data: object) -> TreeModel:
 def _typed(hint: object, data: object) -> object:  # noqa: PLR0911 - one return per shape
     """`data` (JSON) as a value of type `hint`: the model's frozen dataclasses, tuples,
     optionals, literals and scalars."""
-    import dataclasses
-    import types
-    import typing
-
     origin = typing.get_origin(hint)
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         if not isinstance(data, dict):
@@ -526,7 +510,5 @@ def _typed(hint: object, data: object) -> object:  # noqa: PLR0911 - one return 
 
 
 def _hint_names() -> dict[str, object]:
-    from flashbuild.source import setup_record
-
     return {**globals(), "EnvRead": setup_record.EnvRead,
             "NetworkCall": setup_record.NetworkCall, "RaisedError": setup_record.RaisedError}

@@ -30,6 +30,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import pefile
+from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+
+from flashbuild.errors import FlashbuildError
 from flashbuild.platforms.environ import CaseInsensitiveEnv
 from flashbuild.verifying.fatbin import BinaryFormat, BinaryFormatError, read_regular
 
@@ -115,10 +121,6 @@ def read_link_info(path: Path) -> LinkInfo:
 
 
 def _elf_info(path: Path, blob: bytes) -> LinkInfo:
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.dynamic import DynamicSection
-    from elftools.elf.elffile import ELFFile
-
     needed: list[str] = []
     rpath: list[str] = []
     runpath: list[str] = []
@@ -144,8 +146,6 @@ def _elf_info(path: Path, blob: bytes) -> LinkInfo:
 
 
 def _pe_info(path: Path, blob: bytes) -> LinkInfo:
-    import pefile
-
     try:
         pe = pefile.PE(data=blob, fast_load=True)
         pe.parse_data_directories(directories=[
@@ -182,8 +182,6 @@ def parse_ldconfig(text: str) -> dict[str, str]:
 def ld_cache(runner: Runner, env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The ld.so cache through `ldconfig -p`; empty (and the default folders only) when
     ldconfig is unavailable."""
-    from flashbuild.errors import FlashbuildError
-
     program = runner.which("ldconfig", env) or ("/sbin/ldconfig" if Path(
         "/sbin/ldconfig").is_file() else None)
     if program is None:

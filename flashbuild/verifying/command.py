@@ -30,7 +30,7 @@ def run_verify(*, path: Path | None, package: str | None, arch: str | None, as_j
     exports = kernels = dynamic_smem = None
     top_level: tuple[str, ...] = ()
     if recipe is not None:
-        from flashbuild.recipes.load import load_recipe
+        from flashbuild.recipes.load import load_recipe  # noqa: PLC0415  # start-up
 
         loaded = load_recipe(recipe)
         table = loaded.verify

@@ -125,7 +125,7 @@ class FatbinImage:
                 evidence=f"first bytes {raw[:4].hex()} (not a Zstandard frame)",
                 fix="build with nvcc `--no-compress` to keep device code uncompressed",
             )
-        import zstandard
+        import zstandard  # noqa: PLC0415  # start-up
 
         claim = self.uncompressed_size
         if claim > MAX_IMAGE_BYTES:

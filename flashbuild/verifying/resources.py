@@ -30,6 +30,10 @@ import struct
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
+
 from flashbuild.arch import MAX_REGISTERS_PER_THREAD, REGISTERS_PER_SM, Arch
 from flashbuild.verifying.fatbin import BinaryFormatError, FatbinImage, section_data
 
@@ -104,10 +108,6 @@ def _records(data: bytes) -> Iterable[tuple[int, int, bytes | int]]:
 def cubin_resources(  # noqa: PLR0912 - one pass over the sections, one branch per kind
     cubin: bytes, *, arch: str) -> tuple[KernelResources, ...]:
     """Per-kernel resources from one cubin (an uncompressed SASS image)."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import SymbolTableSection
-
     try:
         elf = ELFFile(io.BytesIO(cubin))
         sections = list(elf.iter_sections())
@@ -159,10 +159,6 @@ def declared_dynamic_smem(cubin: bytes, symbols: Mapping[str, str], *,
                           arch: str) -> tuple[DeclaredSmem, ...]:
     """The values of the `symbols` (kernel → symbol name) this cubin defines; a symbol the
     cubin does not define is left out (the kernel lives in another translation unit)."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import SymbolTableSection
-
     wanted = {symbol: kernel for kernel, symbol in symbols.items()}
     out: list[DeclaredSmem] = []
     try:

@@ -474,7 +474,7 @@ def visible_gpus(env: Mapping[str, str]) -> list[Gpu] | None:
 def gpu_present() -> bool:
     """Whether NVML reports at least one NVIDIA GPU (False when there is no driver)."""
     try:
-        import pynvml
+        import pynvml  # noqa: PLC0415  # optional
 
         pynvml.nvmlInit()
     except Exception:

@@ -29,6 +29,7 @@ from flashbuild.errors import VerifyError
 from flashbuild.installing.manifest import MANIFEST_NAME
 from flashbuild.installing.resources import loader_shim
 from flashbuild.platforms import Platform, current
+from flashbuild.toolchain_facts import WHEEL_DLL_SUBDIRS
 from flashbuild.verifying import binaries, placeholders, resources, runtime
 from flashbuild.verifying.fatbin import (
     BinaryFormatError,
@@ -450,7 +451,7 @@ def environment_lib_dirs() -> tuple[Path, ...]:
     nvidia = importlib.util.find_spec("nvidia")
     for folder in (nvidia.submodule_search_locations or []) if nvidia else []:
         for sub in sorted(Path(folder).glob("*")):
-            dirs += [sub / "lib", sub / "bin", sub / "bin" / "x86_64"]
+            dirs += [sub.joinpath(*parts) for parts in WHEEL_DLL_SUBDIRS]
     return tuple(d for d in dirs if d.is_dir())
 
 

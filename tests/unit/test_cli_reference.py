@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from flashbuild import clidoc
+import pytest
+
+from flashbuild import clidoc, errors
 from tests.conftest import ROOT
 
 
@@ -10,6 +12,30 @@ def test_the_command_reference_matches_the_app() -> None:
     assert document == expected, (
         f"{clidoc.REFERENCE} is stale: run `python -m flashbuild.clidoc --write {clidoc.REFERENCE}`"
     )
+
+
+def test_the_exit_code_table_matches_errors_py() -> None:
+    document = (ROOT / clidoc.REFERENCE).read_text(encoding="utf-8")
+    expected = clidoc.splice(document, errors.exit_code_table(), clidoc.EXIT_BEGIN,
+                             clidoc.EXIT_END)
+    assert document == expected, (
+        f"{clidoc.REFERENCE}'s exit codes are stale: run "
+        f"`python -m flashbuild.clidoc --write {clidoc.REFERENCE}`"
+    )
+
+
+def test_the_exit_code_table_follows_a_changed_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table is read from the classes: a changed code or meaning changes the document."""
+    document = (ROOT / clidoc.REFERENCE).read_text(encoding="utf-8")
+    monkeypatch.setattr(errors.BusyError, "exit_code", 12)
+    assert "| 12 | `busy` |" in clidoc.regenerate(document)
+    assert clidoc.regenerate(document) != document
+
+
+def test_every_exit_code_is_in_the_table_once() -> None:
+    table = errors.exit_code_table()
+    codes = [int(line.split("|")[1]) for line in table.splitlines()[2:]]
+    assert codes == sorted({0, *errors.EXIT_CODES.values()})
 
 
 def test_usage_lines_in_the_reference_are_the_help_screens() -> None:

@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "flashbuild"
 #: its own layer or lower ones; within a layer of one unit, everything is one unit.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({"flashbuild", "errors", "console", "interrupts", "outputs",
-                              "runner"})),
+                              "runner", "toolchain_facts"})),
     ("readers", frozenset({"arch", "proc", "platforms", "recipes", "source", "detect"})),
     ("scanning", frozenset({"scanning"})),
     ("patching", frozenset({"patching"})),

@@ -144,7 +144,10 @@ def test_msvc_flags_where_they_apply() -> None:
     assert "-Xcompiler=/Zc:__cplusplus" in f12.cuda and "-Xcompiler=/bigobj" in f12.cuda
     assert "/utf-8" in f12.cxx and "/EHsc" in f12.cxx
     assert not any("preprocessor" in f for f in f12.cuda)
-    f13 = msvc.msvc_flags(Version("13.0"), Version("2.9.0"))
+    # /Zc:preprocessor from the CCCL of CUDA 13.2 on (13.0's does not check); -DUSE_CUDA from
+    # torch 2.7 on (toolchain_facts: one threshold each, shared with scan).
+    assert not any("preprocessor" in f for f in msvc.msvc_flags(Version("13.1.1"), None).cuda)
+    f13 = msvc.msvc_flags(Version("13.2.0"), Version("2.7.0+cu128"))
     assert "-Xcompiler=/Zc:preprocessor" in f13.cuda and "-DUSE_CUDA" in f13.cuda
-    assert "-DUSE_CUDA" not in msvc.msvc_flags(Version("13.0"), Version("2.8")).cuda
+    assert "-DUSE_CUDA" not in msvc.msvc_flags(Version("13.2"), Version("2.6.0")).cuda
     assert isinstance(msvc.pick_toolset([VS2022], CUDA_13_0).vcvarsall, PureWindowsPath)

@@ -117,7 +117,7 @@ def detect_backend(tree: Path, cmake_source: str = ".") -> BackendName | None:
 
 def backend_for(recipe: Recipe, tree: Path) -> Backend:
     """The recipe's backend, after checking that the tree is one it can build."""
-    from flashbuild.building.backends import cmake, setuptools
+    from flashbuild.building.backends import cmake, setuptools  # noqa: PLC0415  # cycle
 
     backend: Backend = (setuptools.SetuptoolsBackend() if recipe.build.backend == "setuptools"
                         else cmake.CMakeBackend())

@@ -84,7 +84,7 @@ class CMakeBackend:
 
 def pybind11_dir() -> str | None:
     try:
-        import pybind11
+        import pybind11  # noqa: PLC0415  # optional
     except ImportError:  # pragma: no cover - pybind11 is a dependency
         return None
     return str(pybind11.get_cmake_dir())

@@ -150,7 +150,7 @@ def probe_torch(request: BuildRequest, runner: StreamRunner) -> dict[str, str]:
     """torch's version and CUDA version as the interpreter that builds sees them: its
     `torch/version.py`, found without importing torch (a no-op rebuild must stay fast, and a
     broken torch must not take flashbuild down with it; detect/pyenv.py reads it the same way)."""
-    from flashbuild.detect.pyenv import parse_torch_version_file
+    from flashbuild.detect.pyenv import parse_torch_version_file  # noqa: PLC0415  # start-up
 
     # preflight and build each ask for the same request: the second answer is the first one
     # (a Python start-up, ~35 ms, of a no-op rebuild). Kept by identity, never across requests.

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from flashbuild.recipes import transforms as specs
+
 if TYPE_CHECKING:
     from flashbuild.patching.transforms.base import TransformDef
 
@@ -24,8 +26,6 @@ def register(definition: TransformDef) -> TransformDef:
     """Make `definition` the code behind its name. A built-in is declared with its params in
     recipes/transforms.py (the loader reads that, never this package); any other (a test's)
     is declared there now."""
-    from flashbuild.recipes import transforms as specs
-
     REGISTRY[definition.name] = definition
     if definition.name not in specs.SPECS:
         specs.declare(specs.TransformSpec(definition.name, definition.params,

@@ -18,8 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from flashbuild.recipes.transforms import SPECS
+
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable
 
 SiteAction = Literal["edit", "keep", "already", "skip", "refused"]
 
@@ -100,11 +102,5 @@ class TransformDef:
                  ) -> TransformDef:
         """The code behind a built-in transform; its params and summary are the ones recipes
         declare (recipes/transforms.py), one fact in one place."""
-        from flashbuild.recipes.transforms import SPECS
-
         spec = SPECS[name]
         return cls(name, spec.params, apply, spec.summary)
-
-
-def site_lines(sites: Iterable[Site]) -> list[str]:
-    return [f"{s.path}:{s.line}: {s.kind} [{s.action}] {s.note}".rstrip() for s in sites]
