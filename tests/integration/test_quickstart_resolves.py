@@ -59,6 +59,9 @@ def _dry_run(tmp_path: Path, *requirements: str) -> dict[str, str]:
             for item in doc["install"]}
 
 
+# `heavy`: CI's .ci/run installs this very command for real; the resolution beside torch
+# below is what no other test or step checks.
+@pytest.mark.heavy
 def test_the_readme_install_resolves_on_plain_pypi_without_torch(tmp_path: Path) -> None:
     chosen = _dry_run(tmp_path, "-e", _readme_install_spec())
     assert "torch" not in chosen, "the test extra pulls torch (the CUDA build on plain PyPI)"

@@ -5,7 +5,11 @@ from the binary alone (the `fk_dynamic_smem_softmax_tiled` constant in the sm_12
 
 Two real builds of a copy of csrc (`120-real`, -j2), installed in place into the copy. Both
 use one build folder: the recipes differ only in the traits header, so the second build
-recompiles the files that include it (whichever test runs first compiles everything)."""
+recompiles the files that include it (whichever test runs first compiles everything).
+
+`heavy`: the first build compiles the whole of csrc (84 s of the default run on 2 cores);
+tests/unit/test_verify_dynamic_smem.py proves the same check on a real nvcc object
+(tests/fixtures/verify/dynsmem.o) in the default run."""
 
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.heavy]
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAITS_STEP = re.compile(r'\[\[patch\]\]\nid = "sm120-traits".*?(?=\[\[patch\]\])', re.DOTALL)
