@@ -1381,22 +1381,25 @@ def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, plat
                             f"({lines}); record mode with {shown} builds {', '.join(cuda)}"))
         return found
 
+    seen = {r.name for r in model.env_reads} | drafted
     for read in _switch_candidates(model.env_reads, drafted)[:3]:
-        followers: list[tuple[str, EnvRead]] = []
+        followed = False
         for value in values_for(read.name):
             found = attempt({read.name: value})
             if cuda_targets(found, {read.name: value}) and found is not None:
                 return accept(found, {read.name: value}, [read])
-            if found is not None and not followers:
-                seen = {r.name for r in model.env_reads} | drafted
-                followers = [(value, r) for r in
-                             _switch_candidates(found.env_reads, seen | {read.name})[:2]]
-        for value, second in followers:
-            for value2 in values_for(second.name):
-                both = {read.name: value, second.name: value2}
-                found = attempt(both)
-                if found is not None and cuda_targets(found, both):
-                    return accept(found, both, [read, second])
+            if found is None or followed:
+                continue
+            # The switch led setup.py to a second one: follow it with this value before
+            # another spelling of the first (a chain's `1` seldom wants to be `TRUE`).
+            followers = _switch_candidates(found.env_reads, seen | {read.name})[:2]
+            followed = bool(followers)
+            for second in followers:
+                for value2 in values_for(second.name):
+                    both = {read.name: value, second.name: value2}
+                    found = attempt(both)
+                    if found is not None and cuda_targets(found, both):
+                        return accept(found, both, [read, second])
     return None
 
 

@@ -7,8 +7,9 @@ Two real builds of a copy of csrc (`120-real`, -j2), installed in place into the
 use one build folder: the recipes differ only in the traits header, so the second build
 recompiles the files that include it (whichever test runs first compiles everything).
 
-`heavy`: the first build compiles the whole of csrc (84 s of the default run on 2 cores);
-tests/unit/test_verify_dynamic_smem.py proves the same check on a real nvcc object
+The build with the csrc recipe is the quick start's own (`flashbuild build --arch sm120`) and
+the default run's one compile of the whole of csrc. The build without the traits is `heavy`:
+tests/unit/test_verify_dynamic_smem.py proves that check on a real nvcc object
 (tests/fixtures/verify/dynsmem.o) in the default run."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.heavy]
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAITS_STEP = re.compile(r'\[\[patch\]\]\nid = "sm120-traits".*?(?=\[\[patch\]\])', re.DOTALL)
@@ -80,6 +81,7 @@ def _resources(report: dict[str, object], status: str) -> list[dict[str, str]]:
     return [c for c in checks if c["area"] == "resources" and c["status"] == status]
 
 
+@pytest.mark.heavy
 def test_sm120_without_traits_fails_verify_statically(workspace: Path,
                                                       cuda_toolkit_root: Path) -> None:
     report = _build_and_verify(workspace, "csrc-notraits.toml", cuda_toolkit_root)
