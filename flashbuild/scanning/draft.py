@@ -1318,6 +1318,10 @@ _BUILD_VARIABLES = frozenset({"CUDA_HOME", "CUDA_PATH", "TORCH_CUDA_ARCH_LIST", 
                               "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_FLAGS", "BUILD_VERSION"})
 
 
+#: A name a recipe's [[build.env]] accepts (what `validate_draft` would refuse is no switch).
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _switch_candidates(reads: Sequence[EnvRead], skip: set[str]) -> list[EnvRead]:
     """The variables a setup.py read that may be its build switches, most likely first: the
     setup.py's own reads, then names that sound like a build switch (a package's imports read
@@ -1327,7 +1331,8 @@ def _switch_candidates(reads: Sequence[EnvRead], skip: set[str]) -> list[EnvRead
             not r.where.startswith("setup.py:"),
             not re.search(r"CUDA|BUILD|EXT|OPS?\b|OPS_|KERNEL|COMPILE|FORCE|WITH", r.name))):
         name = read.name
-        if name in _BUILD_VARIABLES or name in skip or name.startswith(("FLASHBUILD_", "_")) \
+        if not _ENV_NAME.fullmatch(name) or name in _BUILD_VARIABLES or name in skip \
+                or name.startswith(("FLASHBUILD_", "_")) \
                 or re.search(r"DISABLE|SKIP|(^|_)NO_|ROCM|HIP|VERSION|DEBUG", name) or \
                 name in {r.name for r in out}:
             continue
@@ -1388,8 +1393,8 @@ def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, plat
             found = attempt({read.name: value})
             if cuda_targets(found, {read.name: value}) and found is not None:
                 return accept(found, {read.name: value}, [read])
-            if found is None or followed:
-                continue
+            if found is None or followed or "ARCH" in read.name.upper():
+                continue  # (an arch variable's next spelling is tried before any chain)
             # The switch led setup.py to a second one: follow it with this value before
             # another spelling of the first (a chain's `1` seldom wants to be `TRUE`).
             followers = _switch_candidates(found.env_reads, seen | {read.name})[:2]

@@ -125,13 +125,15 @@ def _bare(tree: Path) -> None:
 
 def _no_toolkit(monkeypatch: pytest.MonkeyPatch) -> None:
     from flashbuild.errors import ToolchainError
-    from flashbuild.pipeline import command
+    from flashbuild.pipeline import command, introspect
 
     def none(*_args: object, **_kwargs: object) -> None:
         raise ToolchainError("no CUDA toolkit with nvcc was found",
                              evidence="searched CUDA_HOME, PATH and the standard folders")
 
+    # Where it is looked up: introspection imports it by name.
     monkeypatch.setattr(command, "choose_toolkit", none)
+    monkeypatch.setattr(introspect, "choose_toolkit", none)
 
 
 def _no_torch(monkeypatch: pytest.MonkeyPatch) -> None:

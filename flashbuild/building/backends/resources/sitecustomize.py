@@ -260,11 +260,14 @@ def _record_env_reads() -> None:
 
     seen: set[tuple[str, str]] = set()
 
-    def getitem(self: object, key: str) -> str:
+    def getitem(self: object, key: str | bytes) -> str:
         where = _caller_in_tree() if _RECORD_ON[0] else None
-        if where is not None and (key, where) not in seen:
-            seen.add((key, where))
-            _RECORD["env_reads"].append({"name": key, "where": where})
+        # os.environb is the same type with bytes keys (subprocess reads b"PATH" from it):
+        # one name, as text, either way.
+        name = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+        if where is not None and (name, where) not in seen:
+            seen.add((name, where))
+            _RECORD["env_reads"].append({"name": name, "where": where})
         return original(self, key)  # type: ignore[arg-type]
 
     environ_type.__getitem__ = getitem  # type: ignore[method-assign]
