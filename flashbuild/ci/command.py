@@ -77,9 +77,10 @@ def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str
         ui.table(f"{plural(len(plan.entries), 'job')} building wheels, and a release job",
                  MATRIX_COLUMNS, matrix_rows(plan))
         if len(cudas) > 1:
-            ui.say_wrapped("wheels of different CUDA versions share a file name unless the "
-                           "tree adds a local version (e.g. +cu130): the release step attaches "
-                           "a name once and stops at a second; every wheel is in the `wheels` "
+            ui.say_wrapped("a setup.py tree's wheel gets a local version per CUDA and torch "
+                           "(e.g. +cu130torch2.13) unless the tree sets one; a CMake tree's "
+                           "carries its archs and CUDA (+sm90a.cu130). Two wheels of one file "
+                           "name stop the release step; every wheel is in the `wheels` "
                            "artifact")
     return 0
 
