@@ -92,7 +92,7 @@ def default_flashbuild_spec(source: Path, runner: ProcessRunner | None = None) -
     without a git checkout that has a remote there is nothing safe to default to."""
     run = runner or ProcessRunner()
     try:
-        url = run.run(["git", "-C", str(source), "remote", "get-url", "origin"],
+        url = run.run(["git", "-C", str(source), "config", "--get", "remote.origin.url"],
                       check=False, timeout=10).stdout.strip()
         head = run.run(["git", "-C", str(source), "rev-parse", "--show-toplevel", "HEAD"],
                        check=False, timeout=10).stdout.split()

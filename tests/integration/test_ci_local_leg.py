@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from flashbuild.ci.command import default_flashbuild_spec
+from flashbuild.errors import UsageError
 from tests.unit.test_ci_init import _init, _tree, matrix
 
 pytestmark = pytest.mark.integration
@@ -269,3 +271,18 @@ def test_actionlint_passes_every_generated_workflow(tmp_path: Path,
     done = subprocess.run([exe, "-no-color", str(out)], capture_output=True, text=True,
                           check=False, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not on PATH")
+def test_the_default_from_a_real_checkout(tmp_path: Path) -> None:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), *args], check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "t")
+    with pytest.raises(UsageError, match="not a git checkout with a remote"):
+        default_flashbuild_spec(tmp_path)
+    git("remote", "add", "origin", "https://example.invalid/fb.git")
+    assert default_flashbuild_spec(tmp_path) == (
+        f"flashbuild @ git+https://example.invalid/fb.git@{git('rev-parse', 'HEAD')}")

@@ -282,13 +282,14 @@ def test_the_matrix_is_printed_as_a_table_at_80_columns(
 # --- issue 31 (workflows that run on first contact) and issue 27 (hostile input) -------------
 
 class _Git:
-    """Stands in for ProcessRunner: answers `git remote get-url` and `git rev-parse`."""
+    """Stands in for ProcessRunner: answers `git config remote.origin.url` and `git
+    rev-parse`."""
 
     def __init__(self, url: str, top: Path, commit: str = "a" * 40) -> None:
         self.url, self.top, self.commit = url, top, commit
 
     def run(self, argv: list[str], **_: object) -> Completed:
-        out = self.url if "remote" in argv else f"{self.top}\n{self.commit}"
+        out = self.url if "remote.origin.url" in argv else f"{self.top}\n{self.commit}"
         return Completed(argv=tuple(argv), returncode=0 if out else 128, stdout=out + "\n",
                          stderr="")
 
