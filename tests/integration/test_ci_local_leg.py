@@ -1,15 +1,15 @@
 """The closest to a GitHub runner this machine has: the workflow `flashbuild ci init` writes,
-its Linux leg's `run:` steps executed in order with bash, and the release step's script over
-artifacts laid out as download-artifact v7 lays them out (one matched artifact extracted flat
-into `wheels/`, several into `wheels/NAME/`).
+its Linux leg's `run:` steps executed in order with bash as the runner runs them, and the
+release step's script over artifacts laid out as download-artifact v7 lays them out (one
+matched artifact extracted flat into `wheels/`, several into `wheels/NAME/`).
 
 The actions' effects are stood in by local equivalents: checkout = a copy of a tiny tree,
-setup-python = this interpreter, `gh` = a recorder. Network installs (flashbuild from its git
-URL, torch, the PyPI toolkit) and the build itself are the "toolchain stub": a `python` and a
-`flashbuild` first on PATH that record what the step asked for (pip installs, doctor, build,
-verify) and make the wheel a build would make. So this checks the steps' order, their shell
-and their expansions, not a compile; docs/ci.md says so. actionlint runs on every generated
-workflow (skipped, with the reason, where the binary is absent)."""
+setup-python = this interpreter (a fresh venv over this environment's packages for the real
+build), `gh` = a recorder. Network installs (flashbuild from its git URL, torch, the PyPI
+toolkit) are recorded, not run: what they install is here already. One test builds, installs
+and verifies a one-kernel CMake tree for real (~25 s); the others stub `flashbuild` to check
+the order and expansions of a torch-extension leg in a second. actionlint runs on every
+generated workflow (skipped, with the reason, where the binary is absent)."""
 
 from __future__ import annotations
 
@@ -25,10 +25,12 @@ import pytest
 
 from flashbuild.ci.command import default_flashbuild_spec
 from flashbuild.errors import UsageError
+from tests.conftest import FIXTURES
 from tests.unit.test_ci_init import _init, _tree, matrix
 
 pytestmark = pytest.mark.integration
 BASH = shutil.which("bash")
+FIXTURE_TINYK = FIXTURES / "ci" / "tinyk"
 needs_bash = pytest.mark.skipif(BASH is None, reason="bash is not on PATH")
 
 
@@ -286,3 +288,82 @@ def test_the_default_from_a_real_checkout(tmp_path: Path) -> None:
     git("remote", "add", "origin", "https://example.invalid/fb.git")
     assert default_flashbuild_spec(tmp_path) == (
         f"flashbuild @ git+https://example.invalid/fb.git@{git('rev-parse', 'HEAD')}")
+
+
+STUB_PYTHON_REAL = """#!/bin/bash
+# setup-python's python (a fresh venv over this one's packages): network installs are
+# recorded (flashbuild from git, torch, the PyPI toolkit, all present here); a local wheel
+# installs for real.
+if [ "$1" = -m ] && [ "$2" = pip ] && [ "$3" = install ] && [[ "$4" != *.whl ]]; then
+  printf 'pip install %s\\n' "${*:4}" >> "$LEG_LOG"; exit 0
+fi
+exec "$REAL_PYTHON" "$@"
+"""
+STUB_SCCACHE = """#!/bin/bash
+# sccache-action's sccache: a launcher that runs the compiler; options (--show-stats) no-ops.
+case "$1" in -*|"") exit 0;; esac
+exec "$@"
+"""
+
+
+@needs_bash
+@pytest.mark.slow
+def test_the_linux_leg_builds_installs_and_verifies_a_wheel(tmp_path: Path) -> None:
+    # The whole leg for real on a one-kernel CMake tree (about 20 s on 2 shared cores):
+    # doctor, build with the PyPI toolkit of this environment, the wheel installed into a
+    # fresh venv, verify of the installed package.
+    import sysconfig
+
+    from flashbuild.ci.command import run_ci_init
+
+    if not any((Path(p) / "nvidia").is_dir() for p in sys.path if p):
+        pytest.skip("no CUDA toolkit from PyPI in this environment (the `cuda` extra)")
+    work = tmp_path / "checkout"
+    shutil.copytree(FIXTURE_TINYK, work)
+    out = tmp_path / "flashbuild.yml"
+    run_ci_init(recipe=str(work / "tinyk.toml"), arch="120", platform="linux", cuda="13.0",
+                python="3.11", runners=[], source=work, output=out, force=False,
+                flashbuild_spec="flashbuild @ git+https://example.invalid/fb@" + "0" * 40,
+                torch=None, as_json=False)
+    text = out.read_text(encoding="utf-8")
+    (entry,) = matrix(text)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=60)
+    purelib = Path(sysconfig.get_paths(vars={"base": str(venv)})["purelib"])
+    (purelib / "this-env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n",
+                                          encoding="utf-8")
+    stubs = _stubs(tmp_path / "bin")
+    (stubs / "python").write_text(STUB_PYTHON_REAL, encoding="utf-8")
+    (stubs / "sccache").write_text(STUB_SCCACHE, encoding="utf-8")
+    (stubs / "flashbuild").write_text('#!/bin/bash\nexec "$REAL_PYTHON" -m flashbuild "$@"\n',
+                                      encoding="utf-8")
+    log = tmp_path / "leg.log"
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, **workflow_env(text),
+           "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}", "LEG_LOG": str(log),
+           "REAL_PYTHON": str(venv / "bin" / "python"), "PYTHONPATH": root,
+           "GITHUB_OUTPUT": str(tmp_path / "out"), "GITHUB_ENV": str(tmp_path / "env"),
+           "GITHUB_WORKSPACE": str(work)}
+    values = {**workflow_env(text), **entry}
+    ran = []
+    for step in job_steps(text, "wheel"):
+        if step.uses or not step.run or not holds(step.condition, entry):
+            continue
+        done = _bash(expand(step.run, values), work, env)
+        assert done.returncode == 0, (step.name, done.stdout[-3000:], done.stderr[-3000:])
+        ran.append(step.name)
+    assert "flashbuild verify" in ran and "flashbuild build" in ran
+    (wheel,) = (work / "build" / "flashbuild-ci" / "dist").glob("*.whl")
+    assert wheel.name.startswith("tinyk-1+sm120.cu130-")  # distinct per arch and CUDA
+    assert (purelib / "tinyk" / "libtinyk_cuda.so").is_file()
+    # And the release step over this leg's artifact, laid out as download-artifact v7 does.
+    (step,) = [s for s in job_steps(text, "release") if s.name.startswith("Attach")]
+    release = tmp_path / "release"
+    (release / "wheels").mkdir(parents=True)
+    shutil.copy(wheel, release / "wheels")
+    done = _bash(step.run, release, {**env, "GH_LOG": str(tmp_path / "gh.log"),
+                                     "GITHUB_REF_NAME": "v1", "GITHUB_REPOSITORY": "me/t",
+                                     "RELEASE_EXISTS": ""})
+    assert done.returncode == 0, done.stderr
+    assert (release / "assets" / wheel.name).is_file()
