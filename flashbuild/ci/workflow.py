@@ -65,6 +65,10 @@ PYPI_EXTRAS_WINDOWS = PYPI_EXTRAS + ",cublas,cusparse,cusolver,curand"
 #: CUDA 12 releases NVIDIA's network installer provides (the patch release to install).
 INSTALLER_CUDA: dict[str, str] = {"12.4": "12.4.1", "12.6": "12.6.3", "12.8": "12.8.1",
                                   "12.9": "12.9.1"}
+#: The first `_MSC_VER` the installer releases older than toolchain_facts.HOST_COMPILERS
+#: reject (their host_config.h `_MSC_VER >= M` test): 12.4 stops at VS 2022 17.9 (1939); 12.5
+#: was the first to take 17.10+ (19.40+).
+INSTALLER_MSC_END: dict[str, int] = {"12.4": 1940, "12.6": 1950}
 #: CUDA builds torch publishes an index for (download.pytorch.org/whl/cuXYZ).
 TORCH_CUDA = ("12.6", "12.8", "12.9", "13.0")
 TORCH_INDEX = "https://download.pytorch.org/whl/cu{}"
@@ -304,14 +308,16 @@ def check_runner_cuda(platform: PlatformName, runner: str, cuda: str,
     rather than an hour into the run."""
     if platform == "windows":
         row = HOST_COMPILERS.get((Version(cuda).major, Version(cuda).minor))
-        if row is None or not row.msc_min <= RUNNER_MSC_VER < row.msc_end:
-            window = (f"it accepts _MSC_VER {row.msc_min} to {row.msc_end - 1}" if row else
-                      "its accepted MSVC versions are not known to flashbuild")
+        end = row.msc_end if row is not None else INSTALLER_MSC_END.get(cuda, 0)
+        start = row.msc_min if row is not None else 1910
+        if not start <= RUNNER_MSC_VER < end:
+            window = (f"CUDA {cuda}'s nvcc accepts _MSC_VER {start} to {end - 1}" if end else
+                      f"flashbuild knows no MSVC window of CUDA {cuda}")
             raise UsageError(
                 f"CUDA {cuda} cannot build on the Windows runner {runner}",
-                evidence=f"the runner's MSVC toolset is 14.44 (_MSC_VER {RUNNER_MSC_VER}) and "
-                f"CUDA {cuda}'s nvcc {window}",
-                fix="drop it from --cuda for Windows: CUDA 12.8 and later accept MSVC 14.44")
+                evidence=f"the runner's MSVC toolset is 14.44 (_MSC_VER {RUNNER_MSC_VER}); "
+                f"{window}",
+                fix="drop it from --cuda for Windows: CUDA 12.6 and later accept MSVC 14.44")
     first = INSTALLER_FIRST_CUDA.get(runner)
     if source == "installer" and first is not None and Version(cuda) < Version(first):
         raise UsageError(

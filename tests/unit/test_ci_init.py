@@ -404,3 +404,11 @@ def test_pip_caches_are_per_leg_and_actions_are_pinned(tmp_path: Path) -> None:
     # torch (which pins cuda-toolkit on Linux) comes before the toolkit, and its pin wins.
     assert text.index("Install flashbuild and torch") < text.index("(PyPI wheels)")
     assert "${pin:-" in text
+
+
+def test_cuda_126_still_builds_on_the_windows_runner(tmp_path: Path) -> None:
+    # 12.6's host_config.h takes _MSC_VER up to 1949: the MSVC check must not refuse it.
+    tree = _tree(tmp_path, RECIPE.replace("setuptools", "cmake"))
+    (tree / "CMakeLists.txt").write_text("project(t LANGUAGES CUDA)\n", encoding="utf-8")
+    text = _init(tree, arch="90", cuda="12.6", platform="windows").read_text(encoding="utf-8")
+    assert [e["cuda"] for e in matrix(text)] == ["12.6"] * 3
