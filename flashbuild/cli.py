@@ -581,7 +581,8 @@ def ci_init(  # noqa: PLR0917 - Typer maps each option to a parameter
         "newest build for each CUDA.")] = None,
     flashbuild_spec: Annotated[str | None, typer.Option(
         "--flashbuild-spec", help="What the jobs pip-install to get flashbuild. Default: "
-        "this flashbuild's version from PyPI.")] = None,
+        "this flashbuild's own git checkout, as its remote URL pinned to the commit "
+        "(refused when it is not one).")] = None,
     json: JsonOpt = False,
 ) -> int:
     """Write a GitHub Actions workflow that builds the tree's wheels over a matrix of

@@ -7,14 +7,17 @@ Nothing is written unless every check passes, and an existing file is replaced o
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flashbuild import __version__
+import flashbuild
 from flashbuild.building.backends import backend_for
 from flashbuild.ci import workflow
 from flashbuild.console import Column, plural, ui
-from flashbuild.errors import UsageError
+from flashbuild.errors import FlashbuildError, UsageError
+from flashbuild.proc import ProcessRunner
 from flashbuild.recipes.load import load_recipe, recipes_dir
 
 if TYPE_CHECKING:
@@ -49,15 +52,18 @@ def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str
         key = target.relative_to(tree).as_posix()
     except ValueError:  # written elsewhere for review: the key is where it will live
         key = (workflow.DEFAULT_OUTPUT.parent / target.name).as_posix()
-    spec = flashbuild_spec or f"flashbuild=={__version__}"
     extra = [*(["--torch", torch] if torch else []),
              *(["--flashbuild-spec", flashbuild_spec] if flashbuild_spec else [])]
     plan = workflow.plan_workflow(
         recipe=loaded, recipe_ref=ref, arch=arch, platforms=platforms, cudas=cudas,
-        pythons=pythons, runners=chosen_runners, flashbuild_spec=spec, torch=torch,
+        pythons=pythons, runners=chosen_runners, flashbuild_spec=flashbuild_spec or "",
+        torch=torch,
         cache_key_path=key,
         command=workflow.command_line(recipe=ref, arch=arch, platforms=platforms, cudas=cudas,
                                       pythons=pythons, runners=chosen_runners, extra=extra))
+    if not flashbuild_spec:  # looked up after the matrix checks, so those speak first
+        plan = replace(plan, flashbuild_spec=default_flashbuild_spec(
+            Path(flashbuild.__file__).resolve().parent.parent))
     text = workflow.render(plan)
     _write(target, text)
     if as_json:
@@ -71,11 +77,43 @@ def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str
         ui.table(f"{plural(len(plan.entries), 'job')} building wheels, and a release job",
                  MATRIX_COLUMNS, matrix_rows(plan))
         if len(cudas) > 1:
-            ui.say_wrapped("wheels of different CUDA versions share a file name unless the "
-                           "tree adds a local version (e.g. +cu130): the release step attaches "
-                           "a name once and stops at a second; every wheel is in the `wheels` "
+            ui.say_wrapped("a setup.py tree's wheel gets a local version per CUDA and torch "
+                           "(e.g. +cu130torch2.13) unless the tree sets one; a CMake tree's "
+                           "carries its archs and CUDA (+sm90a.cu130). Two wheels of one file "
+                           "name stop the release step; every wheel is in the `wheels` "
                            "artifact")
     return 0
+
+
+def default_flashbuild_spec(source: Path, runner: ProcessRunner | None = None) -> str:
+    """Where the jobs get flashbuild without --flashbuild-spec: the exact source this
+    `ci init` runs from, a git URL pinned to its commit. flashbuild is not on PyPI (the name
+    is unclaimed: `flashbuild==VERSION` would fail, or install a stranger's package), so
+    without a git checkout that has a remote there is nothing safe to default to."""
+    run = runner or ProcessRunner()
+    try:
+        url = run.run(["git", "-C", str(source), "config", "--get", "remote.origin.url"],
+                      check=False, timeout=10).stdout.strip()
+        head = run.run(["git", "-C", str(source), "rev-parse", "--show-toplevel", "HEAD"],
+                       check=False, timeout=10).stdout.split()
+    except FlashbuildError:  # no git on PATH: the same as no checkout
+        url, head = "", []
+    # The checkout must be flashbuild's own, not a repository that merely holds the venv
+    # flashbuild was installed into.
+    top, commit = (Path(head[0]), head[1]) if len(head) == 2 else (None, "")
+    own = top is not None and top.resolve() == source.resolve()
+    if not url or not own or not re.fullmatch(r"[0-9a-f]{40}", commit):
+        raise UsageError(
+            f"flashbuild runs from {source}, which is not a git checkout with a remote, so "
+            "the jobs have no source of this flashbuild to install",
+            evidence="flashbuild is not published on PyPI, and a job must install the same "
+            "flashbuild that checked the matrix",
+            fix="pass --flashbuild-spec, e.g. 'flashbuild @ git+https://HOST/flashbuild@COMMIT' "
+            "or the URL of a wheel the jobs can download")
+    if url.startswith("git@") and ":" in url:  # scp-like `git@host:owner/repo.git`
+        host, _, path = url.removeprefix("git@").partition(":")
+        url = f"https://{host}/{path}"
+    return f"flashbuild @ git+{url}@{commit}"
 
 
 def _default_tree(recipe: Recipe) -> Path:
@@ -112,8 +150,11 @@ def _write(target: Path, text: str) -> None:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(text.encode("utf-8"))
-        tmp.replace(target)
+        try:
+            tmp.write_bytes(text.encode("utf-8"))
+            tmp.replace(target)
+        finally:  # a failed write or rename leaves nothing beside the target
+            tmp.unlink(missing_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot write the workflow to {target}",
                          evidence=exc.strerror or str(exc),

@@ -30,7 +30,7 @@ from packaging.version import Version
 
 from flashbuild.arch import ArchSpec, Image, parse_arch_spec
 from flashbuild.errors import RecipeError, UsageError
-from flashbuild.toolchain_facts import PYPI_TOOLKIT_EXTRAS
+from flashbuild.toolchain_facts import HOST_COMPILERS, PYPI_TOOLKIT_EXTRAS
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -65,11 +65,28 @@ PYPI_EXTRAS_WINDOWS = PYPI_EXTRAS + ",cublas,cusparse,cusolver,curand"
 #: CUDA 12 releases NVIDIA's network installer provides (the patch release to install).
 INSTALLER_CUDA: dict[str, str] = {"12.4": "12.4.1", "12.6": "12.6.3", "12.8": "12.8.1",
                                   "12.9": "12.9.1"}
+#: The first `_MSC_VER` the installer releases older than toolchain_facts.HOST_COMPILERS
+#: reject (their host_config.h `_MSC_VER >= M` test): 12.4 stops at VS 2022 17.9 (1939); 12.5
+#: was the first to take 17.10+ (19.40+).
+INSTALLER_MSC_END: dict[str, int] = {"12.4": 1940, "12.6": 1950}
 #: CUDA builds torch publishes an index for (download.pytorch.org/whl/cuXYZ).
 TORCH_CUDA = ("12.6", "12.8", "12.9", "13.0")
 TORCH_INDEX = "https://download.pytorch.org/whl/cu{}"
 #: flashbuild itself needs Python 3.11 or later (pyproject's requires-python).
 MIN_PYTHON = (3, 11)
+#: The Pythons torch publishes wheels for (torch 2.9 through 2.13: cp310 ... cp314 on
+#: download.pytorch.org); 3.10 is below flashbuild's own minimum.
+TORCH_PYTHONS = ("3.11", "3.12", "3.13", "3.14")
+#: GitHub's limit on the jobs one matrix generates (docs.github.com, "Using a matrix for your
+#: jobs": "A matrix can generate a maximum of 256 jobs per workflow run").
+MAX_MATRIX_JOBS = 256
+#: The `_MSC_VER` of the MSVC toolset the Windows images carry (14.44, windows-2022's default
+#: and installed beside VS 2026 on windows-2025/latest): a CUDA whose host_config.h rejects
+#: it cannot build there (toolchain_facts.HOST_COMPILERS).
+RUNNER_MSC_VER = 1944
+#: The first CUDA NVIDIA's network installer has for a runner's Ubuntu release (the
+#: developer.download.nvidia.com repos/ubuntu2404 repository starts at 12.5).
+INSTALLER_FIRST_CUDA: dict[str, str] = {"ubuntu-24.04": "12.5", "ubuntu-latest": "12.5"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -277,6 +294,74 @@ def check_pythons(pythons: Sequence[str]) -> None:
                 f"{'.'.join(map(str, MIN_PYTHON))} or later (its own requires-python), and "
                 "each job builds with the Python it installs flashbuild into",
                 fix="build wheels for Python 3.11 and later")
+        if python not in TORCH_PYTHONS:
+            raise UsageError(
+                f"Python {python} has no torch wheels to build against",
+                evidence=f"torch publishes wheels for Python {', '.join(TORCH_PYTHONS)}, and "
+                "a job installs torch (or its toolchain) for the Python it builds with",
+                fix=f"pick Python versions from {', '.join(TORCH_PYTHONS)}")
+
+
+def check_runner_cuda(platform: PlatformName, runner: str, cuda: str,
+                      source: ToolkitSource) -> None:
+    """A (runner, CUDA) pair the runner can install and build with, refused at `ci init`
+    rather than an hour into the run."""
+    if platform == "windows":
+        row = HOST_COMPILERS.get((Version(cuda).major, Version(cuda).minor))
+        end = row.msc_end if row is not None else INSTALLER_MSC_END.get(cuda, 0)
+        start = row.msc_min if row is not None else 1910
+        if not start <= RUNNER_MSC_VER < end:
+            window = (f"CUDA {cuda}'s nvcc accepts _MSC_VER {start} to {end - 1}" if end else
+                      f"flashbuild knows no MSVC window of CUDA {cuda}")
+            raise UsageError(
+                f"CUDA {cuda} cannot build on the Windows runner {runner}",
+                evidence=f"the runner's MSVC toolset is 14.44 (_MSC_VER {RUNNER_MSC_VER}); "
+                f"{window}",
+                fix="drop it from --cuda for Windows: CUDA 12.6 and later accept MSVC 14.44")
+    first = INSTALLER_FIRST_CUDA.get(runner)
+    if source == "installer" and first is not None and Version(cuda) < Version(first):
+        raise UsageError(
+            f"CUDA {cuda} cannot be installed on the runner {runner}",
+            evidence=f"NVIDIA's network installer for that Ubuntu release starts at CUDA "
+            f"{first}",
+            fix=f"use CUDA {first} or later, or `--runner linux=ubuntu-22.04`")
+
+
+def check_value(what: str, value: str) -> str:
+    """A value the workflow carries in a comment or a YAML string: a newline would end the
+    comment (and inject YAML), and `${{` would be evaluated as an expression on the runner."""
+    bad = next((c for c in value if c in "\n\r\x85\u2028\u2029" or ord(c) < 0x20
+                or ord(c) == 0x7F), None)
+    if bad is not None or "${{" in value:
+        shown = repr(bad) if bad is not None else "`${{`"
+        raise UsageError(
+            f"{what} holds {shown}, which flashbuild does not write into a workflow",
+            evidence=f"the value: {value!r}; a line break would end the YAML comment or "
+            "string it sits in, and `${{` is a GitHub Actions expression the runner would "
+            "evaluate",
+            fix=f"pass {what} on one line without `${{{{`")
+    return value
+
+
+def check_package(package: str) -> None:
+    """The package verify imports must be an import name (`a.b`, each part an identifier)."""
+    if not all(part.isidentifier() and part.isascii() for part in package.split(".")):
+        raise RecipeError(
+            f"the recipe's `[install] package = {package!r}` is not an import name",
+            evidence="each job runs `flashbuild verify --package` on it, which imports it",
+            fix="name the package as Python imports it (letters, digits and _, dotted "
+            "for a subpackage), e.g. `causal_conv1d` rather than `causal-conv1d`")
+
+
+def check_matrix_size(jobs: int, platforms: int, cudas: int, pythons: int) -> None:
+    if jobs > MAX_MATRIX_JOBS:
+        raise UsageError(
+            f"the matrix has {jobs} jobs ({platforms} platform(s) x {cudas} CUDA x "
+            f"{pythons} Python), more than GitHub runs from one matrix",
+            evidence=f"GitHub Actions generates at most {MAX_MATRIX_JOBS} jobs per matrix",
+            fix="split it: write one workflow per platform or per CUDA group (-o "
+            ".github/workflows/flashbuild-linux.yml with --platform linux, and so on), each "
+            f"at most {MAX_MATRIX_JOBS} jobs")
 
 
 def recipe_reference(recipe: Recipe, tree: Path, bundled: Path) -> str:
@@ -317,6 +402,10 @@ def plan_workflow(*, recipe: Recipe, recipe_ref: str, arch: str,
                   command: str) -> CiPlan:
     """Check the matrix and return what the template is rendered with."""
     package = require_install(recipe)
+    check_package(package)
+    for what, value in (("--torch", torch or ""), ("--flashbuild-spec", flashbuild_spec),
+                        ("the recipe path", recipe_ref), ("the workflow path", cache_key_path)):
+        check_value(what, value)
     spec = parse_arch_spec(arch)
     check_arch_against_cuda(spec, cudas)
     check_pythons(pythons)
@@ -325,12 +414,14 @@ def plan_workflow(*, recipe: Recipe, recipe_ref: str, arch: str,
     for platform in platforms:
         for cuda in cudas:
             source, version, extras = toolkit_for(cuda, platform)
+            check_runner_cuda(platform, runners[platform], cuda, source)
             index = torch_index_for(cuda) if needs_torch else ""
             entries.extend(
                 MatrixEntry(platform=platform, runner=runners[platform], cuda=cuda,
                             python=python, toolkit=source, cuda_version=version,
                             cuda_extras=extras, torch_index=index)
                 for python in pythons)
+    check_matrix_size(len(entries), len(platforms), len(cudas), len(pythons))
     torch_spec = ""
     if needs_torch:
         # `--torch 2.9.1` pins that release; `--torch ">=2.9,<2.10"` is a specifier as it is.
@@ -349,6 +440,11 @@ _BLOCK = re.compile(r"^(?P<indent>[ \t]*)# >>> (?P<name>[\w-]+)\n(?P<body>.*?)"
 def render(plan: CiPlan, template: str | None = None) -> str:
     """The template with its data blocks (`# >>> name` … `# <<< name`) replaced."""
     text = template if template is not None else TEMPLATE.read_text(encoding="utf-8")
+    # One pip cache per leg: the OS, Python, CUDA and torch index of the job, and this file
+    # (which pins what is installed). In an expression a `'` is written twice.
+    quoted = plan.cache_key_path.replace("'", "''")
+    prefix = ("pip-${{ runner.os }}-py${{ matrix.python }}-cuda${{ matrix.cuda }}-"
+              "${{ matrix.torch-index }}-${{ hashFiles('" + quoted + "') }}-")
     blocks = {
         "header": ["#   " + plan.command],
         "env": [f"FLASHBUILD_SPEC: {_scalar(plan.flashbuild_spec)}",
@@ -358,7 +454,8 @@ def render(plan: CiPlan, template: str | None = None) -> str:
                 f"ARCH_LABEL: {_scalar(plan.arch_label)}",
                 f"TORCH_SPEC: {_scalar(plan.torch_spec)}"],
         "matrix": ["- " + e.yaml() for e in plan.entries],
-        "cache-key": [f"cache-dependency-path: {_scalar(plan.cache_key_path)}"],
+        "cache-key": [f"key: {prefix}${{{{ github.run_id }}}}",
+                      f"restore-keys: {prefix}"],
     }
     seen: list[str] = []
 

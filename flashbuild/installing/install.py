@@ -84,6 +84,9 @@ class InstallPlan:
     images: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """The GPU images each binary holds (path relative to the package -> `sm_90a`, ...),
     rendered into the shim for its arch check at import."""
+    local_version: str = ""
+    """The local version label a repacked `prebuilt` wheel gets when its version has none
+    (`cu130torch2.13`), so wheels of two CUDA or torch builds differ by file name."""
     rebuild: str = ""
     """The command that rebuilds the package for another arch (`{arch}` and `{source}` left
     to fill)."""
@@ -344,7 +347,8 @@ def _install_wheel(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) ->
                      f"{shim.SHIM_MODULE}.py": plan.shim_text().encode("utf-8"),
                      plan.manifest_name: plan.manifest}
         wheel = repack_wheel(plan.prebuilt, package=package, extra=added,
-                             extra_meta=dist_info, out_dir=plan.work_dir / "dist")
+                             extra_meta=dist_info, out_dir=plan.work_dir / "dist",
+                             local_version=plan.local_version)
     else:
         extra: dict[str, Path | bytes] = {}
         if package is not None and plan.package_dir is not None:

@@ -118,29 +118,45 @@ def build_wheel(*, distribution: str, version: str, package: str | None,
 
 
 def repack_wheel(wheel: Path, *, package: str | None, extra: Mapping[str, bytes],
-                 out_dir: Path, extra_meta: Mapping[str, bytes] | None = None) -> Path:
+                 out_dir: Path, extra_meta: Mapping[str, bytes] | None = None,
+                 local_version: str = "") -> Path:
     """A copy of `wheel` (built by pip from a setup.py) with files added to or replaced in
     its package folder (the loader shim, the patched `__init__.py`, the manifest) and in its
     `.dist-info` folder (`extra_meta`: the manifest of a wheel without a package), under the
     same name. WheelFile writes a fresh RECORD with every file's hash, so `pip uninstall`
-    still removes everything."""
+    still removes everything.
+
+    `local_version` (`cu130torch2.13`) is added to a version that has no local part (one the
+    tree set itself wins): the file name, the `.dist-info` folder and METADATA's `Version`."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / wheel.name
+    old_info = dist_info_dir(wheel)
+    name, version, rest = wheel.name.split("-", 2)
+    if local_version and "+" not in version:
+        version = f"{version}+{local_version}"
+    path = out_dir / f"{name}-{version}-{rest}"
+    new_info = f"{name}-{version}.dist-info"
     prefix = package.replace(".", "/") + "/" if package is not None else ""
     replaced = {prefix + inner: content for inner, content in extra.items()} \
         if package is not None else {}
-    meta = f"{dist_info_dir(wheel)}/"
+    meta = f"{old_info}/"
     replaced.update({meta + inner: content for inner, content in (extra_meta or {}).items()})
     staging = Path(tempfile.mkdtemp(prefix=".wheel-", dir=out_dir))
     tmp = staging / path.name
     with zipfile.ZipFile(wheel) as src, WheelFile(tmp, "w") as wf:
-        record = f"{wf.dist_info_path}/RECORD"
         for info in src.infolist():
-            if info.is_dir() or info.filename == record or info.filename in replaced:
+            if info.is_dir() or info.filename in replaced or \
+                    info.filename == f"{old_info}/RECORD":
                 continue
-            wf.writestr(info, src.read(info.filename))
+            data = src.read(info.filename)
+            if info.filename.startswith(meta):
+                if info.filename == f"{meta}METADATA" and new_info != old_info:
+                    data = re.sub(rb"(?m)^Version: .*$", b"Version: " + version.encode(), data,
+                                  count=1)
+                info.filename = new_info + info.filename[len(old_info):]
+            wf.writestr(info, data)
         for arcname, content in sorted(replaced.items()):
-            wf.writestr(arcname, content)
+            moved = new_info + arcname[len(old_info):] if arcname.startswith(meta) else arcname
+            wf.writestr(moved, content)
     platforms.current().replace(tmp, path)
     staging.rmdir()
     return path

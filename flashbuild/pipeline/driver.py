@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
+import re
 import site
 import time
 from dataclasses import dataclass
@@ -537,6 +538,7 @@ def _install_plan(request: BuildRequest, built: BackendResult,
         manifest=manifest.dump().encode(), tree=base.resolve(),
         python=request.python, distribution=spec.name if spec else request.recipe.name,
         version=request.version or _wheel_version(request), work_dir=work_dir,
+        local_version=_repack_label(request, built),
         images=tuple((b.path, b.images) for b in manifest.binaries),
         rebuild=rebuild_command(request), source=str(request.source_dir.resolve()))
 
@@ -548,6 +550,18 @@ def _patches_package(request: BuildRequest, outcome: PatchOutcome) -> bool:
         return False
     package = PurePosixPath(str(spec.package_dir).replace("\\", "/"))
     return any(PurePosixPath(f).is_relative_to(package) for f in outcome.patched)
+
+
+def _repack_label(request: BuildRequest, built: BackendResult) -> str:
+    """The local version a setup.py tree's own wheel gets when its version has none
+    (`cu130torch2.13`): release assets are one flat list, and two CUDA or torch builds of one
+    version would otherwise share a file name (issue 31)."""
+    cuda = request.toolkit.release
+    label = f"cu{cuda.major}{cuda.minor}" if cuda is not None else ""
+    torch = re.match(r"(\d+)\.(\d+)", built.torch_version)
+    if torch:
+        label += f"torch{torch[1]}.{torch[2]}"
+    return label
 
 
 def _wheel_version(request: BuildRequest) -> str:

@@ -55,7 +55,8 @@ def test_ci_init_on_a_corpus_tree(tree: str, tmp_path: Path) -> None:
         recipe = str(root / ".flashbuild-ci.toml")
     result = CliRunner().invoke(app, [
         "ci", "init", "--recipe", recipe, "--source", str(root), "--arch", arch,
-        "--platform", "linux,windows", "--cuda", "12.9,13.0", "--python", "3.11,3.12,3.13"])
+        "--platform", "linux,windows", "--cuda", "12.9,13.0", "--python", "3.11,3.12,3.13",
+        "--flashbuild-spec", "flashbuild @ git+https://example.invalid/fb@" + "0" * 40])
     assert result.exit_code == 0, result.output
     out = root / ".github" / "workflows" / "flashbuild.yml"
     _lint(out)
@@ -72,7 +73,7 @@ def test_ci_init_on_a_corpus_tree(tree: str, tmp_path: Path) -> None:
     assert label == "-".join(f"sm{a}" for a in arch.split(";"))
     # Cache: pip keyed on this file, sccache on the GitHub Actions cache backend, in front of
     # every compile the build runs.
-    assert 'cache-dependency-path: ".github/workflows/flashbuild.yml"' in text
+    assert "hashFiles('.github/workflows/flashbuild.yml')" in text
     assert 'SCCACHE_GHA_ENABLED: "true"' in text
     assert "mozilla-actions/sccache-action@" in text and "--launcher sccache" in text
     # Artifacts: one per coordinate, collected by the release job.

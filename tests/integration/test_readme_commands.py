@@ -88,6 +88,11 @@ def test_a_readme_line_works_as_written(line: Line, sandbox: Path) -> None:
             pytest.skip(f"{arg}: the corpus is not beside the repository ({CORPUS})")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    if line.command == "ci":
+        # `ci init` pins the jobs' flashbuild to this checkout's remote and commit; a clone
+        # has an `origin`, this test's checkout may not: git reads one from the environment.
+        env.update({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "remote.origin.url",
+                    "GIT_CONFIG_VALUE_0": "https://example.invalid/flashbuild.git"})
     timeout = 3600 if line.command in HEAVY else 300
     done = subprocess.run([sys.executable, "-m", "flashbuild", *line.argv[1:]], cwd=sandbox,
                           env=env, capture_output=True, text=True, timeout=timeout,
@@ -101,3 +106,5 @@ def test_a_readme_line_works_as_written(line: Line, sandbox: Path) -> None:
         # by its path inside it (issue 28: `-o my.toml` beside the tree exited 2).
         workflow = sandbox.parent / "mykernels" / ".github" / "workflows" / "flashbuild.yml"
         assert "flashbuild.toml" in workflow.read_text(encoding="utf-8")
+        assert "flashbuild @ git+https://example.invalid/flashbuild.git@" in \
+            workflow.read_text(encoding="utf-8")

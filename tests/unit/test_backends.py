@@ -332,6 +332,34 @@ def test_a_project_that_chose_its_own_arch_is_an_error(tmp_path: Path) -> None:
 
 # --- wheels -----------------------------------------------------------------------------
 
+def test_a_repacked_wheel_gets_the_local_version_of_its_cuda_and_torch(tmp_path: Path) -> None:
+    # Two CUDA builds of one version must differ by file name (release assets are one flat
+    # list, issue 31); a local version the tree set itself is kept.
+    from wheel.wheelfile import WheelFile
+
+    src = tmp_path / "src" / "pkg-1.0-cp311-cp311-linux_x86_64.whl"
+    src.parent.mkdir()
+    with WheelFile(src, "w") as wf:
+        wf.writestr("pkg/__init__.py", b"x = 1\n")
+        wf.writestr("pkg-1.0.dist-info/METADATA", b"Name: pkg\nVersion: 1.0\n")
+        wf.writestr("pkg-1.0.dist-info/WHEEL", b"Wheel-Version: 1.0\n")
+    out = repack_wheel(src, package="pkg", extra={}, out_dir=tmp_path / "out",
+                       extra_meta={"flashbuild.json": b"{}"}, local_version="cu130torch2.13")
+    assert out.name == "pkg-1.0+cu130torch2.13-cp311-cp311-linux_x86_64.whl"
+    with zipfile.ZipFile(out) as zf:
+        names = set(zf.namelist())
+        assert b"Version: 1.0+cu130torch2.13\n" in zf.read(
+            "pkg-1.0+cu130torch2.13.dist-info/METADATA")
+    assert "pkg-1.0+cu130torch2.13.dist-info/flashbuild.json" in names
+    assert not any(n.startswith("pkg-1.0.dist-info/") for n in names)
+    tagged = src.with_name("pkg-1.0+mine-cp311-cp311-linux_x86_64.whl")
+    with WheelFile(tagged, "w") as wf:
+        wf.writestr("pkg-1.0+mine.dist-info/METADATA", b"Name: pkg\nVersion: 1.0+mine\n")
+    kept = repack_wheel(tagged, package="pkg", extra={}, out_dir=tmp_path / "kept",
+                        local_version="cu130torch2.13")
+    assert kept.name == tagged.name
+
+
 def test_repacked_wheel_has_a_record_that_matches_every_file(tmp_path: Path) -> None:
     from wheel.wheelfile import WheelFile
 

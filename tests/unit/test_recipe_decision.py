@@ -160,6 +160,7 @@ def test_ci_init_takes_the_tree_from_a_recipe_files_source(tmp_path: Path,
     work.mkdir()
     monkeypatch.chdir(work)
     code, out = _cli("ci", "init", "--recipe", "../t/flashbuild.toml", "--arch", "90a;120",
-                     "--platform", "linux,windows")
+                     "--platform", "linux,windows", "--flashbuild-spec",
+                     "flashbuild @ git+https://example.invalid/fb@" + "0" * 40)
     assert code == 0, out
     assert (tree / ".github" / "workflows" / "flashbuild.yml").is_file()

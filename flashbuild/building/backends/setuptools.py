@@ -109,7 +109,8 @@ class SetuptoolsBackend:
                 return BackendResult(
                     source_dir=ctx.tree, configured=False, no_work=True, edges=0, log=log,
                     artifacts=_artifacts(request, kept, ctx.tree if inplace else None),
-                    plan=plan, argv=tuple(argv), flags=_flags(env, request), wheel=wheel)
+                    plan=plan, argv=tuple(argv), flags=_flags(env, request), wheel=wheel,
+                    torch_version=torch["version"])
         report.unlink(missing_ok=True)
         # What flashbuild set, to reproduce the build by hand (`env $(...) pip wheel ...`).
         (logs / "build-env.json").write_text(json.dumps(
@@ -141,7 +142,8 @@ class SetuptoolsBackend:
         return BackendResult(
             source_dir=ctx.tree, configured=False, no_work=False, edges=monitor.edges, log=log,
             artifacts=_artifacts(request, modules, ctx.tree if inplace else None), plan=plan,
-            argv=tuple(argv), flags=_flags(env, request), ptxas=monitor.ptxas, wheel=wheel)
+            argv=tuple(argv), flags=_flags(env, request), ptxas=monitor.ptxas, wheel=wheel,
+            torch_version=torch["version"])
 
 
 # --- torch ----------------------------------------------------------------------------------

