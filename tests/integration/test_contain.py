@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from flashbuild import proc
 from flashbuild.arch import parse_arch_spec
 from flashbuild.pipeline.introspect import introspect
 from flashbuild.recipes.load import parse_recipe
@@ -54,9 +55,9 @@ def _snapshot(root: Path) -> dict[str, str]:
 
 def _sleepers(mark: str) -> list[psutil.Process]:
     found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        if (proc.info["cmdline"] or [])[-1:] == [mark]:
-            found.append(proc)
+    for each in psutil.process_iter(["cmdline"]):
+        if (each.info["cmdline"] or [])[-1:] == [mark]:
+            found.append(each)
     return found
 
 
@@ -80,8 +81,8 @@ def _introspect_planted(tmp_path: Path, backend: str, name: str, text: str) -> N
                    bindings=False)
         time.sleep(0.2)  # a daemon's fork has happened by now
         left = _sleepers(mark)
-        for proc in left:
-            proc.kill()
+        for each in left:
+            each.kill()
         try:
             conn, _ = listener.accept()
             conn.close()
@@ -90,9 +91,12 @@ def _introspect_planted(tmp_path: Path, backend: str, name: str, text: str) -> N
             connected = False
     finally:
         listener.close()
-    assert not connected, "a build script reached the host's network"
-    assert _snapshot(tree) == before, "introspection changed the tree"
-    assert not left, "a daemon the build script started is still running"
+    # All three checked before any assertion: each is a guarantee of its own.
+    broken = [what for what, bad in (
+        ("a build script reached the host's network", connected),
+        ("introspection changed the tree", _snapshot(tree) != before),
+        ("a daemon the build script started is still running", bool(left))) if bad]
+    assert not broken
 
 
 def test_a_planted_cmakelists_is_contained(tmp_path: Path, cuda_toolkit_root: Path) -> None:
@@ -102,3 +106,14 @@ def test_a_planted_cmakelists_is_contained(tmp_path: Path, cuda_toolkit_root: Pa
 @needs_torch
 def test_a_planted_setup_py_is_contained(tmp_path: Path, cuda_toolkit_root: Path) -> None:
     _introspect_planted(tmp_path, "setuptools", "setup.py", _SETUP)
+
+
+def test_run_keeps_only_the_end_of_a_huge_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(proc, "OUTPUT_LIMIT", 1 << 20, raising=False)
+    script = ("import sys\nfor i in range(64): sys.stderr.write('x' * 65535 + '\\n')\n"
+              "sys.stderr.write('the end\\n')")
+    done = proc.ProcessRunner().run([sys.executable, "-c", script], timeout=30)
+    # 4 MiB printed; 1 MiB (plus the chunk that crossed it) kept, the end included.
+    assert len(done.stderr) < (1 << 20) + 70000
+    assert done.stderr.rstrip().endswith("the end")
+    assert "bytes of this output were dropped" in done.stderr
