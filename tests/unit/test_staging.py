@@ -1,5 +1,5 @@
-"""The staged mirror: copies (never hard links), patches that never reach the user's tree, cheap and correct
-syncs (new, deleted, replaced, edited files), mtimes that only move forward."""
+"""The staged mirror: copies (never hard links), patches that never reach the user's tree,
+cheap and correct syncs (new, deleted, replaced, edited files), mtimes that only move forward."""
 
 from __future__ import annotations
 
