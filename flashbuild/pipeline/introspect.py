@@ -294,7 +294,7 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
     source_dir = (copy / request.recipe.build.cmake_source).resolve()
     build_dir = scratch / "cmake"
     contained = platforms.current().containment()
-    env = offline_env(request.env)
+    env = offline_env(request.env, proxies=not contained.namespaces)
     # Every introspection starts from an empty folder: nothing from an earlier one (another
     # recipe's options, a stand-in) leaks into it.
     shutil.rmtree(build_dir, ignore_errors=True)
@@ -601,7 +601,7 @@ def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
             env[setup_record.PRESENT_CUDA_ENV] = present
         # Network calls fail in the hook; git (a submodule clone), pip and every child that
         # honours a proxy are told the same (and a network namespace, where there is one).
-        env = offline_env(env)
+        env = offline_env(env, proxies=not contained.namespaces)
         # Temporary folders inside the scratch folder: a setup.py that configures CMake in a
         # `tempfile` folder (natten) writes nothing outside the build root either.
         tmp = scratch / "tmp"

@@ -47,11 +47,14 @@ class Containment:
         return [*self.prefix, *argv]
 
 
-def offline_env(env: Mapping[str, str]) -> dict[str, str]:
-    """`env` with the fallback's network settings (applied with namespaces too: a namespace
-    refused between the probe and the run still leaves these)."""
-    out = {k: v for k, v in env.items() if k.upper() != "NO_PROXY"}
-    out.update(dict.fromkeys(PROXY_VARIABLES, CLOSED_PROXY))
+def offline_env(env: Mapping[str, str], *, proxies: bool = True) -> dict[str, str]:
+    """`env` with the fallback's network settings. `proxies=False` where a network namespace
+    already cuts the network: setup.py's offline hook then reports the host it asked for,
+    not the closed proxy."""
+    out = dict(env)
+    if proxies:
+        out = {k: v for k, v in out.items() if k.upper() != "NO_PROXY"}
+        out.update(dict.fromkeys(PROXY_VARIABLES, CLOSED_PROXY))
     out["GIT_ALLOW_PROTOCOL"] = "file"
     out["PIP_NO_INDEX"] = "1"
     return out

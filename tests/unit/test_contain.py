@@ -13,6 +13,9 @@ def test_offline_env_points_every_proxy_at_a_closed_port() -> None:
     assert "no_proxy" not in env
     assert all(env[name] == contain.CLOSED_PROXY for name in contain.PROXY_VARIABLES)
     assert env["PIP_NO_INDEX"] == "1"
+    # With a network namespace the proxies stay as they were (the hook reports real hosts).
+    assert contain.offline_env({"HTTPS_PROXY": "http://p:1"}, proxies=False)["HTTPS_PROXY"] \
+        == "http://p:1"
 
 
 def test_a_refused_namespace_falls_back_to_no_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
