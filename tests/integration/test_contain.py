@@ -19,6 +19,7 @@ import pytest
 from flashbuild import platforms, proc
 from flashbuild.arch import parse_arch_spec
 from flashbuild.pipeline.introspect import introspect
+from flashbuild.platforms import contain
 from flashbuild.recipes.load import parse_recipe
 from tests.markers import needs_torch
 
@@ -105,6 +106,15 @@ def _introspect_planted(tmp_path: Path, backend: str, name: str, text: str) -> N
 
 
 def test_a_planted_cmakelists_is_contained(tmp_path: Path, cuda_toolkit_root: Path) -> None:
+    _introspect_planted(tmp_path, "cmake", "CMakeLists.txt", _CMAKE)
+
+
+def test_without_namespaces_the_tree_is_still_left_alone(
+        tmp_path: Path, cuda_toolkit_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fallback (user namespaces refused): the configure still runs on a copy."""
+    monkeypatch.setattr(contain, "linux_containment",
+                        lambda: contain.no_containment("refused (test)"))
+    assert not platforms.current().containment().namespaces
     _introspect_planted(tmp_path, "cmake", "CMakeLists.txt", _CMAKE)
 
 
