@@ -105,6 +105,8 @@ def introspect(recipe: Recipe, tree: Path, spec: ArchSpec, *, platform: str | No
             what = ("recording setup.py" if recipe.build.backend == "setuptools"
                     else "configuring (no compile)")
             say(f"introspection: {what} in {scratch}")
+            # Which containment applies is the machine's (docs/introspection.md, "Contained").
+            say(f"introspection: contained by {platforms.current().containment().summary}")
         if recipe.build.backend == "setuptools":
             model = _record(request, runner, scratch, timeout, bindings=bindings)
         else:

@@ -73,8 +73,7 @@ def _works(prefix: Sequence[str]) -> bool:
 def linux_containment() -> Containment:
     """Namespaces as root, else in a user namespace, else the fallback (asked once a run)."""
     unshare = shutil.which("unshare")
-    fallback = Containment((), "no namespaces (unshare missing or refused): proxies to a "
-                           "closed port, process group ended")
+    fallback = Containment((), "proxies to a closed port (no namespaces here)")
     if unshare is None:
         return fallback
     for extra in ((), ("--map-root-user",)):

@@ -94,8 +94,7 @@ class WindowsPlatform:
 
         # A Job Object ends every process the script starts; the network is left as it is
         # (Windows has no unprivileged network namespace): only the proxy fallback applies.
-        return no_containment("a Job Object ends the process tree; network not isolated "
-                              "(proxies to a closed port)")
+        return no_containment("a Job Object and proxies to a closed port")
 
     def child_tree(self, proc: subprocess.Popen[Any]) -> ChildTree:
         from flashbuild.platforms.children import JobObject, Kernel32Jobs
