@@ -15,6 +15,7 @@ after it exits (a nvcc under ninja under pip included).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import queue
@@ -259,6 +260,8 @@ class ProcessRunner:
 #: that started a session of its own, so the tree's kill does not reach it) can hold the pipe
 #: open for ever, and waiting for the pipe's end made a timeout no bound at all.
 PIPE_GRACE_S = 2.0
+#: Bytes of one output stream `run` keeps (its end): a bound on memory whatever a child prints.
+OUTPUT_LIMIT = 32 * 1024 * 1024
 
 
 class _Drain:
@@ -269,6 +272,13 @@ class _Drain:
     def __init__(self, stream: IO[bytes], *, lines: bool = False) -> None:
         self.pipe_id = os.fstat(stream.fileno()).st_ino
         self._chunks: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        # `run` keeps what it reads until the child is gone: past OUTPUT_LIMIT the start is
+        # dropped (the tail is what an error shows), so a build script that prints 400 MB
+        # does not make flashbuild hold 400 MB (or three times that, decoded).
+        self._kept: collections.deque[bytes] = collections.deque()
+        self._held = 0
+        self.dropped = 0
+        self._lock = threading.Lock()
         self._stream = stream
         self._thread = threading.Thread(target=self._read, args=(lines,), daemon=True,
                                         name="flashbuild-pipe")
@@ -279,13 +289,25 @@ class _Drain:
                                      else lambda: self._stream.read1(65536))  # type: ignore[attr-defined]
         try:
             while chunk := read():
-                self._chunks.put(chunk)
+                if lines:
+                    self._chunks.put(chunk)
+                else:
+                    self._keep(chunk)
         except (OSError, ValueError):
             pass
         finally:
             self._chunks.put(None)
             with contextlib.suppress(OSError):
                 self._stream.close()
+
+    def _keep(self, chunk: bytes) -> None:
+        with self._lock:
+            self._kept.append(chunk)
+            self._held += len(chunk)
+            while self._held > OUTPUT_LIMIT and len(self._kept) > 1:
+                old = self._kept.popleft()
+                self._held -= len(old)
+                self.dropped += len(old)
 
     def next(self, timeout: float) -> bytes | None:
         """The next chunk; b"" when none came within `timeout`; None at the pipe's end."""
@@ -300,8 +322,14 @@ class _Drain:
         return not self._thread.is_alive()
 
     def data(self) -> bytes:
-        """Everything read so far (for `run`, once it stopped waiting)."""
-        out = []
+        """Everything read so far (for `run`, once it stopped waiting); past OUTPUT_LIMIT
+        only the last OUTPUT_LIMIT bytes, after a line saying how much was dropped."""
+        with self._lock:
+            kept = b"".join(self._kept)
+            if self.dropped:
+                kept = (f"[flashbuild: the first {self.dropped} bytes of this output were "
+                        "dropped]\n").encode() + kept
+        out = [kept]
         while True:
             try:
                 chunk = self._chunks.get_nowait()

@@ -53,6 +53,7 @@ from flashbuild.pipeline.command import (
     recipe_settings,
     version_or_none,
 )
+from flashbuild.platforms.contain import CMAKE_OFFLINE, offline_env
 from flashbuild.proc import ProcessRunner
 from flashbuild.recipes.when import WhenContext
 from flashbuild.source import cmake_fileapi, setup_record, treemodel
@@ -104,6 +105,8 @@ def introspect(recipe: Recipe, tree: Path, spec: ArchSpec, *, platform: str | No
             what = ("recording setup.py" if recipe.build.backend == "setuptools"
                     else "configuring (no compile)")
             say(f"introspection: {what} in {scratch}")
+            # Which containment applies is the machine's (docs/introspection.md, "Contained").
+            say(f"introspection: contained by {platforms.current().containment().summary}")
         if recipe.build.backend == "setuptools":
             model = _record(request, runner, scratch, timeout, bindings=bindings)
         else:
@@ -287,8 +290,13 @@ def _store(scratch: Path, key: str, model: treemodel.TreeModel, tree: Path) -> N
 def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
                timeout: float, *, bindings: bool = True) -> treemodel.TreeModel:
     tools = cmake.find_tools(runner, request.env, request.platform)
-    source_dir = (request.source_dir / request.recipe.build.cmake_source).resolve()
+    # The configure runs on a copy: a CMakeLists.txt that writes into (or deletes from) its
+    # source folder changes the copy, never the user's tree.
+    copy = _copy_tree(request.source_dir, scratch / "tree")
+    source_dir = (copy / request.recipe.build.cmake_source).resolve()
     build_dir = scratch / "cmake"
+    contained = platforms.current().containment()
+    env = offline_env(request.env, proxies=not contained.namespaces)
     # Every introspection starts from an empty folder: nothing from an earlier one (another
     # recipe's options, a stand-in) leaks into it.
     shutil.rmtree(build_dir, ignore_errors=True)
@@ -316,7 +324,9 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
         if stubs:
             argv += [f"-DCMAKE_PROJECT_INCLUDE={_STUB.as_posix()}",
                      f"-DFLASHBUILD_STUB_TARGETS={';'.join(stubs)}"]
-        done = runner.run(argv, env=request.env, cwd=build_dir, timeout=timeout, check=False)
+        argv += list(CMAKE_OFFLINE)
+        done = runner.run(contained.argv(argv), env=env, cwd=build_dir, timeout=timeout,
+                          check=False)
         if done.ok:
             return
         missing = sorted(set(cmake.missing_toolkit_components(done.output)) - set(stubs))
@@ -353,14 +363,29 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
         ninja_text = (build_dir / "build.ninja").read_text(encoding="utf-8", errors="replace")
     except OSError:
         ninja_text = ""
-    model = treemodel.from_cmake(reply, request.source_dir.resolve(), python_suffix=suffix,
+    model = treemodel.from_cmake(reply, copy.resolve(), python_suffix=suffix,
                                  notes=tuple(notes), arch_variable=arch_var,
                                  ninja_flags=treemodel.ninja_arch_flags(ninja_text))
     compiler = reply.cache_value("CMAKE_CXX_COMPILER") or request.host_compiler.path or "c++"
-    root = request.source_dir.resolve()
+    root = copy.resolve()
     return replace(model, bindings=_bindings(model, root, runner, request.env,
                                              {"CXX": compiler}) if bindings else (),
                    jit=treemodel.find_jit(root, _python_files(root)))
+
+
+def _copy_tree(tree: Path, copy: Path) -> Path:
+    """A fresh copy of `tree` at `copy` (files copied, never linked, so a write to one is a
+    write to the copy), without version control, caches and earlier builds."""
+    top = str(tree)
+
+    def skip(folder: str, names: list[str]) -> list[str]:
+        # build/ and dist/ only at the top (setuptools' output folders); the others anywhere.
+        return [n for n in names if n in _SKIP and (folder == top or n not in _TOP_ONLY)]
+
+    if copy.exists():
+        shutil.rmtree(copy)
+    shutil.copytree(top, copy, symlinks=True, ignore=skip)
+    return copy
 
 
 def _python_files(root: Path) -> list[str]:
@@ -564,15 +589,11 @@ def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
     copy = scratch / "tree"
     top = str(request.source_dir)
 
-    def skip(folder: str, names: list[str]) -> list[str]:
-        # build/ and dist/ only at the top (setuptools' output folders); the others anywhere.
-        return [n for n in names if n in _SKIP and (folder == top or n not in _TOP_ONLY)]
+    contained = platforms.current().containment()
 
     def run(present: str) -> tuple[setup_record.SetupRecord, dict[str, str]]:
         """One record-mode run on a fresh copy of the tree."""
-        if copy.exists():
-            shutil.rmtree(copy)
-        shutil.copytree(top, copy, symlinks=True, ignore=skip)
+        _copy_tree(Path(top), copy)
         record_file = scratch / "record.json"
         record_file.unlink(missing_ok=True)
         env = build_environment(request, copy, jobs=1, hook_report=scratch / "hook.jsonl",
@@ -580,9 +601,9 @@ def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
         env[setup_record.RECORD_ENV] = str(record_file)
         if present:
             env[setup_record.PRESENT_CUDA_ENV] = present
-        # Network calls fail in the hook; git (a submodule clone) and pip are told the same.
-        env["GIT_ALLOW_PROTOCOL"] = "file"
-        env["PIP_NO_INDEX"] = "1"
+        # Network calls fail in the hook; git (a submodule clone), pip and every child that
+        # honours a proxy are told the same (and a network namespace, where there is one).
+        env = offline_env(env, proxies=not contained.namespaces)
         # Temporary folders inside the scratch folder: a setup.py that configures CMake in a
         # `tempfile` folder (natten) writes nothing outside the build root either.
         tmp = scratch / "tmp"
@@ -593,7 +614,8 @@ def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
         env.update(dict.fromkeys(("TMPDIR", "TEMP", "TMP"), str(tmp)))
         argv = [request.python, str(_RECORDER), "build_ext", "--build-temp",
                 str(scratch / "temp"), "--build-lib", str(scratch / "lib")]
-        done = runner.run(argv, env=env, cwd=copy, timeout=timeout, check=False)
+        done = runner.run(contained.argv(argv), env=env, cwd=copy, timeout=timeout,
+                          check=False)
         if not record_file.is_file():
             tail = done.output.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
             raise BuildError("setup.py ended before the record was written",

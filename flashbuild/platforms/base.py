@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from pathlib import Path, PurePath
 
     from flashbuild.platforms.children import ChildTree
+    from flashbuild.platforms.contain import Containment
 
 PlatformName = Literal["linux", "windows"]
 HostCompilerFamily = Literal["msvc", "gnu"]
@@ -110,6 +111,10 @@ class Platform(Protocol):
     def child_start_options(self) -> dict[str, Any]:
         """`subprocess.Popen` arguments that make a child the leader of its own tree (a new
         session on POSIX, a new process group on Windows)."""
+        ...
+
+    def containment(self) -> Containment:
+        """How a tree's build scripts are contained on this machine (platforms/contain.py)."""
         ...
 
     def child_tree(self, proc: subprocess.Popen[Any]) -> ChildTree:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from flashbuild.platforms.base import HostCompilerFamily, Prerequisite, RegistryReader
     from flashbuild.platforms.children import ChildTree
+    from flashbuild.platforms.contain import Containment
 
 
 #: Package names per distribution family (the first ID or ID_LIKE of /etc/os-release that
@@ -105,6 +106,11 @@ class LinuxPlatform:
 
     def child_start_options(self) -> dict[str, Any]:
         return {"start_new_session": True}
+
+    def containment(self) -> Containment:
+        from flashbuild.platforms.contain import linux_containment  # noqa: PLC0415  # start-up
+
+        return linux_containment()
 
     def child_tree(self, proc: subprocess.Popen[Any]) -> ChildTree:
         from flashbuild.platforms.children import ProcessGroup  # noqa: PLC0415  # start-up

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from flashbuild.platforms.base import HostCompilerFamily, Prerequisite, RegistryReader
     from flashbuild.platforms.children import ChildTree
+    from flashbuild.platforms.contain import Containment
     from flashbuild.runner import Completed, Runner
 
 _LONG_PATHS_KEY = r"SYSTEM\CurrentControlSet\Control\FileSystem"
@@ -87,6 +88,13 @@ class WindowsPlatform:
         # Its own console process group: a Ctrl-C in the console reaches flashbuild only, and
         # flashbuild passes it on as CTRL_BREAK to the group (children.JobObject.stop).
         return {"creationflags": CREATE_NEW_PROCESS_GROUP}
+
+    def containment(self) -> Containment:
+        from flashbuild.platforms.contain import no_containment  # start-up
+
+        # A Job Object ends every process the script starts; the network is left as it is
+        # (Windows has no unprivileged network namespace): only the proxy fallback applies.
+        return no_containment("a Job Object and proxies to a closed port")
 
     def child_tree(self, proc: subprocess.Popen[Any]) -> ChildTree:
         from flashbuild.platforms.children import JobObject, Kernel32Jobs
