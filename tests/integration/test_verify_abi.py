@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
@@ -44,3 +46,14 @@ def test_glibc_238_is_an_error_under_manylinux_2_28(tmp_path: Path) -> None:
     assert "GLIBC_2.38" in lines[0] and "GLIBC_2.28" in lines[0]
     assert violations(binary, policy_named("manylinux_2_34")) != []
     assert all(len(line) < 200 and line.isascii() for line in lines)
+
+
+def test_verify_policy_option_fails_the_binary(tmp_path: Path) -> None:
+    binary = _needs_glibc_238(tmp_path)
+    result = subprocess.run([sys.executable, "-m", "flashbuild", "verify", str(binary),
+                             "--policy", "manylinux_2_28", "--no-gpu", "--json"],
+                            capture_output=True, text=True, check=False, timeout=60)
+    abi_checks = [c for c in json.loads(result.stdout)["checks"] if c["area"] == "abi"]
+    assert result.returncode == 8
+    assert [c["status"] for c in abi_checks] == ["fail"]
+    assert "GLIBC_2.38" in abi_checks[0]["evidence"]
