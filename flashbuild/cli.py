@@ -320,6 +320,10 @@ def verify(
         "--recipe", "-r", help="Take the exports, kernels and dynamic_smem to check from this "
         "recipe's \\[verify] table (name or TOML file) instead of the manifest: for a binary "
         "built without flashbuild.")] = None,
+    policy: Annotated[str | None, typer.Option(
+        "--policy", help="manylinux policy the ELF binaries' glibc/libstdc++ symbol versions "
+        "must fit: manylinux2014, manylinux_2_17, manylinux_2_28, manylinux_2_34. Default: "
+        "a wheel's own manylinux tag.")] = None,
     json: JsonOpt = False,
     bench: Annotated[bool, typer.Option("--bench", help="Also run the bandwidth benchmark.")]
     = False,
@@ -339,7 +343,7 @@ def verify(
 
     return run_verify(path=path, package=package, arch=arch, as_json=json, bench=bench,
                       gpu=gpu, strict_arch=strict_arch, recipe=recipe,
-                      allow_placeholders=allow_placeholders)
+                      allow_placeholders=allow_placeholders, policy=policy)
 
 
 @app.command(cls=_Command)

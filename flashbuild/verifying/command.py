@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 def run_verify(*, path: Path | None, package: str | None, arch: str | None, as_json: bool,
                bench: bool, gpu: bool | None, strict_arch: bool = True,
-               recipe: str | None = None, allow_placeholders: bool = False) -> int:
+               recipe: str | None = None, allow_placeholders: bool = False,
+               policy: str | None = None) -> int:
     """Verify, print the report, return the exit code (0, or VerifyError's 8). `recipe`
     supplies the `[verify]` expectations (exports, kernels, dynamic_smem) for a binary built
     without flashbuild; they replace the manifest's. Its `[install] top_level` says which
@@ -41,7 +42,7 @@ def run_verify(*, path: Path | None, package: str | None, arch: str | None, as_j
         targets=parse_arch_spec(arch) if arch else None, strict_arch=strict_arch,
         allow_placeholders=allow_placeholders,
         exports=exports, kernels=kernels, dynamic_smem=dynamic_smem, top_level=top_level,
-        run_gpu=gpu, bench=bench, runner=ProcessRunner(echo=ui.command))
+        run_gpu=gpu, bench=bench, runner=ProcessRunner(echo=ui.command), policy=policy)
     if as_json:
         ui.emit_json(report.to_json())
     else:

@@ -30,7 +30,7 @@ from flashbuild.installing.manifest import MANIFEST_NAME
 from flashbuild.installing.resources import loader_shim
 from flashbuild.platforms import Platform, current
 from flashbuild.toolchain_facts import WHEEL_DLL_SUBDIRS
-from flashbuild.verifying import binaries, placeholders, resources, runtime
+from flashbuild.verifying import abi, binaries, placeholders, resources, runtime
 from flashbuild.verifying.fatbin import (
     BinaryFormatError,
     BinaryImages,
@@ -312,6 +312,7 @@ def verify_install(
     gpu_present: Callable[[], bool] = runtime.gpu_present,
     gpus_here: Callable[[Mapping[str, str]], list[Gpu] | None] = runtime.visible_gpus,
     preloaded_dirs: Sequence[Path] | None = None,
+    policy: str | None = None,
 ) -> VerifyReport:
     """Verify PATH (a binary, folder, wheel or manifest; `manifest_path` is its older name)
     or an installed `package`. `targets` defaults to the manifest's archs; `exports`,
@@ -321,7 +322,8 @@ def verify_install(
     manifest's). `strict_arch` fails a binary
     holding images for archs that are not targets (else they are a warning).
     `allow_placeholders` makes "most kernels of a target are placeholders" a warning (all of
-    them still fails)."""
+    them still fails). `policy` (`manylinux_2_28`) bounds the glibc/libstdc++ symbol
+    versions of each ELF binary; a wheel's own platform tag is its policy by default."""
     with open_subject(path or manifest_path, package=package) as subject:
         return _verify(subject, targets=targets, strict=strict_arch,
                        allow_placeholders=allow_placeholders, run_gpu=run_gpu,
@@ -332,7 +334,41 @@ def verify_install(
                        preloaded=(environment_lib_dirs() if preloaded_dirs is None
                                   else tuple(preloaded_dirs)),
                        expect=_expectations(subject, exports=exports, kernels=kernels,
-                                            dynamic_smem=dynamic_smem, top_level=top_level))
+                                            dynamic_smem=dynamic_smem, top_level=top_level),
+                       policy=policy)
+
+
+def _wheel_tag(subject: Subject) -> str | None:
+    """The platform tag of a wheel's file name (PEP 427: the last dash-separated field)."""
+    name = Path(subject.label).name
+    if subject.kind != "wheel" or not name.endswith(".whl"):
+        return None
+    return name.removesuffix(".whl").rsplit("-", 1)[-1].split(".")[0]
+
+
+def _abi_checks(subject: Subject, policy: str | None) -> list[Check]:
+    """The manylinux checks: each ELF binary's symbol versions against `policy`, else the
+    wheel's manylinux tag; a linux_* tag is a warning (PyPI refuses it)."""
+    checks: list[Check] = []
+    tag = _wheel_tag(subject)
+    if tag is not None and (warning := abi.platform_tag_warning(tag)) is not None:
+        checks.append(Check("abi", Path(subject.label).name, Status.WARN, warning,
+                            fix="build in a manylinux image (or pass --policy to check)"))
+    name = policy or (tag if tag is not None and tag.startswith("manylinux") else None)
+    if name is None:
+        return checks
+    rules = abi.policy_named(name)
+    for binary in subject.binaries:
+        if not binary.path.name.endswith(".so") and ".so." not in binary.path.name:
+            continue
+        lines = abi.violations(binary.path, rules)
+        checks.append(Check(
+            "abi", binary.path.name, Status.FAIL if lines else Status.OK,
+            (f"needs symbol versions newer than {rules.name}" if lines else
+             f"symbol versions within {rules.name}"),
+            evidence="; ".join(lines),
+            fix="build in the policy's manylinux image" if lines else ""))
+    return checks
 
 
 def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
@@ -340,7 +376,8 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
             runner: Runner, platform: Platform, env: dict[str, str], python: str,
             selfcheck: Sequence[str], import_module: bool, gpu_present: Callable[[], bool],
             gpus_here: Callable[[Mapping[str, str]], list[Gpu] | None],
-            preloaded: Sequence[Path], expect: Expectations) -> VerifyReport:
+            preloaded: Sequence[Path], expect: Expectations,
+            policy: str | None = None) -> VerifyReport:
     manifest = subject.manifest
     spec = targets or (parse_arch_spec(manifest.archs) if manifest else None)
     if spec is not None and spec.native:
@@ -410,6 +447,7 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
                                   plugins=_plugins_only(subject))
     else:
         checks += _not_importable(subject, pkg, expect, run_gpu=run_gpu)
+    checks += _abi_checks(subject, policy)
     return VerifyReport(manifest_path=subject.manifest_path, package=pkg,
                         targets=spec.cmake() if spec else "none given",
                         checks=tuple(checks), images=images, subject_kind=subject.kind,
