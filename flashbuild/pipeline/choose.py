@@ -20,6 +20,7 @@ No `--recipe` and no tree builds the bundled kernel library (`csrc`), as before.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import hashlib
@@ -34,6 +35,7 @@ from flashbuild.building import staging
 from flashbuild.errors import FlashbuildError, RecipeError, TreeError, UsageError
 from flashbuild.installing import shim
 from flashbuild.installing.manifest import MANIFEST_NAME
+from flashbuild.outputs import write_no_follow
 from flashbuild.patching.plan import plan_steps
 from flashbuild.recipes.load import bundled_for, load_recipe, source_tree
 from flashbuild.recipes.when import WhenContext, evaluate
@@ -205,7 +207,8 @@ def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_ro
         run_init(tree, platform=platform, arch=arch, output=draft, as_json=False,
                  introspect=introspect_for_draft, plan=plan_steps)
         written = hashlib.sha256(draft.read_bytes()).hexdigest()
-        key_file.write_text(json.dumps({"key": key, "written": written}), encoding="utf-8")
+        with contextlib.suppress(OSError):  # a missing key only costs drafting again
+            write_no_follow(key_file, json.dumps({"key": key, "written": written}).encode())
     loaded = load_recipe(draft)
     todos = parse_todos(draft.read_text(encoding="utf-8"))
     blocking = [t for t in todos if blocks(t, loaded, installing=installing)]
