@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from flashbuild.errors import UsageError
 
@@ -26,6 +26,13 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) \
     | getattr(os, "O_BINARY", 0)
 
 
+def open_new(path: Path) -> BinaryIO:
+    """Open `path` for writing as a new file: a file or link left there (by a killed run, or
+    planted) is removed first, and the open neither follows a link nor reuses a file."""
+    path.unlink(missing_ok=True)  # unlink removes a link, never its target
+    return os.fdopen(os.open(path, _CREATE, 0o666), "wb")
+
+
 def write_no_follow(path: Path, data: bytes) -> None:
     """Write `data` as the file `path`, all or nothing, never through a link.
 
@@ -35,10 +42,8 @@ def write_no_follow(path: Path, data: bytes) -> None:
     there is replaced, not followed. On any OSError (a full disk: ENOSPC) the temp file is
     removed, `path` is as it was, and the error is raised for the caller to explain."""
     tmp = path.with_name(path.name + NO_FOLLOW_TMP)
-    tmp.unlink(missing_ok=True)  # left by a killed run; unlink removes a link, not its target
     try:
-        fd = os.open(tmp, _CREATE, 0o666)
-        with os.fdopen(fd, "wb") as fh:
+        with open_new(tmp) as fh:
             fh.write(data)
         tmp.replace(path)
     except OSError:

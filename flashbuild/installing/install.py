@@ -47,7 +47,7 @@ from flashbuild import platforms
 from flashbuild.errors import InstallError
 from flashbuild.installing import shim
 from flashbuild.installing.wheel import build_wheel, dist_info_dir, read_member, repack_wheel
-from flashbuild.outputs import write_no_follow
+from flashbuild.outputs import open_new, write_no_follow
 from flashbuild.proc import Runner, quote, tail
 
 if TYPE_CHECKING:
@@ -212,10 +212,6 @@ def _install_inplace_top_level(plan: InstallPlan) -> InstallResult:
 #: Suffixes of the staged new file and of the previous file kept until every swap succeeded.
 _NEW, _OLD = ".flashbuild-tmp", ".flashbuild-old"
 
-#: The staged copy is a new file, never opened through a link (O_NOFOLLOW: not on Windows).
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) \
-    | getattr(os, "O_BINARY", 0)
-
 
 def replace_all(contents: Sequence[tuple[Path, Path | bytes]]) -> None:
     """Put each `(destination, file or bytes)` in place, all or nothing.
@@ -252,9 +248,7 @@ def replace_all(contents: Sequence[tuple[Path, Path | bytes]]) -> None:
 
 def _stage(tmp: Path, source: Path | bytes) -> None:
     """Write the staged copy, never through a link left at `tmp` (created exclusively)."""
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, _CREATE, 0o666)
-    with os.fdopen(fd, "wb") as fh:
+    with open_new(tmp) as fh:
         if isinstance(source, bytes):
             fh.write(source)
         else:

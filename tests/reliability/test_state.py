@@ -16,6 +16,7 @@ from flashbuild.errors import InstallError
 from flashbuild.installing import install
 from flashbuild.installing.install import recover_swaps, recover_tree, replace_all
 from flashbuild.outputs import write_no_follow
+from flashbuild.patching.journal import atomic_write, tmp_of
 from tests.reliability.helpers import record
 
 if TYPE_CHECKING:
@@ -157,3 +158,30 @@ def test_build_restores_the_package_before_reading_the_tree(box: Sandbox) -> Non
                   "--build-dir", str(box.base / "b"))
     assert (pkg / "__init__.py").read_bytes() == b"old init\n", out.output
     assert "restored" in out.output
+
+
+def test_a_journal_temp_planted_as_a_link_is_not_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    target = tmp_path / "journal.json"
+    tmp_of(target).symlink_to(victim)
+    atomic_write(target, b"{}", fsync=False)
+    _ok("journal temp file planted as a link", lost=victim.read_bytes() != b"keep")
+    assert victim.read_bytes() == b"keep" and target.read_bytes() == b"{}"
+
+
+def test_build_drafts_beside_a_planted_link_not_through_it(box: Sandbox) -> None:
+    """The zero-config draft and its key, both links planted in the build folder (one to a
+    user's file, one dangling): the user's file keeps its bytes, no file appears."""
+    build = box.base / "b"
+    build.mkdir()
+    victim = box.sentinel / "precious.txt"
+    victim.parent.mkdir(exist_ok=True)
+    victim.write_bytes(b"precious\n")
+    (build / f"{box.tree.name}.draft.toml").symlink_to(victim)
+    (build / f"{box.tree.name}.draft.toml.key").symlink_to(box.sentinel / "created")
+    out = box.cli("build", str(box.tree), "--install", "none", "--arch", "sm_90",
+                  "--build-dir", str(build))
+    kept = victim.read_bytes() == b"precious\n" and not (box.sentinel / "created").exists()
+    _ok("zero-config draft through planted links", lost=not kept)
+    assert kept, out.output
