@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from flashbuild.errors import RecipeError, TreeError
+from flashbuild.platforms.files import read_regular
 from flashbuild.recipes.model import PatchStep, Recipe
 from flashbuild.recipes.transforms import SPECS, TransformSpec
 
@@ -306,12 +307,19 @@ def load_recipe(name_or_path: str | Path) -> Recipe:
                 evidence=(f"did you mean `{close[0]}`? " if close else "") +
                 f"bundled recipes: {', '.join(sorted(bundled)) or 'none'}",
                 fix="name a bundled recipe or the path of a recipe .toml file")
+    return parse_recipe(read_recipe_text(path), path)
+
+
+def read_recipe_text(path: Path) -> str:
+    """A recipe file's text, read with a bound: a FIFO, a device (`/dev/zero` read 7.4 GB)
+    or an oversized file is exit 4 with one paragraph, never a hang (issue 27)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return read_regular(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise RecipeError(f"cannot read the recipe {path}", evidence=str(exc),
+        raise RecipeError(f"cannot read the recipe {path}",
+                          evidence=exc.strerror or str(exc) if isinstance(exc, OSError)
+                          else str(exc),
                           fix="name a recipe file saved as UTF-8 TOML") from exc
-    return parse_recipe(text, path)
 
 
 #: Where a regular wheel carries the repo's `recipes/`, `patches/` and `csrc/` inside the
