@@ -18,7 +18,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from flashbuild import __version__, interrupts
 from flashbuild.console import prepare_streams, ui
-from flashbuild.errors import FlashbuildError, Interrupted
+from flashbuild.errors import FlashbuildError, Interrupted, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -180,6 +180,7 @@ def _edge(func: Callable[P, int | None]) -> Callable[P, None]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         interrupts.begin()
         try:
+            _check_cwd()
             code = func(*args, **kwargs) or 0
         except FlashbuildError as exc:
             if isinstance(exc, Interrupted):
@@ -213,6 +214,18 @@ def _edge(func: Callable[P, int | None]) -> Callable[P, None]:
         raise typer.Exit(code)
 
     return wrapper
+
+
+def _check_cwd() -> None:
+    """Raise UsageError when the current folder no longer exists: every relative path (and
+    `Path.cwd()` in doctor and build) failed later as an internal error (issue 27)."""
+    try:
+        Path.cwd()
+    except FileNotFoundError as exc:
+        raise UsageError(
+            "the current folder no longer exists (it was deleted or moved after this shell "
+            "entered it)", evidence=f"getcwd: {exc.strerror}",
+            fix="`cd` into an existing folder and run again") from exc
 
 
 def _end_children() -> None:

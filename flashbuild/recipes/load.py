@@ -279,6 +279,12 @@ def parse_recipe(text: str, file: Path | None = None) -> Recipe:
     src = _Source(file, text)
     try:
         data = tomllib.loads(text)
+    except RecursionError as exc:  # tomllib recurses once per nested array or table
+        where = str(file or "<recipe>")
+        raise RecipeError(f"the recipe is nested too deeply to read ({where})",
+                          evidence="arrays or inline tables nested thousands of levels deep",
+                          fix="a recipe nests a few levels; remove the runaway brackets",
+                          details={"where": where}) from exc
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         where = f"{file or '<recipe>'}:{m[1]}" if m else str(file or "<recipe>")

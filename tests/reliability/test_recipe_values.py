@@ -36,6 +36,9 @@ VALUES = {
         HEAD + '[[patch]]\nid = "m"\ntransform = "macro-edit"\n'
         'params = { files = ["src/*.cpp"], find = "(a+)+$", replace = "b", regex = true, '
         'already = "b" }\n', "repeats a part that itself repeats"),
+    "NUL in a sources glob": (
+        '[recipe]\nname = "v"\n\n[source]\npath = "../tree"\nsources = ["src/\\u0000*.cpp"]\n',
+        "`sources[0]` holds a NUL character"),
 }
 
 
