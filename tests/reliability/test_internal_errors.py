@@ -164,3 +164,15 @@ def test_a_deleted_current_folder_is_a_usage_error(box: Sandbox) -> None:
          str(gone), sys.executable], capture_output=True, text=True, timeout=60, check=False)
     out = Outcome(done.returncode, done.stdout + done.stderr, 0.0)
     judge_outcome("current folder deleted", out, code=2, say="no longer exists")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="/dev/full is Linux")
+def test_stdout_on_dev_full_is_one_paragraph(tmp_path: Path) -> None:
+    """stdout on /dev/full: an internal error and a second traceback at exit (issue 27)."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "flashbuild", "recipe", "list"],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=60,
+                              check=False, cwd=tmp_path)
+    out = Outcome(done.returncode, done.stderr, 0.0)
+    judge_outcome("stdout on /dev/full", out, code=2, say="could not write its output")
+    assert "Exception ignored" not in done.stderr
