@@ -310,9 +310,12 @@ def _tree_key(tree: Path, *, arch: str, platform: str, skip: Path) -> str:
                 text = shim.remove((tree / rel).read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, FlashbuildError):
                 text = str(st.st_mtime_ns)
-            h.update(f"{rel}\0{hashlib.sha256(text.encode()).hexdigest()}\n".encode())
+            h.update(f"{rel}\0{hashlib.sha256(text.encode()).hexdigest()}\n"
+                     .encode(errors="surrogateescape"))
             continue
-        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        # surrogateescape: a file name that is not UTF-8 (kept by os.fsdecode as surrogates)
+        # hashes as its own bytes instead of raising UnicodeEncodeError (issue 27).
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode(errors="surrogateescape"))
     return h.hexdigest()
 
 
