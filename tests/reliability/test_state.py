@@ -16,8 +16,8 @@ from flashbuild.errors import InstallError
 from flashbuild.installing import install
 from flashbuild.installing.install import recover_swaps, recover_tree, replace_all
 from flashbuild.outputs import write_no_follow
-from flashbuild.patching.journal import atomic_write, tmp_of
-from tests.reliability.helpers import record
+from flashbuild.patching.journal import Lock, atomic_write, tmp_of
+from tests.reliability.helpers import judge_outcome, record
 
 if TYPE_CHECKING:
     from tests.reliability.helpers import Sandbox
@@ -203,3 +203,19 @@ def test_a_file_name_that_is_not_utf8_does_not_crash_build(box: Sandbox, locale:
     record(f"non-UTF-8 file name in build ({locale})", clear_error=None, data_lost=False,
            tree_changed=False, hang=out.hang, internal=crashed)
     assert not crashed and not out.hang, out.output
+
+
+def test_a_second_zero_config_build_waits_for_no_one_and_says_so(box: Sandbox) -> None:
+    """A build folder another live run is drafting in (its lock held by this test's process):
+    exit 9 naming the drafting run, not the exit 6 compiler error of the race (issue 27)."""
+    build = box.base / "b"
+    build.mkdir()
+    lock = Lock(build)
+    lock.acquire()
+    try:
+        out = box.proc("build", str(box.tree), "--install", "none", "--arch", "sm_90",
+                       "--build-dir", str(build))
+    finally:
+        lock.release()
+    judge_outcome("two zero-config builds of one tree", out, code=9,
+                  say="is drafting a recipe")
