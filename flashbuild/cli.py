@@ -8,7 +8,9 @@ code; anything else is a bug, shown with its traceback only under `--debug`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec
@@ -18,7 +20,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from flashbuild import __version__, interrupts
 from flashbuild.console import prepare_streams, ui
-from flashbuild.errors import FlashbuildError, Interrupted
+from flashbuild.errors import FlashbuildError, Interrupted, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -180,6 +182,7 @@ def _edge(func: Callable[P, int | None]) -> Callable[P, None]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         interrupts.begin()
         try:
+            _check_cwd()
             code = func(*args, **kwargs) or 0
         except FlashbuildError as exc:
             if isinstance(exc, Interrupted):
@@ -200,6 +203,15 @@ def _edge(func: Callable[P, int | None]) -> Callable[P, None]:
         except (typer.Exit, typer.Abort):
             raise
         except Exception as bug:  # the edge: a bug still gets one clear paragraph
+            if isinstance(bug, OSError) and _stdout_broken(bug):
+                # stdout on /dev/full (ENOSPC), a closed pipe or fd: an internal error, then
+                # a second traceback when Python flushed stdout at exit (issue 27).
+                out_err = UsageError(
+                    "flashbuild could not write its output to stdout",
+                    evidence=f"{type(bug).__name__}: {bug.strerror or bug}",
+                    fix="send stdout to a file or pipe that can take it (a disk with space)")
+                _report(out_err)
+                raise typer.Exit(out_err.exit_code) from None
             exc3 = FlashbuildError(
                 f"flashbuild hit an internal error: {type(bug).__name__}: {bug}",
                 fix="rerun with --debug for the traceback and report it; this is a bug in "
@@ -213,6 +225,37 @@ def _edge(func: Callable[P, int | None]) -> Callable[P, None]:
         raise typer.Exit(code)
 
     return wrapper
+
+
+def _stdout_broken(bug: OSError) -> bool:
+    """Whether `bug` came from writing stdout (a frame of its traceback holds stdout, or the
+    console that writes to it); when so, stdout is pointed at the null device so that the
+    flush at exit cannot fail a second time."""
+    outs = {id(sys.stdout), id(sys.__stdout__), id(getattr(sys.stdout, "buffer", None))}
+    tb = bug.__traceback__
+    hit = False
+    while tb is not None and not hit:
+        for value in tb.tb_frame.f_locals.values():
+            if id(value) in outs or id(getattr(value, "file", None)) in outs:
+                hit = True
+                break
+        tb = tb.tb_next
+    if hit:
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return hit
+
+
+def _check_cwd() -> None:
+    """Raise UsageError when the current folder no longer exists: every relative path (and
+    `Path.cwd()` in doctor and build) failed later as an internal error (issue 27)."""
+    try:
+        Path.cwd()
+    except FileNotFoundError as exc:
+        raise UsageError(
+            "the current folder no longer exists (it was deleted or moved after this shell "
+            "entered it)", evidence=f"getcwd: {exc.strerror}",
+            fix="`cd` into an existing folder and run again") from exc
 
 
 def _end_children() -> None:

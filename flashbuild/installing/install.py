@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
+import os
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -45,6 +47,7 @@ from flashbuild import platforms
 from flashbuild.errors import InstallError
 from flashbuild.installing import shim
 from flashbuild.installing.wheel import build_wheel, dist_info_dir, read_member, repack_wheel
+from flashbuild.outputs import open_new, write_no_follow
 from flashbuild.proc import Runner, quote, tail
 
 if TYPE_CHECKING:
@@ -223,17 +226,20 @@ def replace_all(contents: Sequence[tuple[Path, Path | bytes]]) -> None:
     package never holds a mix of old and new binaries. Bytes equal to the destination's are
     skipped (an unchanged `__init__.py` keeps its mtime)."""
     plat = platforms.current()
+    recover_swaps([dest for dest, _ in contents], plat)
     staged: list[tuple[Path, Path]] = []
     try:
         for dest, source in contents:
             if isinstance(source, bytes) and dest.is_file() and dest.read_bytes() == source:
                 continue
             tmp = dest.with_name(dest.name + _NEW)
-            if isinstance(source, bytes):
-                tmp.write_bytes(source)
-            else:
-                shutil.copy2(source, tmp)
+            # Listed before it is written: a write that fails half-way (a full disk) must not
+            # leave a partial `.so.flashbuild-tmp` in the package.
             staged.append((tmp, dest))
+            try:
+                _stage(tmp, source)
+            except OSError as exc:
+                raise _not_written(dest, exc) from exc
         held = [dest for _, dest in staged if dest.exists() and _held(dest)]
         if held:
             raise _in_use(held, "it is open in another process")
@@ -241,6 +247,72 @@ def replace_all(contents: Sequence[tuple[Path, Path | bytes]]) -> None:
     finally:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
+
+
+def _stage(tmp: Path, source: Path | bytes) -> None:
+    """Write the staged copy, never through a link left at `tmp` (created exclusively)."""
+    with open_new(tmp) as fh:
+        if isinstance(source, bytes):
+            fh.write(source)
+        else:
+            with source.open("rb") as src:
+                shutil.copyfileobj(src, fh)
+    if not isinstance(source, bytes):
+        shutil.copystat(source, tmp)
+
+
+def _not_written(dest: Path, exc: OSError) -> InstallError:
+    full = exc.errno == errno.ENOSPC
+    return InstallError(
+        f"{dest.name} could not be written{' (the disk is full)' if full else ''}; nothing "
+        "was replaced",
+        evidence=f"{dest}: {exc.strerror or exc}",
+        fix="free space on that disk and run again" if full
+        else "make the package folder writable and run again",
+        details={"files": [str(dest)]})
+
+
+def recover_swaps(dests: Sequence[Path], plat: Platform | None = None) -> list[Path]:
+    """Finish what a killed in-place install left, so that every later run starts clean.
+
+    A kill between moving a file aside (`X.flashbuild-old`) and moving its new copy in left
+    the package without `__init__.py`, and no later run put it back (issue 27). When a
+    destination is missing and its `.flashbuild-old` exists the swap was cut off: every
+    `.flashbuild-old` among `dests` is put back (the previous install, whole). When every
+    destination exists the swap had finished and the backups are removed. Idempotent: a run
+    killed during this recovery is recovered by the next one. Returns the files restored."""
+    plat = plat or platforms.current()
+    backups = [(d, d.with_name(d.name + _OLD)) for d in dests]
+    backups = [(d, b) for d, b in backups if b.is_file() and not b.is_symlink()]
+    for dest in dests:
+        dest.with_name(dest.name + _NEW).unlink(missing_ok=True)
+    cut_off = any(not d.exists() for d, _ in backups)
+    restored = []
+    for dest, backup in backups:
+        if cut_off:
+            plat.replace(backup, dest)
+            restored.append(dest)
+        else:
+            with contextlib.suppress(OSError):
+                backup.unlink()
+    return restored
+
+
+def recover_tree(tree: Path) -> list[Path]:
+    """`recover_swaps` for every `.flashbuild-old` in `tree`, folder by folder: run before a
+    tree is read, since a package without `__init__.py` is not found as a package."""
+    by_folder: dict[Path, list[Path]] = {}
+    for folder, dirs, files in os.walk(tree):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in files:
+            if name.endswith(_OLD):
+                by_folder.setdefault(Path(folder), []).append(
+                    Path(folder) / name[:-len(_OLD)])
+    restored: list[Path] = []
+    for dests in by_folder.values():
+        with contextlib.suppress(OSError):
+            restored += recover_swaps(dests)
+    return restored
 
 
 def _held(path: Path) -> bool:
@@ -319,9 +391,10 @@ def check_writable(folder: Path, files: Sequence[Path], *,
 def _write_bytes_atomic(dest: Path, data: bytes) -> None:
     if dest.is_file() and dest.read_bytes() == data:
         return
-    tmp = dest.with_name(dest.name + ".flashbuild-tmp")
-    tmp.write_bytes(data)
-    platforms.current().replace(tmp, dest)
+    try:
+        write_no_follow(dest, data)
+    except OSError as exc:
+        raise _not_written(dest, exc) from exc
 
 
 # --- wheel -------------------------------------------------------------------------------

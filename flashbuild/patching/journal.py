@@ -57,6 +57,7 @@ import psutil
 
 from flashbuild import platforms
 from flashbuild.errors import BusyError, PatchError, TreeError
+from flashbuild.outputs import open_new
 from flashbuild.patching.tree import STATE_DIR, check_inside, check_rel
 
 if TYPE_CHECKING:
@@ -200,7 +201,7 @@ def atomic_write(target: Path, data: bytes, *, mode_from: Path | None = None,
     (atomic against a killed process; `fsync` also makes it durable against power loss)."""
     tmp = tmp_of(target)
     try:
-        with tmp.open("wb") as fh:
+        with open_new(tmp) as fh:  # never through a link planted at the temp name
             fh.write(data)
             if fsync:
                 fh.flush()

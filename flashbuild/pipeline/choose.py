@@ -20,6 +20,7 @@ No `--recipe` and no tree builds the bundled kernel library (`csrc`), as before.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import hashlib
@@ -31,15 +32,17 @@ from typing import TYPE_CHECKING
 from flashbuild import __version__
 from flashbuild.arch import parse_arch_spec
 from flashbuild.building import staging
-from flashbuild.errors import FlashbuildError, RecipeError, TreeError, UsageError
+from flashbuild.errors import BusyError, FlashbuildError, RecipeError, TreeError, UsageError
 from flashbuild.installing import shim
 from flashbuild.installing.manifest import MANIFEST_NAME
+from flashbuild.outputs import write_no_follow
+from flashbuild.patching.journal import Lock
 from flashbuild.patching.plan import plan_steps
 from flashbuild.recipes.load import bundled_for, load_recipe, source_tree
 from flashbuild.recipes.when import WhenContext, evaluate
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
     from flashbuild.recipes.model import Recipe
@@ -200,12 +203,16 @@ def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_ro
         build_root.mkdir(parents=True, exist_ok=True)
         say(f"no --recipe and no bundled recipe for {tree}: drafting one as `flashbuild "
             "recipe init` does")
-        # Exactly as `recipe init` drafts: checked against the configured build (targets this
-        # configuration defines, the tree's arch variable, [install]) where it can run.
-        run_init(tree, platform=platform, arch=arch, output=draft, as_json=False,
-                 introspect=introspect_for_draft, plan=plan_steps)
+        # One drafting run per build folder: two zero-config builds of one fresh tree raced on
+        # the introspection folder, and one exited 6 with a misleading compiler error.
+        with _drafting_lock(build_root, tree):
+            # Exactly as `recipe init` drafts: checked against the configured build (targets
+            # this configuration defines, the tree's arch variable, [install]) where it can.
+            run_init(tree, platform=platform, arch=arch, output=draft, as_json=False,
+                     introspect=introspect_for_draft, plan=plan_steps)
         written = hashlib.sha256(draft.read_bytes()).hexdigest()
-        key_file.write_text(json.dumps({"key": key, "written": written}), encoding="utf-8")
+        with contextlib.suppress(OSError):  # a missing key only costs drafting again
+            write_no_follow(key_file, json.dumps({"key": key, "written": written}).encode())
     loaded = load_recipe(draft)
     todos = parse_todos(draft.read_text(encoding="utf-8"))
     blocking = [t for t in todos if blocks(t, loaded, installing=installing)]
@@ -291,6 +298,24 @@ def blocks(todo: Todo, recipe: Recipe, *, installing: bool) -> bool:
 _INSTALLED = (".so", ".pyd", ".dll", ".dylib", f"{shim.SHIM_MODULE}.py", MANIFEST_NAME)
 
 
+@contextlib.contextmanager
+def _drafting_lock(build_root: Path, tree: Path) -> Iterator[None]:
+    """The patch lock (pid, start time, host; stale locks taken over), taken on the build
+    folder: a second run is exit 9 saying another run is drafting, not patching."""
+    lock = Lock(build_root)
+    try:
+        lock.acquire()
+    except BusyError as exc:
+        raise BusyError(f"another flashbuild run is drafting a recipe for {tree.name} in "
+                        f"this build folder", evidence=f"{exc.what}; {exc.evidence}",
+                        fix="wait for that run to finish and run again (it reuses the draft), "
+                        "or pass another --build-dir") from exc
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def _tree_key(tree: Path, *, arch: str, platform: str, skip: Path) -> str:
     """The tree's state as the draft sees it: every file by size and mtime, except what an
     in-place install writes (binaries, the shim, the manifest; an `__init__.py` by its
@@ -307,9 +332,12 @@ def _tree_key(tree: Path, *, arch: str, platform: str, skip: Path) -> str:
                 text = shim.remove((tree / rel).read_text(encoding="utf-8"))
             except (OSError, UnicodeDecodeError, FlashbuildError):
                 text = str(st.st_mtime_ns)
-            h.update(f"{rel}\0{hashlib.sha256(text.encode()).hexdigest()}\n".encode())
+            h.update(f"{rel}\0{hashlib.sha256(text.encode()).hexdigest()}\n"
+                     .encode(errors="surrogateescape"))
             continue
-        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        # surrogateescape: a file name that is not UTF-8 (kept by os.fsdecode as surrogates)
+        # hashes as its own bytes instead of raising UnicodeEncodeError (issue 27).
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode(errors="surrogateescape"))
     return h.hexdigest()
 
 

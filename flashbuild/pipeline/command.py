@@ -20,6 +20,7 @@ from flashbuild.building.request import BuildRequest, HostCompiler, PatchOutcome
 from flashbuild.building.staging import source_walks
 from flashbuild.console import Column, ui
 from flashbuild.errors import ToolchainError, UsageError
+from flashbuild.installing.install import recover_tree
 from flashbuild.patching.engine import patch_tree
 from flashbuild.pipeline.choose import choose_for_patch, choose_recipe
 from flashbuild.pipeline.driver import build, stage_rows
@@ -100,6 +101,11 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
     spec = _resolve_arch(parse_arch_spec(arch) if arch else parse_arch_spec("native"),
                          typed=arch is not None, env=env, runner=runner)
     cache_dir = plat.user_cache_dir(env)
+    if source is not None and source.is_dir():
+        # Before the tree is read: a killed in-place install left the package without its
+        # __init__.py, and the draft then found no package (exit 4) on every later run.
+        for restored in recover_tree(source):
+            ui.say(f"restored {restored} (an earlier install was interrupted)")
     chosen = _choose(recipe, source, spec=spec, platform=plat.name, installing=mode != "none",
                      build_dir=build_dir, cache_dir=cache_dir)
     loaded, tree = chosen.recipe, chosen.tree

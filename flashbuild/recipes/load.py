@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from flashbuild.errors import RecipeError, TreeError
+from flashbuild.platforms.files import read_regular
 from flashbuild.recipes.model import PatchStep, Recipe
 from flashbuild.recipes.transforms import SPECS, TransformSpec
 
@@ -278,6 +279,12 @@ def parse_recipe(text: str, file: Path | None = None) -> Recipe:
     src = _Source(file, text)
     try:
         data = tomllib.loads(text)
+    except RecursionError as exc:  # tomllib recurses once per nested array or table
+        where = str(file or "<recipe>")
+        raise RecipeError(f"the recipe is nested too deeply to read ({where})",
+                          evidence="arrays or inline tables nested thousands of levels deep",
+                          fix="a recipe nests a few levels; remove the runaway brackets",
+                          details={"where": where}) from exc
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
         where = f"{file or '<recipe>'}:{m[1]}" if m else str(file or "<recipe>")
@@ -306,12 +313,19 @@ def load_recipe(name_or_path: str | Path) -> Recipe:
                 evidence=(f"did you mean `{close[0]}`? " if close else "") +
                 f"bundled recipes: {', '.join(sorted(bundled)) or 'none'}",
                 fix="name a bundled recipe or the path of a recipe .toml file")
+    return parse_recipe(read_recipe_text(path), path)
+
+
+def read_recipe_text(path: Path) -> str:
+    """A recipe file's text, read with a bound: a FIFO, a device (`/dev/zero` read 7.4 GB)
+    or an oversized file is exit 4 with one paragraph, never a hang (issue 27)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return read_regular(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise RecipeError(f"cannot read the recipe {path}", evidence=str(exc),
+        raise RecipeError(f"cannot read the recipe {path}",
+                          evidence=exc.strerror or str(exc) if isinstance(exc, OSError)
+                          else str(exc),
                           fix="name a recipe file saved as UTF-8 TOML") from exc
-    return parse_recipe(text, path)
 
 
 #: Where a regular wheel carries the repo's `recipes/`, `patches/` and `csrc/` inside the

@@ -115,6 +115,11 @@ class Source:
 
     def __post_init__(self) -> None:
         _check_path("path", self.path)
+        for i, glob in enumerate(self.sources):
+            if "\0" in glob:  # `recipe check` called it valid; the walk then crashed
+                raise ValueError(f"`sources[{i}]` holds a NUL character (\\0 or \\u0000) at "
+                                 f"position {glob.index(chr(0))}: no file name can hold one; "
+                                 "remove it")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,7 +9,13 @@ from rich.markup import escape
 
 from flashbuild.console import Column, ui
 from flashbuild.errors import RecipeError
-from flashbuild.recipes.load import bundled_recipes, load_recipe, parse_recipe, transform_registry
+from flashbuild.recipes.load import (
+    bundled_recipes,
+    load_recipe,
+    parse_recipe,
+    read_recipe_text,
+    transform_registry,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -91,12 +97,7 @@ def show_recipe(name: str, *, as_json: bool) -> int:
 
 def check_recipe(file: Path, *, as_json: bool) -> int:
     """Validate a recipe file: the model, the diff files it names, and its source tree."""
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecipeError(f"cannot read the recipe {file}", evidence=str(exc),
-                          fix="name a recipe file saved as UTF-8 TOML") from exc
-    recipe = parse_recipe(text, file)
+    recipe = parse_recipe(read_recipe_text(file), file)
     problems = [f"step `{s.id}`: the diff {recipe.diff_path(s)} does not exist"
                 for s in recipe.patch if s.diff is not None and not _is(recipe.diff_path(s))]
     warnings = []

@@ -11,6 +11,8 @@ never imports the patch engine.
 from __future__ import annotations
 
 import re
+import re._constants as sre_constants  # type: ignore[import-not-found]
+import re._parser as sre_parse  # type: ignore[import-not-found]
 from collections.abc import Mapping  # noqa: TC003 (params are introspected at run time)
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -138,13 +140,78 @@ def _check_template(pattern: str, replace: str) -> None:
 
 
 def _check_regex(name: str, pattern: str) -> None:
-    """Raise ValueError (the loader adds file:line) for a pattern Python cannot compile."""
+    """Raise ValueError (the loader adds file:line) for a pattern Python cannot compile, or
+    one whose matching time can grow exponentially with the file (a repeat inside a repeat)."""
     try:
         re.compile(pattern)
     except re.error as exc:
         raise ValueError(f"`{name}` = {pattern!r} is not a valid regular expression: {exc} "
                          "(Python `re` syntax; escape literal `(`, `[`, `+`, `*` with a "
                          "backslash, or leave the regex option off)") from exc
+    nested = _nested_repeat(sre_parse.parse(pattern).data, inside=False)
+    if nested:
+        raise ValueError(
+            f"`{name}` = {pattern!r} repeats a part that itself repeats ({nested}): Python's "
+            "backtracking `re` can take exponential time on such a pattern, and `patch` hung "
+            "on `(a+)+$` (issue 27); repeat the inner part only (`a+` instead of `(a+)+`), or "
+            "make the outer repeat possessive (`(a+)++`) or atomic (`(?>a+)+`)")
+
+
+#: Repeat opcodes that backtrack; a possessive repeat or an atomic group never does.
+_REPEATS = (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT)
+
+
+def _nested_repeat(items: list[Any], *, inside: bool) -> str:
+    """A description of the first ambiguous nested repeat ("" when none): a repeat of a part
+    made only of repeats, one of them unbounded or multiple (`(a+)+`, `(a|b+)*`, `(\\w+\\s*)+`).
+    Such a part splits one run of text into iterations in exponentially many ways, and a
+    backtracking engine tries them all before it fails. A part with a required character of
+    its own (`(x\\s*)+`, `(,\\s*\\w+)*`) splits the text one way only, so it passes."""
+    for op, av in items:
+        if op in _REPEATS:
+            low, high, body = av
+            if high > 1 and _only_repeats(body.data) and _has_repeat(body.data):
+                top = "" if high == sre_constants.MAXREPEAT else str(high)
+                return f"a `{{{low},{top}}}` repeat of a part that is only repeats"
+            children = [body.data]
+        elif op == sre_constants.SUBPATTERN:
+            children = [av[3].data]
+        elif op == sre_constants.BRANCH:
+            children = [b.data for b in av[1]]
+        elif op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT):
+            children = [av[1].data]
+        else:
+            children = []
+        for child in children:
+            found = _nested_repeat(child, inside=inside)
+            if found:
+                return found
+    return ""
+
+
+def _only_repeats(items: list[Any]) -> bool:
+    """Whether every character `items` matches comes from a backtracking repeat."""
+    for op, av in items:
+        if op in _REPEATS or op == sre_constants.AT:
+            continue
+        if op == sre_constants.SUBPATTERN and _only_repeats(av[3].data):
+            continue
+        if op == sre_constants.BRANCH and any(_only_repeats(b.data) for b in av[1]):
+            continue
+        return False
+    return True
+
+
+def _has_repeat(items: list[Any]) -> bool:
+    """Whether `items` holds a backtracking repeat that can match more than once."""
+    for op, av in items:
+        if op in _REPEATS and av[1] > 1:
+            return True
+        if op == sre_constants.SUBPATTERN and _has_repeat(av[3].data):
+            return True
+        if op == sre_constants.BRANCH and any(_has_repeat(b.data) for b in av[1]):
+            return True
+    return False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,6 +28,7 @@ preprocessed bindings, no `[[build.env]]` the setup.py rejects.
 from __future__ import annotations
 
 import ast
+import errno
 import json
 import os
 import posixpath
@@ -43,7 +44,7 @@ from flashbuild.arch import parse_arch_spec
 from flashbuild.console import Column, render_table, ui
 from flashbuild.detect.cuda import find_toolkits, python_site_packages
 from flashbuild.errors import PatchError, TreeError, UsageError
-from flashbuild.outputs import refuse_over_tree
+from flashbuild.outputs import refuse_over_tree, write_no_follow
 from flashbuild.proc import ProcessRunner
 from flashbuild.recipes.load import parse_recipe
 from flashbuild.scanning.checks_cmake import _commands as cmake_commands
@@ -1196,11 +1197,13 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
     validate_draft(text, output)  # the draft must load: a RecipeError here is a flashbuild bug
     if output is not None:
         try:
-            output.write_bytes(text.encode("utf-8"))
+            write_no_follow(output, text.encode("utf-8"))
         except OSError as exc:
-            raise UsageError(f"cannot write the recipe to {output}",
+            raise UsageError(f"cannot write the recipe to {output}; nothing was written",
                              evidence=exc.strerror or str(exc),
-                             fix="pass `-o` a file in a folder you can write to") from exc
+                             fix="free space on that disk and run again"
+                             if exc.errno == errno.ENOSPC
+                             else "pass `-o` a file in a folder you can write to") from exc
     if not as_json:
         # Beside the recipe, not in it: on stderr when stdout carries the recipe itself, or a
         # JSON document (`build --json` drafting a tree: seen break the document on an H100).

@@ -7,11 +7,13 @@ of the tree (scan said nothing, or crashed with RecursionError); a CMake add_sub
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.reliability.helpers import judge, snapshot
+from tests.reliability.helpers import Outcome, judge, judge_outcome, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -140,3 +142,37 @@ def test_recipe_init_turns_a_refused_site_into_a_todo(box: Sandbox) -> None:
     text = " ".join(out.output.replace("#", " ").split())  # the TODO wraps across comments
     assert 'files = ["k/b.cu"]' in text and "expect = { sites = 1 }" in text
     assert "k/a.cu:2 safely: it shares its line with other code" in text
+
+
+def test_a_recipe_nested_thousands_deep_is_exit_4(box: Sandbox) -> None:
+    """tomllib recursed until RecursionError: an internal error (issue 27)."""
+    recipe = box.recipe_dir / "deep.toml"
+    recipe.write_text('[recipe]\nname = "v"\nx = ' + "[" * 100_000 + "]" * 100_000 + "\n")
+    box._outside = box.outside()
+    out = box.cli("recipe", "check", str(recipe))
+    judge("recipe nested 100000 deep", box, out, code=4, tree=box.pristine,
+          say="nested too deeply")
+
+
+def test_a_deleted_current_folder_is_a_usage_error(box: Sandbox) -> None:
+    """`doctor` and `build` from a folder deleted under the shell: an internal error
+    (FileNotFoundError from getcwd) before issue 27."""
+    gone = box.base / "gone"
+    gone.mkdir()
+    done = subprocess.run(
+        ["sh", "-c", 'cd "$1" && rmdir "$1" && exec "$2" -m flashbuild recipe list', "sh",
+         str(gone), sys.executable], capture_output=True, text=True, timeout=60, check=False)
+    out = Outcome(done.returncode, done.stdout + done.stderr, 0.0)
+    judge_outcome("current folder deleted", out, code=2, say="no longer exists")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="/dev/full is Linux")
+def test_stdout_on_dev_full_is_one_paragraph(tmp_path: Path) -> None:
+    """stdout on /dev/full: an internal error and a second traceback at exit (issue 27)."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "flashbuild", "recipe", "list"],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=60,
+                              check=False, cwd=tmp_path)
+    out = Outcome(done.returncode, done.stderr, 0.0)
+    judge_outcome("stdout on /dev/full", out, code=2, say="could not write its output")
+    assert "Exception ignored" not in done.stderr

@@ -31,6 +31,14 @@ VALUES = {
         HEAD + '[[patch]]\nid = "m"\ntransform = "macro-edit"\n'
         'params = { files = ["src/*.cpp"], find = "(?P<x>a)", replace = "\\\\g<y>", '
         'regex = true, already = "b" }\n', "unknown group name 'y'"),
+    # issue 27: `patch` hung on this pattern and `recipe check` called it valid.
+    "macro-edit find with catastrophic backtracking": (
+        HEAD + '[[patch]]\nid = "m"\ntransform = "macro-edit"\n'
+        'params = { files = ["src/*.cpp"], find = "(a+)+$", replace = "b", regex = true, '
+        'already = "b" }\n', "repeats a part that itself repeats"),
+    "NUL in a sources glob": (
+        '[recipe]\nname = "v"\n\n[source]\npath = "../tree"\nsources = ["src/\\u0000*.cpp"]\n',
+        "`sources[0]` holds a NUL character"),
 }
 
 

@@ -36,6 +36,7 @@ from flashbuild.patching.transforms.base import (
     TransformResult,
     TreeView,
 )
+from flashbuild.platforms.files import read_regular
 from flashbuild.source import cxx
 
 if TYPE_CHECKING:
@@ -132,10 +133,12 @@ def _block_text(block: str, block_file: str, transform: str) -> str:
         raise RecipeError(f"{transform}: give exactly one of `block` and `block_file`")
     if block_file:
         try:
-            block = Path(block_file).read_text(encoding="utf-8")
-        except OSError as exc:
+            block = read_regular(Path(block_file)).decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
             raise RecipeError(f"{transform}: cannot read {block_file}",
-                              evidence=str(exc), fix="check the path (relative to the recipe)"
+                              evidence=exc.strerror or str(exc) if isinstance(exc, OSError)
+                              else str(exc),
+                              fix="name a regular UTF-8 file (relative to the recipe)"
                               ) from exc
     text = block.replace("\r\n", "\n")
     return text if text.endswith("\n") else text + "\n"
