@@ -50,6 +50,14 @@ HOST_COMPILERS: dict[tuple[int, int], HostCompilerRow] = {
     (13, 5): HostCompilerRow(1920, 1960, 16),
 }
 
+#: CUDA 12 releases older than HOST_COMPILERS's rows (what NVIDIA's network installer still
+#: gives a CI job), by the first `_MSC_VER` their host_config.h rejects: 12.4 stops at VS 2022
+#: 17.9 (1939); 12.5 was the first to take 17.10+ (19.40+). Their lowest accepted is 1910.
+INSTALLER_HOST_MSC: dict[str, HostCompilerRow] = {
+    "12.4": HostCompilerRow(1910, 1940, 13),
+    "12.6": HostCompilerRow(1910, 1950, 13),
+}
+
 #: An MSVC toolset every CUDA in HOST_COMPILERS accepts (toolset 14.4x is `cl` 19.4x, _MSC_VER
 #: 194x): GitHub's windows-2022 image has it as its default, and windows-2025 / windows-latest
 #: (VS 2026, 14.5x by default) install it beside (https://github.com/actions/runner-images,

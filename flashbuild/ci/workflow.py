@@ -30,7 +30,7 @@ from packaging.version import Version
 
 from flashbuild.arch import ArchSpec, Image, parse_arch_spec
 from flashbuild.errors import RecipeError, UsageError
-from flashbuild.toolchain_facts import HOST_COMPILERS, PYPI_TOOLKIT_EXTRAS
+from flashbuild.toolchain_facts import HOST_COMPILERS, INSTALLER_HOST_MSC, PYPI_TOOLKIT_EXTRAS
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -65,10 +65,6 @@ PYPI_EXTRAS_WINDOWS = PYPI_EXTRAS + ",cublas,cusparse,cusolver,curand"
 #: CUDA 12 releases NVIDIA's network installer provides (the patch release to install).
 INSTALLER_CUDA: dict[str, str] = {"12.4": "12.4.1", "12.6": "12.6.3", "12.8": "12.8.1",
                                   "12.9": "12.9.1"}
-#: The first `_MSC_VER` the installer releases older than toolchain_facts.HOST_COMPILERS
-#: reject (their host_config.h `_MSC_VER >= M` test): 12.4 stops at VS 2022 17.9 (1939); 12.5
-#: was the first to take 17.10+ (19.40+).
-INSTALLER_MSC_END: dict[str, int] = {"12.4": 1940, "12.6": 1950}
 #: CUDA builds torch publishes an index for (download.pytorch.org/whl/cuXYZ).
 TORCH_CUDA = ("12.6", "12.8", "12.9", "13.0")
 TORCH_INDEX = "https://download.pytorch.org/whl/cu{}"
@@ -307,9 +303,10 @@ def check_runner_cuda(platform: PlatformName, runner: str, cuda: str,
     """A (runner, CUDA) pair the runner can install and build with, refused at `ci init`
     rather than an hour into the run."""
     if platform == "windows":
-        row = HOST_COMPILERS.get((Version(cuda).major, Version(cuda).minor))
-        end = row.msc_end if row is not None else INSTALLER_MSC_END.get(cuda, 0)
-        start = row.msc_min if row is not None else 1910
+        row = HOST_COMPILERS.get((Version(cuda).major, Version(cuda).minor)) or \
+            INSTALLER_HOST_MSC.get(cuda)
+        end = row.msc_end if row is not None else 0
+        start = row.msc_min if row is not None else 0
         if not start <= RUNNER_MSC_VER < end:
             window = (f"CUDA {cuda}'s nvcc accepts _MSC_VER {start} to {end - 1}" if end else
                       f"flashbuild knows no MSVC window of CUDA {cuda}")
