@@ -99,7 +99,11 @@ def main() -> None:
         root = Path(tmp)
         source = args.tree or _fixture(root / "fixture")
         env = {**os.environ, "SCCACHE_DIR": str(root / "cache"),
-               "SCCACHE_SERVER_PORT": "4298"}
+               "SCCACHE_SERVER_PORT": "4298",
+               # Each copy and build folder has its own absolute path, which is part of
+               # every compile command: strip the common root (sccache >= 0.16's basedirs),
+               # or the second build misses.
+               "SCCACHE_BASEDIRS": str(root)}
         try:
             runs = []
             for n in (1, 2):
