@@ -8,6 +8,8 @@ through it (FACTS.md, "Building").
 
 from __future__ import annotations
 
+import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, get_args
@@ -68,3 +70,97 @@ def _make(name: str, path: Path) -> Launcher:
                         note="ccache launches only the C++ compiles: CMake passes nvcc -MD, "
                         "which ccache cannot cache")
     return Launcher(name, path, cuda=True)
+
+
+# --- the setuptools backend ------------------------------------------------------------------
+
+def setuptools_env(launcher: Launcher, *, nvcc: Path, wrapper_dir: Path,
+                   env: Mapping[str, str], msvc_host: bool) -> tuple[dict[str, str], str]:
+    """The variables that put the launcher in front of torch.utils.cpp_extension's compiles,
+    and what they reach (for the report).
+
+    cpp_extension writes `nvcc = $PYTORCH_NVCC` into its build.ninja verbatim, so nvcc goes
+    through "sccache nvcc" on every OS. The host compiler is `cxx = shell-quoted($CXX)`: a
+    command with a space would become one quoted word, so CXX names a one-line wrapper script
+    instead. With MSVC (Windows) the ninja rule runs a bare `cl`, which CXX does not change,
+    so the host compiles are not reached there (only nvcc is). TORCH_NO_COMPILER_WRAPPER
+    stops torch >= 2.13 from putting whichever of ccache/sccache it finds on PATH in front
+    a second time (it prefers ccache, which cannot cache nvcc's -MD calls)."""
+    out: dict[str, str] = {"TORCH_NO_COMPILER_WRAPPER": "1"}
+    reached: list[str] = []
+    if launcher.cuda:
+        out["PYTORCH_NVCC"] = f'"{launcher.path}" "{nvcc}"' if msvc_host else \
+            shlex.join([str(launcher.path), str(nvcc)])
+        reached.append("nvcc")
+    if not msvc_host:
+        cxx = env.get("CXX") or "c++"
+        wrapper_dir.mkdir(parents=True, exist_ok=True)
+        script = wrapper_dir / "cxx"
+        script.write_text("#!/bin/sh\n# flashbuild: the host compiler through "
+                          f"{launcher.name}\nexec {shlex.join([str(launcher.path), cxx])} "
+                          '"$@"\n', encoding="utf-8")
+        script.chmod(0o755)
+        out["CXX"] = str(script)
+        reached.append(cxx)
+    what = " and ".join(reached) or "nothing"
+    return out, f"{launcher.name} ({what})"
+
+
+@dataclass(frozen=True)
+class StageRate:
+    """One stage's cache hits and misses in this build (sccache's language names: C/C++,
+    CUDA, and since 0.10 nvcc's device stages, e.g. PTX and CUBIN, separately)."""
+
+    stage: str
+    hits: int
+    misses: int
+
+    @property
+    def requests(self) -> int:
+        return self.hits + self.misses
+
+    def text(self) -> str:
+        pct = 100 * self.hits // self.requests if self.requests else 0
+        return f"{self.stage} {self.hits}/{self.requests} ({pct}%)"
+
+
+def read_stats(launcher: Launcher, runner: Runner,
+               env: Mapping[str, str]) -> dict[str, tuple[int, int]] | None:
+    """sccache's hit and miss counts per stage so far (None: not sccache, or unreadable)."""
+    if launcher.name != "sccache":
+        return None
+    done = runner.run([str(launcher.path), "--show-stats", "--stats-format=json"], env=env,
+                      timeout=60, check=False)
+    if not done.ok:
+        return None
+    try:
+        stats = json.loads(done.stdout)["stats"]
+        hits = stats["cache_hits"]["counts"]
+        misses = stats["cache_misses"]["counts"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return {k: (int(hits.get(k, 0)), int(misses.get(k, 0))) for k in {*hits, *misses}}
+
+
+def rates(before: Mapping[str, tuple[int, int]] | None,
+          after: Mapping[str, tuple[int, int]] | None) -> tuple[StageRate, ...]:
+    """This build's hits per stage: the counts after it less those before it."""
+    if after is None:
+        return ()
+    old = before or {}
+    out = []
+    for stage in sorted(after):
+        h0, m0 = old.get(stage, (0, 0))
+        h1, m1 = after[stage]
+        if h1 - h0 or m1 - m0:
+            out.append(StageRate(stage, h1 - h0, m1 - m0))
+    return tuple(out)
+
+
+def rates_note(launcher: Launcher, found: tuple[StageRate, ...]) -> str:
+    """The report line: every stage, the device stages included, and the overall rate over
+    all of them (counting only the C/C++ and CUDA entries would overstate it)."""
+    if not found:
+        return f"{launcher.name}: no compile of this build went through the cache"
+    total = StageRate("all stages", sum(r.hits for r in found), sum(r.misses for r in found))
+    return f"{launcher.name} hits this build: " + "; ".join(r.text() for r in (*found, total))

@@ -41,6 +41,14 @@ from flashbuild.building.backends import (
     wrong_tree,
 )
 from flashbuild.building.jobs import HostResources, plan_jobs, probe_host
+from flashbuild.building.launcher import (
+    Launcher,
+    choose_launcher,
+    rates,
+    rates_note,
+    read_stats,
+    setuptools_env,
+)
 from flashbuild.building.toolkit import cccl_include_dir
 from flashbuild.errors import BuildError, ToolchainError
 
@@ -88,6 +96,7 @@ class SetuptoolsBackend:
         report = logs / "hook.jsonl"
         env = build_environment(request, ctx.tree, jobs=plan.ninja_jobs, hook_report=report,
                                 build_temp=_build_temp(request, folder), folder=folder)
+        launcher, launched = _launch(ctx, env)
         inplace = request.install == "inplace"
         argv = (_inplace_argv(request) if inplace else
                 # --use-pep517: pip's legacy path runs `setup.py clean` after a failure, which
@@ -112,6 +121,7 @@ class SetuptoolsBackend:
                     plan=plan, argv=tuple(argv), flags=_flags(env, request), wheel=wheel,
                     torch_version=torch["version"])
         report.unlink(missing_ok=True)
+        before = read_stats(launcher, ctx.runner, env) if launcher is not None else None
         # What flashbuild set, to reproduce the build by hand (`env $(...) pip wheel ...`).
         (logs / "build-env.json").write_text(json.dumps(
             {"argv": argv, "cwd": str(ctx.tree),
@@ -127,6 +137,11 @@ class SetuptoolsBackend:
         # Before the exit code: a CUDAExtension without device code is the cause to name
         # even when the build then failed (at the link, for want of what it never compiled).
         host_only = _check_device_code(report, log)
+        if launcher is not None and launcher.name == "sccache":
+            # Before the exit code too: a failed link (a CPU torch) still compiled.
+            note = rates_note(launcher, rates(before, read_stats(launcher, ctx.runner, env)))
+            ctx.notes.append(note)
+            ctx.say(note)
         if code != 0:
             raise too_long(report, request, folder) or _failure(monitor, log)
         _check_arch(request, ctx.tree, env, report)
@@ -143,7 +158,24 @@ class SetuptoolsBackend:
             source_dir=ctx.tree, configured=False, no_work=False, edges=monitor.edges, log=log,
             artifacts=_artifacts(request, modules, ctx.tree if inplace else None), plan=plan,
             argv=tuple(argv), flags=_flags(env, request), ptxas=monitor.ptxas, wheel=wheel,
-            torch_version=torch["version"])
+            torch_version=torch["version"], launcher=launched)
+
+
+def _launch(ctx: BackendContext, env: dict[str, str]) -> tuple[Launcher | None, str]:
+    """Put `--launcher` in front of cpp_extension's compiles (launcher.setuptools_env);
+    the launcher and what it reaches, for the report."""
+    request = ctx.request
+    launcher = choose_launcher(request.launcher, ctx.runner, request.env)
+    if launcher is None:
+        return None, "none"
+    extra, launched = setuptools_env(launcher, nvcc=ctx.nvcc,
+                                     wrapper_dir=ctx.folder.path / "launcher", env=env,
+                                     msvc_host=request.platform.msvc_host)
+    env.update(extra)
+    if request.platform.msvc_host:
+        ctx.notes.append(f"{launcher.name} reaches nvcc only: torch's ninja rule runs a bare "
+                         "`cl` for the C++ files, which CXX does not change")
+    return launcher, launched
 
 
 # --- torch ----------------------------------------------------------------------------------

