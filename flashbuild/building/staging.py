@@ -67,9 +67,10 @@ class SyncReport:
 
     mirror: Path
     linked: tuple[str, ...] = ()
-    """Files hard-linked (new in the tree, or replaced there since the last build)."""
+    """The tree's symbolic links, made again in the mirror."""
     copied: tuple[str, ...] = ()
-    """Files copied because a link was refused or would have moved an mtime backwards."""
+    """Files copied (new in the tree, or changed there since the last build), and links the
+    platform refused to create, copied as their content."""
     removed: tuple[str, ...] = ()
     """Files and folders gone from the tree, removed from the mirror."""
     reverted: tuple[str, ...] = ()
