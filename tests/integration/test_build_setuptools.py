@@ -194,3 +194,32 @@ def test_a_cuda_extension_without_device_code_is_an_error(
     assert "declares `tinyext._C` a CUDA extension" in text, text
     assert "compiled no device code" in text and "csrc/host.cpp" in err.value.evidence
     assert "CppExtension" in err.value.fix
+
+
+def test_several_extensions_build_side_by_side_each_in_its_own_folder(
+        tmp_path: Path, cuda_toolkit_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With eight jobs the hook builds two extensions at once (FLASHBUILD_EXT_LANES=2), each
+    with its own build_temp: two build.ninja files, both for --arch, both objects compiled
+    (setuptools' own `--parallel` writes both into one folder, one build.ninja over the
+    other)."""
+    from flashbuild.pipeline.command import run_build
+
+    monkeypatch.setattr(st, "check_torch_cuda", lambda torch, request: None)
+    tree = _tree(tmp_path, extra=(
+        "ext.append(CUDAExtension(name='tinyext._D', sources=['csrc/shift.cu'],\n"
+        "                         extra_compile_args={'nvcc': ['-O2']}))\n"))
+    (tree / "csrc" / "shift.cu").write_text(KERNEL.replace("tiny_scale", "tiny_shift"))
+    build_dir = tmp_path / "b"
+    with contextlib.suppress(BuildError):  # the CPU-only torch has no libc10_cuda to link
+        run_build(recipe=str(tree / "tiny.toml"), source=None, arch="sm_90a",
+                  cuda=cuda_toolkit_root, platform=None, jobs_text="8", launcher_text="none",
+                  install_text="wheel", build_dir=build_dir, as_json=True)
+    hook = [json.loads(line) for line in
+            (build_dir / "logs" / "hook.jsonl").read_text().splitlines()]
+    assert {"extension_lanes": 2, "max_jobs_each": "4"} in hook, hook
+    ninjas = sorted((build_dir / "src" / "build").rglob("build.ninja"))
+    assert [n.parent.name for n in ninjas] == ["ext-0", "ext-1"], ninjas
+    for ninja in ninjas:
+        assert "sm_90a" in ninja.read_text(), ninja
+    assert list((build_dir / "src" / "build").rglob("scale.o"))
+    assert list((build_dir / "src" / "build").rglob("shift.o"))

@@ -271,6 +271,10 @@ def build_environment(request: BuildRequest, tree: Path, *, jobs: int, hook_repo
         first = request.arch.targets[0].arch
         env["FLASHBUILD_TARGET_CC"] = f"{first.major}.{first.minor}"
     env["MAX_JOBS"] = str(jobs)
+    # Several extensions at once where there are cores for it (the hook's FLASHBUILD_EXT_LANES):
+    # four jobs a lane, at most four lanes; below eight jobs one extension at a time, as torch
+    # builds them.
+    env["FLASHBUILD_EXT_LANES"] = str(max(1, min(4, jobs // 4)))
     if _reads(tree, "NVCC_THREADS"):
         env["NVCC_THREADS"] = env.get("NVCC_THREADS", "2")
     env["NINJA_STATUS"] = "[%f/%t] "

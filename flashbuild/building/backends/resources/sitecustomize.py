@@ -36,6 +36,13 @@ the build reads back. The sitecustomize this file shadows (Debian's, a venv's) s
 Settings come from the environment as JSON: FLASHBUILD_GENCODE, FLASHBUILD_NVCC_FLAGS,
 FLASHBUILD_CXX_FLAGS, FLASHBUILD_BUILD_TEMP, FLASHBUILD_PATH_LIMIT.
 
+With FLASHBUILD_EXT_LANES=N (N > 1) and several extensions, they are built N at a time, each
+in its own `build_temp/ext-K` folder (setuptools' `build_ext --parallel` shares one folder, and
+torch writes every extension's build.ninja there: two at once would overwrite each other), and
+MAX_JOBS is divided among them. setup.py trees with many small extensions (torch-scatter,
+torch-cluster, pytorch-fast-transformers: one ninja run per extension, a few units each)
+otherwise leave most cores idle.
+
 Record mode (FLASHBUILD_RECORD = a JSON file; flashbuild/source/setup_record.py reads it): the
 same rewrite, then nothing is compiled or linked. torch writes its build.ninja as usual; the
 hook asks `ninja -t compdb` for the compile commands instead of running ninja, records the
@@ -51,6 +58,7 @@ configuration no build runs.
 
 from __future__ import annotations
 
+import copy
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -591,13 +599,70 @@ def _patch(module: object) -> None:
                 for record in records:
                     fh.write(json.dumps(record) + "\n")
         _check_paths(self, report)
+        _start_lanes(self, build_ext, extensions, report)
         result = original(self)
         if _recording():
             raise RecordDone(0)
         return result
 
+    one = getattr(build_ext, "build_extension", None)
+
+    def build_extension(self: object, ext: object) -> object:
+        lanes = getattr(self, "_flashbuild_lanes", None)
+        assert one is not None  # (only installed when there is one to wrap)
+        if not lanes:
+            return one(self, ext)
+        # Built beside others: its own command object (setuptools swaps `self.compiler` for
+        # a Library while it builds one) and its own build_temp, so its build.ninja and
+        # objects are its own.
+        mine = copy.copy(self)
+        mine.build_temp = os.path.join(  # type: ignore[attr-defined]
+            str(self.build_temp), f"ext-{lanes.get(id(ext), 0)}")  # type: ignore[attr-defined]
+        return one(mine, ext)
+
     build_ext.build_extensions = build_extensions
+    if one is not None:
+        build_ext.build_extension = build_extension
     build_ext._flashbuild_hooked = True
+
+
+def _start_lanes(command: object, hooked: type, extensions: list[object],
+                 report: str | None) -> None:
+    """Have setuptools build the extensions `_extension_lanes` at a time (its `parallel`),
+    MAX_JOBS divided among them; `build_extension` gives each its own build_temp."""
+    lanes = _extension_lanes(command, hooked)
+    if lanes <= 1:
+        return
+    command.parallel = lanes  # type: ignore[attr-defined]
+    jobs = os.environ.get("MAX_JOBS", "")
+    if jobs.isdigit():
+        os.environ["MAX_JOBS"] = str(max(1, -(-int(jobs) // lanes)))
+    command._flashbuild_lanes = {  # type: ignore[attr-defined]
+        id(e): k for k, e in enumerate(extensions)}
+    if report:
+        with open(report, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"extension_lanes": lanes,
+                                 "max_jobs_each": os.environ.get("MAX_JOBS")}) + "\n")
+
+
+def _extension_lanes(command: object, hooked: type) -> int:
+    """How many extensions to build at once: FLASHBUILD_EXT_LANES, at most one per extension;
+    1 in record mode, and when the tree's own command class replaces `build_extension` (its
+    code might write into the shared build_temp)."""
+    try:
+        wanted = int(os.environ.get("FLASHBUILD_EXT_LANES", "1"))
+    except ValueError:
+        return 1
+    count = len(getattr(command, "extensions", None) or [])
+    own = False
+    for klass in type(command).__mro__:
+        if klass is hooked:
+            break
+        own = own or "build_extension" in klass.__dict__
+    if _recording() or own or getattr(command, "parallel", None) or \
+            getattr(hooked, "build_extension", None) is None:
+        return 1
+    return max(1, min(wanted, count))
 
 
 def _freeze_version(module: object) -> None:
