@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import errno
+import itertools
 import json
 import os
 import posixpath
@@ -840,7 +841,12 @@ def _setuptools_install(root: Path, setup: Any, modules: Sequence[str],
     b.top_level = [m for m in modules if "." not in m]
     package = ""
     if dotted:
-        package = dotted[0].rsplit(".", 1)[0]
+        # The package that holds them all: `pkg.a._a` and `pkg.b._b` install into `pkg` (its
+        # manifest names `a/_a…so` and `b/_b…so`), not into the first one's `pkg.a`.
+        parents = [m.rsplit(".", 1)[0].split(".") for m in dotted]
+        common = [p[0] for p in itertools.takewhile(lambda p: len(set(p)) == 1,
+                                                     zip(*parents, strict=False))]
+        package = ".".join(common) or ".".join(parents[0])
         b.notes["install"].append(f"extension module(s) {', '.join(dotted[:4])} live in "
                                   f"package `{package}`")
     elif modules:

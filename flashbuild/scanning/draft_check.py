@@ -220,6 +220,17 @@ def _module_of(macro_name: str, source: str, model: TreeModel) -> str:
     return owner.name.rsplit(".", 1)[-1]
 
 
+def _path_in_package(source: str, module: str, model: TreeModel, package: str | None) -> str:
+    """The module's dotted path below `[install] package`: `a._a` for the extension
+    `pkg.a._a` installed with package `pkg` (verify imports `pkg.a` on the way), else its own
+    name."""
+    owner = next((t for t in model.targets if any(u.path == source for u in t.sources)), None)
+    if owner is None or not package or not owner.name.startswith(f"{package}."):
+        return module
+    below = owner.name[len(package) + 1:]
+    return below if below.rsplit(".", 1)[-1] == module else module
+
+
 def _package_binds(root: Path, b: BuildDraft, module: str) -> set[str] | None:
     if b.package_dir is None:
         return set()
@@ -243,7 +254,8 @@ def _exports(b: BuildDraft, model: TreeModel, root: Path) -> None:
             bound = _package_binds(root, b, module)
             # verify looks names up on the package: one its __init__.py does not bind is
             # written `module.name` (as draft._exports does).
-            names = [n if bound is None or n in bound else f"{module}.{n}"
+            where = _path_in_package(binding.source, module, model, b.package)
+            names = [n if bound is None or n in bound else f"{where}.{n}"
                      for n in binding.names]
             b.exports += [n for n in names if n not in b.exports]
             b.notes["verify"].append(

@@ -127,6 +127,24 @@ def test_a_top_level_module_beside_its_package_is_drafted_with_both(tmp_path: Pa
     assert 'exports = [\n  "beside_cuda.block_size",\n]' in text
 
 
+@needs_torch
+def test_extensions_in_two_subpackages_install_into_the_package_that_holds_both(
+        tmp_path: Path) -> None:
+    # Drafted as the first module's subpackage (`subpk.a`), the build installed its manifest
+    # there, naming `../b/_b…so`, and verify refused it ("leaves the package folder").
+    tree = tmp_path / "subpkgs"
+    shutil.copytree(TREES / "subpkgs", tree)
+    out = tmp_path / "subpkgs.toml"
+    done = subprocess.run(
+        [sys.executable, "-m", "flashbuild", "recipe", "init", "--source", str(tree),
+         "--platform", "linux", "--arch", "sm_90a", "-o", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = out.read_text()
+    assert '[install]\npackage = "subpk"\npackage_dir = "subpk"\n' in text, text
+    assert '"a._a.block_size",' in text and '"b._b.block_b",' in text, text
+
+
 def test_a_ctypes_library_is_drafted_built_installed_and_verified(
         tmp_path: Path, cuda_toolkit_root: Path) -> None:
     tree = tmp_path / "ctypeslib"
