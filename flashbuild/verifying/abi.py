@@ -11,7 +11,6 @@ fails to import on the oldest systems the tag promises to support.
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -20,11 +19,13 @@ import pefile
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
+from elftools.elf.hash import ELFHashSection, GNUHashSection
 from elftools.elf.sections import SymbolTableSection
 
 from flashbuild.errors import FlashbuildError, UsageError, VerifyError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
     from pathlib import Path
 
     from flashbuild.runner import Runner
@@ -188,26 +189,33 @@ def _dynamic_symbols(path: Path) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(defined), frozenset(undefined)
 
 
-@functools.cache
-def _exports(path: Path, mtime_ns: int) -> frozenset[str]:
-    # Cached per library (and its mtime): a wheel's binaries all check against one libtorch.
-    del mtime_ns
-    return _dynamic_symbols(path)[0]
+#: Per library (path, mtime): which names it was asked about and whether it defines them. A
+#: wheel's binaries all look up against one libtorch; each name is looked up once.
+_LOOKED_UP: dict[tuple[Path, int], dict[str, bool]] = {}
 
 
-def torch_exports(lib_dir: Path) -> frozenset[str] | None:
-    """The symbols the installed libtorch exports, or None when none of its libraries is
-    readable (then the check is skipped, not failed)."""
-    found: set[str] = set()
-    readable = False
-    for name in TORCH_LIBS:
-        lib = lib_dir / name
-        try:
-            found |= _exports(lib, lib.stat().st_mtime_ns)
-            readable = True
-        except (OSError, ELFError, ValueError):
-            continue
-    return frozenset(found) if readable else None
+def _defines(lib: Path, names: Iterable[str]) -> set[str]:
+    """The names `lib` exports, found through its .gnu.hash / .hash table (a few lookups,
+    not a walk over libtorch_cpu's hundred thousand symbols: that takes seconds)."""
+    known = _LOOKED_UP.setdefault((lib, lib.stat().st_mtime_ns), {})
+    todo = [n for n in names if n not in known]
+    if todo:
+        with lib.open("rb") as stream:
+            elf = ELFFile(stream)
+            table = elf.get_section_by_name(".gnu.hash") or elf.get_section_by_name(".hash")
+            if isinstance(table, (GNUHashSection, ELFHashSection)):
+                for name in todo:
+                    sym = table.get_symbol(name)
+                    known[name] = sym is not None and sym["st_shndx"] != "SHN_UNDEF"
+            else:
+                defined, _ = _dynamic_symbols(lib)
+                known.update((name, name in defined) for name in todo)
+    return {n for n in names if known[n]}
+
+
+def torch_lib_files(lib_dir: Path) -> tuple[Path, ...]:
+    """The installed libtorch libraries present (none: the check is skipped, not failed)."""
+    return tuple(lib_dir / name for name in TORCH_LIBS if (lib_dir / name).is_file())
 
 
 def demangle(names: list[str], runner: Runner) -> list[str]:
@@ -223,13 +231,18 @@ def demangle(names: list[str], runner: Runner) -> list[str]:
     return out if done.ok and len(out) == len(names) else names
 
 
-def missing_torch_symbols(path: Path, exports: frozenset[str]) -> list[str]:
-    """The c10::/at:: symbols the binary imports that libtorch does not export (sorted)."""
+def missing_torch_symbols(path: Path, libs: Sequence[Path]) -> list[str]:
+    """The c10::/at:: symbols the binary imports that none of `libs` exports (sorted); empty
+    when a library cannot be read (no verdict from a partial view)."""
     try:
-        undefined = _dynamic_symbols(path)[1]
+        wanted = {n for n in _dynamic_symbols(path)[1] if _TORCH_SYMBOL.match(n)}
+        for lib in libs:
+            if not wanted:
+                break
+            wanted -= _defines(lib, wanted)
     except (OSError, ELFError, ValueError):
         return []
-    return sorted(n for n in undefined if _TORCH_SYMBOL.match(n) and n not in exports)
+    return sorted(wanted)
 
 
 # --- abi3 ------------------------------------------------------------------------------------

@@ -431,11 +431,11 @@ def _torch_checks(subject: Subject, *, runner: Runner, python: str,
     if built:
         checks.append(_finding(subject.package or Path(subject.label).name,
                                abi.torch_version_finding(built, torch.version)))
-    exports = abi.torch_exports(torch.lib_dir) if elves else None
-    if exports is None:
+    libs = abi.torch_lib_files(torch.lib_dir)
+    if not libs:
         return checks
     for path in elves:
-        missing = abi.missing_torch_symbols(path, exports)
+        missing = abi.missing_torch_symbols(path, libs)
         if missing:
             shown = abi.demangle(missing[:5], runner)
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
