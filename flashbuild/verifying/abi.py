@@ -183,6 +183,9 @@ def _dynamic_symbols(path: Path) -> tuple[frozenset[str], frozenset[str]]:
                 if not sym.name:
                     continue
                 if sym["st_shndx"] == "SHN_UNDEF":
+                    # A weak reference may stay unresolved: the loader sets it to 0.
+                    if sym["st_info"]["bind"] == "STB_WEAK":
+                        continue
                     undefined.add(sym.name)
                 else:
                     defined.add(sym.name)
