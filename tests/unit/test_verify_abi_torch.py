@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from flashbuild.installing.manifest import Manifest
+from flashbuild.pipeline.driver import build_manifest
 from flashbuild.runner import Completed
 from flashbuild.verifying.abi import pe_findings, pe_imports, torch_version_finding
 from flashbuild.verifying.inputs import Binary, Subject
@@ -90,3 +92,19 @@ def test_abi3_wheel_whose_pyd_imports_a_versioned_python(tmp_path: Path) -> None
     plain = Subject(kind="wheel", label=str(tmp_path / "pkg-1.0-cp39-cp39-win_amd64.whl"),
                     binaries=(binary,))
     assert _stable_abi_checks(plain) == []
+
+
+def test_the_build_writes_the_backend_torch_into_the_manifest() -> None:
+    # Only the fields build_manifest reads; the setuptools backend fills torch_version.
+    request = SimpleNamespace(
+        toolkit=SimpleNamespace(root="/cuda", release="13.0", version="13.0"),
+        recipe=SimpleNamespace(name="r", build=SimpleNamespace(backend="setuptools"),
+                               verify=SimpleNamespace(exports=(), kernels=(),
+                                                      dynamic_smem={})),
+        platform=SimpleNamespace(name="linux"), arch=SimpleNamespace(cmake=lambda: "90"),
+        host_compiler=SimpleNamespace(kind="gcc", version="12", path="/usr/bin/g++"))
+    outcome = SimpleNamespace(applied=(), build_excludes=())
+    built = SimpleNamespace(flags={}, artifacts=(), torch_version="2.13.0+cu130")
+    manifest = build_manifest(request, outcome, built, (), ptxas_info=None)  # type: ignore[arg-type]
+    assert manifest.torch_version == "2.13.0+cu130"
+    assert manifest.to_json()["torch_version"] == "2.13.0+cu130"
