@@ -126,12 +126,15 @@ class Manifest:
     """Modules installed by their own top-level name (`rotary_emb`, causal-conv1d's
     `causal_conv1d_cuda`), not inside the package: verify looks an export whose first part
     is one of them up on that module."""
+    torch_version: str = ""
+    """The torch the build compiled against (`2.13.0+cu130`; empty when none): verify compares
+    it with the torch installed, since c10/at symbols change between torch releases."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         if self.ptxas_info is None:
             del data["ptxas_info"]
-        for key in ("kernels", "binaries", "top_level"):
+        for key in ("kernels", "binaries", "top_level", "torch_version"):
             if not data[key]:
                 del data[key]  # manifests written before the field existed stay byte-equal
         return data
@@ -204,6 +207,7 @@ class Manifest:
                                         ptx=b.strs("ptx"))
                            for b in r.objs("binaries", required=False)),
             top_level=r.strs("top_level", required=False),
+            torch_version=r.opt_str("torch_version") or "",
         )
         for artifact in manifest.artifacts:
             if not _inside(artifact.path):
@@ -236,7 +240,7 @@ def _bad(where: Path | str, why: str) -> VerifyError:
 _KEYS = {"schema_version", "flashbuild", "recipe", "platform", "archs", "toolkit",
          "host_compiler", "patches", "flags", "artifacts", "dll_dirs", "exports",
          "kernel_smem", "dynamic_smem_symbols", "ptxas_info", "kernels", "binaries",
-         "top_level"}
+         "top_level", "torch_version"}
 
 
 class _Reader:

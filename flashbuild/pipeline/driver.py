@@ -476,6 +476,7 @@ def build_manifest(request: BuildRequest, outcome: PatchOutcome, built: BackendR
             for kernel, symbol in sorted(request.recipe.verify.dynamic_smem.items())),
         ptxas_info=ptxas_info,
         binaries=_binary_images(request, built.artifacts),
+        torch_version=built.torch_version,
     )
 
 

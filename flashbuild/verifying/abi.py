@@ -1,4 +1,5 @@
-"""ABI checks of one ELF binary against a manylinux policy.
+"""ABI checks of one binary: manylinux symbol versions, the torch it was built against,
+abi3 where claimed, and a Windows `.pyd`'s DLL imports.
 
 The policy numbers are data, not code: the highest symbol version each libc/libstdc++
 interface may need, taken from the auditwheel policy file
@@ -12,16 +13,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
+import pefile
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
+from elftools.elf.hash import ELFHashSection, GNUHashSection
+from elftools.elf.sections import SymbolTableSection
 
-from flashbuild.errors import UsageError, VerifyError
+from flashbuild.errors import FlashbuildError, UsageError, VerifyError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
     from pathlib import Path
+
+    from flashbuild.runner import Runner
 
 # The symbol-version families a manylinux policy bounds (auditwheel's "symbol_versions").
 _FAMILIES = ("GLIBC", "GLIBCXX", "CXXABI")
@@ -121,3 +128,200 @@ def platform_tag_warning(tag: str) -> str | None:
         return (f"platform tag {tag}: PyPI refuses linux_* wheels; build in a manylinux "
                 "image and tag the wheel with its policy")
     return None
+
+
+# --- the torch a binary was built against ----------------------------------------------------
+
+Severity = Literal["ok", "note", "error"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One ABI verdict: its severity, a one-line summary and the fix (empty when none)."""
+
+    severity: Severity
+    summary: str
+    evidence: str = ""
+    fix: str = ""
+
+
+_RELEASE = re.compile(r"^(\d+)\.(\d+)")
+
+
+def torch_version_finding(built: str, installed: str) -> Finding:
+    """The torch recorded at build time against the one installed: another major.minor is an
+    error (c10/at symbols change between minor releases: `undefined symbol: _ZN3c10...`);
+    a difference only in the local suffix (`+cu130` vs `+cpu`) or the patch release is a note."""
+    b, i = _RELEASE.match(built), _RELEASE.match(installed)
+    if b is None or i is None or (b[1], b[2]) != (i[1], i[2]):
+        return Finding("error", f"built against torch {built}, torch {installed} is installed",
+                       fix=f"rebuild against torch {installed} (`flashbuild build`), or "
+                       f"install torch=={built.split('+', maxsplit=1)[0]}")
+    if built != installed:
+        return Finding("note", f"built against torch {built}, torch {installed} is installed "
+                       "(same release, another build)")
+    return Finding("ok", f"built against torch {built}, the installed one")
+
+
+#: Libraries of libtorch whose exports a module's c10::/at:: imports resolve against; the CUDA
+#: one is absent from CPU wheels.
+TORCH_LIBS = ("libc10.so", "libtorch_cpu.so", "libtorch_python.so", "libtorch_cuda.so",
+              "libc10_cuda.so", "libtorch.so")
+#: Itanium mangling of the two namespaces: `_ZN3c10` (c10::) and `_ZN2at` (at::), also inside
+#: a nested name with qualifiers (`_ZNK3c10`, `_ZNK2at`).
+_TORCH_SYMBOL = re.compile(r"^_ZN[KVR]*(3c10|2at)")
+
+
+def _dynamic_symbols(path: Path) -> tuple[frozenset[str], frozenset[str]]:
+    """(defined, undefined) names of the ELF's .dynsym only: bounded work, no full symtab."""
+    defined: set[str] = set()
+    undefined: set[str] = set()
+    with path.open("rb") as stream:
+        section = ELFFile(stream).get_section_by_name(".dynsym")
+        if isinstance(section, SymbolTableSection):
+            for sym in section.iter_symbols():
+                if not sym.name:
+                    continue
+                if sym["st_shndx"] == "SHN_UNDEF":
+                    # A weak reference may stay unresolved: the loader sets it to 0.
+                    if sym["st_info"]["bind"] == "STB_WEAK":
+                        continue
+                    undefined.add(sym.name)
+                else:
+                    defined.add(sym.name)
+    return frozenset(defined), frozenset(undefined)
+
+
+#: Per library (path, mtime): which names it was asked about and whether it defines them. A
+#: wheel's binaries all look up against one libtorch; each name is looked up once.
+_LOOKED_UP: dict[tuple[Path, int], dict[str, bool]] = {}
+
+
+def _defines(lib: Path, names: Iterable[str]) -> set[str]:
+    """The names `lib` exports, found through its .gnu.hash / .hash table (a few lookups,
+    not a walk over libtorch_cpu's hundred thousand symbols: that takes seconds)."""
+    known = _LOOKED_UP.setdefault((lib, lib.stat().st_mtime_ns), {})
+    todo = [n for n in names if n not in known]
+    if todo:
+        with lib.open("rb") as stream:
+            elf = ELFFile(stream)
+            table = elf.get_section_by_name(".gnu.hash") or elf.get_section_by_name(".hash")
+            if isinstance(table, (GNUHashSection, ELFHashSection)):
+                for name in todo:
+                    sym = table.get_symbol(name)
+                    known[name] = sym is not None and sym["st_shndx"] != "SHN_UNDEF"
+            else:
+                defined, _ = _dynamic_symbols(lib)
+                known.update((name, name in defined) for name in todo)
+    return {n for n in names if known[n]}
+
+
+def torch_lib_files(lib_dir: Path) -> tuple[Path, ...]:
+    """The installed libtorch libraries present (none: the check is skipped, not failed)."""
+    return tuple(lib_dir / name for name in TORCH_LIBS if (lib_dir / name).is_file())
+
+
+def demangle(names: list[str], runner: Runner) -> list[str]:
+    """Human names through c++filt where it is installed; else the mangled names."""
+    tool = runner.which("c++filt")
+    if tool is None or not names:
+        return names
+    try:
+        done = runner.run([tool], input="\n".join(names), timeout=10, check=False)
+    except FlashbuildError:
+        return names
+    out = done.stdout.splitlines()
+    return out if done.ok and len(out) == len(names) else names
+
+
+def missing_torch_symbols(path: Path, libs: Sequence[Path]) -> list[str]:
+    """The c10::/at:: symbols the binary imports that none of `libs` exports (sorted); empty
+    when a library cannot be read (no verdict from a partial view)."""
+    try:
+        wanted = {n for n in _dynamic_symbols(path)[1] if _TORCH_SYMBOL.match(n)}
+        for lib in libs:
+            if not wanted:
+                break
+            wanted -= _defines(lib, wanted)
+    except (OSError, ELFError, ValueError):
+        return []
+    return sorted(wanted)
+
+
+# --- abi3 ------------------------------------------------------------------------------------
+
+#: `_Py`-prefixed names that ARE in the stable ABI (CPython's Misc/stable_abi.toml, mostly
+#: `abi_only` entries the limited-API macros expand to: Py_DECREF -> _Py_Dealloc, Py_None ->
+#: _Py_NoneStruct, PyArg_ParseTuple with PY_SSIZE_T_CLEAN -> _PyArg_ParseTuple_SizeT).
+_STABLE_PRIVATE = frozenset({
+    "_Py_Dealloc", "_Py_IncRef", "_Py_DecRef", "_Py_NoneStruct", "_Py_TrueStruct",
+    "_Py_FalseStruct", "_Py_NotImplementedStruct", "_Py_EllipsisObject", "_PyObject_New",
+    "_PyObject_NewVar", "_PyObject_GC_New", "_PyObject_GC_NewVar", "_PyObject_GC_Resize",
+    "_PyArg_ParseTuple_SizeT", "_PyArg_ParseTupleAndKeywords_SizeT", "_PyArg_Parse_SizeT",
+    "_PyArg_VaParse_SizeT", "_PyArg_VaParseTupleAndKeywords_SizeT", "_Py_BuildValue_SizeT",
+    "_Py_VaBuildValue_SizeT", "_PyObject_CallFunction_SizeT", "_PyObject_CallMethod_SizeT",
+    "_PyErr_BadInternalCall", "_Py_CheckRecursiveCall", "_PyWeakref_RefType",
+    "_PyWeakref_ProxyType", "_PyWeakref_CallableProxyType", "_Py_SwappedOp",
+})
+#: Public names outside the limited API that extensions commonly hit (PEP 384: abi3 promises
+#: only the stable_abi.toml list). PyUnicode_AsUTF8 joined it only in 3.13, so an abi3 wheel
+#: for older Pythons must use PyUnicode_AsUTF8AndSize.
+NOT_LIMITED = frozenset({"PyUnicode_AsUTF8", "PyCode_New", "PyCode_NewWithPosOnlyArgs",
+                         "PyFrame_FastToLocals", "PyUnicode_AS_DATA"})
+
+
+def abi3_violations(path: Path) -> list[str]:
+    """The CPython symbols a `*.abi3.so` imports from outside the limited API."""
+    try:
+        undefined = _dynamic_symbols(path)[1]
+    except (OSError, ELFError, ValueError):
+        return []
+    return sorted(n for n in undefined
+                  if (n.startswith("_Py") and n not in _STABLE_PRIVATE) or n in NOT_LIMITED)
+
+
+# --- Windows .pyd imports --------------------------------------------------------------------
+
+#: The VC++ redistributable's runtime: present on most machines, not all.
+MSVC_RUNTIME = frozenset({"vcruntime140.dll", "vcruntime140_1.dll", "msvcp140.dll",
+                          "msvcp140_1.dll", "msvcp140_2.dll", "concrt140.dll"})
+#: Debug runtimes: not redistributable, absent on every machine without Visual Studio.
+MSVC_DEBUG = frozenset({"vcruntime140d.dll", "vcruntime140_1d.dll", "msvcp140d.dll",
+                        "ucrtbased.dll"})
+_VERSIONED_PYTHON = re.compile(r"^python3\d+\.dll$")
+
+
+def pe_imports(path: Path) -> list[str]:
+    """The DLLs a PE file imports (lower case, in table order), read with pefile."""
+    try:
+        pe = pefile.PE(str(path), fast_load=True)
+        try:
+            pe.parse_data_directories(
+                directories=[pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"]])
+            entries = getattr(pe, "DIRECTORY_ENTRY_IMPORT", [])
+            return [e.dll.decode("ascii", "replace").lower() for e in entries]
+        finally:
+            pe.close()
+    except (OSError, pefile.PEFormatError) as exc:
+        raise VerifyError(f"cannot read the imports of {path.name}", evidence=str(exc),
+                          fix="check that the file is a complete Windows DLL") from exc
+
+
+def pe_findings(name: str, dlls: list[str], *, abi3: bool) -> list[Finding]:
+    """Judge a .pyd's imports: a debug runtime is an error, the MSVC runtime a note, and in a
+    wheel tagged abi3 a versioned python3X.dll (which ties it to one Python) an error."""
+    out: list[Finding] = []
+    debug = [d for d in dlls if d in MSVC_DEBUG]
+    if debug:
+        out.append(Finding("error", f"{name} imports the debug runtime {', '.join(debug)}",
+                           fix="build the Release configuration (/MD, not /MDd)"))
+    runtime = [d for d in dlls if d in MSVC_RUNTIME]
+    if runtime:
+        out.append(Finding("note", f"{name} needs the VC++ redistributable "
+                           f"({', '.join(runtime)})"))
+    versioned = [d for d in dlls if _VERSIONED_PYTHON.match(d)]
+    if abi3 and versioned:
+        out.append(Finding("error", f"{name} is in an abi3 wheel but imports {versioned[0]}",
+                           evidence="abi3 modules link python3.dll, the stable ABI's DLL",
+                           fix="define Py_LIMITED_API and link python3.lib"))
+    return out

@@ -16,6 +16,7 @@ not judged.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import sys
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flashbuild.arch import Arch, ArchSpec, Suffix, Target, parse_arch_spec
-from flashbuild.errors import VerifyError
+from flashbuild.errors import FlashbuildError, VerifyError
 from flashbuild.installing.manifest import MANIFEST_NAME
 from flashbuild.installing.resources import loader_shim
 from flashbuild.platforms import Platform, current
@@ -371,6 +372,113 @@ def _abi_checks(subject: Subject, policy: str | None) -> list[Check]:
     return checks
 
 
+#: Asks the target interpreter for its torch without importing it (importlib.metadata reads the
+#: dist-info only: milliseconds, where `import torch` takes seconds).
+_TORCH_PROBE = (
+    "import importlib.metadata as m, json\n"
+    "try:\n"
+    "    d = m.distribution('torch')\n"
+    "    print(json.dumps({'version': d.version, 'lib': str(d.locate_file('torch/lib'))}))\n"
+    "except m.PackageNotFoundError:\n"
+    "    print('{}')\n")
+
+
+@dataclass(frozen=True)
+class InstalledTorch:
+    """The torch of the interpreter verify inspects."""
+
+    version: str
+    lib_dir: Path
+
+
+def installed_torch(runner: Runner, python: str, env: Mapping[str, str]) -> InstalledTorch | None:
+    """The torch the target `python` has, or None (no torch, or the probe failed)."""
+    try:
+        done = runner.run([python, "-P", "-c", _TORCH_PROBE], env=env, timeout=30, check=False)
+        data = json.loads(done.stdout.strip().splitlines()[-1]) if done.ok else {}
+    except (FlashbuildError, ValueError, IndexError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("version"), str):
+        return None
+    return InstalledTorch(version=data["version"], lib_dir=Path(str(data.get("lib", ""))))
+
+
+_SEVERITY = {"ok": Status.OK, "note": Status.OK, "error": Status.FAIL}
+
+
+def _finding(subject: str, finding: abi.Finding) -> Check:
+    summary = ("note: " if finding.severity == "note" else "") + finding.summary
+    return Check("abi", subject, _SEVERITY[finding.severity], summary, finding.evidence,
+                 finding.fix)
+
+
+def _is_elf_module(path: Path) -> bool:
+    return path.name.endswith(".so") or ".so." in path.name
+
+
+def _torch_checks(subject: Subject, *, runner: Runner, python: str,
+                  env: Mapping[str, str]) -> list[Check]:
+    """The torch the module was built against (the manifest's record, and the c10::/at::
+    symbols it imports) against the torch of the target interpreter."""
+    built = subject.manifest.torch_version if subject.manifest else ""
+    elves = [b.path for b in subject.binaries if _is_elf_module(b.path)]
+    if not built and not elves:
+        return []
+    torch = installed_torch(runner, python, env)
+    if torch is None:
+        return []
+    checks: list[Check] = []
+    if built:
+        checks.append(_finding(subject.package or Path(subject.label).name,
+                               abi.torch_version_finding(built, torch.version)))
+    libs = abi.torch_lib_files(torch.lib_dir)
+    if not libs:
+        return checks
+    for path in elves:
+        missing = abi.missing_torch_symbols(path, libs)
+        if missing:
+            shown = abi.demangle(missing[:5], runner)
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            checks.append(Check(
+                "abi", path.name, Status.FAIL,
+                f"imports {len(missing)} c10/at symbol(s) torch {torch.version} lacks",
+                evidence="; ".join(shown) + more,
+                fix=f"rebuild against the installed torch {torch.version} "
+                "(`flashbuild build`), or install the torch it was built with"))
+    return checks
+
+
+def _wheel_abi(subject: Subject) -> str | None:
+    """The ABI tag of a wheel's file name (PEP 427: the second-last field, `abi3`)."""
+    name = Path(subject.label).name
+    if subject.kind != "wheel" or not name.endswith(".whl"):
+        return None
+    fields = name.removesuffix(".whl").split("-")
+    return fields[-2] if len(fields) >= 5 else None
+
+
+def _stable_abi_checks(subject: Subject) -> list[Check]:
+    """abi3 where claimed: a `*.abi3.so` importing CPython symbols outside the limited API,
+    and a .pyd's imports (debug runtime, VC++ runtime, python3X.dll in an abi3 wheel)."""
+    checks: list[Check] = []
+    abi3_wheel = _wheel_abi(subject) == "abi3"
+    for binary in subject.binaries:
+        path = binary.path
+        if ".abi3." in path.name and _is_elf_module(path):
+            bad = abi.abi3_violations(path)
+            if bad:
+                checks.append(Check(
+                    "abi", path.name, Status.FAIL,
+                    "claims abi3 but imports symbols outside the limited API",
+                    evidence=", ".join(bad[:8]) + (" ..." if len(bad) > 8 else ""),
+                    fix="use only the limited API (PEP 384) or drop the abi3 tag"))
+        elif path.suffix.lower() == ".pyd":
+            dlls = abi.pe_imports(path)
+            checks += [_finding(path.name, f)
+                       for f in abi.pe_findings(path.name, dlls, abi3=abi3_wheel)]
+    return checks
+
+
 def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
             allow_placeholders: bool = False, run_gpu: bool | None, bench: bool,
             runner: Runner, platform: Platform, env: dict[str, str], python: str,
@@ -448,6 +556,8 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
     else:
         checks += _not_importable(subject, pkg, expect, run_gpu=run_gpu)
     checks += _abi_checks(subject, policy)
+    checks += _stable_abi_checks(subject)
+    checks += _torch_checks(subject, runner=runner, python=python, env=env)
     return VerifyReport(manifest_path=subject.manifest_path, package=pkg,
                         targets=spec.cmake() if spec else "none given",
                         checks=tuple(checks), images=images, subject_kind=subject.kind,
