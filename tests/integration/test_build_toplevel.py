@@ -109,17 +109,22 @@ def test_a_top_level_module_is_built_installed_and_verified_by_its_name(
     assert not module.exists() and not manifest.parent.exists()
 
 
-@needs_torch
-def test_a_top_level_module_beside_its_package_is_drafted_with_both(tmp_path: Path) -> None:
-    tree = tmp_path / "beside"
-    shutil.copytree(TREES / "beside", tree)
-    out = tmp_path / "beside.toml"
+def _drafted(tmp_path: Path, name: str) -> str:
+    """`recipe init` (record mode, linux, sm_90a) of a copy of fixture tree `name`: the draft."""
+    tree = tmp_path / name
+    shutil.copytree(TREES / name, tree)
+    out = tmp_path / f"{name}.toml"
     done = subprocess.run(
         [sys.executable, "-m", "flashbuild", "recipe", "init", "--source", str(tree),
          "--platform", "linux", "--arch", "sm_90a", "-o", str(out)],
         cwd=tmp_path, capture_output=True, text=True, check=False, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    text = out.read_text()
+    return out.read_text()
+
+
+@needs_torch
+def test_a_top_level_module_beside_its_package_is_drafted_with_both(tmp_path: Path) -> None:
+    text = _drafted(tmp_path, "beside")
     assert "setup.py record mode: builds beside_cuda" in text, text
     assert '[install]\npackage = "beside"\npackage_dir = "beside"\n' \
         'top_level = ["beside_cuda"]\n' in text
@@ -132,15 +137,7 @@ def test_extensions_in_two_subpackages_install_into_the_package_that_holds_both(
         tmp_path: Path) -> None:
     # Drafted as the first module's subpackage (`subpk.a`), the build installed its manifest
     # there, naming `../b/_b…so`, and verify refused it ("leaves the package folder").
-    tree = tmp_path / "subpkgs"
-    shutil.copytree(TREES / "subpkgs", tree)
-    out = tmp_path / "subpkgs.toml"
-    done = subprocess.run(
-        [sys.executable, "-m", "flashbuild", "recipe", "init", "--source", str(tree),
-         "--platform", "linux", "--arch", "sm_90a", "-o", str(out)],
-        cwd=tmp_path, capture_output=True, text=True, check=False, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    text = out.read_text()
+    text = _drafted(tmp_path, "subpkgs")
     assert '[install]\npackage = "subpk"\npackage_dir = "subpk"\n' in text, text
     assert '"a._a.block_size",' in text and '"b._b.block_b",' in text, text
 
