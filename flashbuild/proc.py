@@ -249,7 +249,11 @@ class ProcessRunner:
             raise
         finally:
             if timer is not None:
+                # A timer that fired is still ending the tree (killing it and waiting until it
+                # is gone) when the pipe closes: wait for that, or the caller goes on while a
+                # grandchild is still dying (the pipe closes before the process is gone).
                 timer.cancel()
+                timer.join()
             _release(tree, proc)
 
 

@@ -217,6 +217,35 @@ def test_a_timeout_of_stream_ends_the_grandchildren_too(tmp_path: Path) -> None:
         _reap(pid_file)
 
 
+def test_a_timeout_of_stream_returns_only_once_the_tree_is_ended(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timer that ends the tree runs in a thread of its own, and the pipe closes as soon
+    as the processes die, before the timer is done waiting for them to be gone: stream used
+    to return then, and a grandchild could still be running (CI, under load)."""
+    import time
+
+    from flashbuild import proc as proc_module
+
+    finished: list[float] = []
+    real = proc_module._end_trees
+
+    def slow_end(trees: list[object], *, polite: bool) -> None:
+        real(trees, polite=polite)  # type: ignore[arg-type]
+        time.sleep(1.0)  # as if the last process took a while to be gone
+        finished.append(time.monotonic())
+
+    monkeypatch.setattr(proc_module, "_end_trees", slow_end)
+    script, pid_file = _tree_script(tmp_path)
+    try:
+        code = ProcessRunner().stream([PY, str(script), str(pid_file)],
+                                      on_line=lambda line: None, timeout=3)
+        returned = time.monotonic()
+        assert code != 0
+        assert finished and finished[0] <= returned
+    finally:
+        _reap(pid_file)
+
+
 @pytest.mark.parametrize(("sig", "stubborn"), [("SIGTERM", False), ("SIGINT", False),
                                                ("SIGHUP", False), ("SIGTERM", True)])
 def test_a_stop_signal_to_the_runner_ends_its_tree(tmp_path: Path, sig: str,
