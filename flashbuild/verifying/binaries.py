@@ -118,7 +118,7 @@ def read_link_info(path: Path) -> LinkInfo:
     """DT_NEEDED / RPATH / RUNPATH of an ELF file, or the import table of a PE file."""
     with map_regular(path) as blob:
         if blob[:4] == b"\x7fELF":
-            validate_elf(blob, str(path))
+            validate_elf(blob, str(path), what=f"{path.name} is a damaged ELF file")
             return _elf_info(path, blob)
         if blob[:2] == b"MZ":
             return _pe_info(path, blob)

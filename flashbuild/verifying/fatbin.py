@@ -252,7 +252,7 @@ def fatbin_sections(path: Path) -> tuple[BinaryFormat, list[bytes]]:
     file's structure is checked before pyelftools reads a section of it."""
     with map_regular(path) as blob:
         if blob[:4] == b"\x7fELF":
-            validate_elf(blob, str(path))
+            validate_elf(blob, str(path), what=f"{path.name} is a damaged ELF file")
             return "elf", _elf_sections(path, blob)
         if blob[:2] == b"MZ":
             return "pe", _pe_sections(path, blob)

@@ -378,13 +378,22 @@ _SHT_STRTAB = 3
 _SHN_XINDEX = 0xFFFF
 
 
-def validate_elf(blob: Mapped, where: str) -> None:
+def validate_elf(blob: Mapped, where: str, *, what: str = "") -> None:
     """Check an ELF file's structure before any section of it is trusted (issue 27): the ELF
     header whole, the program and section header tables inside the file, each section that
     has bytes in the file (not SHT_NOBITS) inside it, and e_shstrndx naming a string table.
     pyelftools trusts all of these, so a cubin whose second half was zeroed read as a cubin
     with no kernels ("SASS present") where cuobjdump says "Invalid ELF". Raises
-    BinaryFormatError naming the first field that does not fit."""
+    BinaryFormatError naming the first field that does not fit; its headline is `what`
+    (default: WHERE is damaged: not a valid ELF file), its evidence starts with `where` then."""
+
+    def _damaged_elf(where: str, why: str) -> BinaryFormatError:
+        return BinaryFormatError(
+            what or f"{where} is damaged: not a valid ELF file",
+            evidence=f"{where}: {why}" if what else why,
+            fix="rebuild and reinstall the module (`flashbuild build`); a truncated file "
+            "(or one zeroed past some point) often means an interrupted copy or a full disk")
+
     size = len(blob)
     ident = bytes(blob[:16])
     if len(ident) < 16 or ident[:4] != b"\x7fELF" or ident[4] not in (1, 2) \
@@ -428,14 +437,6 @@ def validate_elf(blob: Mapped, where: str) -> None:
     if names >= count or shdr.unpack_from(blob, shoff + names * shentsize)[1] != _SHT_STRTAB:
         raise _damaged_elf(where, f"e_shstrndx {names} names no string table among the "
                            f"{count} sections")
-
-
-def _damaged_elf(where: str, why: str) -> BinaryFormatError:
-    return BinaryFormatError(
-        f"{where} is damaged: not a valid ELF file",
-        evidence=why,
-        fix="rebuild and reinstall the module (`flashbuild build`); a truncated or zeroed "
-        "file often means an interrupted copy or a full disk")
 
 
 #: The PE section table entry: Name[8], VirtualSize, VirtualAddress, SizeOfRawData,
