@@ -22,7 +22,6 @@ and variable as arguments so the Windows rule runs in tests on Linux.
 
 from __future__ import annotations
 
-import io
 import os
 import re
 from dataclasses import dataclass
@@ -37,7 +36,14 @@ from elftools.elf.elffile import ELFFile
 
 from flashbuild.errors import FlashbuildError
 from flashbuild.platforms.environ import CaseInsensitiveEnv
-from flashbuild.verifying.fatbin import BinaryFormat, BinaryFormatError, read_regular
+from flashbuild.verifying.fatbin import (
+    BinaryFormat,
+    BinaryFormatError,
+    Mapped,
+    as_stream,
+    map_regular,
+    validate_elf,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -110,22 +116,23 @@ LINUX_DEFAULT_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64")
 
 def read_link_info(path: Path) -> LinkInfo:
     """DT_NEEDED / RPATH / RUNPATH of an ELF file, or the import table of a PE file."""
-    blob = read_regular(path)
-    if blob.startswith(b"\x7fELF"):
-        return _elf_info(path, blob)
-    if blob.startswith(b"MZ"):
-        return _pe_info(path, blob)
-    raise BinaryFormatError(f"{path.name} is not an ELF or PE binary",
-                            evidence=f"first bytes {blob[:4].hex() or '(empty file)'}",
-                            fix="rebuild and reinstall the module (`flashbuild build`)")
+    with map_regular(path) as blob:
+        if blob[:4] == b"\x7fELF":
+            validate_elf(blob, str(path), what=f"{path.name} is a damaged ELF file")
+            return _elf_info(path, blob)
+        if blob[:2] == b"MZ":
+            return _pe_info(path, blob)
+        raise BinaryFormatError(f"{path.name} is not an ELF or PE binary",
+                                evidence=f"first bytes {blob[:4].hex() or '(empty file)'}",
+                                fix="rebuild and reinstall the module (`flashbuild build`)")
 
 
-def _elf_info(path: Path, blob: bytes) -> LinkInfo:
+def _elf_info(path: Path, blob: Mapped) -> LinkInfo:
     needed: list[str] = []
     rpath: list[str] = []
     runpath: list[str] = []
     try:
-        elf = ELFFile(io.BytesIO(blob))
+        elf = ELFFile(as_stream(blob))
         for section in elf.iter_sections():
             if not isinstance(section, DynamicSection):
                 continue
@@ -145,7 +152,7 @@ def _elf_info(path: Path, blob: bytes) -> LinkInfo:
     return LinkInfo(path, "elf", tuple(needed), tuple(rpath), tuple(runpath))
 
 
-def _pe_info(path: Path, blob: bytes) -> LinkInfo:
+def _pe_info(path: Path, blob: Mapped) -> LinkInfo:
     try:
         pe = pefile.PE(data=blob, fast_load=True)
         pe.parse_data_directories(directories=[

@@ -62,19 +62,24 @@ from flashbuild.verifying.fatbin_headers import (
     BinaryFormat,
     BinaryFormatError,
     ImageKind,
+    Mapped,
     UnknownCodecError,
     _arch,
     _damaged,
     _entry,
     _mib,
+    as_stream,
+    map_regular,
     read_regular,
+    validate_elf,
 )
 
 #: What fatbin.py offers, the header-level names it takes from fatbin_headers.py included (the
 #: error types and ImageKind are imported from here across the package).
 __all__ = ["ELF_SECTIONS", "FATBIN_MAGIC", "MAX_IMAGE_BYTES", "PE_SECTION", "BinaryFormat",
-           "BinaryFormatError", "BinaryImages", "FatbinImage", "ImageKind", "UnknownCodecError",
-           "fatbin_sections", "list_images", "parse_fatbin", "read_regular", "section_data"]
+           "BinaryFormatError", "BinaryImages", "FatbinImage", "ImageKind", "Mapped",
+           "UnknownCodecError", "as_stream", "cubin_elf", "fatbin_sections", "list_images",
+           "map_regular", "parse_fatbin", "read_regular", "section_data", "validate_elf"]
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -243,17 +248,19 @@ def parse_fatbin(data: bytes, *, where: str = "the binary") -> tuple[FatbinImage
 
 def fatbin_sections(path: Path) -> tuple[BinaryFormat, list[bytes]]:
     """The raw fatbin sections of an ELF or PE file. Raises BinaryFormatError for a file that
-    is neither or cannot be parsed."""
-    blob = read_regular(path)
-    if blob.startswith(b"\x7fELF"):
-        return "elf", _elf_sections(path, blob)
-    if blob.startswith(b"MZ"):
-        return "pe", _pe_sections(path, blob)
-    raise BinaryFormatError(
-        f"{path.name} is not an ELF or PE binary",
-        evidence=f"{path}: first bytes {blob[:4].hex() or '(empty file)'}",
-        fix="rebuild and reinstall the module (`flashbuild build`)",
-    )
+    is neither or cannot be parsed. The file is mapped, not read (issue 27), and an ELF
+    file's structure is checked before pyelftools reads a section of it."""
+    with map_regular(path) as blob:
+        if blob[:4] == b"\x7fELF":
+            validate_elf(blob, str(path), what=f"{path.name} is a damaged ELF file")
+            return "elf", _elf_sections(path, blob)
+        if blob[:2] == b"MZ":
+            return "pe", _pe_sections(path, blob)
+        raise BinaryFormatError(
+            f"{path.name} is not an ELF or PE binary",
+            evidence=f"{path}: first bytes {blob[:4].hex() or '(empty file)'}",
+            fix="rebuild and reinstall the module (`flashbuild build`)",
+        )
 
 
 def section_data(section: Any, where: str) -> bytes:
@@ -273,9 +280,18 @@ def section_data(section: Any, where: str) -> bytes:
     return data
 
 
-def _elf_sections(path: Path, blob: bytes) -> list[bytes]:
+def cubin_elf(cubin: bytes, where: str) -> ELFFile:
+    """A cubin opened with pyelftools once its ELF structure is checked (`validate_elf`): every
+    reader of a SASS image (resources, placeholders, dynamic shared memory) goes through here,
+    so a cubin whose second half is zeroed fails as cuobjdump's "Invalid ELF" does instead of
+    reading as a cubin with no kernels (issue 27)."""
+    validate_elf(cubin, where)
+    return ELFFile(io.BytesIO(cubin))
+
+
+def _elf_sections(path: Path, blob: Mapped) -> list[bytes]:
     try:
-        elf = ELFFile(io.BytesIO(blob))
+        elf = ELFFile(as_stream(blob))
         out = []
         for section in elf.iter_sections():
             if section.name in ELF_SECTIONS:
@@ -294,7 +310,7 @@ def _elf_sections(path: Path, blob: bytes) -> list[bytes]:
         ) from exc
 
 
-def _pe_sections(path: Path, blob: bytes) -> list[bytes]:
+def _pe_sections(path: Path, blob: Mapped) -> list[bytes]:
     try:
         pe = pefile.PE(data=blob, fast_load=True)
         out = []

@@ -61,7 +61,6 @@ read through `section_data`.
 
 from __future__ import annotations
 
-import io
 import re
 import struct
 from dataclasses import dataclass
@@ -69,7 +68,6 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import StringTableSection
 
 from flashbuild.verifying.fatbin import (
@@ -77,6 +75,7 @@ from flashbuild.verifying.fatbin import (
     FatbinImage,
     ImageKind,
     UnknownCodecError,
+    cubin_elf,
     list_images,
     section_data,
 )
@@ -249,7 +248,7 @@ def read_cubin(cubin: bytes, *, arch: Arch, name: str = "",
     label = name or arch.sm
     where = f"the {label} cubin"
     try:
-        elf = ELFFile(io.BytesIO(cubin))
+        elf = cubin_elf(cubin, where)
         symtab = elf.get_section_by_name(".symtab")
         strtab = elf.get_section_by_name(".strtab")
         if symtab is None or not isinstance(strtab, StringTableSection):

@@ -24,18 +24,16 @@ section and the size, so `declared_dynamic_smem` reads the value straight from t
 
 from __future__ import annotations
 
-import io
 import re
 import struct
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 from flashbuild.arch import MAX_REGISTERS_PER_THREAD, REGISTERS_PER_SM, Arch
-from flashbuild.verifying.fatbin import BinaryFormatError, FatbinImage, section_data
+from flashbuild.verifying.fatbin import BinaryFormatError, FatbinImage, cubin_elf, section_data
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -109,7 +107,7 @@ def cubin_resources(  # noqa: PLR0912 - one pass over the sections, one branch p
     cubin: bytes, *, arch: str) -> tuple[KernelResources, ...]:
     """Per-kernel resources from one cubin (an uncompressed SASS image)."""
     try:
-        elf = ELFFile(io.BytesIO(cubin))
+        elf = cubin_elf(cubin, f"the {arch} cubin")
         sections = list(elf.iter_sections())
         symtab = elf.get_section_by_name(".symtab")
         symbols = (list(symtab.iter_symbols()) if isinstance(symtab, SymbolTableSection)
@@ -162,7 +160,7 @@ def declared_dynamic_smem(cubin: bytes, symbols: Mapping[str, str], *,
     wanted = {symbol: kernel for kernel, symbol in symbols.items()}
     out: list[DeclaredSmem] = []
     try:
-        elf = ELFFile(io.BytesIO(cubin))
+        elf = cubin_elf(cubin, f"the {arch} cubin")
         symtab = elf.get_section_by_name(".symtab")
         if not isinstance(symtab, SymbolTableSection):
             return ()
