@@ -4,6 +4,12 @@ times, the ratio and sccache's per-stage hit rates of each build (from the build
 
     python bench/sccache_rebuild.py [TREE] [--arch sm_90a] [--jobs 2] [--python PY]
 
+Both builds use the same paths (the copy and the build folder are removed and made anew), as a
+CI re-run does: a checkout at the same path, a fresh build folder, the cache restored. sccache
+<= 0.18 strips SCCACHE_BASEDIRS from the preprocessed source only, not from the compiler's
+arguments (mozilla/sccache#2711), so copies at two paths miss on every unit whose command line
+names the build folder (setuptools passes -MF/-MT/-o paths inside it).
+
 TREE is a folder or a .tar.gz of one (e.g. /work/shared/corpus/causal-conv1d.tar.gz); without
 it a small fixture is used: a CUDAExtension with one .cu kernel and one .cpp binding that
 includes torch/extension.h. PY builds (a CUDA torch, e.g. /work/cudavenv/bin/python); sccache
@@ -75,7 +81,17 @@ def _build(python: str, tree: Path, build_dir: Path, args: argparse.Namespace,
             "--launcher", "sccache", "--jobs", str(args.jobs), "--install", "none",
             "--build-dir", str(build_dir), "--json"]
     start = time.monotonic()
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        # SIGTERM, not the kill subprocess.run would send: flashbuild then ends the compilers
+        # it started before it exits.
+        proc.terminate()
+        proc.communicate()
+        sys.exit(f"build did not finish within {args.timeout:g} s; it was stopped")
+    done = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     seconds = time.monotonic() - start
     if done.returncode != 0:
         sys.exit(f"build failed ({done.returncode}):\n{done.stdout[-3000:]}\n"
@@ -91,6 +107,7 @@ def main() -> None:
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--timeout", type=float, default=3600.0)
     args = parser.parse_args()
     sccache = shutil.which("sccache")
     if sccache is None:
@@ -99,16 +116,14 @@ def main() -> None:
         root = Path(tmp)
         source = args.tree or _fixture(root / "fixture")
         env = {**os.environ, "SCCACHE_DIR": str(root / "cache"),
-               "SCCACHE_SERVER_PORT": "4298",
-               # Each copy and build folder has its own absolute path, which is part of
-               # every compile command: strip the common root (sccache >= 0.16's basedirs),
-               # or the second build misses.
-               "SCCACHE_BASEDIRS": str(root)}
+               "SCCACHE_SERVER_PORT": "4298"}
         try:
             runs = []
-            for n in (1, 2):
-                tree = _copy(source, root / f"copy{n}")
-                runs.append(_build(args.python, tree, root / f"build{n}", args, env))
+            for _ in (1, 2):
+                shutil.rmtree(root / "copy", ignore_errors=True)
+                shutil.rmtree(root / "build", ignore_errors=True)
+                tree = _copy(source, root / "copy")
+                runs.append(_build(args.python, tree, root / "build", args, env))
         finally:
             subprocess.run([sccache, "--stop-server"], env=env, capture_output=True,
                            check=False)
