@@ -108,9 +108,17 @@ def holds(condition: str, entry: dict[str, str]) -> bool:
     return all(facts[part.strip()] for part in condition.split("&&"))
 
 
-def workflow_env(text: str) -> dict[str, str]:
+def workflow_env(text: str, entry: dict[str, str] | None = None) -> dict[str, str]:
+    """The workflow's `env:`, and with `entry` the wheel job's own over it (its archs come
+    from the matrix entry: `${{ matrix.arch }}`)."""
     block = text.split("\nenv:\n", 1)[1].split("\njobs:\n", 1)[0]
-    return {m[1]: m[2] for m in re.finditer(r'^  (\w+): "(.*)"$', block, re.MULTILINE)}
+    env = {m[1]: m[2] for m in re.finditer(r'^  (\w+): "(.*)"$', block, re.MULTILINE)}
+    if entry is not None:
+        job = text.split("\n  wheel:\n", 1)[1].split("\n    env:\n", 1)[1]
+        job = re.split(r"^    \S", job, maxsplit=1, flags=re.MULTILINE)[0]
+        env.update((m[1], expand(m[2], entry))
+                   for m in re.finditer(r"^      (\w+): (.*)$", job, re.MULTILINE))
+    return env
 
 
 STUB_PYTHON = """#!/bin/bash
@@ -171,8 +179,8 @@ def test_the_linux_leg_runs_its_steps_in_order(tmp_path: Path) -> None:
         encoding="utf-8")
     (fake / "RECORD").write_text("", encoding="utf-8")
     log = tmp_path / "leg.log"
-    values = {**workflow_env(text), **entry}
-    env = {**os.environ, **workflow_env(text), "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}",
+    values = {**workflow_env(text, entry), **entry}
+    env = {**os.environ, **workflow_env(text, entry), "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}",
            "REAL_PYTHON": sys.executable, "LEG_LOG": str(log), "PYTHONPATH": str(fake.parent),
            "GITHUB_OUTPUT": str(tmp_path / "out"), "GITHUB_ENV": str(tmp_path / "env"),
            "GITHUB_WORKSPACE": str(work)}
@@ -340,12 +348,12 @@ def test_the_linux_leg_builds_installs_and_verifies_a_wheel(tmp_path: Path) -> N
                                       encoding="utf-8")
     log = tmp_path / "leg.log"
     root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, **workflow_env(text),
+    env = {**os.environ, **workflow_env(text, entry),
            "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}", "LEG_LOG": str(log),
            "REAL_PYTHON": str(venv / "bin" / "python"), "PYTHONPATH": root,
            "GITHUB_OUTPUT": str(tmp_path / "out"), "GITHUB_ENV": str(tmp_path / "env"),
            "GITHUB_WORKSPACE": str(work)}
-    values = {**workflow_env(text), **entry}
+    values = {**workflow_env(text, entry), **entry}
     ran = []
     for step in job_steps(text, "wheel"):
         if step.uses or not step.run or not holds(step.condition, entry):

@@ -69,8 +69,7 @@ def test_ci_init_on_a_corpus_tree(tree: str, tmp_path: Path) -> None:
     assert env_value(text, "FLASHBUILD_PACKAGE") == package
     assert env_value(text, "FLASHBUILD_RECIPE") == (
         ".flashbuild-ci.toml" if recipe.endswith(".toml") else recipe)
-    label = env_value(text, "ARCH_LABEL")
-    assert label == "-".join(f"sm{a}" for a in arch.split(";"))
+    assert {e["arch-label"] for e in entries} == {"-".join(f"sm{a}" for a in arch.split(";"))}
     # Cache: pip keyed on this file, sccache on the GitHub Actions cache backend, in front of
     # every compile the build runs.
     assert "hashFiles('.github/workflows/flashbuild.yml')" in text
