@@ -197,7 +197,7 @@ def _estimate_json(plan: workflow.CiPlan) -> dict[str, object] | None:
 
 
 #: The columns of the matrix table `ci init` prints (`matrix_rows`).
-MATRIX_COLUMNS = [Column("os (runner)", key=True), Column("arch", key=True),
+MATRIX_COLUMNS = [Column("os (runner)", key=True), Column("arch"),
                   Column("cuda", key=True), Column("torch", key=True),
                   Column("python", key=True), Column("h:mm", justify="right")]
 

@@ -18,13 +18,14 @@ Measured builds ran on machines whose cores are of the same class as a GitHub ru
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from flashbuild.console import plural
-from flashbuild.source.setuppy import read_setup
+from flashbuild.source.setuppy import parse_python, read_setup
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -80,7 +81,7 @@ MEASUREMENTS: tuple[Measurement, ...] = (
         tree="flash-attention 3, one arch per object, MAX_JOBS=1 NVCC_THREADS=1", units=122,
         archs=1, core_seconds=360 * 60,
         source="conda-forge/staged-recipes#34680: the 360-minute cap reached 122 of 293 "
-        "objects (CUDA 12.9) on a 2-vCPU Azure agent, one compile at a time"),
+        "objects (CUDA 12.9) on a 7-8 GiB Azure agent, one compile at a time"),
 )
 
 #: Core-seconds per CUDA unit per arch (and per host unit) that estimates use: the slowest of
@@ -115,10 +116,17 @@ class Units:
     how: str
     """Where the counts come from, for the output and the refusal."""
     abi3: str = ""
-    """Why the wheel is tagged abi3 (one wheel for every Python); "" when it is not."""
+    """Why one wheel serves every Python of the matrix (a `cpXY-abi3` tag, or a `none` ABI
+    tag of an extension without Python C API calls); "" when it does not."""
     abi_note: str = ""
     """What else the tree says about its ABI (py_limited_api without an abi3 tag, torch's
     stable ABI), for the output; "" when nothing."""
+
+
+def measurement_table() -> list[str]:
+    """MEASUREMENTS as the rows of docs/ci.md's table (a test keeps the two in step)."""
+    return [f"| {m.tree} | {m.units} | {m.archs} | {m.core_seconds:.0f} | "
+            f"{m.per_unit_arch:.0f} | {m.source} |" for m in MEASUREMENTS]
 
 
 def job_seconds(units: Units, archs: int, *, vcpus: int, unit_seconds: float) -> float:
@@ -227,13 +235,14 @@ def _abi(tree: Path) -> tuple[str, str]:
             except OSError:
                 continue
     stable = any(_TORCH_STABLE.search(t) for t in texts.values())
+    note = "it builds against torch's stable ABI (TORCH_TARGET_VERSION)" if stable else ""
     for name, text in texts.items():
-        code = _code(text, name)
-        found = _ABI3_TAG.search(code)
+        found = _ABI3_TAG.search(_code(text, name))
         if found:
-            note = "it builds against torch's stable ABI (TORCH_TARGET_VERSION)" if stable \
-                else ""
             return f"{name} tags the wheel {found[1]}-abi3", note
+    tag = _get_tag(texts.get("setup.py", ""))
+    if tag:
+        return f"setup.py's bdist_wheel.get_tag tags the wheel {tag}", note
     module = any(_ABI3_MODULE.search(_code(t, n)) for n, t in texts.items())
     notes = []
     if module:
@@ -242,6 +251,29 @@ def _abi(tree: Path) -> tuple[str, str]:
     if stable:
         notes.append("it builds against torch's stable ABI (TORCH_TARGET_VERSION)")
     return "", "; ".join(notes)
+
+
+def _get_tag(text: str) -> str:
+    """`py39-none` when setup.py's own bdist_wheel returns a Python-free tag from `get_tag`
+    (`return "py39", "none", plat_tag`: xformers, whose extension uses torch's stable ABI and
+    no Python C API); "" otherwise."""
+    if "get_tag" not in text:
+        return ""
+    try:
+        tree = parse_python(text, "setup.py")
+    except SyntaxError:
+        return ""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.FunctionDef) and node.name == "get_tag"):
+            continue
+        for ret in ast.walk(node):
+            value = ret.value if isinstance(ret, ast.Return) else None
+            if isinstance(value, ast.Tuple) and len(value.elts) == 3:
+                python, abi = value.elts[0], value.elts[1]
+                if (isinstance(python, ast.Constant) and isinstance(python.value, str)
+                        and isinstance(abi, ast.Constant) and abi.value in {"none", "abi3"}):
+                    return f"{python.value}-{abi.value}"
+    return ""
 
 
 def _code(text: str, name: str) -> str:

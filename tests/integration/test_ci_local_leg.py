@@ -180,7 +180,8 @@ def test_the_linux_leg_runs_its_steps_in_order(tmp_path: Path) -> None:
     (fake / "RECORD").write_text("", encoding="utf-8")
     log = tmp_path / "leg.log"
     values = {**workflow_env(text, entry), **entry}
-    env = {**os.environ, **workflow_env(text, entry), "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}",
+    env = {**os.environ, **workflow_env(text, entry),
+           "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}",
            "REAL_PYTHON": sys.executable, "LEG_LOG": str(log), "PYTHONPATH": str(fake.parent),
            "GITHUB_OUTPUT": str(tmp_path / "out"), "GITHUB_ENV": str(tmp_path / "env"),
            "GITHUB_WORKSPACE": str(work)}
