@@ -169,9 +169,8 @@ def estimate_lines(plan: workflow.CiPlan) -> list[str]:
         return []
     units = est.units
     lines = [f"estimate: {units.how}; {est.unit_seconds:.0f} core-seconds per unit per arch "
-             f"on a {min(estimate.RUNNER_VCPUS.get(e.runner, 4) for e in plan.entries)}-vCPU "
-             f"runner (docs/ci.md, 'Jobs that fit the 6-hour cap'); budget "
-             f"{est.budget_s / 3600:g} h a job"]
+             f"on a {estimate.RUNNER_VCPUS}-vCPU runner (docs/ci.md, 'Jobs that fit the "
+             f"6-hour cap'); budget {est.budget_s / 3600:g} h a job"]
     groups = plan.arch_groups
     if len(groups) > 1:
         lines.append(

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from flashbuild.console import plural
+from flashbuild.scanning.scan import walk_tree
 from flashbuild.source.setuppy import parse_python, read_setup
 
 if TYPE_CHECKING:
@@ -88,12 +89,11 @@ MEASUREMENTS: tuple[Measurement, ...] = (
 #: MEASUREMENTS (causal-conv1d's, ~532 s).
 SECONDS_PER_UNIT_ARCH = max(m.per_unit_arch for m in MEASUREMENTS)
 
-#: vCPUs of the GitHub-hosted runners `ci init` writes jobs for: the standard Linux and
-#: Windows runners of public repositories have 4 vCPUs and 16 GB of memory
-#: (docs.github.com, "GitHub-hosted runners reference", standard runners).
-RUNNER_VCPUS: dict[str, int] = {label: 4 for label in (
-    "ubuntu-latest", "ubuntu-24.04", "ubuntu-22.04",
-    "windows-latest", "windows-2025", "windows-2022")}
+#: vCPUs of the GitHub-hosted runners `ci init` writes jobs for (every label of
+#: `workflow.RUNNERS` is a standard runner): the standard Linux and Windows runners of public
+#: repositories have 4 vCPUs and 16 GB of memory (docs.github.com, "GitHub-hosted runners
+#: reference", standard runners).
+RUNNER_VCPUS = 4
 
 #: GitHub cancels a job on a hosted runner after 6 hours (docs.github.com, "Usage limits":
 #: "Each job in a workflow can run for up to 6 hours of execution time").
@@ -173,10 +173,9 @@ def clock(seconds: float) -> str:
 _CUDA_SUFFIXES = (".cu",)
 _HOST_SUFFIXES = (".cpp", ".cc", ".cxx", ".c")
 #: `options={"bdist_wheel": {"py_limited_api": "cp39"}}` in setup.py, `py_limited_api = cp39`
-#: under setup.cfg's [bdist_wheel], scikit-build-core's `wheel.py-api = "cp39"`: the wheel is
-#: tagged `cpXY-abi3` (PEP 384/PEP 425), installable on that Python and every later one.
-_ABI3_TAG = re.compile(r"""(?:py_limited_api["']?\s*[:=]\s*["']?|py-api["']?\s*=\s*["'])"""
-                       r"(cp3\d+)")
+#: under setup.cfg's [bdist_wheel]: the wheel is tagged `cp39-abi3` (PEP 384, PEP 425),
+#: installable on that Python and every later one.
+_ABI3_TAG = re.compile(r"""py_limited_api["']?\s*[:=]\s*["']?(cp3\d+)""")
 #: `Extension(..., py_limited_api=True)` alone names the module `*.abi3.so` but leaves the
 #: wheel tagged for one Python.
 _ABI3_MODULE = re.compile(r"py_limited_api\s*=\s*True")
@@ -190,8 +189,6 @@ def read_units(tree: Path, *, backend: str, archs: Sequence[Arch], platform: str
     for `platform` and `archs` (the sources of every extension it builds or may build), or a
     CMake tree's `.cu` and C++ files outside vendored folders (not configured here: an upper
     bound, since a target may leave some out)."""
-    from flashbuild.scanning.scan import walk_tree  # noqa: PLC0415 - only ci init needs it
-
     walk = walk_tree(tree)
     files = [rel for rel, _kind in walk.files]
 
@@ -218,6 +215,7 @@ def read_units(tree: Path, *, backend: str, archs: Sequence[Arch], platform: str
             note = (note + "; " if note else "") + f"setup.py not read ({why})"
     cuda = sum(1 for rel in files if rel.endswith(_CUDA_SUFFIXES))
     host = sum(1 for rel in files if rel.endswith(_HOST_SUFFIXES))
+    # flashbuild's CMake backend tags its wheels for the Python it builds with.
     return Units(cuda=cuda, host=host, abi3=abi3 if backend == "setuptools" else "",
                  abi_note=note,
                  how=f"{cuda} .cu and {host} C/C++ files outside vendored folders "

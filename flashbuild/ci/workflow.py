@@ -496,9 +496,8 @@ def plan_workflow(*, recipe: Recipe, recipe_ref: str, arch: str,
     groups: tuple[ArchSpec, ...] = (spec,)
     estimate: Estimate | None = None
     wheel_pythons = list(pythons)
-    vcpus = min(RUNNER_VCPUS.get(runners[p], 4) for p in platforms)
     if units is not None:
-        groups = plan_arch_groups(spec, units, vcpus=vcpus, unit_seconds=unit_seconds,
+        groups = plan_arch_groups(spec, units, vcpus=RUNNER_VCPUS, unit_seconds=unit_seconds,
                                   budget_s=budget_s)
         collapsed = ""
         if units.abi3 and len(pythons) > 1:
@@ -516,8 +515,8 @@ def plan_workflow(*, recipe: Recipe, recipe_ref: str, arch: str,
             check_runner_cuda(platform, runners[platform], cuda, source)
             index = torch_index_for(cuda) if needs_torch else ""
             seconds = {g: job_seconds(units, len(g.targets), unit_seconds=unit_seconds,
-                                      vcpus=RUNNER_VCPUS.get(runners[platform], 4))
-                       if units is not None else 0.0 for g in groups}
+                                      vcpus=RUNNER_VCPUS) if units is not None else 0.0
+                       for g in groups}
             entries.extend(
                 MatrixEntry(platform=platform, runner=runners[platform], cuda=cuda,
                             python=python, toolkit=source, cuda_version=version,

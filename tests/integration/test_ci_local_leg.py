@@ -274,11 +274,16 @@ def _actionlint_or_skip() -> str:
     {"platform": "linux", "cuda": "13.0", "python": "3.12"},
     {"platform": "windows", "cuda": "12.9,13.0", "python": "3.11,3.14"},
     {"platform": "linux,windows", "cuda": "12.8,13.2", "python": "3.13", "torch": "2.9.1"},
+    # Split by arch: one unit at 10,000 s an arch fits one arch per 5-hour job.
+    {"platform": "linux,windows", "cuda": "13.0", "python": "3.12", "arch": "80;90a;120",
+     "unit_seconds": 10000.0},
 ])
 def test_actionlint_passes_every_generated_workflow(tmp_path: Path,
-                                                   options: dict[str, str]) -> None:
+                                                   options: dict[str, object]) -> None:
     exe = _actionlint_or_skip()
     out = _init(_tree(tmp_path), **options)
+    if "unit_seconds" in options:  # 2 platforms x 3 arch groups
+        assert len(matrix(out.read_text(encoding="utf-8"))) == 6
     done = subprocess.run([exe, "-no-color", str(out)], capture_output=True, text=True,
                           check=False, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
