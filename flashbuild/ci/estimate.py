@@ -19,7 +19,6 @@ Measured builds ran on machines whose cores are of the same class as a GitHub ru
 from __future__ import annotations
 
 import ast
-import os
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -276,6 +275,6 @@ def _get_tag(text: str) -> str:
 
 def _code(text: str, name: str) -> str:
     """`text` without its comments (`#` lines of Python, TOML and setup.cfg)."""
-    return os.linesep.join(line.split("#", 1)[0] if name != "setup.cfg" else
+    return "\n".join(line.split("#", 1)[0] if name != "setup.cfg" else
                            ("" if line.lstrip().startswith(("#", ";")) else line)
                            for line in text.splitlines())
