@@ -157,7 +157,7 @@ def _bash(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedPr
     assert BASH is not None
     # The runner's `shell: bash` is `bash --noprofile --norc -eo pipefail {0}`.
     return subprocess.run([BASH, "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=30,
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
                           check=False)
 
 
@@ -285,7 +285,7 @@ def test_actionlint_passes_every_generated_workflow(tmp_path: Path,
     if "unit_seconds" in options:  # 2 platforms x 3 arch groups
         assert len(matrix(out.read_text(encoding="utf-8"))) == 6
     done = subprocess.run([exe, "-no-color", str(out)], capture_output=True, text=True,
-                          check=False, timeout=60)
+                          check=False, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -343,7 +343,7 @@ def test_the_linux_leg_builds_installs_and_verifies_a_wheel(tmp_path: Path) -> N
     (entry,) = matrix(text)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
-                   timeout=60)
+                   timeout=300)
     purelib = Path(sysconfig.get_paths(vars={"base": str(venv)})["purelib"])
     (purelib / "this-env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n",
                                           encoding="utf-8")
