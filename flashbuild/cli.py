@@ -630,19 +630,29 @@ def ci_init(  # noqa: PLR0917 - Typer maps each option to a parameter
         "--flashbuild-spec", help="What the jobs pip-install to get flashbuild. Default: "
         "this flashbuild's own git checkout, as its remote URL pinned to the commit "
         "(refused when it is not one).")] = None,
+    max_job_hours: Annotated[float | None, typer.Option(
+        "--max-job-hours", help="The compile time a job may be estimated at (default 5; "
+        "GitHub cancels a hosted job at 6 h); a slower job is split by arch group.")] = None,
+    unit_seconds: Annotated[float | None, typer.Option(
+        "--unit-seconds", help="Core-seconds one compile unit takes per arch, from a build "
+        "of this tree. Default: the slowest measured (docs/ci.md).")] = None,
     json: JsonOpt = False,
 ) -> int:
     """Write a GitHub Actions workflow that builds the tree's wheels over a matrix of
     platforms, CUDA and Python versions (doctor, build, verify per job; sccache on the GitHub
-    Actions cache; a release job that collects the wheels). Exit 2 for an arch a CUDA of the
-    matrix cannot compile, an unknown runner label or an existing file without --force; 4 for
-    a recipe without \\[install]; nothing is written then."""
+    Actions cache; a release job that collects the wheels). Each job's compile time is
+    estimated from the tree's compile units; a job over --max-job-hours becomes one job and
+    one wheel per arch group, and an abi3 wheel is built once for all its Pythons. Exit 2 for
+    an arch a CUDA of the matrix cannot compile, one arch alone estimated past
+    --max-job-hours, an unknown runner label or an existing file without --force; 4 for a
+    recipe without \\[install]; nothing is written then."""
     ui.configure(json_mode=json)
     from flashbuild.ci.command import run_ci_init
 
     return run_ci_init(recipe=recipe, arch=arch, platform=platform, cuda=cuda, python=python,
                        runners=runner or [], source=source, output=output, force=force,
-                       flashbuild_spec=flashbuild_spec, torch=torch, as_json=json)
+                       flashbuild_spec=flashbuild_spec, torch=torch, as_json=json,
+                       max_job_hours=max_job_hours, unit_seconds=unit_seconds)
 
 
 def main() -> None:

@@ -29,6 +29,14 @@ from typing import TYPE_CHECKING, Literal
 from packaging.version import Version
 
 from flashbuild.arch import ArchSpec, Image, parse_arch_spec
+from flashbuild.ci.estimate import (
+    JOB_CAP_HOURS,
+    RUNNER_VCPUS,
+    Units,
+    duration,
+    job_seconds,
+    split_archs,
+)
 from flashbuild.errors import RecipeError, UsageError
 from flashbuild.toolchain_facts import HOST_COMPILERS, INSTALLER_HOST_MSC, PYPI_TOOLKIT_EXTRAS
 
@@ -105,17 +113,33 @@ class MatrixEntry:
     """The cuda-toolkit extras (PyPI only)."""
     torch_index: str
     """The torch index matching the CUDA major ("" when the tree needs no torch)."""
+    arch: ArchSpec
+    """The targets this job builds: all of `--arch`, or one group of them when the whole
+    would not fit the job budget (`estimate.split_archs`)."""
+    estimate_s: float = 0.0
+    """The estimated compile time of the job on its runner (`estimate.job_seconds`)."""
 
-    def artifact(self, arch_label: str) -> str:
+    @property
+    def arch_value(self) -> str:
+        """`--arch` as the job passes it: `sm_90a;sm_120`."""
+        return arch_value(self.arch)
+
+    @property
+    def arch_label(self) -> str:
+        """The arch part of the artifact name: `sm90a-sm120`."""
+        return arch_label(self.arch)
+
+    def artifact(self) -> str:
         """The artifact name of this job's wheel (the template spells the same)."""
-        return f"wheel-{self.platform}-cuda{self.cuda}-py{self.python}-{arch_label}"
+        return f"wheel-{self.platform}-cuda{self.cuda}-py{self.python}-{self.arch_label}"
 
     def yaml(self) -> str:
         """The entry as one flow-style YAML mapping (the template's matrix block)."""
         fields = {"platform": self.platform, "runner": self.runner, "cuda": self.cuda,
                   "python": self.python, "toolkit": self.toolkit,
                   "cuda-version": self.cuda_version, "cuda-extras": self.cuda_extras,
-                  "torch-index": self.torch_index}
+                  "torch-index": self.torch_index, "arch": self.arch_value,
+                  "arch-label": self.arch_label}
         return "{" + ", ".join(f"{k}: {_scalar(v)}" for k, v in fields.items()) + "}"
 
 
@@ -128,9 +152,10 @@ class CiPlan:
     package: str
     """The recipe's `[install] package` (what verify checks)."""
     arch: ArchSpec
-    """The targets every job builds."""
+    """The targets of `--arch`, which the jobs build between them."""
     entries: tuple[MatrixEntry, ...]
-    """The matrix, one entry per platform x CUDA x Python."""
+    """The matrix, one entry per platform x CUDA x Python (one Python for an abi3 wheel) x
+    arch group."""
     flashbuild_spec: str
     """What the jobs `pip install` to get flashbuild."""
     torch_spec: str
@@ -140,22 +165,49 @@ class CiPlan:
     command: str
     """The `flashbuild ci init` command line that writes this workflow."""
 
+    estimate: Estimate | None = None
+    """What the job times were estimated from; None when no estimate was asked for."""
+
     @property
     def arch_value(self) -> str:
-        """`--arch` as the jobs pass it: `sm_90a;sm_120`."""
-        return ";".join(t.arch.compute if t.image is Image.PTX else
-                        t.arch.sm + ("+PTX" if t.image is Image.BOTH else "")
-                        for t in self.arch.targets)
+        """`--arch` as given, every target: `sm_90a;sm_120`."""
+        return arch_value(self.arch)
 
     @property
-    def arch_label(self) -> str:
-        """The arch part of artifact names: `sm90a-sm120`."""
-        return "-".join(t.arch.compute.replace("_", "") if t.image is Image.PTX else
-                        t.arch.sm.replace("_", "") + ("ptx" if t.image is Image.BOTH else "")
-                        for t in self.arch.targets)
+    def arch_groups(self) -> tuple[ArchSpec, ...]:
+        """The arch groups the jobs build, in order, each once."""
+        return tuple(dict.fromkeys(e.arch for e in self.entries))
 
     def artifacts(self) -> list[str]:
-        return [e.artifact(self.arch_label) for e in self.entries]
+        return [e.artifact() for e in self.entries]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Estimate:
+    """The inputs of the job estimates, for the output and the JSON."""
+
+    units: Units
+    """The tree's compile units."""
+    unit_seconds: float
+    """Core-seconds per CUDA unit per arch (and per host unit)."""
+    budget_s: float
+    """The compile time a job may take."""
+    collapsed: str
+    """Why the Python axis collapsed to one wheel ("" when it did not)."""
+
+
+def arch_value(spec: ArchSpec) -> str:
+    """`--arch` as a job passes it: `sm_90a;sm_120`."""
+    return ";".join(t.arch.compute if t.image is Image.PTX else
+                    t.arch.sm + ("+PTX" if t.image is Image.BOTH else "")
+                    for t in spec.targets)
+
+
+def arch_label(spec: ArchSpec) -> str:
+    """The arch part of artifact names: `sm90a-sm120`."""
+    return "-".join(t.arch.compute.replace("_", "") if t.image is Image.PTX else
+                    t.arch.sm.replace("_", "") + ("ptx" if t.image is Image.BOTH else "")
+                    for t in spec.targets)
 
 
 # --- parsing the options --------------------------------------------------------------------
@@ -350,11 +402,13 @@ def check_package(package: str) -> None:
             "for a subpackage), e.g. `causal_conv1d` rather than `causal-conv1d`")
 
 
-def check_matrix_size(jobs: int, platforms: int, cudas: int, pythons: int) -> None:
+def check_matrix_size(jobs: int, platforms: int, cudas: int, pythons: int,
+                      groups: int = 1) -> None:
     if jobs > MAX_MATRIX_JOBS:
+        split = f" x {groups} arch groups" if groups > 1 else ""
         raise UsageError(
             f"the matrix has {jobs} jobs ({platforms} platform(s) x {cudas} CUDA x "
-            f"{pythons} Python), more than GitHub runs from one matrix",
+            f"{pythons} Python{split}), more than GitHub runs from one matrix",
             evidence=f"GitHub Actions generates at most {MAX_MATRIX_JOBS} jobs per matrix",
             fix="split it: write one workflow per platform or per CUDA group (-o "
             ".github/workflows/flashbuild-linux.yml with --platform linux, and so on), each "
@@ -392,12 +446,44 @@ def require_install(recipe: Recipe) -> str:
     return recipe.install.name
 
 
+def plan_arch_groups(spec: ArchSpec, units: Units, *, vcpus: int, unit_seconds: float,
+                     budget_s: float) -> tuple[ArchSpec, ...]:
+    """`spec` as one group when one job builds it within `budget_s`, else split in order into
+    the fewest groups that each fit (one wheel per group: see docs/ci.md, "Jobs that fit the
+    6-hour cap"). Refused, with how to split otherwise, when one arch alone does not fit."""
+    sizes = split_archs(len(spec.targets), units, vcpus=vcpus, unit_seconds=unit_seconds,
+                        budget_s=budget_s)
+    if sizes is None:
+        one = job_seconds(units, 1, vcpus=vcpus, unit_seconds=unit_seconds)
+        raise UsageError(
+            f"one arch of this tree alone is estimated at {duration(one)} of compile on a "
+            f"{vcpus}-vCPU GitHub runner, more than the {budget_s / 3600:g} h a job may take",
+            evidence=f"{units.how}; {unit_seconds:.0f} core-seconds per unit per arch "
+            f"(flashbuild/ci/estimate.py: the slowest build measured), over min({vcpus} vCPUs, "
+            f"{units.cuda + units.host} units); GitHub cancels a hosted job after "
+            f"{JOB_CAP_HOURS:g} h, and one arch per job is already the finest split",
+            fix="build fewer units per job (leave extensions or kernels out with the tree's "
+            "own switches, one workflow per set), or run on a bigger runner (edit `runner:` "
+            "and pass --unit-seconds scaled to its cores), or pass --unit-seconds from a "
+            "measured build of this tree, or --max-job-hours up to 6")
+    groups: list[ArchSpec] = []
+    start = 0
+    for size in sizes:
+        groups.append(ArchSpec(targets=spec.targets[start:start + size]))
+        start += size
+    return tuple(groups)
+
+
 def plan_workflow(*, recipe: Recipe, recipe_ref: str, arch: str,
                   platforms: Sequence[PlatformName], cudas: Sequence[str],
                   pythons: Sequence[str], runners: Mapping[PlatformName, str],
                   flashbuild_spec: str, torch: str | None, cache_key_path: str,
-                  command: str) -> CiPlan:
-    """Check the matrix and return what the template is rendered with."""
+                  command: str, units: Units | None = None, unit_seconds: float = 0.0,
+                  budget_s: float = 0.0) -> CiPlan:
+    """Check the matrix and return what the template is rendered with. With `units` (the
+    tree's compile units), each job's compile time is estimated at `unit_seconds` per unit
+    and arch, a job over `budget_s` is split by arch group, and an abi3 wheel is built once
+    for every Python."""
     package = require_install(recipe)
     check_package(package)
     for what, value in (("--torch", torch or ""), ("--flashbuild-spec", flashbuild_spec),
@@ -407,25 +493,45 @@ def plan_workflow(*, recipe: Recipe, recipe_ref: str, arch: str,
     check_arch_against_cuda(spec, cudas)
     check_pythons(pythons)
     needs_torch = recipe.build.backend == "setuptools" or torch is not None
+    groups: tuple[ArchSpec, ...] = (spec,)
+    estimate: Estimate | None = None
+    wheel_pythons = list(pythons)
+    if units is not None:
+        groups = plan_arch_groups(spec, units, vcpus=RUNNER_VCPUS, unit_seconds=unit_seconds,
+                                  budget_s=budget_s)
+        collapsed = ""
+        if units.abi3 and len(pythons) > 1:
+            # An abi3 wheel installs on its Python and every later one: build it with the
+            # oldest of the matrix.
+            wheel_pythons = [min(pythons, key=Version)]
+            collapsed = (f"{units.abi3}: one wheel per job, built with Python "
+                         f"{wheel_pythons[0]}, serves Python {', '.join(pythons)}")
+        estimate = Estimate(units=units, unit_seconds=unit_seconds, budget_s=budget_s,
+                            collapsed=collapsed)
     entries: list[MatrixEntry] = []
     for platform in platforms:
         for cuda in cudas:
             source, version, extras = toolkit_for(cuda, platform)
             check_runner_cuda(platform, runners[platform], cuda, source)
             index = torch_index_for(cuda) if needs_torch else ""
+            seconds = {g: job_seconds(units, len(g.targets), unit_seconds=unit_seconds,
+                                      vcpus=RUNNER_VCPUS) if units is not None else 0.0
+                       for g in groups}
             entries.extend(
                 MatrixEntry(platform=platform, runner=runners[platform], cuda=cuda,
                             python=python, toolkit=source, cuda_version=version,
-                            cuda_extras=extras, torch_index=index)
-                for python in pythons)
-    check_matrix_size(len(entries), len(platforms), len(cudas), len(pythons))
+                            cuda_extras=extras, torch_index=index, arch=group,
+                            estimate_s=seconds[group])
+                for python in wheel_pythons for group in groups)
+    check_matrix_size(len(entries), len(platforms), len(cudas), len(wheel_pythons),
+                      len(groups))
     torch_spec = ""
     if needs_torch:
         # `--torch 2.9.1` pins that release; `--torch ">=2.9,<2.10"` is a specifier as it is.
         torch_spec = "torch" + (f"=={torch}" if torch and torch[0].isdigit() else torch or "")
     return CiPlan(recipe=recipe_ref, package=package, arch=spec, entries=tuple(entries),
                   flashbuild_spec=flashbuild_spec, torch_spec=torch_spec,
-                  cache_key_path=cache_key_path, command=command)
+                  cache_key_path=cache_key_path, command=command, estimate=estimate)
 
 
 # --- rendering ------------------------------------------------------------------------------
@@ -447,8 +553,6 @@ def render(plan: CiPlan, template: str | None = None) -> str:
         "env": [f"FLASHBUILD_SPEC: {_scalar(plan.flashbuild_spec)}",
                 f"FLASHBUILD_RECIPE: {_scalar(plan.recipe)}",
                 f"FLASHBUILD_PACKAGE: {_scalar(plan.package)}",
-                f"FLASHBUILD_ARCH: {_scalar(plan.arch_value)}",
-                f"ARCH_LABEL: {_scalar(plan.arch_label)}",
                 f"TORCH_SPEC: {_scalar(plan.torch_spec)}"],
         "matrix": ["- " + e.yaml() for e in plan.entries],
         "cache-key": [f"key: {prefix}${{{{ github.run_id }}}}",

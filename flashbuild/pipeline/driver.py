@@ -555,19 +555,25 @@ def _patches_package(request: BuildRequest, outcome: PatchOutcome) -> bool:
 
 def _repack_label(request: BuildRequest, built: BackendResult) -> str:
     """The local version a setup.py tree's own wheel gets when its version has none
-    (`cu130torch2.13`): release assets are one flat list, and two CUDA or torch builds of one
-    version would otherwise share a file name (issue 31)."""
+    (`sm90a.cu130torch2.13`): release assets are one flat list, and two arch groups (`ci
+    init` splits a slow matrix by arch), CUDA or torch builds of one version would otherwise
+    share a file name (issue 31)."""
     cuda = request.toolkit.release
-    label = f"cu{cuda.major}{cuda.minor}" if cuda is not None else ""
+    last = f"cu{cuda.major}{cuda.minor}" if cuda is not None else ""
     torch = re.match(r"(\d+)\.(\d+)", built.torch_version)
     if torch:
-        label += f"torch{torch[1]}.{torch[2]}"
-    return label
+        last += f"torch{torch[1]}.{torch[2]}"
+    return ".".join(filter(None, [*_arch_parts(request), last]))
+
+
+def _arch_parts(request: BuildRequest) -> list[str]:
+    """`sm90a`, `sm120` … : the targets as local version segments."""
+    return [f"sm{t.arch.code}{t.arch.suffix}" for t in request.arch.targets]
 
 
 def _wheel_version(request: BuildRequest) -> str:
     # A local version label says what the binary is for: 1+sm90a.cu130.
-    archs = ".".join(f"sm{t.arch.code}{t.arch.suffix}" for t in request.arch.targets)
+    archs = ".".join(_arch_parts(request))
     cuda = request.toolkit.release
     label = archs + (f".cu{cuda.major}{cuda.minor}" if cuda is not None else "")
     return f"{request.recipe.recipe.version}+{label}"

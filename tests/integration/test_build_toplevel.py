@@ -77,8 +77,8 @@ def test_a_top_level_module_is_built_installed_and_verified_by_its_name(
     draft = (tmp_path / "build" / "flashbuild" / "topmod.draft.toml").read_text()
     assert '[install]\ntop_level = ["topmod"]' in draft
     module = site / f"topmod{EXT}"
-    # The repacked wheel's version carries the CUDA and torch it was built with
-    # (`0.1+cu130torch2.13`), so the .dist-info is found by the distribution's name.
+    # The repacked wheel's version carries the archs, CUDA and torch it was built with
+    # (`0.1+sm90a.cu130torch2.13`), so the .dist-info is found by the distribution's name.
     infos = sorted(site.glob("topmod-0.1*.dist-info"))
     assert len(infos) == 1, infos
     assert infos[0].name.startswith("topmod-0.1+"), infos[0].name

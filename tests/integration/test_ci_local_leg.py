@@ -108,9 +108,17 @@ def holds(condition: str, entry: dict[str, str]) -> bool:
     return all(facts[part.strip()] for part in condition.split("&&"))
 
 
-def workflow_env(text: str) -> dict[str, str]:
+def workflow_env(text: str, entry: dict[str, str] | None = None) -> dict[str, str]:
+    """The workflow's `env:`, and with `entry` the wheel job's own over it (its archs come
+    from the matrix entry: `${{ matrix.arch }}`)."""
     block = text.split("\nenv:\n", 1)[1].split("\njobs:\n", 1)[0]
-    return {m[1]: m[2] for m in re.finditer(r'^  (\w+): "(.*)"$', block, re.MULTILINE)}
+    env = {m[1]: m[2] for m in re.finditer(r'^  (\w+): "(.*)"$', block, re.MULTILINE)}
+    if entry is not None:
+        job = text.split("\n  wheel:\n", 1)[1].split("\n    env:\n", 1)[1]
+        job = re.split(r"^    \S", job, maxsplit=1, flags=re.MULTILINE)[0]
+        env.update((m[1], expand(m[2], entry))
+                   for m in re.finditer(r"^      (\w+): (.*)$", job, re.MULTILINE))
+    return env
 
 
 STUB_PYTHON = """#!/bin/bash
@@ -149,7 +157,7 @@ def _bash(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedPr
     assert BASH is not None
     # The runner's `shell: bash` is `bash --noprofile --norc -eo pipefail {0}`.
     return subprocess.run([BASH, "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=30,
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
                           check=False)
 
 
@@ -171,8 +179,9 @@ def test_the_linux_leg_runs_its_steps_in_order(tmp_path: Path) -> None:
         encoding="utf-8")
     (fake / "RECORD").write_text("", encoding="utf-8")
     log = tmp_path / "leg.log"
-    values = {**workflow_env(text), **entry}
-    env = {**os.environ, **workflow_env(text), "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}",
+    values = {**workflow_env(text, entry), **entry}
+    env = {**os.environ, **workflow_env(text, entry),
+           "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}",
            "REAL_PYTHON": sys.executable, "LEG_LOG": str(log), "PYTHONPATH": str(fake.parent),
            "GITHUB_OUTPUT": str(tmp_path / "out"), "GITHUB_ENV": str(tmp_path / "env"),
            "GITHUB_WORKSPACE": str(work)}
@@ -265,13 +274,18 @@ def _actionlint_or_skip() -> str:
     {"platform": "linux", "cuda": "13.0", "python": "3.12"},
     {"platform": "windows", "cuda": "12.9,13.0", "python": "3.11,3.14"},
     {"platform": "linux,windows", "cuda": "12.8,13.2", "python": "3.13", "torch": "2.9.1"},
+    # Split by arch: one unit at 10,000 s an arch fits one arch per 5-hour job.
+    {"platform": "linux,windows", "cuda": "13.0", "python": "3.12", "arch": "80;90a;120",
+     "unit_seconds": 10000.0},
 ])
 def test_actionlint_passes_every_generated_workflow(tmp_path: Path,
-                                                   options: dict[str, str]) -> None:
+                                                   options: dict[str, object]) -> None:
     exe = _actionlint_or_skip()
     out = _init(_tree(tmp_path), **options)
+    if "unit_seconds" in options:  # 2 platforms x 3 arch groups
+        assert len(matrix(out.read_text(encoding="utf-8"))) == 6
     done = subprocess.run([exe, "-no-color", str(out)], capture_output=True, text=True,
-                          check=False, timeout=60)
+                          check=False, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -329,7 +343,7 @@ def test_the_linux_leg_builds_installs_and_verifies_a_wheel(tmp_path: Path) -> N
     (entry,) = matrix(text)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
-                   timeout=60)
+                   timeout=300)
     purelib = Path(sysconfig.get_paths(vars={"base": str(venv)})["purelib"])
     (purelib / "this-env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n",
                                           encoding="utf-8")
@@ -340,12 +354,12 @@ def test_the_linux_leg_builds_installs_and_verifies_a_wheel(tmp_path: Path) -> N
                                       encoding="utf-8")
     log = tmp_path / "leg.log"
     root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, **workflow_env(text),
+    env = {**os.environ, **workflow_env(text, entry),
            "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}", "LEG_LOG": str(log),
            "REAL_PYTHON": str(venv / "bin" / "python"), "PYTHONPATH": root,
            "GITHUB_OUTPUT": str(tmp_path / "out"), "GITHUB_ENV": str(tmp_path / "env"),
            "GITHUB_WORKSPACE": str(work)}
-    values = {**workflow_env(text), **entry}
+    values = {**workflow_env(text, entry), **entry}
     ran = []
     for step in job_steps(text, "wheel"):
         if step.uses or not step.run or not holds(step.condition, entry):
