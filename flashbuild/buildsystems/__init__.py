@@ -15,8 +15,10 @@ build system's name outside this package and building/backends/.
 - a setup.py that runs CMake itself (vllm) wins over its CMakeLists.txt, and any setup.py
   over a CMakeLists.txt that says it serves IDEs.
 
-Adding a build system: one module here with its object, its name in base.BackendName and the
-object in ALL_BUILD_SYSTEMS; its Backend in building/backends/ (named by `backend`).
+Adding a build system: one module here with its object, and the object in ALL_BUILD_SYSTEMS
+(the recipe loader and the schema take the names from there); its Backend class in
+building/backends/, which its `backend` names (docs/development.md, "Adding a build
+system").
 """
 
 from __future__ import annotations
@@ -36,10 +38,15 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = ["ALL_BUILD_SYSTEMS", "BackendName", "BuildSystem", "Confidence", "Detection",
-           "IntrospectionKind", "candidates", "detect", "get"]
+           "IntrospectionKind", "candidates", "detect", "get", "names"]
 
 #: The registry: every build system, in the order that breaks a tie in `detect`.
 ALL_BUILD_SYSTEMS: tuple[BuildSystem, ...] = (cmake.CMAKE, setuptools.SETUPTOOLS)
+
+
+def names() -> tuple[BackendName, ...]:
+    """The names a recipe's `[build] backend` may take."""
+    return tuple(s.name for s in ALL_BUILD_SYSTEMS)
 
 
 def get(name: str) -> BuildSystem:

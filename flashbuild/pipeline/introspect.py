@@ -109,6 +109,9 @@ def introspect(recipe: Recipe, tree: Path, spec: ArchSpec, *, platform: str | No
             say(f"introspection: contained by {platforms.current().containment().summary}")
         model = _INTROSPECT[system.introspection](request, runner, scratch, timeout,
                                                   bindings=bindings)
+        # The model is the recipe's build system's, whichever way it was read (a setup.py
+        # that configures CMake itself is still a setuptools build).
+        model = replace(model, system=system.name)
     except FlashbuildError as exc:
         return Introspection(model=None, fallback=_one_line(exc),
                              seconds=time.monotonic() - start)
@@ -458,8 +461,7 @@ def _own_build_model(record: setup_record.SetupRecord, own: setup_record.OwnBuil
                                  python_suffix=str(sysconfig.get_config_var("EXT_SUFFIX") or ""))
     configure = " ".join(own.configure[:6]) + (" …" if len(own.configure) > 6 else "")
     model = replace(
-        model, system="setuptools",
-        via="setup.py record mode (the CMake configure it runs, File API)",
+        model, via="setup.py record mode (the CMake configure it runs, File API)",
         env_reads=record.env_reads, argv_options=record.argv_options, network=record.network,
         exception=record.exception,
         notes=(*notes, f"setup.py configures CMake itself ({configure}); its targets come from "

@@ -240,7 +240,7 @@ def _no_nul(name: str, value: str) -> None:
 class Build:
     """The `[build]` table."""
 
-    backend: BackendName = "cmake"
+    backend: BackendName = field(default="cmake", metadata={"choices": buildsystems.names})
     """How the tree is built: `cmake` (a CMakeLists.txt, configured with Ninja) or
     `setuptools` (a setup.py using torch.utils.cpp_extension, built into a wheel with this
     interpreter's pip and no build isolation); one per module of flashbuild/buildsystems/."""

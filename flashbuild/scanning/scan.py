@@ -610,9 +610,8 @@ def _separable(root: Path, model: TreeModel | None) -> str:
         text = read_source(root, rel, ScanOptions().max_file_bytes)
         return text if isinstance(text, str) else None
 
-    system = buildsystems.get(model.system) if model is not None else (
-        build_system(root) or buildsystems.get("cmake"))
-    return separable.from_tree(system, ".", read)
+    system = buildsystems.get(model.system) if model is not None else build_system(root)
+    return separable.from_tree(system, ".", read) if system is not None else ""
 
 
 def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
