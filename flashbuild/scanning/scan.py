@@ -387,9 +387,8 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
     if setup_note and not any(s.path == "setup.py" for s in skipped):
         skipped.append(Skipped("setup.py", setup_note))
     unread = next((s.reason for s in skipped if s.path == "setup.py"), "")
-    system = build_system(root)
-    findings = mark_handled(findings, backend=model.system if model is not None
-                            else system.name if system is not None else None)
+    system = buildsystems.get(model.system) if model is not None else build_system(root)
+    findings = mark_handled(findings, backend=system.name if system is not None else None)
     return ScanResult(
         root=root, target=target, findings=tuple(sorted(findings, key=Finding.sort_key)),
         skipped=tuple(sorted(skipped, key=lambda s: s.path)),
