@@ -29,7 +29,7 @@ _CPP_PACKAGE = re.compile(r"\b(?:configure_package_config_file|write_basic_packa
 #: A command that defines (or may define) a library or module target: `add_library`,
 #: `pybind11_add_module`, `Python_add_library`, `cuda_add_library`, and what can hide one
 #: (`add_subdirectory`, `include`, a project's own `*_add_*` function).
-_DEFINES_LIBRARY = re.compile(r"^[ \t]*(?:add_library|add_subdirectory|include|\w+_add_\w+)"
+_DEFINES_LIBRARY = re.compile(r"^[ \t]*(add_library|add_subdirectory|include|\w+_add_\w+)"
                               r"[ \t]*\(", re.I | re.M)
 
 
@@ -80,11 +80,13 @@ class CMake:
         if _CPP_PACKAGE.search(text):
             return Detection(Confidence.SIDE, "CMakeLists.txt packages a C++ library for CMake "
                              "users (a package config or install(EXPORT))")
-        if not _DEFINES_LIBRARY.search(_code(text)):
+        defines = _DEFINES_LIBRARY.search(_code(text))
+        if not defines:
             return Detection(Confidence.SIDE, "CMakeLists.txt defines no library or module "
                              "target (no add_library, *_add_module, add_subdirectory or "
                              "include)")
-        return Detection(Confidence.PROJECT, "CMakeLists.txt defines the project's targets")
+        return Detection(Confidence.PROJECT, "CMakeLists.txt defines the project's targets "
+                         f"({defines[1]}(…))")
 
 
 CMAKE = CMake()

@@ -74,9 +74,9 @@ class Setuptools:
             return Detection(Confidence.EMPTY, "setup.py (empty or not readable)")
         if runs_cmake(text):
             return Detection(Confidence.DRIVER, "setup.py runs CMake itself")
-        if _TORCH_EXTENSION.search(text):
-            return Detection(Confidence.EXTENSION, "setup.py builds torch extensions "
-                             "(torch.utils.cpp_extension)")
+        torch = _TORCH_EXTENSION.search(text)
+        if torch:
+            return Detection(Confidence.EXTENSION, f"setup.py uses {torch[0]}")
         return Detection(Confidence.PLAIN, "setup.py")
 
 

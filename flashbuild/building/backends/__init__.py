@@ -128,7 +128,8 @@ def backend_for(recipe: Recipe, tree: Path) -> Backend:
 
 def wrong_tree(recipe: Recipe, tree: Path, *, wanted: str, looked: str) -> UsageError:
     """The error for a recipe whose backend does not fit the tree, naming the one that does."""
-    found = buildsystems.detect(tree)
+    ranked = buildsystems.candidates(tree)
+    found, why = ranked[0] if ranked else (None, None)
     if found is not None and found is not buildsystems.get(recipe.build.backend):
         fix = (f"this tree is a {found.title}: set `[build] backend = \"{found.name}\"` in "
                f"the recipe (`flashbuild recipe init --source {tree}` drafts one)")
@@ -138,8 +139,9 @@ def wrong_tree(recipe: Recipe, tree: Path, *, wanted: str, looked: str) -> Usage
     return UsageError(
         f"the recipe `{recipe.name}` builds with {recipe.build.backend}, but {tree} has no "
         f"{wanted}",
-        evidence=f"looked for {looked}; " + (f"the tree is a {found.title}"
-                                             if found else "it has neither a CMakeLists.txt "
-                                             "nor a setup.py using torch.utils.cpp_extension"),
+        evidence=f"looked for {looked}; " + (f"the tree is a {found.title} ({why.evidence})"
+                                             if found and why else "it has neither a "
+                                             "CMakeLists.txt nor a setup.py using "
+                                             "torch.utils.cpp_extension"),
         fix=fix,
     )
