@@ -650,8 +650,6 @@ def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
                    jit=treemodel.find_jit(copy, _python_files(copy)))
 
 
-
-
 #: How each kind of introspection runs (`BuildSystem.introspection` says which a tree takes).
 _INTROSPECT: dict[IntrospectionKind, Callable[..., treemodel.TreeModel]] = {
     "cmake-configure": _configure,
