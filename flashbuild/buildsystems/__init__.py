@@ -9,7 +9,9 @@ build system's name outside this package and building/backends/.
 `detect(tree)` is the one decision among candidates: each system's `detect` answers on one
 `Confidence` scale and the highest wins (a tie: the one listed first). What that gives:
 - a CMakeLists.txt that defines the project's library or module targets is the build, beside
-  a setup.py too (a plugin the package loads, FlashRT's `cmake ..` docstring);
+  any setup.py that does not run CMake itself (a plugin the package loads);
+- a CMakeLists.txt not written for IDEs wins over a setup.py that builds no torch extension
+  (FlashRT's: `cmake ..` only in its docstring);
 - a setup.py that builds torch extensions wins over a CMakeLists.txt that defines no library
   or module target, or packages a C++ library for CMake users (PyG's torch_scatter);
 - a setup.py that runs CMake itself (vllm) wins over its CMakeLists.txt, and any setup.py
