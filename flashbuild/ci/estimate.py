@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from flashbuild import buildsystems
 from flashbuild.console import plural
 from flashbuild.scanning.scan import walk_tree
 from flashbuild.source.setuppy import parse_python, read_setup
@@ -198,7 +199,8 @@ def read_units(tree: Path, *, backend: str, archs: Sequence[Arch], platform: str
             return None
 
     abi3, note = _abi(tree)
-    if backend == "setuptools":
+    system = buildsystems.get(backend)
+    if system.runs_setup_py:
         setup, why = read_setup(files, read, platform=platform, archs=archs)
         if setup is not None:
             built = setup.built_for_target()
@@ -215,7 +217,7 @@ def read_units(tree: Path, *, backend: str, archs: Sequence[Arch], platform: str
     cuda = sum(1 for rel in files if rel.endswith(_CUDA_SUFFIXES))
     host = sum(1 for rel in files if rel.endswith(_HOST_SUFFIXES))
     # flashbuild's CMake backend tags its wheels for the Python it builds with.
-    return Units(cuda=cuda, host=host, abi3=abi3 if backend == "setuptools" else "",
+    return Units(cuda=cuda, host=host, abi3=abi3 if system.runs_setup_py else "",
                  abi_note=note,
                  how=f"{cuda} .cu and {host} C/C++ files outside vendored folders "
                  "(the tree is not configured here: an upper bound)")

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Literal
 
 from packaging.version import Version
 
+from flashbuild import buildsystems
 from flashbuild.arch import ArchSpec, Image, parse_arch_spec
 from flashbuild.ci.estimate import (
     JOB_CAP_HOURS,
@@ -492,7 +493,7 @@ def plan_workflow(*, recipe: Recipe, recipe_ref: str, arch: str,
     spec = parse_arch_spec(arch)
     check_arch_against_cuda(spec, cudas)
     check_pythons(pythons)
-    needs_torch = recipe.build.backend == "setuptools" or torch is not None
+    needs_torch = buildsystems.get(recipe.build.backend).needs_torch_to_build or torch is not None
     groups: tuple[ArchSpec, ...] = (spec,)
     estimate: Estimate | None = None
     wheel_pythons = list(pythons)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from flashbuild import buildsystems
 from flashbuild.errors import PatchError, TreeError
 from flashbuild.patching.transforms import registry
 from flashbuild.patching.transforms.base import TransformContext
@@ -41,7 +42,7 @@ def separable_compilation(recipe: Recipe, tree: TreeView, applies: Callable[[Whe
                  for env in recipe.build.env if applies(env.when)
                  for name, value in env.set.items()]
     return configured or separable.from_settings(settings) or separable.from_tree(
-        recipe.build.backend, recipe.build.cmake_source, read)
+        buildsystems.get(recipe.build.backend), recipe.build.cmake_source, read)
 
 
 def plan_steps(recipe: Recipe, root: Path, platform: str, archs: tuple[str, ...],

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from flashbuild import __version__
+from flashbuild import __version__, buildsystems
 from flashbuild.arch import parse_arch_spec
 from flashbuild.building import staging
 from flashbuild.errors import BusyError, FlashbuildError, RecipeError, TreeError, UsageError
@@ -242,7 +242,7 @@ def describe(recipe: Recipe, draft: Path) -> list[str]:
     build = recipe.build
     lines = [f"drafted {draft.name} (review it: {draft})"]
     what = f"backend {build.backend}"
-    if build.backend == "cmake":
+    if buildsystems.get(build.backend).compiles_cmake_targets:
         what += f", CMake source {build.cmake_source}"
         if build.targets:
             what += f", targets {', '.join(build.targets)}"
@@ -282,14 +282,15 @@ def parse_todos(text: str) -> list[Todo]:
 def blocks(todo: Todo, recipe: Recipe, *, installing: bool) -> bool:
     """Whether the build cannot run without what this TODO asks for: the table it names is
     missing from the draft and the build needs it."""
+    needs_artifacts = buildsystems.get(recipe.build.backend).installs_recipe_artifacts
     if todo.table == "install":
         return installing and recipe.install is None
     if todo.table == "source":
         return True  # a source file the build compiles is not in the tree
     if todo.table == "artifact":
-        return recipe.build.backend == "cmake" and not recipe.artifact
+        return needs_artifacts and not recipe.artifact
     if todo.table == "build":
-        return recipe.build.backend == "cmake" and not recipe.artifact and (
+        return needs_artifacts and not recipe.artifact and (
             "CMakeLists" in todo.what or "builds no native code" in todo.what)
     return False
 

@@ -36,7 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flashbuild import __version__, platforms
+from flashbuild import __version__, buildsystems, platforms
 from flashbuild.arch import parse_arch_spec
 from flashbuild.building import cmake
 from flashbuild.building.archcheck import expected_sass, ninja_arch_flags
@@ -65,6 +65,7 @@ if TYPE_CHECKING:
 
     from flashbuild.arch import ArchSpec
     from flashbuild.building.request import StreamRunner
+    from flashbuild.buildsystems import IntrospectionKind
     from flashbuild.recipes.model import Recipe
 
 #: Seconds a configure or a setup.py record may take.
@@ -91,6 +92,7 @@ def introspect(recipe: Recipe, tree: Path, spec: ArchSpec, *, platform: str | No
     also preprocess each module's bindings unit for the names it registers (recipe init's
     exports; a scan does not need them, and they cost a host preprocessor run per module)."""
     start = time.monotonic()
+    system = buildsystems.get(recipe.build.backend)
     try:
         request, runner = _request(recipe, tree, spec, platform)
         scratch = _scratch(request)
@@ -102,15 +104,14 @@ def introspect(recipe: Recipe, tree: Path, spec: ArchSpec, *, platform: str | No
                 say(f"introspection: reused the model of an unchanged tree ({scratch})")
             return Introspection(model=hit, seconds=seconds, cached=True)
         if say is not None:
-            what = ("recording setup.py" if recipe.build.backend == "setuptools"
-                    else "configuring (no compile)")
-            say(f"introspection: {what} in {scratch}")
+            say(f"introspection: {system.introspection_step} in {scratch}")
             # Which containment applies is the machine's (docs/introspection.md, "Contained").
             say(f"introspection: contained by {platforms.current().containment().summary}")
-        if recipe.build.backend == "setuptools":
-            model = _record(request, runner, scratch, timeout, bindings=bindings)
-        else:
-            model = _configure(request, runner, scratch, timeout, bindings=bindings)
+        model = _INTROSPECT[system.introspection](request, runner, scratch, timeout,
+                                                  bindings=bindings)
+        # The model is the recipe's build system's, whichever way it was read (a setup.py
+        # that configures CMake itself is still a setuptools build).
+        model = replace(model, system=system.name)
     except FlashbuildError as exc:
         return Introspection(model=None, fallback=_one_line(exc),
                              seconds=time.monotonic() - start)
@@ -460,8 +461,7 @@ def _own_build_model(record: setup_record.SetupRecord, own: setup_record.OwnBuil
                                  python_suffix=str(sysconfig.get_config_var("EXT_SUFFIX") or ""))
     configure = " ".join(own.configure[:6]) + (" …" if len(own.configure) > 6 else "")
     model = replace(
-        model, system="setuptools",
-        via="setup.py record mode (the CMake configure it runs, File API)",
+        model, via="setup.py record mode (the CMake configure it runs, File API)",
         env_reads=record.env_reads, argv_options=record.argv_options, network=record.network,
         exception=record.exception,
         notes=(*notes, f"setup.py configures CMake itself ({configure}); its targets come from "
@@ -650,3 +650,8 @@ def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
                    jit=treemodel.find_jit(copy, _python_files(copy)))
 
 
+#: How each kind of introspection runs (`BuildSystem.introspection` says which a tree takes).
+_INTROSPECT: dict[IntrospectionKind, Callable[..., treemodel.TreeModel]] = {
+    "cmake-configure": _configure,
+    "setup-record": _record,
+}

@@ -25,7 +25,7 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from flashbuild import platforms
+from flashbuild import buildsystems, platforms
 from flashbuild.arch import parse_arch_spec
 from flashbuild.console import plural, ui
 from flashbuild.pipeline.choose import bundled_match, with_bundled
@@ -90,8 +90,8 @@ def introspect_for_scan(root: Path, target: ScanTarget, *,
                              "setup.py at the top of the tree")
     spec = parse_arch_spec(";".join(a.sm for a in target.archs))
     if stage is not None:
-        stage("introspecting the build (" + ("a CMake configure" if recipe.build.backend ==
-                                             "cmake" else "setup.py in record mode") + ")")
+        stage("introspecting the build "
+              f"({buildsystems.get(recipe.build.backend).introspection_label})")
     outcome = introspect(recipe, root, spec, platform=target.platform, timeout=TIMEOUT_S,
                          bindings=False)
     model = outcome.model
@@ -116,12 +116,12 @@ def recipe_for_scan(root: Path) -> Recipe | None:
     bundled = bundled_match(root)
     if bundled is not None:
         return bundled.recipe
-    backend = build_system(root)
-    if backend is None:
+    system = build_system(root)
+    if system is None:
         return None
     name = re.sub(r"[^a-z0-9-]+", "-", root.name.lower()).strip("-") or "tree"
     return parse_recipe(f'[recipe]\nname = "{name}"\n[source]\npath = "."\n'
-                        f'[build]\nbackend = "{backend}"\n', None)
+                        f'[build]\nbackend = "{system.name}"\n', None)
 
 
 def scan_command(source: Path, *, platform: str | None, arch: str, as_json: bool,

@@ -127,6 +127,7 @@ class _Convert:
                 if cls is PatchStep and name == "params":
                     continue
                 kwargs[name] = self.value(hints[name], data[name], (*path, name))
+                self.choice(f, kwargs[name], (*path, name))
             elif (f.default is dataclasses.MISSING
                   and f.default_factory is dataclasses.MISSING):
                 raise self.error(path, f"{_table(path)} lacks the required key `{name}`",
@@ -137,6 +138,19 @@ class _Convert:
             return cls(**kwargs)
         except (ValueError, TypeError) as exc:
             raise self.error(path, f"invalid {_table(path)}: {exc}") from exc
+
+    def choice(self, f: dataclasses.Field[Any], value: object, path: KeyPath) -> None:
+        """A field whose values a registry holds (`metadata={"choices": names}`, the build
+        systems) takes only those."""
+        if "choices" not in f.metadata:
+            return
+        choices = tuple(f.metadata["choices"]())
+        if value not in choices:
+            close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+            raise self.error(path, f"`{_dotted(path)}` must be one of "
+                             f"{', '.join(repr(c) for c in choices)}, got {value!r}",
+                             evidence=f"the closest valid value is {close[0]!r}"
+                             if close else "")
 
     def params(self, data: Mapping[str, Any], path: KeyPath) -> object:
         name = data.get("transform")

@@ -20,10 +20,12 @@ from typing import Any, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from flashbuild import buildsystems
+from flashbuild.buildsystems import BackendName  # noqa: TC001 (hints are resolved at run time)
+
 PlatformName = Literal["linux", "windows"]
 CompilerKind = Literal["msvc", "gcc", "clang"]
 ArtifactKind = Literal["module", "plugin"]
-BackendName = Literal["cmake", "setuptools"]
 ArchSuffixName = Literal["a", "f"]
 
 #: Placeholders a `[[build.options]]` define or a `[[build.env]]` value may use; the build
@@ -238,10 +240,10 @@ def _no_nul(name: str, value: str) -> None:
 class Build:
     """The `[build]` table."""
 
-    backend: BackendName = "cmake"
+    backend: BackendName = field(default="cmake", metadata={"choices": buildsystems.names})
     """How the tree is built: `cmake` (a CMakeLists.txt, configured with Ninja) or
     `setuptools` (a setup.py using torch.utils.cpp_extension, built into a wheel with this
-    interpreter's pip and no build isolation)."""
+    interpreter's pip and no build isolation); one per module of flashbuild/buildsystems/."""
     cmake_source: str = "."
     """Folder holding the top-level CMakeLists.txt, relative to the source tree."""
     targets: tuple[str, ...] = ()
@@ -421,7 +423,7 @@ class Recipe:
         """A CMake artifact goes into the package unless `top_level` names it: without a
         package, each needs that name (a setup.py build places its modules itself)."""
         install = self.install
-        if install is None or self.build.backend != "cmake":
+        if install is None or not buildsystems.get(self.build.backend).installs_recipe_artifacts:
             return
         kinds = {a.name: a.kind for a in self.artifact}
         plugins = [n for n in install.top_level if kinds.get(n) == "plugin"]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
+from flashbuild import buildsystems
 from flashbuild.console import Column, ui
 from flashbuild.errors import RecipeError
 from flashbuild.recipes.load import (
@@ -35,7 +36,8 @@ def build_lines(recipe: Recipe) -> list[str]:
     """The `[build]`, `[[build.env]]`, `[[artifact]]` and `[install]` tables as lines."""
     build = recipe.build
     lines = [f"  build: backend {build.backend}" + (
-        f", CMakeLists.txt in {build.cmake_source}" if build.backend == "cmake" else "")]
+        f", CMakeLists.txt in {build.cmake_source}"
+        if buildsystems.get(build.backend).compiles_cmake_targets else "")]
     if build.targets:
         lines.append("  build targets: " + ", ".join(build.targets))
     for opt in build.options:

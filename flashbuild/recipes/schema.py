@@ -90,6 +90,9 @@ def dataclass_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
         if not f.metadata.get("toml", True):
             continue
         prop = _type_schema(hints[f.name], defs)
+        if "choices" in f.metadata:
+            # A name some registry holds (a build system): its names, as the loader checks.
+            prop = {**prop, "enum": list(f.metadata["choices"]())}
         if docs.get(f.name):
             prop = {**prop, "description": docs[f.name]}
         if f.default is not dataclasses.MISSING and isinstance(

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
-from flashbuild import platforms
+from flashbuild import buildsystems, platforms
 from flashbuild.arch import parse_arch_spec
 from flashbuild.console import Column, render_table, ui
 from flashbuild.detect.cuda import find_toolkits, python_site_packages
@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from tree_sitter import Node
 
     from flashbuild.arch import ArchSpec
+    from flashbuild.buildsystems import BackendName
     from flashbuild.recipes.model import Recipe
     from flashbuild.scanning.findings import Finding, ScanResult, ScanTarget
     from flashbuild.scanning.proposals import Proposal
@@ -214,7 +215,7 @@ class BuildDraft:
     """`[install] top_level`: extension modules installed by their own name (no package,
     or beside it)."""
     exports: list[str] = field(default_factory=list)
-    backend: Literal["cmake", "setuptools"] = "cmake"
+    backend: BackendName = "cmake"
     env: list[tuple[dict[str, Any], dict[str, str], str]] = field(default_factory=list)
     """`[[build.env]]` tables: (when, set, comment)."""
     options: list[tuple[dict[str, str], str]] = field(default_factory=list)
@@ -1070,7 +1071,7 @@ def _render_build(b: BuildDraft) -> list[str]:
     def notes(table: str) -> None:
         out.extend(f"# {line}" for line in b.notes.get(table, ()))
 
-    if b.backend == "setuptools":
+    if buildsystems.get(b.backend).steered_by_environment:
         notes("build")
         out += ["[build]", f"backend = {_toml(b.backend)}", ""]
         for when, values, comment in b.env:
@@ -1273,7 +1274,7 @@ def _introspect(d: Draft, root: Path, arch: str, platform: str,
     from flashbuild.scanning.draft_check import apply_model  # noqa: PLC0415  # cycle
 
     assert d.build is not None
-    if d.build.backend == "cmake" and d.build.cmake_source is None:
+    if buildsystems.get(d.build.backend).compiles_cmake_targets and d.build.cmake_source is None:
         d.introspection = ("build tables: static reading (nothing to configure: no "
                            "CMakeLists.txt with project() and no setup.py using "
                            "torch.utils.cpp_extension)")
@@ -1303,11 +1304,12 @@ def _introspect(d: Draft, root: Path, arch: str, platform: str,
                 "then run recipe init again")))
         if retry.model is not None:
             outcome, model = retry, retry.model
-    if model is not None and model.system == "setuptools" and model.exception is None and \
+    steered = model is not None and buildsystems.get(model.system).steered_by_environment
+    if model is not None and steered and model.exception is None and \
             not any(u.language == "CUDA" for t in model.targets for u in t.sources):
         model = _find_switch(d, model, root, spec, platform=platform,
                              introspect=introspect) or model
-    elif model is not None and model.system == "setuptools" and model.exception is None:
+    elif model is not None and steered and model.exception is None:
         model = _steer_arch(d, model, root, spec, platform=platform,
                             introspect=introspect) or model
     if model is None:

@@ -26,6 +26,7 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from flashbuild import buildsystems
 from flashbuild.scanning.draft import (
     BuildDraft,
     BuildTodo,
@@ -53,7 +54,7 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
     b.notes["build"].append(f"read from the configured build ({model.via}, "
                             f"{model.seconds:.1f} s)")
     b.notes["build"] += list(model.notes)
-    if model.system == "cmake":
+    if buildsystems.get(model.system).compiles_cmake_targets:
         _cmake_targets(b, model)
         if model.arch_variable is not None:
             var = model.arch_variable
@@ -265,13 +266,13 @@ def _exports(b: BuildDraft, model: TreeModel, root: Path) -> None:
                     if binding.stubbed else ""))
     if b.exports:
         return
-    if model.system == "cmake" and b.artifacts and all(a.kind == "plugin"
-                                                       for a in b.artifacts):
+    if buildsystems.get(model.system).compiles_cmake_targets and b.artifacts and all(
+            a.kind == "plugin" for a in b.artifacts):
         plugin_exports_note(b)  # shared libraries only: no Python names to look up
         return
     why = "; ".join(f"{x.source}: {x.error or 'registers no name'}" for x in model.bindings) \
         or "no bindings unit of a module target could be preprocessed"
-    if model.system == "setuptools" and not drafted and not model.bindings:
+    if buildsystems.get(model.system).runs_setup_py and not drafted and not model.bindings:
         return  # nothing was drafted and nothing could be read: no table, no TODO
     b.todos.append(BuildTodo(
         table="verify", what="exports not drafted: they are taken only from what the "
@@ -306,5 +307,6 @@ def reconcile(d: Draft) -> None:
         else:
             kept.append(f)
     d.todos = kept
-    if b.backend == "setuptools":
+    if buildsystems.get(b.backend).reads_torch_arch_list:
+        # The build hook hands torch the arch list in place of the hard-coded one.
         b.todos = [t for t in b.todos if not re.search(r"gencode list in setup\.py", t.what)]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from flashbuild import buildsystems
 from flashbuild.scanning.findings import Severity
 
 if TYPE_CHECKING:
@@ -310,6 +311,7 @@ def handled_by_build(f: Finding, *, backend: str | None) -> str:
     step = f.fix.step
     if isinstance(step, NoStepNeeded):
         return step.reason
-    if isinstance(f.fix.env, ChooseArchList) and backend == "setuptools":
+    if isinstance(f.fix.env, ChooseArchList) and backend is not None and \
+            buildsystems.get(backend).reads_torch_arch_list:
         return BUILD_HOOK_ARCH
     return ""

@@ -24,7 +24,6 @@ manual step. False positives are bugs, so each rule fires only on positive evide
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 import stat
@@ -32,8 +31,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from flashbuild import buildsystems
 from flashbuild.console import plural
 from flashbuild.errors import UsageError
 from flashbuild.scanning.checks_cmake import build_gates, check_cmake, tree_defines
@@ -98,6 +98,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from flashbuild.arch import Arch
+    from flashbuild.buildsystems import BuildSystem
     from flashbuild.scanning.checks_lang import Standard
     from flashbuild.source.text import Encoding
     from flashbuild.source.treemodel import JitSite, TreeModel
@@ -386,8 +387,8 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
     if setup_note and not any(s.path == "setup.py" for s in skipped):
         skipped.append(Skipped("setup.py", setup_note))
     unread = next((s.reason for s in skipped if s.path == "setup.py"), "")
-    findings = mark_handled(findings, backend=model.system if model is not None
-                            else build_system(root))
+    system = buildsystems.get(model.system) if model is not None else build_system(root)
+    findings = mark_handled(findings, backend=system.name if system is not None else None)
     return ScanResult(
         root=root, target=target, findings=tuple(sorted(findings, key=Finding.sort_key)),
         skipped=tuple(sorted(skipped, key=lambda s: s.path)),
@@ -455,9 +456,8 @@ def build_reach(root: Path, walk: Walk, target: ScanTarget, max_bytes: int) -> t
         text = read_source(root, rel, max_bytes)
         return text if isinstance(text, str) else None
 
-    if "CMakeLists.txt" in paths and not ("setup.py" in paths and
-                                          _setup_py_wins(read("CMakeLists.txt") or "",
-                                                         read("setup.py") or "")):
+    system = build_system(root)
+    if system is not None and system.compiles_cmake_targets:
         # A CMake project (perhaps with a setup.py as a second way in): its lists and their
         # gates decide what is compiled, as before.
         return None, ""
@@ -488,16 +488,15 @@ def _model_reach(root: Path, walk: Walk, model: TreeModel, static: Any,
         text = read_source(root, rel, max_bytes)
         return text if isinstance(text, str) else None
 
-    setup = static.setup if static is not None and model.system == "setuptools" else None
+    setup = static.setup if static is not None and buildsystems.get(model.system).runs_setup_py \
+        else None
     return from_model(model, [rel for rel, _kind in walk.files], read, setup)
 
 
 def _model_line(model: TreeModel) -> str:
     """The `truth` line's part that says the build decided what is compiled."""
-    if model.system == "cmake":
-        what = f"build (CMake File API, {plural(len(model.targets), 'target')}"
-    else:
-        what = f"build (setup.py record, {plural(len(model.targets), 'extension')}"
+    system = buildsystems.get(model.system)
+    what = f"build ({system.model_source}, {plural(len(model.targets), system.target_noun)}"
     if model.jit:
         what += f"; {plural(len(model.jit), 'run-time compile site')}"
     if not model.targets and model.env_reads:
@@ -508,79 +507,10 @@ def _model_line(model: TreeModel) -> str:
     return what + ")"
 
 
-def build_system(root: Path) -> Literal["cmake", "setuptools"] | None:
-    """How the tree is built, as the scan reads it (`build_reach`): a top-level
-    CMakeLists.txt (unless it says it serves an IDE and a setup.py is there), else a top-level
-    setup.py; None when there is neither."""
-    cmake, setup = root / "CMakeLists.txt", root / "setup.py"
-    if cmake.is_file():
-        text = read_source(root, "CMakeLists.txt", 1 << 22)
-        setup_text = read_source(root, "setup.py", 1 << 22) if setup.is_file() else ""
-        if not (isinstance(text, str) and isinstance(setup_text, str) and setup_text and
-                _setup_py_wins(text, setup_text)):
-            return "cmake"
-    return "setuptools" if setup.is_file() else None
-
-
-#: A CMakeLists.txt that installs a CMake package for C++ users (`find_package(TorchScatter)`):
-#: its library is the C++ API, not what a Python package loads.
-_CPP_PACKAGE = re.compile(r"\b(?:configure_package_config_file|write_basic_package_version_file)"
-                          r"\s*\(|\binstall\s*\(\s*EXPORT\b", re.I)
-
-
-def _setup_py_wins(cmake_text: str, setup_text: str) -> bool:
-    """Whether a tree with both a top-level CMakeLists.txt and a setup.py is built for Python
-    by its setup.py: the CMake file says it serves an IDE, or it packages a C++ library for
-    CMake users (a package config, `install(EXPORT …)`) while the setup.py builds torch
-    extensions (PyG's torch_scatter/torch_sparse/torch_cluster)."""
-    if _ide_only_cmake(cmake_text) or _runs_cmake(setup_text):
-        return True
-    return bool(_CPP_PACKAGE.search(cmake_text)) and bool(
-        re.search(r"\b(?:CUDAExtension|CppExtension|BuildExtension)\b", setup_text))
-
-
-def _runs_cmake(setup_text: str) -> bool:
-    """Whether setup.py runs CMake itself (vllm's `cmake_build_ext`, natten's build_ext): an
-    argument list or f-string in its code holds `cmake` or a `-DCMAKE_…` define. Then the
-    CMakeLists.txt is what setup.py configures, with the variables it passes, and the build
-    is setup.py's (record mode reads that configure). Docstrings and comments do not count:
-    FlashRT's setup.py mentions `cmake ..` in its docstring only."""
-    if "cmake" not in setup_text.lower():
-        return False
-    try:
-        tree = ast.parse(setup_text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    for node in ast.walk(tree):
-        parts: list[ast.expr] = []
-        if isinstance(node, ast.List | ast.Tuple):
-            parts = list(node.elts)
-        elif isinstance(node, ast.JoinedStr):
-            parts = list(node.values)
-        elif isinstance(node, ast.Call):
-            parts = list(node.args)
-        for part in parts:
-            if isinstance(part, ast.Constant) and isinstance(part.value, str) and (
-                    part.value == "cmake" or part.value.startswith("-DCMAKE_")):
-                return True
-    return False
-
-
-#: A leading comment that says the CMake file serves an IDE, not the build.
-_IDE_ONLY_CMAKE = re.compile(r"\b(?:IDEs?|CLion|IntelliSense|VS ?Code|code completion|"
-                             r"code navigation|indexing|clangd|compile_commands)\b", re.I)
-
-
-def _ide_only_cmake(text: str) -> bool:
-    """Whether a top-level CMakeLists.txt says, in its leading comments, that it exists for
-    IDE indexing (then the tree's setup.py is the build)."""
-    head: list[str] = []
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped and not stripped.startswith("#"):
-            break
-        head.append(stripped)
-    return bool(_IDE_ONLY_CMAKE.search(" ".join(head)))
+def build_system(root: Path) -> BuildSystem | None:
+    """How the tree is built: the registry's one decision (buildsystems.detect), which the
+    scan's reading of the tree (`build_reach`) and `recipe init` share."""
+    return buildsystems.detect(root)
 
 
 def _preload(kinds: set[FileKind]) -> None:
@@ -628,7 +558,7 @@ def _reachable_files(files: Sequence[tuple[str, FileKind]], reach: Any,
     kept: list[tuple[str, FileKind]] = []
     left: dict[tuple[str, str], int] = {}
     not_compiled = ""
-    cmake_build = model is not None and model.system == "cmake"
+    cmake_build = model is not None and buildsystems.get(model.system).compiles_cmake_targets
     for rel, kind in files:
         if kind == "cxx" and reach.complete and not reach.covers(rel):
             not_compiled = not_compiled or _not_compiled_reason(reach, model, jit())
@@ -670,7 +600,7 @@ def _separable(root: Path, model: TreeModel | None) -> str:
     its build files (source/separable.py); '' when it does not."""
     if model is not None:
         found = separable.from_units(u for t in model.targets for u in t.sources)
-        if found or model.system == "setuptools":
+        if found or not buildsystems.get(model.system).compiles_cmake_targets:
             return found  # CMake's property is not among a unit's flags: read the files too
 
     def read(rel: str) -> str | None:
@@ -679,9 +609,8 @@ def _separable(root: Path, model: TreeModel | None) -> str:
         text = read_source(root, rel, ScanOptions().max_file_bytes)
         return text if isinstance(text, str) else None
 
-    backend = model.system if model is not None else (
-        "cmake" if (root / "CMakeLists.txt").is_file() else "setuptools")
-    return separable.from_tree(backend, ".", read)
+    system = buildsystems.get(model.system) if model is not None else build_system(root)
+    return separable.from_tree(system, ".", read) if system is not None else ""
 
 
 def combine(root: Path, reports: Sequence[FileReport], target: ScanTarget,
@@ -823,7 +752,7 @@ class TreeFacts:
     def library_gate(self, name: str, target: ScanTarget) -> str | None:
         """The gate that keeps library `name` out of the target's build, if the build files
         define it and one of its gates is false for the target; else None."""
-        if self.model is not None and self.model.system == "cmake":
+        if self.model is not None and buildsystems.get(self.model.system).compiles_cmake_targets:
             # The configured build knows which targets this configuration defines.
             if name in self.libraries and not any(t.name == name
                                                   for t in self.model.targets):
@@ -866,7 +795,8 @@ def _apply_tree_facts(  # noqa: PLR0911, PLR0912 - one return per kind of tree f
     if needs is TreeCheck.LIBRARY_BUILT and isinstance(finding.facts, LibraryNameFacts):
         return _library_not_built(finding, finding.facts.literal, tree, target)
     if needs is TreeCheck.PLUGIN_SOURCE and isinstance(finding.facts, PluginExportFacts) \
-            and tree.model is not None and tree.model.system == "cmake":
+            and tree.model is not None and \
+            buildsystems.get(tree.model.system).compiles_cmake_targets:
         return _plugin_by_build(finding, finding.facts.symbol, tree, tree.model)
     if needs is TreeCheck.PLUGIN_SOURCE and isinstance(finding.facts, PluginExportFacts):
         shared = tree.gates.shared_library(finding.path)
@@ -910,7 +840,8 @@ def _library_not_built(finding: Finding, literal: str, tree: TreeFacts,
     gate = tree.library_gate(stem, target) or (
         tree.library_gate(stem.removeprefix("lib"), target) if stem.startswith("lib")
         else None)
-    by_build = tree.model is not None and tree.model.system == "cmake"
+    by_build = tree.model is not None and \
+        buildsystems.get(tree.model.system).compiles_cmake_targets
     if gate is None:
         return finding
     if by_build:

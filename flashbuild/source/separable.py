@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
+    from flashbuild.buildsystems import BuildSystem
     from flashbuild.source.treemodel import SourceUnit
 
 _TRUE = ("ON", "TRUE", "YES", "Y", "1")
@@ -74,14 +75,15 @@ def from_text(path: str, text: str) -> str:
     return ""
 
 
-def from_tree(backend: str, cmake_source: str, read: Callable[[str], str | None]) -> str:
+def from_tree(system: BuildSystem, cmake_source: str,
+              read: Callable[[str], str | None]) -> str:
     """Evidence in the build files the build reads (`read` gives a tree file's text, None
     when it is absent or unreadable): setup.py for a setuptools build; for CMake, the
     top-level CMakeLists.txt and what it reaches through `add_subdirectory` and
     `include(….cmake)` with literal paths. A vendored library's CMakeLists that the build
     never reads (FlashMLA's csrc/cutlass, which turns separable compilation on for its own
     tests) does not count."""
-    if backend == "setuptools":
+    if system.runs_setup_py:
         text = read("setup.py")
         return from_text("setup.py", text) if text is not None else ""
     top = posixpath.normpath(posixpath.join(cmake_source, "CMakeLists.txt"))

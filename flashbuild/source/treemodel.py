@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
+from flashbuild.buildsystems import BackendName  # noqa: TC001 (hints are resolved at run time)
 from flashbuild.source import setup_record
 from flashbuild.source.nvccflags import arch_text, split_arch_flags
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from flashbuild.source.cmake_fileapi import Reply, Setting
     from flashbuild.source.setup_record import EnvRead, NetworkCall, RaisedError, SetupRecord
 
-BuildSystem = Literal["cmake", "setuptools"]
 TargetKind = Literal["module", "plugin", "library", "executable", "other"]
 ArchForm = Literal["arch_numbers", "arch_codes", "arch_dotted"]
 
@@ -113,7 +113,7 @@ class JitSite:
 class TreeModel:
     """What one configuration of the tree builds (see the module docstring)."""
 
-    system: BuildSystem
+    system: BackendName
     via: str
     """How it was read: `CMake File API (codemodel-v2, cache-v2)`, `setup.py record mode`."""
     targets: tuple[BuildTarget, ...]

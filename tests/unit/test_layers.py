@@ -21,7 +21,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "flashbuild"
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({"flashbuild", "errors", "console", "interrupts", "outputs",
                               "runner", "toolchain_facts"})),
-    ("readers", frozenset({"arch", "proc", "platforms", "recipes", "source", "detect"})),
+    ("readers", frozenset({"arch", "proc", "platforms", "recipes", "source", "detect",
+                           "buildsystems"})),
     ("scanning", frozenset({"scanning"})),
     ("patching", frozenset({"patching"})),
     ("building", frozenset({"building"})),

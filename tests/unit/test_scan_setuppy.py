@@ -568,7 +568,9 @@ def test_which_build_a_tree_with_cmake_and_setup_py_uses(cmake: str, setup: str,
     from flashbuild.scanning.scan import build_system
 
     root = _tree(tmp_path, {"CMakeLists.txt": cmake, "setup.py": setup})
-    assert build_system(root) == ("setuptools" if setup_wins else "cmake")
+    system = build_system(root)
+    assert system is not None
+    assert system.name == ("setuptools" if setup_wins else "cmake")
 
 
 def test_the_package_folder_of_a_src_layout() -> None:

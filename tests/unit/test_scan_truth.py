@@ -327,6 +327,8 @@ def test_a_cmake_file_for_ide_indexing_leaves_the_build_to_setup_py(tmp_path: Pa
                                "cmake_minimum_required(VERSION 3.24)\nproject(m CUDA CXX)\n"}
     ide = _by_rule(_scan(_tree(tmp_path / "ide", files)), "FB220")
     assert [f.path for f in ide] == ["setup.py"]
+    # A CMakeLists.txt that builds the module is the build (one that defines no target loses
+    # to the torch extension: buildsystems.detect).
     real = {**files, "CMakeLists.txt": "cmake_minimum_required(VERSION 3.24)\n"
-                                       "project(m CUDA CXX)\n"}
+                                       "project(m CUDA CXX)\nadd_library(m MODULE k.cu)\n"}
     assert _by_rule(_scan(_tree(tmp_path / "real", real)), "FB220") == []

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from flashbuild import buildsystems
 from flashbuild.cli import app
 from flashbuild.patching.engine import PatchReport, StepReport
 from flashbuild.patching.plan import plan_steps
@@ -175,12 +176,12 @@ def test_separable_evidence_sources() -> None:
     files = {"CMakeLists.txt": "project(t)\ninclude(cmake/flags.cmake)\n",
              "cmake/flags.cmake": "set(X 1)\n",
              "third_party/cutlass/CMakeLists.txt": "set(CMAKE_CUDA_SEPARABLE_COMPILATION ON)\n"}
-    assert separable.from_tree("cmake", ".", files.get) == ""
+    assert separable.from_tree(buildsystems.get("cmake"), ".", files.get) == ""
     files["cmake/flags.cmake"] = "add_subdirectory(../third_party/cutlass)\n"
-    assert separable.from_tree("cmake", ".", files.get) == \
+    assert separable.from_tree(buildsystems.get("cmake"), ".", files.get) == \
         "third_party/cutlass/CMakeLists.txt:1: set(CMAKE_CUDA_SEPARABLE_COMPILATION ON)"
     files["CMakeLists.txt"] = "add_subdirectory(../../outside)\n"
-    assert separable.from_tree("cmake", ".", files.get) == ""
+    assert separable.from_tree(buildsystems.get("cmake"), ".", files.get) == ""
 
 
 # --- 3. no edit routes the target into a branch that only traps --------------------------

@@ -10,16 +10,19 @@ it never knows which build system ran.
 - `setuptools` (backends/setuptools.py): a setup.py using torch.utils.cpp_extension, built into
   a wheel with this interpreter's pip and no build isolation.
 
-`detect_backend(tree)` says which one a tree needs (recipe init drafts it); `backend_for()`
+Which backend builds which tree is the build systems' (flashbuild/buildsystems/): each names
+its Backend class here, `detect_backend(tree)` is the registry's decision, and `backend_for()`
 refuses, before anything runs, a recipe whose backend does not fit its tree.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from flashbuild import buildsystems
 from flashbuild.errors import UsageError
 
 if TYPE_CHECKING:
@@ -31,7 +34,8 @@ if TYPE_CHECKING:
     from flashbuild.building.builddir import BuildDir
     from flashbuild.building.jobs import JobPlan
     from flashbuild.building.request import BuildRequest, PatchOutcome, Step, StreamRunner
-    from flashbuild.recipes.model import BackendName, Recipe
+    from flashbuild.buildsystems import BackendName
+    from flashbuild.recipes.model import Recipe
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,46 +110,38 @@ def uses_cpp_extension(tree: Path) -> bool:
         return False
 
 
-def detect_backend(tree: Path, cmake_source: str = ".") -> BackendName | None:
-    """The backend a tree needs: setuptools for a torch cpp_extension setup.py, cmake for a
-    CMakeLists.txt; None when it has neither. A tree with both (a setup.py that drives CMake
-    itself, or a CMake project with a thin setup.py) is built by the one that compiles the
-    CUDA code: the cpp_extension setup.py when there is one."""
-    if uses_cpp_extension(tree):
-        return "setuptools"
-    if (tree / cmake_source / "CMakeLists.txt").is_file():
-        return "cmake"
-    return None
+def detect_backend(tree: Path) -> BackendName | None:
+    """The backend a tree needs: the registry's one decision (flashbuild/buildsystems/,
+    `detect`); None when the tree has no build file any build system reads."""
+    system = buildsystems.detect(tree)
+    return system.name if system is not None else None
 
 
 def backend_for(recipe: Recipe, tree: Path) -> Backend:
-    """The recipe's backend, after checking that the tree is one it can build."""
-    from flashbuild.building.backends import cmake, setuptools  # noqa: PLC0415  # cycle
-
-    backend: Backend = (setuptools.SetuptoolsBackend() if recipe.build.backend == "setuptools"
-                        else cmake.CMakeBackend())
+    """The recipe's backend, after checking that the tree is one it can build. Its build
+    system names the class (`BuildSystem.backend`, `module:Class` in this package)."""
+    module, _, attr = buildsystems.get(recipe.build.backend).backend.partition(":")
+    backend: Backend = getattr(importlib.import_module(module), attr)()
     backend.check_tree(tree, recipe)
     return backend
 
 
 def wrong_tree(recipe: Recipe, tree: Path, *, wanted: str, looked: str) -> UsageError:
     """The error for a recipe whose backend does not fit the tree, naming the one that does."""
-    found = detect_backend(tree, recipe.build.cmake_source)
-    if found is not None and found != recipe.build.backend:
-        fix = (f"this tree is a {_DESCRIBE[found]}: set `[build] backend = \"{found}\"` in the "
-               f"recipe (`flashbuild recipe init --source {tree}` drafts one)")
+    ranked = buildsystems.candidates(tree)
+    found, why = ranked[0] if ranked else (None, None)
+    if found is not None and found is not buildsystems.get(recipe.build.backend):
+        fix = (f"this tree is a {found.title}: set `[build] backend = \"{found.name}\"` in "
+               f"the recipe (`flashbuild recipe init --source {tree}` drafts one)")
     else:
         fix = ("point --source at the tree's top folder, or write a recipe for it "
                f"(`flashbuild recipe init --source {tree}`)")
     return UsageError(
         f"the recipe `{recipe.name}` builds with {recipe.build.backend}, but {tree} has no "
         f"{wanted}",
-        evidence=f"looked for {looked}; " + (f"the tree is a {_DESCRIBE[found]}"
-                                             if found else "it has neither a CMakeLists.txt "
-                                             "nor a setup.py using torch.utils.cpp_extension"),
+        evidence=f"looked for {looked}; " + (f"the tree is a {found.title} ({why.evidence})"
+                                             if found and why else "it has neither a "
+                                             "CMakeLists.txt nor a setup.py using "
+                                             "torch.utils.cpp_extension"),
         fix=fix,
     )
-
-
-_DESCRIBE = {"setuptools": "setup.py project built with torch.utils.cpp_extension",
-             "cmake": "CMake project"}

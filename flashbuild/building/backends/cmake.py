@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
     from flashbuild.building.builddir import BuildDir
     from flashbuild.building.request import BuildRequest, Step, StreamRunner
-    from flashbuild.recipes.model import BackendName, Recipe
+    from flashbuild.buildsystems import BackendName
+    from flashbuild.recipes.model import Recipe
     from flashbuild.source.cmake_fileapi import CacheEntry
 
 

@@ -56,8 +56,9 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from flashbuild.building.request import BuildRequest, StreamRunner
+    from flashbuild.buildsystems import BackendName
     from flashbuild.platforms.base import Platform
-    from flashbuild.recipes.model import BackendName, Recipe
+    from flashbuild.recipes.model import Recipe
 
 HOOK_DIR = Path(__file__).resolve().parent / "resources"
 STAMP = "setuptools-stamp.json"

@@ -1,0 +1,92 @@
+"""CMake: a top-level CMakeLists.txt, configured with Ninja (building/backends/cmake.py)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from flashbuild.buildsystems.base import (
+    NOT_FOUND,
+    BackendName,
+    Confidence,
+    Detection,
+    IntrospectionKind,
+    read_text,
+)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+#: A leading comment that says the CMake file serves an IDE, not the build.
+_IDE_ONLY = re.compile(r"\b(?:IDEs?|CLion|IntelliSense|VS ?Code|code completion|"
+                       r"code navigation|indexing|clangd|compile_commands)\b", re.I)
+
+#: A CMakeLists.txt that installs a CMake package for C++ users (`find_package(TorchScatter)`):
+#: its library is the C++ API, not what a Python package loads.
+_CPP_PACKAGE = re.compile(r"\b(?:configure_package_config_file|write_basic_package_version_file)"
+                          r"\s*\(|\binstall\s*\(\s*EXPORT\b", re.I)
+
+#: A command that defines (or may define) a library or module target: `add_library`,
+#: `pybind11_add_module`, `Python_add_library`, `cuda_add_library`, and what can hide one
+#: (`add_subdirectory`, `include`, a project's own `*_add_*` function).
+_DEFINES_LIBRARY = re.compile(r"^[ \t]*(add_library|add_subdirectory|include|\w+_add_\w+)"
+                              r"[ \t]*\(", re.I | re.M)
+
+
+def ide_only(text: str) -> bool:
+    """Whether a top-level CMakeLists.txt says, in its leading comments, that it exists for
+    IDE indexing (then the tree's setup.py is the build)."""
+    head: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            break
+        head.append(stripped)
+    return bool(_IDE_ONLY.search(" ".join(head)))
+
+
+def _code(text: str) -> str:
+    return "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+
+
+class CMake:
+    name: BackendName = "cmake"
+    title = "CMake project"
+    backend = "flashbuild.building.backends.cmake:CMakeBackend"
+    introspection: IntrospectionKind = "cmake-configure"
+    introspection_step = "configuring (no compile)"
+    introspection_label = "a CMake configure"
+    model_source = "CMake File API"
+    target_noun = "target"
+    compiles_cmake_targets = True
+    installs_recipe_artifacts = True
+    steered_by_environment = False
+    reads_torch_arch_list = False
+    needs_torch_to_build = False
+    runs_setup_py = False
+
+    def detect(self, tree: Path) -> Detection:
+        path = tree / "CMakeLists.txt"
+        if not path.is_file():
+            return NOT_FOUND
+        text = read_text(path)
+        if text is None:
+            # As before the registry: a CMakeLists.txt that cannot be read is still the build.
+            return Detection(Confidence.PROJECT, "CMakeLists.txt (not readable: taken as the "
+                             "build)")
+        if ide_only(text):
+            return Detection(Confidence.SECONDARY,
+                             "CMakeLists.txt says in its leading comments that it serves IDEs")
+        if _CPP_PACKAGE.search(text):
+            return Detection(Confidence.SIDE, "CMakeLists.txt packages a C++ library for CMake "
+                             "users (a package config or install(EXPORT))")
+        defines = _DEFINES_LIBRARY.search(_code(text))
+        if not defines:
+            return Detection(Confidence.SIDE, "CMakeLists.txt defines no library or module "
+                             "target (no add_library, *_add_module, add_subdirectory or "
+                             "include)")
+        return Detection(Confidence.PROJECT, "CMakeLists.txt defines the project's targets "
+                         f"({defines[1]}(…))")
+
+
+CMAKE = CMake()

@@ -1,0 +1,83 @@
+"""setuptools: a top-level setup.py, typically with torch.utils.cpp_extension, built into a
+wheel with this interpreter's pip (building/backends/setuptools.py)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import TYPE_CHECKING
+
+from flashbuild.buildsystems.base import (
+    NOT_FOUND,
+    BackendName,
+    Confidence,
+    Detection,
+    IntrospectionKind,
+    read_text,
+)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+_TORCH_EXTENSION = re.compile(r"\b(?:CUDAExtension|CppExtension|BuildExtension)\b")
+
+
+def runs_cmake(setup_text: str) -> bool:
+    """Whether setup.py runs CMake itself (vllm's `cmake_build_ext`, natten's build_ext): an
+    argument list or f-string in its code holds `cmake` or a `-DCMAKE_…` define. Then the
+    CMakeLists.txt is what setup.py configures, with the variables it passes, and the build
+    is setup.py's (record mode reads that configure). Docstrings and comments do not count:
+    FlashRT's setup.py mentions `cmake ..` in its docstring only."""
+    if "cmake" not in setup_text.lower():
+        return False
+    try:
+        tree = ast.parse(setup_text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    for node in ast.walk(tree):
+        parts: list[ast.expr] = []
+        if isinstance(node, ast.List | ast.Tuple):
+            parts = list(node.elts)
+        elif isinstance(node, ast.JoinedStr):
+            parts = list(node.values)
+        elif isinstance(node, ast.Call):
+            parts = list(node.args)
+        for part in parts:
+            if isinstance(part, ast.Constant) and isinstance(part.value, str) and (
+                    part.value == "cmake" or part.value.startswith("-DCMAKE_")):
+                return True
+    return False
+
+
+class Setuptools:
+    name: BackendName = "setuptools"
+    title = "setup.py project built with torch.utils.cpp_extension"
+    backend = "flashbuild.building.backends.setuptools:SetuptoolsBackend"
+    introspection: IntrospectionKind = "setup-record"
+    introspection_step = "recording setup.py"
+    introspection_label = "setup.py in record mode"
+    model_source = "setup.py record"
+    target_noun = "extension"
+    compiles_cmake_targets = False
+    installs_recipe_artifacts = False
+    steered_by_environment = True
+    reads_torch_arch_list = True
+    needs_torch_to_build = True
+    runs_setup_py = True
+
+    def detect(self, tree: Path) -> Detection:
+        path = tree / "setup.py"
+        if not path.is_file():
+            return NOT_FOUND
+        text = read_text(path)
+        if not text:
+            return Detection(Confidence.EMPTY, "setup.py (empty or not readable)")
+        if runs_cmake(text):
+            return Detection(Confidence.DRIVER, "setup.py runs CMake itself")
+        torch = _TORCH_EXTENSION.search(text)
+        if torch:
+            return Detection(Confidence.EXTENSION, f"setup.py uses {torch[0]}")
+        return Detection(Confidence.PLAIN, "setup.py")
+
+
+SETUPTOOLS = Setuptools()
