@@ -40,6 +40,7 @@ from flashbuild import __version__, platforms
 from flashbuild.arch import parse_arch_spec
 from flashbuild.building import cmake
 from flashbuild.building.archcheck import expected_sass, ninja_arch_flags
+from flashbuild.building.backends import skbuild
 from flashbuild.building.backends.cmake import pybind11_dir
 from flashbuild.building.builddir import default_root
 from flashbuild.building.request import BuildRequest
@@ -109,6 +110,10 @@ def introspect(recipe: Recipe, tree: Path, spec: ArchSpec, *, platform: str | No
             say(f"introspection: contained by {platforms.current().containment().summary}")
         if recipe.build.backend == "setuptools":
             model = _record(request, runner, scratch, timeout, bindings=bindings)
+        elif recipe.build.backend == "skbuild":
+            # The CMake File API, configured with what the pyproject passes (skbuild.py).
+            model = _configure(skbuild.introspection_request(request, scratch), runner,
+                               scratch, timeout, bindings=bindings)
         else:
             model = _configure(request, runner, scratch, timeout, bindings=bindings)
     except FlashbuildError as exc:

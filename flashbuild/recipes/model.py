@@ -23,7 +23,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 PlatformName = Literal["linux", "windows"]
 CompilerKind = Literal["msvc", "gcc", "clang"]
 ArtifactKind = Literal["module", "plugin"]
-BackendName = Literal["cmake", "setuptools"]
+BackendName = Literal["cmake", "setuptools", "skbuild"]
 ArchSuffixName = Literal["a", "f"]
 
 #: Placeholders a `[[build.options]]` define or a `[[build.env]]` value may use; the build
@@ -241,7 +241,9 @@ class Build:
     backend: BackendName = "cmake"
     """How the tree is built: `cmake` (a CMakeLists.txt, configured with Ninja) or
     `setuptools` (a setup.py using torch.utils.cpp_extension, built into a wheel with this
-    interpreter's pip and no build isolation)."""
+    interpreter's pip and no build isolation), or `skbuild` (a pyproject.toml built by
+    scikit-build-core, which drives CMake: built into a wheel the same way, with --arch and
+    the toolkit passed as its config settings; building/backends/skbuild.py)."""
     cmake_source: str = "."
     """Folder holding the top-level CMakeLists.txt, relative to the source tree."""
     targets: tuple[str, ...] = ()

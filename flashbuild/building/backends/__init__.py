@@ -9,6 +9,9 @@ it never knows which build system ran.
   CMAKE_CUDA_ARCHITECTURES and, through the recipe, as the project's own variables.
 - `setuptools` (backends/setuptools.py): a setup.py using torch.utils.cpp_extension, built into
   a wheel with this interpreter's pip and no build isolation.
+- `skbuild` (backends/skbuild.py): a pyproject.toml whose build backend is scikit-build-core,
+  built into a wheel the same way, with --arch, the toolkit and the launcher passed as its
+  config settings (its `[tool.scikit-build]` is read by source/skbuild_settings.py).
 
 `detect_backend(tree)` says which one a tree needs (recipe init drafts it); `backend_for()`
 refuses, before anything runs, a recipe whose backend does not fit its tree.
@@ -111,6 +114,9 @@ def detect_backend(tree: Path, cmake_source: str = ".") -> BackendName | None:
     CMakeLists.txt; None when it has neither. A tree with both (a setup.py that drives CMake
     itself, or a CMake project with a thin setup.py) is built by the one that compiles the
     CUDA code: the cpp_extension setup.py when there is one."""
+    # scikit-build-core: the pyproject names the build pip runs, whatever else the tree has.
+    if _skbuild_tree(tree):
+        return "skbuild"
     if uses_cpp_extension(tree):
         return "setuptools"
     if (tree / cmake_source / "CMakeLists.txt").is_file():
@@ -124,6 +130,10 @@ def backend_for(recipe: Recipe, tree: Path) -> Backend:
 
     backend: Backend = (setuptools.SetuptoolsBackend() if recipe.build.backend == "setuptools"
                         else cmake.CMakeBackend())
+    if recipe.build.backend == "skbuild":  # a BuildSystem registry line once issue 26 lands
+        from flashbuild.building.backends import skbuild  # noqa: PLC0415  # cycle
+
+        backend = skbuild.SkbuildBackend()
     backend.check_tree(tree, recipe)
     return backend
 
@@ -148,4 +158,11 @@ def wrong_tree(recipe: Recipe, tree: Path, *, wanted: str, looked: str) -> Usage
 
 
 _DESCRIBE = {"setuptools": "setup.py project built with torch.utils.cpp_extension",
-             "cmake": "CMake project"}
+             "cmake": "CMake project",
+             "skbuild": "pyproject.toml project built by scikit-build-core"}
+
+
+def _skbuild_tree(tree: Path) -> bool:
+    from flashbuild.source.skbuild_settings import is_skbuild  # noqa: PLC0415  # start-up
+
+    return is_skbuild(tree)
