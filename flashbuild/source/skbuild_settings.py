@@ -317,19 +317,29 @@ def _one(key: str, value: object, host: Host) -> bool | None:
 
 
 def _env_matches(wanted: Mapping[str, object], env: Mapping[str, str]) -> bool | None:
-    """`if.env.NAME`: a boolean (set to a true value, or not) or a regex on the value."""
+    """`if.env.NAME`: a boolean (set to a truthy value, or not) or a regex on the value."""
     checks = []
     for name, want in wanted.items():
         got = env.get(str(name))
         if isinstance(want, bool):
-            truthy = got is not None and got.strip().lower() not in ("", "0", "false", "off",
-                                                                     "no", "n")
-            checks.append(truthy == want)
+            checks.append(_truthy(got) == want)
         elif isinstance(want, str):
             checks.append(got is not None and re.match(want, got) is not None)
         else:
             return None
     return all(checks)
+
+
+def _truthy(value: str | None) -> bool:
+    """scikit-build-core's truthy environment value: `true`, `on`, `yes`, `y`, `t` (any
+    case) or a number above 0."""
+    text = (value or "").strip().lower()
+    if text in ("true", "on", "yes", "y", "t"):
+        return True
+    try:
+        return float(text) > 0
+    except ValueError:
+        return False
 
 
 def _describe(condition: object) -> str:

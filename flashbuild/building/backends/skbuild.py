@@ -340,33 +340,38 @@ def introspection_request(request: BuildRequest, scratch: Path) -> BuildRequest:
     """The request CMake introspection configures with for a scikit-build-core tree: the
     pyproject's `cmake.source-dir`, `cmake.define`s and `cmake.args` (under the recipe's own
     options, which win, as config settings do), and the `SKBUILD_*` variables
-    scikit-build-core gives every configure (a CMakeLists that reads `SKBUILD_PROJECT_NAME` or
-    `SKBUILD_SABI_COMPONENT` configures as it does under pip). The install folders point into
-    `scratch`: introspection installs nothing."""
+    scikit-build-core gives every configure (`introspection_defines`)."""
     settings = skbuild_settings.read_settings(request.source_dir)
-    platlib = scratch / "skbuild-wheel" / "platlib"
+    recipe = request.recipe
+    build = replace(recipe.build, cmake_source=settings.source_dir)
+    return replace(request, recipe=replace(recipe, build=build),
+                   cmake_defines={**introspection_defines(settings, scratch),
+                                  **request.cmake_defines},
+                   cmake_args=(*settings.args, *request.cmake_args))
+
+
+def introspection_defines(settings: SkbuildSettings, scratch: Path) -> dict[str, str]:
+    """The pyproject's defines after the variables scikit-build-core sets for a wheel build
+    (a CMakeLists that reads `SKBUILD_PROJECT_NAME` or `SKBUILD_SABI_COMPONENT` configures as
+    it does under pip). The install folders point into `scratch`: introspection installs
+    nothing."""
+    wheel = scratch / "skbuild-wheel"
+    platlib = wheel / "platlib"
     abi3 = bool(re.fullmatch(r"cp3\d+", settings.py_api))
     variables = {
         "SKBUILD": "2", "SKBUILD_CORE_VERSION": _skbuild_version(),
         "SKBUILD_PROJECT_NAME": settings.project, "SKBUILD_PROJECT_VERSION": settings.version,
         "SKBUILD_PROJECT_VERSION_FULL": settings.version, "SKBUILD_STATE": "wheel",
         "SKBUILD_PLATLIB_DIR": platlib.as_posix(),
-        "SKBUILD_DATA_DIR": (scratch / "skbuild-wheel" / "data").as_posix(),
-        "SKBUILD_HEADERS_DIR": (scratch / "skbuild-wheel" / "headers").as_posix(),
-        "SKBUILD_SCRIPTS_DIR": (scratch / "skbuild-wheel" / "scripts").as_posix(),
-        "SKBUILD_METADATA_DIR": (scratch / "skbuild-wheel" / "metadata").as_posix(),
-        "SKBUILD_NULL_DIR": (scratch / "skbuild-wheel" / "null").as_posix(),
+        **{f"SKBUILD_{part.upper()}_DIR": (wheel / part).as_posix()
+           for part in ("data", "headers", "scripts", "metadata", "null")},
         "SKBUILD_SOABI": "abi3" if abi3 else _soabi(),
         "SKBUILD_SABI_COMPONENT": "Development.SABIModule" if abi3 else "",
         "SKBUILD_SABI_VERSION": f"3.{settings.py_api[3:]}" if abi3 else "",
         "CMAKE_BUILD_TYPE": settings.build_type,
         "CMAKE_INSTALL_PREFIX": (platlib / settings.install_dir).as_posix(),
     }
-    recipe = request.recipe
-    build = replace(recipe.build, cmake_source=settings.source_dir)
-    return replace(request, recipe=replace(recipe, build=build),
-                   cmake_defines={**variables, **settings.defines, **request.cmake_defines},
-                   cmake_args=(*settings.args, *request.cmake_args))
+    return {**variables, **settings.defines}
 
 
 def _skbuild_version() -> str:
