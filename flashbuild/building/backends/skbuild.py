@@ -48,7 +48,7 @@ from flashbuild.building.backends.cmake import arch_fix
 from flashbuild.building.jobs import HostResources, plan_jobs, probe_host
 from flashbuild.building.launcher import Launcher, choose_launcher
 from flashbuild.building.toolkit import cccl_include_dir
-from flashbuild.errors import BuildError, ToolchainError
+from flashbuild.errors import BuildError, ToolchainError, UsageError
 from flashbuild.source import skbuild_settings
 
 if TYPE_CHECKING:
@@ -80,6 +80,12 @@ class SkbuildBackend:
     def preflight(self, request: BuildRequest, runner: StreamRunner) -> None:
         """A build without isolation needs the pyproject's build requirements installed for
         the interpreter that builds: say which are missing before anything is staged."""
+        if request.install == "inplace":
+            raise UsageError(
+                "--install inplace is not supported for scikit-build-core trees yet",
+                evidence="the skbuild backend builds a wheel with pip; scikit-build-core's own "
+                "in-place form is an editable install, which flashbuild does not drive",
+                fix="use the default `--install wheel` (or `--install none` to only build)")
         settings = skbuild_settings.read_settings(request.source_dir)
         problems = missing_requirements(settings.requires,
                                         installed_versions(request, runner, settings.requires))
