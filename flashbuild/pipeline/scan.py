@@ -32,6 +32,7 @@ from flashbuild.pipeline.choose import bundled_match, with_bundled
 from flashbuild.recipes.load import parse_recipe
 from flashbuild.scanning.report import run_scan
 from flashbuild.scanning.scan import build_system, scan_tree
+from flashbuild.source.skbuild_settings import is_skbuild
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -116,7 +117,8 @@ def recipe_for_scan(root: Path) -> Recipe | None:
     bundled = bundled_match(root)
     if bundled is not None:
         return bundled.recipe
-    backend = build_system(root)
+    # scikit-build-core: configured with the pyproject's settings (building/backends/skbuild.py).
+    backend = "skbuild" if is_skbuild(root) else build_system(root)
     if backend is None:
         return None
     name = re.sub(r"[^a-z0-9-]+", "-", root.name.lower()).strip("-") or "tree"

@@ -287,3 +287,16 @@ def test_the_draft_is_a_skbuild_build_with_the_package_wheel_packages_names(
     parse_recipe(f'[recipe]\nname = "t"\n{text}', tmp_path / "r.toml")  # it loads
     assert _toml("x") == '"x"'
     assert draft_skbuild.settings_of(tmp_path) is None
+
+
+def test_inplace_installs_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    request = SimpleNamespace(install="inplace", source_dir=FIXTURE, python="python")
+    with pytest.raises(UsageError, match="--install inplace is not supported"):
+        skbuild.SkbuildBackend().preflight(request, runner=None)  # type: ignore[arg-type]
+
+
+def test_a_scan_introspects_a_scikit_build_core_tree_with_its_backend() -> None:
+    from flashbuild.pipeline.scan import recipe_for_scan
+
+    recipe = recipe_for_scan(FIXTURE)
+    assert recipe is not None and recipe.build.backend == "skbuild"
