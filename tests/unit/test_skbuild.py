@@ -300,3 +300,25 @@ def test_a_scan_introspects_a_scikit_build_core_tree_with_its_backend() -> None:
 
     recipe = recipe_for_scan(FIXTURE)
     assert recipe is not None and recipe.build.backend == "skbuild"
+
+
+def test_the_arch_gate_stops_the_build_once_cmake_has_written_build_ninja() -> None:
+    seen: list[str] = []
+
+    class Runner:
+        def stream(self, argv: object, *, on_line: object, **_kw: object) -> int:
+            for line in ["-- Configuring done", "-- Build files have been written to: /b",
+                         "[1/3] Building CUDA object a.cu.o"]:
+                on_line(line)  # type: ignore[operator]
+            return 0
+
+    def refuse() -> None:
+        raise BuildError("the build does not compile for --arch sm_90")
+
+    gate = skbuild.ArchGate(Runner(), refuse)  # type: ignore[arg-type]
+    with pytest.raises(BuildError, match="does not compile for --arch"):
+        gate.stream(["pip"], on_line=seen.append)
+    # Checked right after configure: the compile line never came (proc.stream ends the tree).
+    assert gate.checked and seen[-1].startswith("-- Build files have been written to")
+    passing = skbuild.ArchGate(Runner(), lambda: None)  # type: ignore[arg-type]
+    assert passing.stream(["pip"], on_line=seen.append) == 0 and passing.checked

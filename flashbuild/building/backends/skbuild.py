@@ -52,7 +52,8 @@ from flashbuild.errors import BuildError, ToolchainError, UsageError
 from flashbuild.source import skbuild_settings
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import IO
 
     from packaging.requirements import Requirement
 
@@ -128,14 +129,16 @@ class SkbuildBackend:
             indent=1), encoding="utf-8")
         if dist.is_dir():
             shutil.rmtree(dist)
-        code, monitor = progress.run_tool(argv, runner=ctx.runner, env=env, log_path=log,
+        gate = ArchGate(ctx.runner, lambda: _check_arch(request, build_dir, env))
+        code, monitor = progress.run_tool(argv, runner=gate, env=env, log_path=log,
                                           cwd=ctx.tree, console=ctx.console,
                                           show_progress=ctx.show_progress,
                                           what="building (scikit-build-core)")
         if code != 0:
             raise progress.failure("building the scikit-build-core project failed", monitor,
                                    log)
-        _check_arch(request, build_dir, env)
+        if not gate.checked:
+            _check_arch(request, build_dir, env)
         wheel = _the_wheel(dist, log)
         artifacts = wheel_artifacts(wheel, folder / "out", log)
         _check_recipe_artifacts(request, artifacts)
@@ -149,6 +152,34 @@ class SkbuildBackend:
                                "pyproject_defines": settings.defines,
                                "overrides": list(settings.overrides)}},
             ptxas=monitor.ptxas, wheel=wheel)
+
+
+class ArchGate:
+    """A runner that proves the arch between CMake's configure and the compile, both of which
+    run inside pip: on CMake's "-- Build files have been written to" line (build.ninja is
+    complete) it runs `check`, and a BuildError from it ends pip's process tree there, so a
+    tree that hard-codes its own arch list fails in seconds, not after compiling it."""
+
+    #: The line CMake prints once it has generated the build system.
+    WRITTEN = "-- Build files have been written to"
+
+    def __init__(self, runner: progress.ToolRunner, check: Callable[[], None]) -> None:
+        self.runner = runner
+        self.check = check
+        self.checked = False
+
+    def stream(self, argv: Sequence[str | os.PathLike[str]], *,
+               on_line: Callable[[str], None], log: IO[str] | None = None,
+               env: Mapping[str, str] | None = None, cwd: Path | None = None,
+               timeout: float | None = None) -> int:
+        def feed(line: str) -> None:
+            on_line(line)
+            if not self.checked and self.WRITTEN in line:
+                self.checked = True
+                self.check()
+
+        return self.runner.stream(argv, on_line=feed, log=log, env=env, cwd=cwd,
+                                  timeout=timeout)
 
 
 # --- what flashbuild passes ---------------------------------------------------------------
