@@ -322,3 +322,34 @@ def test_the_arch_gate_stops_the_build_once_cmake_has_written_build_ninja() -> N
     assert gate.checked and seen[-1].startswith("-- Build files have been written to")
     passing = skbuild.ArchGate(Runner(), lambda: None)  # type: ignore[arg-type]
     assert passing.stream(["pip"], on_line=seen.append) == 0 and passing.checked
+
+
+def test_an_unchanged_rerun_is_recognised_and_a_changed_file_is_not(tmp_path: Path) -> None:
+    tree = tmp_path / "t"
+    shutil.copytree(FIXTURE, tree)
+    folder = tmp_path / "b"
+    folder.mkdir()
+    request = SimpleNamespace(platform=platforms.get("linux"), build_env={"MYLIB_ENV": "1"})
+    argv = ["python", "-m", "pip", "wheel", "-Ccmake.define.CMAKE_CUDA_ARCHITECTURES=90-real"]
+    env = {"PATH": "/usr/bin", "HOME": "/root", "CMAKE_BUILD_PARALLEL_LEVEL": "2"}
+    digest = skbuild._digest(argv, env, tree, request)  # type: ignore[arg-type]
+    assert skbuild._unchanged(folder, digest) is None  # no stamp yet
+    module = folder / "out" / "skcuda" / "_skcuda.abi3.so"
+    module.parent.mkdir(parents=True)
+    module.write_bytes(b"\x7fELF")
+    wheel = folder / "skcuda-0.1.0-cp39-abi3-linux_x86_64.whl"
+    wheel.write_bytes(b"PK")
+    built = (skbuild.BuiltArtifact(module, "module", "skcuda._skcuda",
+                                   relpath="skcuda/_skcuda.abi3.so"),)
+    skbuild._write_stamp(folder, digest, wheel, built)
+    assert skbuild._unchanged(folder, digest) == (wheel, built)
+    # HOME does not reach the build; the jobs, the arch and a source file do.
+    assert skbuild._digest(argv, {**env, "HOME": "/x"}, tree, request) == digest  # type: ignore[arg-type]
+    assert skbuild._digest(argv, {**env, "CMAKE_BUILD_PARALLEL_LEVEL": "4"}, tree,
+                           request) != digest  # type: ignore[arg-type]
+    assert skbuild._digest([*argv[:-1], "-Ccmake.define.CMAKE_CUDA_ARCHITECTURES=120-real"],
+                           env, tree, request) != digest  # type: ignore[arg-type]
+    (tree / "native" / "src" / "scale.cu").write_text("// changed\n", encoding="utf-8")
+    assert skbuild._digest(argv, env, tree, request) != digest  # type: ignore[arg-type]
+    module.unlink()
+    assert skbuild._unchanged(folder, digest) is None  # an artifact gone: build again

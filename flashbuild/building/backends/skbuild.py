@@ -30,6 +30,7 @@ is installed as it is plus the loader shim and the manifest (installing/install.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -41,11 +42,11 @@ from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from flashbuild.building import archcheck, builddir, cmake, progress
+from flashbuild.building import archcheck, builddir, cmake, progress, staging, vcs
 from flashbuild.building.artifacts import BuiltArtifact
 from flashbuild.building.backends import BackendContext, BackendResult, wrong_tree
 from flashbuild.building.backends.cmake import arch_fix
-from flashbuild.building.jobs import HostResources, plan_jobs, probe_host
+from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_host
 from flashbuild.building.launcher import Launcher, choose_launcher
 from flashbuild.building.toolkit import cccl_include_dir
 from flashbuild.errors import BuildError, ToolchainError, UsageError
@@ -127,6 +128,14 @@ class SkbuildBackend:
             {"argv": argv, "cwd": str(ctx.tree),
              "env": {k: v for k, v in sorted(env.items()) if request.env.get(k) != v}},
             indent=1), encoding="utf-8")
+        digest = _digest(argv, env, ctx.tree, request, identity=vcs.identity_key(folder))
+        kept = _unchanged(folder, digest)
+        if kept is not None:
+            ctx.say("nothing to compile (the tree, the settings and the environment are "
+                    "unchanged since the last build)")
+            wheel, artifacts = kept
+            return _result(ctx, settings, defines, argv, plan=plan, chosen=chosen, log=log,
+                           wheel=wheel, artifacts=artifacts, no_work=True)
         if dist.is_dir():
             shutil.rmtree(dist)
         gate = ArchGate(ctx.runner, lambda: _check_arch(request, build_dir, env))
@@ -142,16 +151,26 @@ class SkbuildBackend:
         wheel = _the_wheel(dist, log)
         artifacts = wheel_artifacts(wheel, folder / "out", log)
         _check_recipe_artifacts(request, artifacts)
-        return BackendResult(
-            source_dir=(ctx.tree / settings.source_dir).resolve(), configured=False,
-            no_work=monitor.no_work, edges=monitor.edges, log=log, artifacts=artifacts,
-            plan=plan, launcher=chosen.name if chosen else "none", argv=tuple(argv),
-            flags={"cuda": defines.get("CMAKE_CUDA_FLAGS", ""),
-                   "cxx": defines.get("CMAKE_CXX_FLAGS", ""), "cmake_defines": defines,
-                   "skbuild": {"project": settings.project, "source_dir": settings.source_dir,
-                               "pyproject_defines": settings.defines,
-                               "overrides": list(settings.overrides)}},
-            ptxas=monitor.ptxas, wheel=wheel)
+        _write_stamp(folder, digest, wheel, artifacts)
+        return _result(ctx, settings, defines, argv, plan=plan, chosen=chosen, log=log,
+                       wheel=wheel, artifacts=artifacts, no_work=monitor.no_work,
+                       edges=monitor.edges, ptxas=monitor.ptxas)
+
+
+def _result(ctx: BackendContext, settings: SkbuildSettings, defines: Mapping[str, str],
+            argv: Sequence[str], *, plan: JobPlan, chosen: Launcher | None, log: Path,
+            wheel: Path, artifacts: tuple[BuiltArtifact, ...], no_work: bool,
+            edges: int = 0, ptxas: dict[str, list[str]] | None = None) -> BackendResult:
+    return BackendResult(
+        source_dir=(ctx.tree / settings.source_dir).resolve(), configured=False,
+        no_work=no_work, edges=edges, log=log, artifacts=artifacts, plan=plan,
+        launcher=chosen.name if chosen else "none", argv=tuple(argv),
+        flags={"cuda": defines.get("CMAKE_CUDA_FLAGS", ""),
+               "cxx": defines.get("CMAKE_CXX_FLAGS", ""), "cmake_defines": dict(defines),
+               "skbuild": {"project": settings.project, "source_dir": settings.source_dir,
+                           "pyproject_defines": settings.defines,
+                           "overrides": list(settings.overrides)}},
+        ptxas=ptxas or {}, wheel=wheel)
 
 
 class ArchGate:
@@ -420,3 +439,54 @@ def _skbuild_version() -> str:
 
 def _soabi() -> str:
     return str(sysconfig.get_config_var("SOABI") or "")
+
+
+# --- the no-op stamp ------------------------------------------------------------------------
+
+STAMP = "skbuild-stamp.json"
+#: Environment variables whose value changes what pip, scikit-build-core or CMake do.
+_ENV_PREFIXES = ("CMAKE_", "CUDA", "SKBUILD_", "NVCC", "FLASHBUILD_")
+_ENV_NAMES = frozenset({"PATH", "PYTHONPATH", "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS",
+                        "INCLUDE", "LIB", "CPLUS_INCLUDE_PATH", "CMAKE_ARGS"})
+
+
+def _digest(argv: Sequence[str], env: Mapping[str, str], tree: Path, request: BuildRequest,
+            *, identity: str = "") -> str:
+    """What the wheel depends on: the command (config settings included), the environment
+    that reaches the build, and every file of the tree by size and mtime."""
+    h = hashlib.sha256(identity.encode())
+    lookup = request.platform.environ(env)
+    names = {k for k in env if k.upper().startswith(_ENV_PREFIXES)} | _ENV_NAMES | \
+        set(request.build_env)
+    h.update(json.dumps([list(argv), sorted((k, lookup[k]) for k in names if k in lookup)])
+             .encode())
+    scanned = staging.scan(tree)
+    for rel in sorted(scanned.files):
+        st = scanned.files[rel]
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _unchanged(folder: Path, digest: str) -> tuple[Path, tuple[BuiltArtifact, ...]] | None:
+    """The wheel and artifacts of the last build when its stamp matches and its files are
+    still there; else None."""
+    try:
+        data = json.loads((folder / STAMP).read_text(encoding="utf-8"))
+        if data["digest"] != digest:
+            return None
+        wheel = Path(data["wheel"])
+        artifacts = tuple(BuiltArtifact(Path(a["path"]), a["kind"], a["name"],
+                                        relpath=a["relpath"]) for a in data["artifacts"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not wheel.is_file() or not artifacts or not all(a.path.is_file() for a in artifacts):
+        return None
+    return wheel, artifacts
+
+
+def _write_stamp(folder: Path, digest: str, wheel: Path,
+                 artifacts: Sequence[BuiltArtifact]) -> None:
+    payload = {"digest": digest, "wheel": str(wheel),
+               "artifacts": [{"path": str(a.path), "kind": a.kind, "name": a.name,
+                              "relpath": a.relpath} for a in artifacts]}
+    (folder / STAMP).write_text(json.dumps(payload, indent=1), encoding="utf-8")
