@@ -91,8 +91,9 @@ def introspect_for_scan(root: Path, target: ScanTarget, *,
                              "setup.py at the top of the tree")
     spec = parse_arch_spec(";".join(a.sm for a in target.archs))
     if stage is not None:
-        stage("introspecting the build (" + ("a CMake configure" if recipe.build.backend ==
-                                             "cmake" else "setup.py in record mode") + ")")
+        stage("introspecting the build (" + ("setup.py in record mode"
+                                             if recipe.build.backend == "setuptools"
+                                             else "a CMake configure") + ")")
     outcome = introspect(recipe, root, spec, platform=target.platform, timeout=TIMEOUT_S,
                          bindings=False)
     model = outcome.model
