@@ -221,6 +221,13 @@ def test_missing_build_requirements_are_named() -> None:
                                                   "cmake": "4.4.5"})
     assert problems == ["scikit-build-core 0.9.1 is installed, scikit-build-core>=0.10 is "
                         "required", "nanobind>=2 is not installed"]
+    # CMake and Ninja found as programs stand for their PyPI packages (scikit-build-core
+    # uses either); a too-old installed package is still named.
+    reqs = [Requirement("ninja"), Requirement("cmake>=5")]
+    assert skbuild.missing_requirements(reqs, {"cmake": "4.4.5"}, tools=True) == [
+        "cmake 4.4.5 is installed, cmake>=5 is required"]
+    assert skbuild.missing_requirements(reqs, {}, tools=False) == [
+        "ninja is not installed", "cmake>=5 is not installed"]
 
 
 def test_introspection_configures_with_the_pyprojects_settings(tmp_path: Path) -> None:

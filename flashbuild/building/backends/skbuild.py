@@ -90,7 +90,8 @@ class SkbuildBackend:
                 fix="use the default `--install wheel` (or `--install none` to only build)")
         settings = skbuild_settings.read_settings(request.source_dir)
         problems = missing_requirements(settings.requires,
-                                        installed_versions(request, runner, settings.requires))
+                                        installed_versions(request, runner, settings.requires),
+                                        tools=_tools_found(request, runner))
         if problems:
             wanted = " ".join(f'"{r}"' for r in settings.requires)
             raise ToolchainError(
@@ -288,13 +289,30 @@ def installed_versions(request: BuildRequest, runner: StreamRunner,
     return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
-def missing_requirements(requires: Sequence[Requirement],
-                         installed: Mapping[str, str]) -> list[str]:
+#: Requirements that are tools, not Python packages, to scikit-build-core: it uses a `cmake`
+#: and a `ninja` found on PATH as readily as the PyPI wheels (it only asks pip for them when
+#: none is found), and flashbuild hands it the ones it found.
+_TOOLS = frozenset({"cmake", "ninja"})
+
+
+def _tools_found(request: BuildRequest, runner: StreamRunner) -> bool:
+    try:
+        cmake.find_tools(runner, request.env, request.platform)
+    except ToolchainError:
+        return False
+    return True
+
+
+def missing_requirements(requires: Sequence[Requirement], installed: Mapping[str, str], *,
+                         tools: bool = False) -> list[str]:
     """One line per build requirement that is absent or of a version it excludes (a
-    requirement whose marker does not hold here is not needed)."""
+    requirement whose marker does not hold here is not needed; with `tools`, CMake and Ninja
+    were found as programs, and their PyPI packages are not needed)."""
     problems = []
     for req in requires:
         if req.marker is not None and not req.marker.evaluate():
+            continue
+        if tools and req.name.lower() in _TOOLS and req.name not in installed:
             continue
         version = installed.get(req.name)
         if version is None:
