@@ -8,6 +8,9 @@ scikit-build-core config settings, installs it into a fresh venv with the loader
 manifest; `flashbuild verify` passes (sm_90 SASS, the import); the module imports from a
 neutral folder and says it is the CUDA build (no GPU here: import only, no launch);
 `pip uninstall` removes it. No torch is needed.
+
+Introspection alone: configured as a bare CMake project the tree compiles no CUDA, configured
+with the pyproject's settings (the skbuild backend) it compiles the kernel.
 """
 
 from __future__ import annotations
@@ -93,3 +96,26 @@ def test_a_scikit_build_core_tree_builds_installs_verifies_and_imports(
     subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", "skcuda"], check=True,
                    env=env, timeout=300)
     assert not package.exists()
+
+
+def test_introspection_reads_the_configuration_the_pyproject_chooses(
+        tmp_path: Path, cuda_toolkit_root: Path) -> None:
+    """Configured as a bare CMake project (what flashbuild did before the skbuild backend),
+    the tree is its CPU library; configured as scikit-build-core configures it, the kernel."""
+    from flashbuild.arch import parse_arch_spec
+    from flashbuild.pipeline.introspect import introspect
+    from flashbuild.recipes.load import parse_recipe
+
+    tree = tmp_path / "skcuda"
+    shutil.copytree(FIXTURE, tree)
+
+    def languages(backend: str) -> set[str]:
+        recipe = parse_recipe(f'[recipe]\nname = "t-{backend}"\n[build]\nbackend = "{backend}"\n'
+                              'cmake_source = "native"\n', None)
+        outcome = introspect(recipe, tree, parse_arch_spec("sm_90"), cache=False,
+                             bindings=False)
+        assert outcome.model is not None, outcome.fallback
+        return {u.language for t in outcome.model.targets for u in t.sources}
+
+    assert "CUDA" in languages("skbuild")
+    assert "CUDA" not in languages("cmake")
