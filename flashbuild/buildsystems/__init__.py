@@ -15,7 +15,9 @@ build system's name outside this package and building/backends/.
 - a setup.py that builds torch extensions wins over a CMakeLists.txt that defines no library
   or module target, or packages a C++ library for CMake users (PyG's torch_scatter);
 - a setup.py that runs CMake itself (vllm) wins over its CMakeLists.txt, and any setup.py
-  over a CMakeLists.txt that says it serves IDEs.
+  over a CMakeLists.txt that says it serves IDEs;
+- a pyproject.toml whose build backend is scikit-build-core is the build pip runs, whatever
+  else the tree holds (`Confidence.BUILD_BACKEND`, above a setup.py that runs CMake).
 
 Adding a build system: one module here with its object, and the object in ALL_BUILD_SYSTEMS
 (the recipe loader and the schema take the names from there); its Backend class in
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flashbuild.buildsystems import cmake, setuptools
+from flashbuild.buildsystems import cmake, setuptools, skbuild
 from flashbuild.buildsystems.base import (
     BackendName,
     BuildSystem,
@@ -43,7 +45,7 @@ __all__ = ["ALL_BUILD_SYSTEMS", "BackendName", "BuildSystem", "Confidence", "Det
            "IntrospectionKind", "candidates", "detect", "get", "names"]
 
 #: The registry: every build system, in the order that breaks a tie in `detect`.
-ALL_BUILD_SYSTEMS: tuple[BuildSystem, ...] = (cmake.CMAKE, setuptools.SETUPTOOLS)
+ALL_BUILD_SYSTEMS: tuple[BuildSystem, ...] = (cmake.CMAKE, setuptools.SETUPTOOLS, skbuild.SKBUILD)
 
 
 def names() -> tuple[BackendName, ...]:

@@ -26,9 +26,10 @@ if TYPE_CHECKING:
 BackendName = str
 
 #: How introspection asks the build what it compiles (pipeline/introspect.py): configure the
-#: CMake project into a scratch folder and read the File API replies, or run setup.py under the
-#: build hook in record mode.
-IntrospectionKind = Literal["cmake-configure", "setup-record"]
+#: CMake project into a scratch folder and read the File API replies, the same with the defines
+#: and arguments a pyproject's `[tool.scikit-build]` passes, or run setup.py under the build
+#: hook in record mode.
+IntrospectionKind = Literal["cmake-configure", "setup-record", "pyproject-configure"]
 
 
 class Confidence(enum.IntEnum):
@@ -55,6 +56,9 @@ class Confidence(enum.IntEnum):
     DRIVER = 7
     """It drives another build system itself (a setup.py that runs CMake): it is the build,
     with the variables it passes."""
+    BUILD_BACKEND = 8
+    """pyproject.toml names it as the PEP 517 build backend pip runs (scikit-build-core):
+    pip builds the tree through it, whatever other build files the tree holds."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,11 @@ class BuildSystem(Protocol):
     runs_setup_py: bool
     """setup.py is the build's script: its static reading (packages, rules, the environment
     it reads) describes the build, and separable compilation is asked for there."""
+    configured_by_pyproject: bool
+    """pyproject.toml configures the CMake project (scikit-build-core's `[tool.scikit-build]`)
+    and pip builds the wheel: the draft's `[build]` carries CMake defines passed as config
+    settings, and the configured targets are a comment (the wheel's binaries are the
+    artifacts)."""
 
     def detect(self, tree: Path) -> Detection:
         """How strongly the tree's top-level files say this system builds it."""

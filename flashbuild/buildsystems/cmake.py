@@ -64,6 +64,7 @@ class CMake:
     reads_torch_arch_list = False
     needs_torch_to_build = False
     runs_setup_py = False
+    configured_by_pyproject = False
 
     def detect(self, tree: Path) -> Detection:
         path = tree / "CMakeLists.txt"

@@ -64,6 +64,7 @@ class Setuptools:
     reads_torch_arch_list = True
     needs_torch_to_build = True
     runs_setup_py = True
+    configured_by_pyproject = False
 
     def detect(self, tree: Path) -> Detection:
         path = tree / "setup.py"

@@ -40,6 +40,7 @@ from flashbuild import __version__, buildsystems, platforms
 from flashbuild.arch import parse_arch_spec
 from flashbuild.building import cmake
 from flashbuild.building.archcheck import expected_sass, ninja_arch_flags
+from flashbuild.building.backends import skbuild
 from flashbuild.building.backends.cmake import pybind11_dir
 from flashbuild.building.builddir import default_root
 from flashbuild.building.request import BuildRequest
@@ -650,8 +651,17 @@ def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
                    jit=treemodel.find_jit(copy, _python_files(copy)))
 
 
+def _configure_pyproject(request: BuildRequest, runner: StreamRunner, scratch: Path,
+                         timeout: float, *, bindings: bool) -> treemodel.TreeModel:
+    """The CMake File API, configured with what a scikit-build-core pyproject passes
+    (building/backends/skbuild.py)."""
+    return _configure(skbuild.introspection_request(request, scratch), runner, scratch,
+                      timeout, bindings=bindings)
+
+
 #: How each kind of introspection runs (`BuildSystem.introspection` says which a tree takes).
 _INTROSPECT: dict[IntrospectionKind, Callable[..., treemodel.TreeModel]] = {
     "cmake-configure": _configure,
     "setup-record": _record,
+    "pyproject-configure": _configure_pyproject,
 }

@@ -241,9 +241,11 @@ class Build:
     """The `[build]` table."""
 
     backend: BackendName = field(default="cmake", metadata={"choices": buildsystems.names})
-    """How the tree is built: `cmake` (a CMakeLists.txt, configured with Ninja) or
+    """How the tree is built: `cmake` (a CMakeLists.txt, configured with Ninja),
     `setuptools` (a setup.py using torch.utils.cpp_extension, built into a wheel with this
-    interpreter's pip and no build isolation); one per module of flashbuild/buildsystems/."""
+    interpreter's pip and no build isolation) or `skbuild` (a pyproject.toml built by
+    scikit-build-core, which drives CMake: built into a wheel the same way, with --arch and the
+    toolkit passed as its config settings); one per module of flashbuild/buildsystems/."""
     cmake_source: str = "."
     """Folder holding the top-level CMakeLists.txt, relative to the source tree."""
     targets: tuple[str, ...] = ()

@@ -48,6 +48,7 @@ from flashbuild.errors import PatchError, TreeError, UsageError
 from flashbuild.outputs import refuse_over_tree, write_no_follow
 from flashbuild.proc import ProcessRunner
 from flashbuild.recipes.load import parse_recipe
+from flashbuild.scanning import draft_skbuild
 from flashbuild.scanning.checks_cmake import _commands as cmake_commands
 from flashbuild.scanning.checks_cmake import _parser as cmake_parser
 from flashbuild.scanning.findings import ScanOptions, make_target
@@ -751,10 +752,13 @@ def draft_build(root: Path, d: Draft | None = None, setup: Any = None,
     by_kind: dict[str, list[str]] = defaultdict(list)
     for rel, kind in walk.files:
         by_kind[kind].append(rel)
-    if setup is not None:
+    # scikit-build-core: its pyproject names the CMakeLists and the build (draft_skbuild.py).
+    skb = draft_skbuild.settings_of(root)
+    if setup is not None and skb is None:
         _setuptools_build(root, setup, findings, by_kind["python"], b)
         return b
-    top = _top_cmakelists(root, by_kind["cmake"])
+    top = _top_cmakelists(root, by_kind["cmake"]) if skb is None else \
+        draft_skbuild.top_cmakelists(root, skb)
     if top is None:
         b.todos.append(_no_native_build(root, walk.files, by_kind))
     else:
@@ -784,6 +788,8 @@ def draft_build(root: Path, d: Draft | None = None, setup: Any = None,
                 "exclude-sources steps their `cmake_lists` param"))
     init_tree = _install(root, by_kind["python"], b)
     _exports(root, by_kind["cxx"], b, init_tree)
+    if skb is not None:
+        draft_skbuild.as_skbuild(b, skb)
     return b
 
 
@@ -1071,6 +1077,9 @@ def _render_build(b: BuildDraft) -> list[str]:
     def notes(table: str) -> None:
         out.extend(f"# {line}" for line in b.notes.get(table, ()))
 
+    if buildsystems.get(b.backend).configured_by_pyproject:
+        out += draft_skbuild.render_build(b, _toml)
+        return out + _render_install_verify(b)
     if buildsystems.get(b.backend).steered_by_environment:
         notes("build")
         out += ["[build]", f"backend = {_toml(b.backend)}", ""]
@@ -1091,6 +1100,15 @@ def _render_build(b: BuildDraft) -> list[str]:
     for a in b.artifacts:
         out += [f"# {a.where}", "[[artifact]]", f"name = {_toml(a.name)}",
                 f"kind = {_toml(a.kind)}", f"target = {_toml(a.target)}", ""]
+    return out + _render_install_verify(b)
+
+
+def _render_install_verify(b: BuildDraft) -> list[str]:
+    out: list[str] = []
+
+    def notes(table: str) -> None:
+        out.extend(f"# {line}" for line in b.notes.get(table, ()))
+
     if (b.package is not None and b.package_dir is not None) or b.top_level:
         notes("install")
         out.append("[install]")

@@ -161,7 +161,7 @@ def test_the_recipe_takes_the_names_the_registry_holds(tmp_path: Path) -> None:
     from flashbuild.recipes import schema
 
     enum = schema.generate()["$defs"]["Build"]["properties"]["backend"]["enum"]
-    assert enum == list(buildsystems.names()) == ["cmake", "setuptools"]
+    assert enum == list(buildsystems.names()) == ["cmake", "setuptools", "skbuild"]
     with pytest.raises(RecipeError) as err:
         parse_recipe('[recipe]\nname = "t"\n[build]\nbackend = "setuptool"\n', None)
     assert "must be one of 'cmake', 'setuptools'" in str(err.value)
@@ -223,6 +223,7 @@ class _Dummy:
     reads_torch_arch_list = True
     needs_torch_to_build = False
     runs_setup_py = False
+    configured_by_pyproject = False
 
     def detect(self, tree: Path) -> Detection:
         if (tree / "dummy.build").is_file():

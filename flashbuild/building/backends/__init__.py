@@ -9,6 +9,9 @@ it never knows which build system ran.
   CMAKE_CUDA_ARCHITECTURES and, through the recipe, as the project's own variables.
 - `setuptools` (backends/setuptools.py): a setup.py using torch.utils.cpp_extension, built into
   a wheel with this interpreter's pip and no build isolation.
+- `skbuild` (backends/skbuild.py): a pyproject.toml whose build backend is scikit-build-core,
+  built into a wheel the same way, with --arch, the toolkit and the launcher passed as its
+  config settings (its `[tool.scikit-build]` is read by source/skbuild_settings.py).
 
 Which backend builds which tree is the build systems' (flashbuild/buildsystems/): each names
 its Backend class here, `detect_backend(tree)` is the registry's decision, and `backend_for()`
