@@ -668,6 +668,10 @@ def ci_init(  # noqa: PLR0917 - Typer maps each option to a parameter
     unit_seconds: Annotated[float | None, typer.Option(
         "--unit-seconds", help="Core-seconds one compile unit takes per arch, from a build "
         "of this tree. Default: the slowest measured (docs/ci.md).")] = None,
+    linux_image: Annotated[str | None, typer.Option(
+        "--linux-image", help="Where the Linux legs build: manylinux_2_28 (default: the PyPA "
+        "image, wheels tagged manylinux_2_28) or none (the runner itself, wheels tagged "
+        "linux_x86_64).")] = None,
     json: JsonOpt = False,
 ) -> int:
     """Write a GitHub Actions workflow that builds the tree's wheels over a matrix of
@@ -684,7 +688,8 @@ def ci_init(  # noqa: PLR0917 - Typer maps each option to a parameter
     return run_ci_init(recipe=recipe, arch=arch, platform=platform, cuda=cuda, python=python,
                        runners=runner or [], source=source, output=output, force=force,
                        flashbuild_spec=flashbuild_spec, torch=torch, as_json=json,
-                       max_job_hours=max_job_hours, unit_seconds=unit_seconds)
+                       max_job_hours=max_job_hours, unit_seconds=unit_seconds,
+                       linux_image=linux_image)
 
 
 def main() -> None:
