@@ -65,14 +65,25 @@ ALIASES = {"manylinux2014": "manylinux_2_17"}
 
 
 #: The libraries every manylinux policy from manylinux_2_17 on lets a wheel need without
-#: bundling them (auditwheel's manylinux-policy.json, "lib_whitelist"), and the loader itself.
+#: bundling them (auditwheel 6.8.2's manylinux-policy.json, "lib_whitelist"), and the loader.
 SYSTEM_LIBRARIES = frozenset({
-    "libgcc_s.so.1", "libstdc++.so.6", "libm.so.6", "libdl.so.2", "librt.so.1", "libc.so.6",
-    "libnsl.so.1", "libutil.so.1", "libpthread.so.0", "libX11.so.6", "libXext.so.6",
-    "libXrender.so.1", "libICE.so.6", "libSM.so.6", "libGL.so.1", "libgobject-2.0.so.0",
-    "libgthread-2.0.so.0", "libglib-2.0.so.0", "libresolv.so.2", "libexpat.so.1", "libz.so.1",
-    "ld-linux-x86-64.so.2",
+    "libatomic.so.1", "libgcc_s.so.1", "libstdc++.so.6", "libm.so.6", "libanl.so.1",
+    "libdl.so.2", "librt.so.1", "libc.so.6", "libnsl.so.1", "libutil.so.1", "libpthread.so.0",
+    "libX11.so.6", "libXext.so.6", "libXrender.so.1", "libICE.so.6", "libSM.so.6", "libGL.so.1",
+    "libgobject-2.0.so.0", "libgthread-2.0.so.0", "libglib-2.0.so.0", "libresolv.so.2",
+    "libexpat.so.1", "libz.so.1", "ld-linux-x86-64.so.2",
 })
+#: Allowed from manylinux_2_28 on (the same file): glibc's vector math library.
+SYSTEM_LIBRARIES_2_28 = frozenset({"libmvec.so.1"})
+
+
+def system_libraries(policy: Policy) -> frozenset[str]:
+    """The libraries a wheel under `policy` may need from the system."""
+    if policy.limits["GLIBC"] >= _v("2.28"):
+        return SYSTEM_LIBRARIES | SYSTEM_LIBRARIES_2_28
+    return SYSTEM_LIBRARIES
+
+
 #: Libraries a wheel of a CUDA extension must never carry (fnmatch patterns on the soname):
 #: torch's own (`libc10*.so`, `libtorch*.so`, `libshm.so`: the torch the user installed
 #: provides them, and a second copy breaks its c10 registries), the driver (`libcuda.so.1`,

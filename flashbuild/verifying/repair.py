@@ -12,7 +12,7 @@ manylinux policy allows. So flashbuild only checks and retags:
 - every ELF binary's GLIBC_/GLIBCXX_/CXXABI_ versions fit the policy (`abi.violations`, the
   table verify uses); one newer is a refusal naming it;
 - every library a binary needs is in the wheel, a system library the policy allows
-  (`abi.SYSTEM_LIBRARIES`), one that must never be bundled (`abi.NEVER_BUNDLED`: torch, CUDA,
+  (`abi.system_libraries`), one that must never be bundled (`abi.NEVER_BUNDLED`: torch, CUDA,
   the driver) or one the caller excludes (`--exclude`); any other is a refusal naming it,
   never a silent bundle;
 - then the wheel is rewritten with the policy's platform tag in its file name and its
@@ -98,6 +98,7 @@ def repair_wheel(wheel: Path, *, policy: str, out_dir: Path,
     with archive, tempfile.TemporaryDirectory(prefix="flashbuild-repair-") as tmp:
         names = [i.filename for i in archive.infolist() if not i.is_dir()]
         inside = {PurePosixPath(n).name for n in names}
+        system = abi.system_libraries(rules)
         for index, name in enumerate(n for n in names if _is_library_name(n)):
             data = archive.read(name)
             if not data.startswith(_ELF_MAGIC):
@@ -108,7 +109,7 @@ def repair_wheel(wheel: Path, *, policy: str, out_dir: Path,
             path.write_bytes(data)
             too_new += abi.violations(path, rules)
             for soname in abi.needed_libraries(path):
-                if soname in inside or soname in abi.SYSTEM_LIBRARIES:
+                if soname in inside or soname in system:
                     continue
                 if any(fnmatch.fnmatchcase(soname, p) for p in (*abi.NEVER_BUNDLED, *exclude)):
                     left_out.add(soname)

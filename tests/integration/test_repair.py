@@ -117,3 +117,12 @@ def test_only_linux_platform_wheels(tmp_path: Path) -> None:
         repair_wheel(wheel, policy="manylinux_2_28", out_dir=tmp_path / "out")
     with pytest.raises(UsageError, match="unknown manylinux policy"):
         repair_wheel(wheel, policy="manylinux_9_99", out_dir=tmp_path / "out")
+
+
+def test_libmvec_is_a_system_library_from_manylinux_2_28_on(tmp_path: Path) -> None:
+    # auditwheel's policy file lists libmvec.so.1 for manylinux_2_28 and later only.
+    wheel = _wheel(tmp_path, _linked(tmp_path / "libs", ["libmvec.so.1"]))
+    with pytest.raises(VerifyError, match="bundles none"):
+        repair_wheel(wheel, policy="manylinux_2_17", out_dir=tmp_path / "out")
+    done = repair_wheel(wheel, policy="manylinux_2_28", out_dir=tmp_path / "out")
+    assert done.platform == "manylinux_2_28_x86_64" and done.left_out == ()
