@@ -391,6 +391,38 @@ def verify(
 
 @app.command(cls=_Command)
 @_edge
+def repair(
+    wheels: Annotated[list[Path], typer.Argument(
+        metavar="WHEEL...", help="Linux wheels to retag (`linux_x86_64`, as `flashbuild "
+        "build` writes them).", show_default=False)],
+    *,
+    policy: Annotated[str, typer.Option(
+        "--policy", help="manylinux policy to tag the wheels with: manylinux_2_17, "
+        "manylinux_2_28, manylinux_2_34.")] = "manylinux_2_28",
+    wheel_dir: Annotated[Path | None, typer.Option(
+        "--wheel-dir", "-w", help="Where to write the retagged wheels. Default: beside each "
+        "wheel.")] = None,
+    exclude: Annotated[list[str] | None, typer.Option(
+        "--exclude", help="A library (soname, wildcards allowed) a requirement of the wheel "
+        "provides, left outside it; repeatable.")] = None,
+    json: JsonOpt = False,
+) -> int:
+    """Tag Linux wheels with a manylinux policy, bundling nothing.
+
+    Only when every ELF binary's GLIBC_/GLIBCXX_/CXXABI_ versions fit the policy (verify's
+    table) and every library it needs is in the wheel, a system library the policy allows, or
+    one of torch, the CUDA runtime and libraries or the driver (never bundled), or --exclude;
+    then the file name, WHEEL's tags and RECORD are rewritten. Exit 8 naming each symbol
+    version or library that forbids it; 2 for a wheel that is not a Linux platform wheel."""
+    ui.configure(json_mode=json)
+    from flashbuild.verifying.command import run_repair
+
+    return run_repair(wheels=wheels, policy=policy, out_dir=wheel_dir, exclude=exclude or [],
+                      as_json=json)
+
+
+@app.command(cls=_Command)
+@_edge
 def patch(
     path: Annotated[Path | None, typer.Argument(
         help="The tree to patch. Without --recipe: the bundled recipe that matches the tree "
@@ -636,6 +668,10 @@ def ci_init(  # noqa: PLR0917 - Typer maps each option to a parameter
     unit_seconds: Annotated[float | None, typer.Option(
         "--unit-seconds", help="Core-seconds one compile unit takes per arch, from a build "
         "of this tree. Default: the slowest measured (docs/ci.md).")] = None,
+    linux_image: Annotated[str | None, typer.Option(
+        "--linux-image", help="Where the Linux legs build: manylinux_2_28 (default: the PyPA "
+        "image, wheels tagged manylinux_2_28) or none (the runner itself, wheels tagged "
+        "linux_x86_64).")] = None,
     json: JsonOpt = False,
 ) -> int:
     """Write a GitHub Actions workflow that builds the tree's wheels over a matrix of
@@ -652,7 +688,8 @@ def ci_init(  # noqa: PLR0917 - Typer maps each option to a parameter
     return run_ci_init(recipe=recipe, arch=arch, platform=platform, cuda=cuda, python=python,
                        runners=runner or [], source=source, output=output, force=force,
                        flashbuild_spec=flashbuild_spec, torch=torch, as_json=json,
-                       max_job_hours=max_job_hours, unit_seconds=unit_seconds)
+                       max_job_hours=max_job_hours, unit_seconds=unit_seconds,
+                       linux_image=linux_image)
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str
                 runners: Sequence[str], source: Path | None, output: Path | None,
                 force: bool, flashbuild_spec: str | None, torch: str | None,
                 as_json: bool, max_job_hours: float | None = None,
-                unit_seconds: float | None = None) -> int:
+                unit_seconds: float | None = None, linux_image: str | None = None) -> int:
     loaded = load_recipe(recipe)
     tree = (source if source is not None else _default_tree(loaded)).resolve()
     if not tree.is_dir():
@@ -46,6 +46,7 @@ def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str
     cudas = workflow.parse_versions(cuda, "cuda")
     pythons = workflow.parse_versions(python, "python")
     chosen_runners = workflow.parse_runners(runners, platforms)
+    image = workflow.parse_linux_image(linux_image or workflow.DEFAULT_LINUX_IMAGE)
     budget_s, per_unit = check_estimate_options(max_job_hours, unit_seconds)
 
     workflow.require_install(loaded)
@@ -61,12 +62,13 @@ def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str
     extra = [*(["--torch", torch] if torch else []),
              *(["--flashbuild-spec", flashbuild_spec] if flashbuild_spec else []),
              *(["--max-job-hours", f"{max_job_hours:g}"] if max_job_hours is not None else []),
-             *(["--unit-seconds", f"{unit_seconds:g}"] if unit_seconds is not None else [])]
+             *(["--unit-seconds", f"{unit_seconds:g}"] if unit_seconds is not None else []),
+             *(["--linux-image", linux_image] if linux_image else [])]
     plan = workflow.plan_workflow(
         recipe=loaded, recipe_ref=ref, arch=arch, platforms=platforms, cudas=cudas,
         pythons=pythons, runners=chosen_runners, flashbuild_spec=flashbuild_spec or "",
         torch=torch, units=units, unit_seconds=per_unit, budget_s=budget_s,
-        cache_key_path=key,
+        cache_key_path=key, linux_image=image,
         command=workflow.command_line(recipe=ref, arch=arch, platforms=platforms, cudas=cudas,
                                       pythons=pythons, runners=chosen_runners, extra=extra))
     if not flashbuild_spec:  # looked up after the matrix checks, so those speak first
@@ -79,7 +81,8 @@ def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str
                       "arch": plan.arch_value, "artifacts": plan.artifacts(),
                       "matrix": [{"platform": e.platform, "runner": e.runner, "cuda": e.cuda,
                                   "python": e.python, "toolkit": e.toolkit,
-                                  "arch": e.arch_value,
+                                  "arch": e.arch_value, "image": e.image,
+                                  "policy": e.policy,
                                   "estimate_seconds": round(e.estimate_s)}
                                  for e in plan.entries],
                       "estimate": _estimate_json(plan)})
@@ -89,6 +92,14 @@ def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str
                  MATRIX_COLUMNS, matrix_rows(plan))
         for line in estimate_lines(plan):
             ui.say_wrapped(line)
+        if "linux" in platforms:
+            ui.say_wrapped(
+                f"linux: built in the PyPA {image.name} image (release {image.release}, "
+                f"pinned by digest), the wheel tagged {image.policy} by `flashbuild repair` "
+                "(torch, CUDA and the driver never bundled)"
+                if image is not None else
+                "linux: built on the runner itself (--linux-image none): wheels tagged "
+                "linux_x86_64, which PyPI refuses, needing the runner's glibc")
         if len(cudas) > 1 or len(plan.arch_groups) > 1:
             ui.say_wrapped("a setup.py tree's wheel gets a local version of its archs, CUDA "
                            "and torch (e.g. +sm90a.cu130torch2.13) unless the tree sets one; a "

@@ -95,6 +95,47 @@ INSTALLER_FIRST_CUDA: dict[str, str] = {"ubuntu-24.04": "12.5", "ubuntu-latest":
 
 
 @dataclass(frozen=True, kw_only=True)
+class LinuxImage:
+    """A container image the Linux legs build in."""
+
+    name: str
+    """What `--linux-image` calls it: the manylinux policy it builds for."""
+    reference: str
+    """The image as the job's `container.image` names it, pinned."""
+    gcc: int
+    """The GCC major the image compiles with (a CUDA whose nvcc rejects it cannot build)."""
+
+    @property
+    def policy(self) -> str:
+        """The manylinux policy the legs' wheels are tagged with (`flashbuild repair`)."""
+        return self.name
+
+    @property
+    def release(self) -> str:
+        """The image's tag (`2026.08.15-1`)."""
+        return self.reference.split("@", 1)[0].rsplit(":", 1)[-1]
+
+
+#: The PyPA manylinux images (pypa/manylinux README: manylinux_2_28 is AlmaLinux 8, glibc
+#: 2.28, "Toolchain: GCC 14"; CPython 3.9-3.14 in /opt/python/<python tag>-<abi tag>; git,
+#: curl, auditwheel, patchelf and cmake included). Pinned by tag AND digest: the digest makes
+#: every run of a workflow use the very same compiler, glibc and Pythons (the tag moves
+#: never, `latest` daily), the tag says which release it is; the pair is the one cibuildwheel
+#: pins (pypa/cibuildwheel, cibuildwheel/resources/pinned_docker_images.cfg, 2026-08-18).
+#: Nothing here can pull from quay.io: the digest was not checked on this machine.
+LINUX_IMAGES: dict[str, LinuxImage] = {
+    "manylinux_2_28": LinuxImage(
+        name="manylinux_2_28", gcc=14,
+        reference="quay.io/pypa/manylinux_2_28_x86_64:2026.08.15-1@sha256:"
+        "0c87ccb5996dab6c3b7612ee4fda7b80c4ab3c44a86c2541e4a872afdf4f131b"),
+}
+DEFAULT_LINUX_IMAGE = "manylinux_2_28"
+#: `--linux-image none`: the Linux legs run on the runner itself (wheels tagged linux_x86_64,
+#: linked against the runner's glibc).
+NO_IMAGE = "none"
+
+
+@dataclass(frozen=True, kw_only=True)
 class MatrixEntry:
     """One job of the matrix: a wheel for these coordinates."""
 
@@ -119,6 +160,10 @@ class MatrixEntry:
     would not fit the job budget (`estimate.split_archs`)."""
     estimate_s: float = 0.0
     """The estimated compile time of the job on its runner (`estimate.job_seconds`)."""
+    image: str = ""
+    """The container image the job's steps run in ("" = on the runner itself)."""
+    policy: str = ""
+    """The manylinux policy its wheel is tagged with after the build ("" = left as built)."""
 
     @property
     def arch_value(self) -> str:
@@ -140,7 +185,7 @@ class MatrixEntry:
                   "python": self.python, "toolkit": self.toolkit,
                   "cuda-version": self.cuda_version, "cuda-extras": self.cuda_extras,
                   "torch-index": self.torch_index, "arch": self.arch_value,
-                  "arch-label": self.arch_label}
+                  "arch-label": self.arch_label, "image": self.image, "policy": self.policy}
         return "{" + ", ".join(f"{k}: {_scalar(v)}" for k, v in fields.items()) + "}"
 
 
@@ -377,6 +422,33 @@ def check_runner_cuda(platform: PlatformName, runner: str, cuda: str,
             fix=f"use CUDA {first} or later, or `--runner linux=ubuntu-22.04`")
 
 
+def parse_linux_image(text: str) -> LinuxImage | None:
+    """`--linux-image manylinux_2_28` (the default) or `none` (the runner itself)."""
+    name = text.strip().lower()
+    if name == NO_IMAGE:
+        return None
+    if name not in LINUX_IMAGES:
+        raise UsageError(f"`--linux-image {text}` is not an image flashbuild ci knows",
+                         evidence=f"known: {', '.join([*LINUX_IMAGES, NO_IMAGE])}",
+                         fix=f"use {DEFAULT_LINUX_IMAGE} (wheels PyPI accepts) or {NO_IMAGE} "
+                         "(build on the runner, wheels tagged linux_x86_64)")
+    return LINUX_IMAGES[name]
+
+
+def check_image_cuda(image: LinuxImage, cuda: str) -> None:
+    """A CUDA whose nvcc rejects the image's GCC cannot build there (host_config.h's
+    `__GNUC__ > G` test, toolchain_facts.HOST_COMPILERS)."""
+    release = Version(cuda)
+    row = HOST_COMPILERS.get((release.major, release.minor)) or INSTALLER_HOST_MSC.get(cuda)
+    if row is not None and image.gcc > row.gcc_max:
+        raise UsageError(
+            f"CUDA {cuda} cannot build in the {image.name} image",
+            evidence=f"the image compiles with GCC {image.gcc}; CUDA {cuda}'s nvcc accepts "
+            f"GCC {row.gcc_max} at most",
+            fix=f"use CUDA 12.8 or later on Linux, or `--linux-image {NO_IMAGE}` to build on "
+            "the runner (wheels tagged linux_x86_64, which PyPI refuses)")
+
+
 def check_value(what: str, value: str) -> str:
     """A value the workflow carries in a comment or a YAML string: a newline would end the
     comment (and inject YAML), and `${{` would be evaluated as an expression on the runner."""
@@ -480,11 +552,14 @@ def plan_workflow(*, recipe: Recipe, recipe_ref: str, arch: str,
                   pythons: Sequence[str], runners: Mapping[PlatformName, str],
                   flashbuild_spec: str, torch: str | None, cache_key_path: str,
                   command: str, units: Units | None = None, unit_seconds: float = 0.0,
-                  budget_s: float = 0.0) -> CiPlan:
+                  budget_s: float = 0.0,
+                  linux_image: LinuxImage | None = LINUX_IMAGES[DEFAULT_LINUX_IMAGE]
+                  ) -> CiPlan:
     """Check the matrix and return what the template is rendered with. With `units` (the
     tree's compile units), each job's compile time is estimated at `unit_seconds` per unit
     and arch, a job over `budget_s` is split by arch group, and an abi3 wheel is built once
-    for every Python."""
+    for every Python. Linux jobs build in `linux_image` (None: on the runner itself) and tag
+    their wheel with its policy."""
     package = require_install(recipe)
     check_package(package)
     for what, value in (("--torch", torch or ""), ("--flashbuild-spec", flashbuild_spec),
@@ -514,6 +589,9 @@ def plan_workflow(*, recipe: Recipe, recipe_ref: str, arch: str,
         for cuda in cudas:
             source, version, extras = toolkit_for(cuda, platform)
             check_runner_cuda(platform, runners[platform], cuda, source)
+            image = linux_image if platform == "linux" else None
+            if image is not None:
+                check_image_cuda(image, cuda)
             index = torch_index_for(cuda) if needs_torch else ""
             seconds = {g: job_seconds(units, len(g.targets), unit_seconds=unit_seconds,
                                       vcpus=RUNNER_VCPUS) if units is not None else 0.0
@@ -522,7 +600,9 @@ def plan_workflow(*, recipe: Recipe, recipe_ref: str, arch: str,
                 MatrixEntry(platform=platform, runner=runners[platform], cuda=cuda,
                             python=python, toolkit=source, cuda_version=version,
                             cuda_extras=extras, torch_index=index, arch=group,
-                            estimate_s=seconds[group])
+                            estimate_s=seconds[group],
+                            image=image.reference if image is not None else "",
+                            policy=image.policy if image is not None else "")
                 for python in wheel_pythons for group in groups)
     check_matrix_size(len(entries), len(platforms), len(cudas), len(wheel_pythons),
                       len(groups))

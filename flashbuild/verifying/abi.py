@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 import pefile
 from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection
 from elftools.elf.hash import ELFHashSection, GNUHashSection
@@ -63,6 +64,39 @@ POLICIES: dict[str, Policy] = {
 ALIASES = {"manylinux2014": "manylinux_2_17"}
 
 
+#: The libraries every manylinux policy from manylinux_2_17 on lets a wheel need without
+#: bundling them (auditwheel 6.8.2's manylinux-policy.json, "lib_whitelist"), and the loader.
+SYSTEM_LIBRARIES = frozenset({
+    "libatomic.so.1", "libgcc_s.so.1", "libstdc++.so.6", "libm.so.6", "libanl.so.1",
+    "libdl.so.2", "librt.so.1", "libc.so.6", "libnsl.so.1", "libutil.so.1", "libpthread.so.0",
+    "libX11.so.6", "libXext.so.6", "libXrender.so.1", "libICE.so.6", "libSM.so.6", "libGL.so.1",
+    "libgobject-2.0.so.0", "libgthread-2.0.so.0", "libglib-2.0.so.0", "libresolv.so.2",
+    "libexpat.so.1", "libz.so.1", "ld-linux-x86-64.so.2",
+})
+#: Allowed from manylinux_2_28 on (the same file): glibc's vector math library.
+SYSTEM_LIBRARIES_2_28 = frozenset({"libmvec.so.1"})
+
+
+def system_libraries(policy: Policy) -> frozenset[str]:
+    """The libraries a wheel under `policy` may need from the system."""
+    if policy.limits["GLIBC"] >= _v("2.28"):
+        return SYSTEM_LIBRARIES | SYSTEM_LIBRARIES_2_28
+    return SYSTEM_LIBRARIES
+
+
+#: Libraries a wheel of a CUDA extension must never carry (fnmatch patterns on the soname):
+#: torch's own (`libc10*.so`, `libtorch*.so`, `libshm.so`: the torch the user installed
+#: provides them, and a second copy breaks its c10 registries), the driver (`libcuda.so.1`,
+#: `libnvidia-*`: it comes with the GPU driver and must match the kernel module), and the CUDA
+#: runtime and libraries (`libcudart`, `libcublas*`, `libnvrtc*`, `libnvJitLink*`, ...: torch's
+#: Linux wheel depends on the nvidia-* wheels that hold them, and a bundled copy would shadow
+#: the one torch loaded).
+#: `libcu*` covers libcuda, libcudart, libcublas, libcusparse, libcusolver, libcurand, libcufft,
+#: libcupti and libcudnn; `libnv*` libnvrtc, libnvJitLink, libnvToolsExt and libnvidia-*.
+NEVER_BUNDLED = ("libc10*.so*", "libtorch*.so*", "libshm.so*", "libcu*.so*", "libnv*.so*",
+                 "libnccl*.so*")
+
+
 def policy_named(name: str) -> Policy:
     """The policy for a `--policy` value or a wheel platform tag
     (`manylinux_2_28_x86_64` names manylinux_2_28)."""
@@ -107,6 +141,28 @@ def needed_versions(path: Path) -> list[Needed]:
         raise VerifyError(f"cannot read the symbol versions of {path.name}",
                        evidence=str(exc),
                        fix="check that the file is a complete ELF shared object") from exc
+
+
+def policy_for_glibc(glibc: str) -> Policy | None:
+    """The newest known policy a machine with this glibc (`2.36`) satisfies: what a wheel
+    built there can at best claim (PEP 600: `manylinux_2_X` needs glibc 2.X or newer)."""
+    fits = [p for p in POLICIES.values() if p.limits["GLIBC"] <= _v(glibc)]
+    return max(fits, key=lambda p: p.limits["GLIBC"]) if fits else None
+
+
+def needed_libraries(path: Path) -> list[str]:
+    """The sonames a binary's dynamic section names (`DT_NEEDED`), in order."""
+    try:
+        with path.open("rb") as stream:
+            section = ELFFile(stream).get_section_by_name(".dynamic")
+            if not isinstance(section, DynamicSection):
+                return []
+            # pyelftools sets `.needed` on DT_NEEDED tags only (not in its stubs' type).
+            return [str(getattr(tag, "needed", "")) for tag in section.iter_tags("DT_NEEDED")]
+    except (ELFError, OSError, ValueError) as exc:
+        raise VerifyError(f"cannot read the libraries {path.name} needs",
+                          evidence=str(exc),
+                          fix="check that the file is a complete ELF shared object") from exc
 
 
 def violations(path: Path, policy: Policy) -> list[str]:

@@ -48,3 +48,23 @@ def run_verify(*, path: Path | None, package: str | None, arch: str | None, as_j
     else:
         render(report, ui.human)
     return 0 if report.ok else VerifyError.exit_code
+
+
+def run_repair(*, wheels: list[Path], policy: str, out_dir: Path | None,
+               exclude: list[str], as_json: bool) -> int:
+    """Retag each wheel for `policy` (flashbuild.verifying.repair), print where it went."""
+    from flashbuild.verifying.repair import repair_wheel  # noqa: PLC0415  # start-up
+
+    done = [repair_wheel(w, policy=policy, out_dir=out_dir or w.parent, exclude=exclude)
+            for w in wheels]
+    if as_json:
+        ui.emit_json({"ok": True, "wheels": [
+            {"source": str(r.source), "wheel": str(r.wheel), "platform": r.platform,
+             "left_out": list(r.left_out)} for r in done]})
+        return 0
+    for r in done:
+        ui.say(f"{r.source.name} -> {r.wheel}")
+        if r.left_out:
+            ui.say_wrapped(f"  not bundled (torch, CUDA, the driver or --exclude provide "
+                           f"them): {', '.join(r.left_out)}")
+    return 0

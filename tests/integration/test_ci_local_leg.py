@@ -5,9 +5,13 @@ matched artifact extracted flat into `wheels/`, several into `wheels/NAME/`).
 
 The actions' effects are stood in by local equivalents: checkout = a copy of a tiny tree,
 setup-python = this interpreter (a fresh venv over this environment's packages for the real
-build), `gh` = a recorder. Network installs (flashbuild from its git URL, torch, the PyPI
-toolkit) are recorded, not run: what they install is here already. One test builds, installs
-and verifies a one-kernel CMake tree for real (~25 s); the others stub `flashbuild` to check
+build), `gh` = a recorder. The Linux legs run in the manylinux_2_28 image on a runner; no
+container runtime can pull it here (no daemon, quay.io unreachable), so its steps run on this
+host with the image's /opt/python stood in by a folder, and the wheel is repaired and verified
+under the policy this host's glibc allows (manylinux_2_34 on glibc 2.36), not 2_28. Network
+installs (flashbuild from its git URL, torch, the PyPI toolkit) are recorded, not run: what
+they install is here already. One test builds, repairs, installs and verifies a one-kernel
+CMake tree for real (~40 s); the others stub `flashbuild` to check
 the order and expansions of a torch-extension leg in a second. actionlint runs on every
 generated workflow (skipped, with the reason, where the binary is absent)."""
 
@@ -104,7 +108,9 @@ def holds(condition: str, entry: dict[str, str]) -> bool:
         return True
     facts = {"runner.os == 'Linux'": True, "runner.os == 'Windows'": False,
              "matrix.toolkit == 'pypi'": entry["toolkit"] == "pypi",
-             "matrix.toolkit == 'installer'": entry["toolkit"] == "installer"}
+             "matrix.toolkit == 'installer'": entry["toolkit"] == "installer",
+             "matrix.image == ''": not entry["image"], "matrix.image != ''": bool(entry["image"]),
+             "matrix.policy != ''": bool(entry["policy"])}
     return all(facts[part.strip()] for part in condition.split("&&"))
 
 
@@ -129,12 +135,14 @@ fi
 exec "$REAL_PYTHON" "$@"
 """
 STUB_FLASHBUILD = """#!/bin/bash
-# The toolchain stub: records the command; `build` leaves the wheel a build would leave.
+# The toolchain stub: records the command; `build` and `repair` leave the wheels they would.
 printf 'flashbuild %s\\n' "$*" >> "$LEG_LOG"
 for a in "$@"; do
   if [ "$a" = build ]; then
     mkdir -p build/flashbuild-ci/dist
     : > build/flashbuild-ci/dist/tiny-0.1-cp312-cp312-linux_x86_64.whl
+  elif [ "$a" = repair ]; then
+    : > build/flashbuild-ci/wheelhouse/tiny-0.1-cp312-cp312-manylinux_2_28_x86_64.whl
   fi
 done
 """
@@ -151,6 +159,41 @@ def _stubs(folder: Path) -> Path:
         (folder / name).write_text(text, encoding="utf-8")
         (folder / name).chmod(0o755)
     return folder
+
+
+def _image_root(tmp_path: Path, python: str, stub: str) -> Path:
+    """The manylinux image's /opt/python as far as the leg uses it: the entry's CPython at
+    /opt/python/cpXY-cpXY/bin (here a stub in front of a local interpreter)."""
+    tag = "cp" + python.replace(".", "")
+    bin_dir = tmp_path / "image" / "opt" / "python" / f"{tag}-{tag}" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python").write_text(stub, encoding="utf-8")
+    (bin_dir / "python").chmod(0o755)
+    return tmp_path / "image" / "opt" / "python"
+
+
+def _run_leg(text: str, entry: dict[str, str], work: Path, env: dict[str, str],
+             image_root: Path) -> list[str]:
+    """The wheel job's `run:` steps for `entry`, in order, as a runner runs them: expressions
+    expanded, `if:` judged, GITHUB_PATH's folders put first on PATH for the later steps. In
+    the image, /opt/python is `image_root` (no container runtime here: the steps run on this
+    host, see docs/ci.md)."""
+    values = {**workflow_env(text, entry), **entry}
+    env = dict(env)
+    github_path = Path(env["GITHUB_PATH"])
+    ran = []
+    for step in job_steps(text, "wheel"):
+        if step.uses or not step.run or not holds(step.condition, entry):
+            continue
+        script = expand(step.run, values).replace("/opt/python", str(image_root))
+        done = _bash(script, work, env)
+        assert done.returncode == 0, (step.name, done.stdout[-3000:], done.stderr[-3000:])
+        ran.append(step.name)
+        if github_path.exists():
+            added = github_path.read_text(encoding="utf-8").split()
+            env["PATH"] = os.pathsep.join([*reversed(added), env["PATH"]])
+            github_path.unlink()
+    return ran
 
 
 def _bash(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -179,19 +222,16 @@ def test_the_linux_leg_runs_its_steps_in_order(tmp_path: Path) -> None:
         encoding="utf-8")
     (fake / "RECORD").write_text("", encoding="utf-8")
     log = tmp_path / "leg.log"
-    values = {**workflow_env(text, entry), **entry}
     env = {**os.environ, **workflow_env(text, entry),
-           "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}",
+           "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path),
            "REAL_PYTHON": sys.executable, "LEG_LOG": str(log), "PYTHONPATH": str(fake.parent),
            "GITHUB_OUTPUT": str(tmp_path / "out"), "GITHUB_ENV": str(tmp_path / "env"),
-           "GITHUB_WORKSPACE": str(work)}
-    ran = []
-    for step in job_steps(text, "wheel"):
-        if step.uses or not step.run or not holds(step.condition, entry):
-            continue
-        done = _bash(expand(step.run, values), work, env)
-        assert done.returncode == 0, (step.name, done.stdout, done.stderr)
-        ran.append(step.name)
+           "GITHUB_PATH": str(tmp_path / "path"), "GITHUB_WORKSPACE": str(work)}
+    assert entry["image"].startswith("quay.io/pypa/manylinux_2_28_x86_64:")
+    assert "@sha256:" in entry["image"] and entry["policy"] == "manylinux_2_28"
+    ran = _run_leg(text, entry, work, env, _image_root(tmp_path, entry["python"], STUB_PYTHON))
+    # In the image: its Python, not setup-python's (a `uses:` step skipped by its `if:`).
+    assert ran[0] == "Python ${{ matrix.python }} from the image"
     assert "dir=" in (tmp_path / "out").read_text(encoding="utf-8")
     lines = log.read_text(encoding="utf-8").splitlines()
     # torch before the toolkit, and the toolkit at torch's pin, not the matrix's 13.0.*.
@@ -201,10 +241,41 @@ def test_the_linux_leg_runs_its_steps_in_order(tmp_path: Path) -> None:
     assert lines[3] == "flashbuild doctor --arch sm_120"
     assert lines[4].startswith("flashbuild -v build --recipe tiny.toml --source . --arch "
                                "sm_120 --launcher sccache --build-dir build/flashbuild-ci")
-    assert lines[5] == ("pip install "
-                        "build/flashbuild-ci/dist/tiny-0.1-cp312-cp312-linux_x86_64.whl")
-    assert lines[6] == "flashbuild verify --package tiny --arch sm_120 --no-gpu"
-    assert len(lines) == 7, lines
+    assert lines[5] == ("flashbuild repair build/flashbuild-ci/dist/tiny-0.1-cp312-cp312-"
+                        "linux_x86_64.whl --policy manylinux_2_28 --wheel-dir "
+                        "build/flashbuild-ci/wheelhouse")
+    wheel = "build/flashbuild-ci/wheelhouse/tiny-0.1-cp312-cp312-manylinux_2_28_x86_64.whl"
+    assert lines[6] == f"pip install {wheel}"
+    assert lines[7] == "flashbuild verify --package tiny --arch sm_120 --no-gpu"
+    assert lines[8] == f"flashbuild verify {wheel} --policy manylinux_2_28 --arch sm_120 --no-gpu"
+    assert len(lines) == 9, lines
+
+
+@needs_bash
+def test_a_linux_leg_on_the_runner_itself_keeps_its_wheel_as_built(tmp_path: Path) -> None:
+    # `--linux-image none`: no container, setup-python's Python (a `uses:` step), no repair
+    # and no policy check; the wheel stays linux_x86_64.
+    text = _init(_tree(tmp_path), platform="linux", cuda="13.0", python="3.12", arch="120",
+                 linux_image="none").read_text(encoding="utf-8")
+    (entry,) = matrix(text)
+    assert (entry["image"], entry["policy"]) == ("", "")
+    work = tmp_path / "checkout"
+    shutil.copytree(tmp_path / "tiny-tree", work)
+    log = tmp_path / "leg.log"
+    env = {**os.environ, **workflow_env(text, entry), "HOME": str(tmp_path),
+           "PATH": f"{_stubs(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}",
+           "REAL_PYTHON": sys.executable, "LEG_LOG": str(log),
+           "GITHUB_OUTPUT": str(tmp_path / "out"), "GITHUB_ENV": str(tmp_path / "env"),
+           "GITHUB_PATH": str(tmp_path / "path"), "GITHUB_WORKSPACE": str(work)}
+    ran = _run_leg(text, entry, work, env, tmp_path / "no-image")
+    assert "Python ${{ matrix.python }} from the image" not in ran
+    lines = log.read_text(encoding="utf-8").splitlines()
+    assert not any(line.startswith("flashbuild repair") for line in lines)
+    assert ("pip install build/flashbuild-ci/wheelhouse/tiny-0.1-cp312-cp312-linux_x86_64.whl"
+            in lines)
+    assert lines[-1] == "flashbuild verify --package tiny --arch sm_120 --no-gpu"
+    (uses_python,) = [s for s in job_steps(text, "wheel") if "setup-python" in s.uses]
+    assert uses_python.condition == "matrix.image == ''"
 
 
 def _release(tmp_path: Path, layout: dict[str, list[str]], *, exists: bool = False
@@ -274,6 +345,7 @@ def _actionlint_or_skip() -> str:
     {"platform": "linux", "cuda": "13.0", "python": "3.12"},
     {"platform": "windows", "cuda": "12.9,13.0", "python": "3.11,3.14"},
     {"platform": "linux,windows", "cuda": "12.8,13.2", "python": "3.13", "torch": "2.9.1"},
+    {"platform": "linux", "cuda": "12.9,13.0", "python": "3.12", "linux_image": "none"},
     # Split by arch: one unit at 10,000 s an arch fits one arch per 5-hour job.
     {"platform": "linux,windows", "cuda": "13.0", "python": "3.12", "arch": "80;90a;120",
      "unit_seconds": 10000.0},
@@ -326,9 +398,11 @@ def test_the_linux_leg_builds_installs_and_verifies_a_wheel(tmp_path: Path) -> N
     # The whole leg for real on a one-kernel CMake tree (about 20 s on 2 shared cores):
     # doctor, build with the PyPI toolkit of this environment, the wheel installed into a
     # fresh venv, verify of the installed package.
+    import platform
     import sysconfig
 
     from flashbuild.ci.command import run_ci_init
+    from flashbuild.verifying.abi import policy_for_glibc
 
     if not any((Path(p) / "nvidia").is_dir() for p in sys.path if p):
         pytest.skip("no CUDA toolkit from PyPI in this environment (the `cuda` extra)")
@@ -354,23 +428,36 @@ def test_the_linux_leg_builds_installs_and_verifies_a_wheel(tmp_path: Path) -> N
                                       encoding="utf-8")
     log = tmp_path / "leg.log"
     root = str(Path(__file__).resolve().parents[2])
+    # The image's policy is manylinux_2_28; a wheel linked on this host (glibc 2.36) can claim
+    # at most the policy this glibc allows (FACTS.md, "Containment on this machine").
+    host = policy_for_glibc(platform.libc_ver()[1])
+    if host is None:
+        pytest.skip(f"this host's glibc {platform.libc_ver()[1]} is older than every policy")
+    assert entry["policy"] == "manylinux_2_28"
+    entry = {**entry, "policy": host.name}
     env = {**os.environ, **workflow_env(text, entry),
            "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}", "LEG_LOG": str(log),
            "REAL_PYTHON": str(venv / "bin" / "python"), "PYTHONPATH": root,
-           "GITHUB_OUTPUT": str(tmp_path / "out"), "GITHUB_ENV": str(tmp_path / "env"),
+           "HOME": str(tmp_path), "GITHUB_OUTPUT": str(tmp_path / "out"),
+           "GITHUB_ENV": str(tmp_path / "env"), "GITHUB_PATH": str(tmp_path / "path"),
            "GITHUB_WORKSPACE": str(work)}
-    values = {**workflow_env(text, entry), **entry}
-    ran = []
-    for step in job_steps(text, "wheel"):
-        if step.uses or not step.run or not holds(step.condition, entry):
-            continue
-        done = _bash(expand(step.run, values), work, env)
-        assert done.returncode == 0, (step.name, done.stdout[-3000:], done.stderr[-3000:])
-        ran.append(step.name)
-    assert "flashbuild verify" in ran and "flashbuild build" in ran
-    (wheel,) = (work / "build" / "flashbuild-ci" / "dist").glob("*.whl")
-    assert wheel.name.startswith("tinyk-1+sm120.cu130-")  # distinct per arch and CUDA
+    ran = _run_leg(text, entry, work, env,
+                   _image_root(tmp_path, entry["python"], STUB_PYTHON_REAL))
+    assert "flashbuild build" in ran and "Repair the wheel (manylinux tag)" in ran
+    assert "flashbuild verify" in ran and "flashbuild verify (the wheel, ${{ matrix.policy }})" \
+        in ran
+    (built,) = (work / "build" / "flashbuild-ci" / "dist").glob("*.whl")
+    assert built.name.startswith("tinyk-1+sm120.cu130-") and built.name.endswith(
+        "-linux_x86_64.whl")  # distinct per arch and CUDA
+    (wheel,) = (work / "build" / "flashbuild-ci" / "wheelhouse").glob("*.whl")
+    assert wheel.name == built.name.replace("linux_x86_64", f"{host.name}_x86_64")
     assert (purelib / "tinyk" / "libtinyk_cuda.so").is_file()
+    # The image's own policy is refused for this host-linked wheel, naming the version.
+    (repair,) = [s for s in job_steps(text, "wheel") if s.name.startswith("Repair")]
+    refused = _bash(expand(repair.run, {**workflow_env(text, entry), **entry}), work,
+                    {**env, "FLASHBUILD_POLICY": "manylinux_2_28"})
+    assert refused.returncode == 8, refused.stdout + refused.stderr
+    assert "manylinux_2_28 allows at most GLIBC_2.28" in refused.stdout + refused.stderr
     # And the release step over this leg's artifact, laid out as download-artifact v7 does.
     (step,) = [s for s in job_steps(text, "release") if s.name.startswith("Attach")]
     release = tmp_path / "release"
