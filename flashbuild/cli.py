@@ -394,7 +394,7 @@ def verify(
 def repair(
     wheels: Annotated[list[Path], typer.Argument(
         metavar="WHEEL...", help="Linux wheels to retag (`linux_x86_64`, as `flashbuild "
-        "build` writes them).", show_default=False)],
+        "build` writes them); Windows wheels (`win_amd64`) to check.", show_default=False)],
     *,
     policy: Annotated[str, typer.Option(
         "--policy", help="manylinux policy to tag the wheels with: manylinux_2_17, "
@@ -412,8 +412,10 @@ def repair(
     Only when every ELF binary's GLIBC_/GLIBCXX_/CXXABI_ versions fit the policy (verify's
     table) and every library it needs is in the wheel, a system library the policy allows, or
     one of torch, the CUDA runtime and libraries or the driver (never bundled), or --exclude;
-    then the file name, WHEEL's tags and RECORD are rewritten. Exit 8 naming each symbol
-    version or library that forbids it; 2 for a wheel that is not a Linux platform wheel."""
+    then the file name, WHEEL's tags and RECORD are rewritten. A Windows wheel is checked by
+    the same rule for the DLLs its .pyd files import (torch's, CUDA's and nvcuda.dll are
+    never bundled) and copied unchanged. Exit 8 naming each symbol version or library that
+    forbids it; 2 for a wheel that is neither a Linux nor a Windows platform wheel."""
     ui.configure(json_mode=json)
     from flashbuild.verifying.command import run_repair
 

@@ -347,6 +347,33 @@ MSVC_DEBUG = frozenset({"vcruntime140d.dll", "vcruntime140_1d.dll", "msvcp140d.d
 _VERSIONED_PYTHON = re.compile(r"^python3\d+\.dll$")
 
 
+#: DLLs every Windows install has (the OS's own; `api-ms-win-*` / `ext-ms-*` API sets are
+#: matched by prefix): what the never-bundle check lets a .pyd import without a provider.
+WINDOWS_SYSTEM_DLLS = frozenset({
+    "kernel32.dll", "kernelbase.dll", "ntdll.dll", "user32.dll", "gdi32.dll", "advapi32.dll",
+    "shell32.dll", "shlwapi.dll", "ole32.dll", "oleaut32.dll", "ws2_32.dll", "bcrypt.dll",
+    "crypt32.dll", "secur32.dll", "dbghelp.dll", "psapi.dll", "version.dll", "winmm.dll",
+    "setupapi.dll", "cfgmgr32.dll", "iphlpapi.dll", "rpcrt4.dll", "comdlg32.dll",
+    "msvcrt.dll", "ucrtbase.dll", "dxgi.dll", "d3d11.dll", "d3d12.dll", "opengl32.dll"})
+_WINDOWS_API_SET = ("api-ms-win-", "ext-ms-")
+#: What a CUDA extension's .pyd imports that its users' torch (torch/lib), the CUDA wheels or
+#: the driver provide: never bundled (the same rule as NEVER_BUNDLED on Linux; delvewheel
+#: would need each as an --exclude). Wildcards as fnmatch takes them, lower case.
+NEVER_BUNDLED_DLLS = ("c10*.dll", "torch*.dll", "shm.dll", "fbgemm.dll", "asmjit.dll",
+                      "libiomp5md.dll", "uv.dll", "cudart64_*.dll", "cublas*.dll",
+                      "cufft*.dll", "curand64_*.dll", "cusolver*.dll", "cusparse64_*.dll",
+                      "nvrtc*.dll", "nvjitlink*.dll", "nvtoolsext*.dll", "cudnn*.dll",
+                      "nvcuda.dll", "nccl*.dll")
+
+
+def windows_provided(dll: str) -> bool:
+    """Whether every Windows machine, Python or the Python runtime the wheel needs anyway
+    provides `dll` (lower case): the OS, its API sets, python3*.dll, the VC++ runtime."""
+    return (dll in WINDOWS_SYSTEM_DLLS or dll.startswith(_WINDOWS_API_SET)
+            or dll == "python3.dll" or bool(_VERSIONED_PYTHON.match(dll))
+            or dll in MSVC_RUNTIME)
+
+
 def pe_imports(path: Path) -> list[str]:
     """The DLLs a PE file imports (lower case, in table order), read with pefile."""
     try:

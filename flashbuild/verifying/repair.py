@@ -17,12 +17,20 @@ manylinux policy allows. So flashbuild only checks and retags:
   never a silent bundle;
 - then the wheel is rewritten with the policy's platform tag in its file name and its
   `WHEEL` file's `Tag:` lines; `wheel.wheelfile.WheelFile` writes a fresh RECORD.
+
+A Windows wheel (`win_amd64`) has no policy tag to earn; the same never-bundle rule applies to
+its DLLs (what delvewheel would need as an --exclude each): every `.pyd`/`.dll` import
+(read with pefile) must be inside the wheel, a DLL every Windows machine and Python provide
+(`abi.windows_provided`), one of torch's, the CUDA wheels' or the driver's
+(`abi.NEVER_BUNDLED_DLLS`) or `--exclude`d; any other is a refusal naming it ("DLL load failed"
+on the user's machine otherwise). The wheel is then copied unchanged.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
+import shutil
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -40,6 +48,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 _ELF_MAGIC = b"\x7fELF"
+_PE_MAGIC = b"MZ"
+_WINDOWS_PLATFORM = re.compile(r"^win_(?:amd64|arm64)$")
 _LINUX_PLATFORM = re.compile(r"^(?:linux|manylinux_\d+_\d+|manylinux\d+)_(?P<arch>x86_64|"
                              r"aarch64|ppc64le|s390x|i686)$")
 
@@ -59,19 +69,24 @@ class Repaired:
     driver, `--exclude`), sorted."""
 
 
-def _arch(wheel: Path) -> str:
+def _platforms(wheel: Path) -> set[str]:
     try:
         _name, _version, _build, tags = parse_wheel_filename(wheel.name)
     except InvalidWheelFilename as exc:
         raise UsageError(f"{wheel.name} is not a wheel file name", evidence=str(exc),
                          fix="pass the .whl that `flashbuild build` wrote") from exc
+    return {t.platform for t in tags}
+
+
+def _arch(wheel: Path) -> str:
+    _name, _version, _build, tags = parse_wheel_filename(wheel.name)
     found = {m["arch"] for t in tags if (m := _LINUX_PLATFORM.match(t.platform))}
     if len(found) != 1 or any(not _LINUX_PLATFORM.match(t.platform) for t in tags):
         raise UsageError(
             f"{wheel.name} is not a Linux platform wheel",
             evidence=f"its platform tags: {', '.join(sorted({t.platform for t in tags}))}",
-            fix="repair tags Linux wheels (`linux_x86_64`) only; a pure or Windows wheel "
-            "needs no manylinux tag")
+            fix="repair tags Linux wheels (`linux_x86_64`) and checks Windows ones "
+            "(`win_amd64`); a pure wheel needs neither")
     return found.pop()
 
 
@@ -84,14 +99,13 @@ def repair_wheel(wheel: Path, *, policy: str, out_dir: Path,
                  exclude: Sequence[str] = ()) -> Repaired:
     """Write `wheel` retagged for `policy` (`manylinux_2_28`) into `out_dir`, or raise a
     VerifyError naming each symbol version or library that forbids it."""
+    tags = _platforms(wheel)
     rules = abi.policy_named(policy)
+    if len(tags) == 1 and _WINDOWS_PLATFORM.match(next(iter(tags))):
+        return _check_windows(wheel, tags.pop(), out_dir, exclude)
     arch = _arch(wheel)
     platform = f"{rules.name}_{arch}"
-    try:
-        archive = zipfile.ZipFile(wheel)
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise VerifyError(f"{wheel.name} is not a readable wheel", evidence=str(exc),
-                          fix="build it again") from exc
+    archive = _open(wheel)
     too_new: list[str] = []
     unresolved: list[str] = []
     left_out: set[str] = set()
@@ -124,18 +138,68 @@ def repair_wheel(wheel: Path, *, policy: str, out_dir: Path,
                 fix=f"build it in the {rules.name} image (`flashbuild ci init`'s default "
                 "Linux legs), whose glibc and libstdc++ are the policy's, or repair to a "
                 "newer policy (--policy) that allows these versions")
-        if unresolved:
-            raise VerifyError(
-                f"{wheel.name} needs libraries that are neither inside it nor provided "
-                "by the system, torch, the CUDA wheels or the driver; flashbuild repair "
-                "bundles none",
-                evidence="; ".join(unresolved[:5]) + (f" and {len(unresolved) - 5} more"
-                                                      if len(unresolved) > 5 else ""),
-                fix="link it statically or ship it inside the package (the tree's build), or "
-                "pass --exclude SONAME when a requirement of the wheel provides it at run "
-                "time")
+        _refuse_unresolved(wheel, unresolved, "SONAME")
         out = _retag(wheel, archive, names, platform, out_dir)
     return Repaired(source=wheel, wheel=out, platform=platform, left_out=tuple(sorted(left_out)))
+
+
+def _open(wheel: Path) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(wheel)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise VerifyError(f"{wheel.name} is not a readable wheel", evidence=str(exc),
+                          fix="build it again") from exc
+
+
+def _refuse_unresolved(wheel: Path, unresolved: list[str], what: str) -> None:
+    if not unresolved:
+        return
+    raise VerifyError(
+        f"{wheel.name} needs libraries that are neither inside it nor provided by the "
+        "system, torch, the CUDA wheels or the driver; flashbuild repair bundles none",
+        evidence="; ".join(unresolved[:5]) + (f" and {len(unresolved) - 5} more"
+                                              if len(unresolved) > 5 else ""),
+        fix="link it statically or ship it inside the package (the tree's build), or "
+        f"pass --exclude {what} when a requirement of the wheel provides it at run time")
+
+
+def _check_windows(wheel: Path, platform: str, out_dir: Path,
+                   exclude: Sequence[str]) -> Repaired:
+    """The never-bundle rule for a Windows wheel's DLL imports (module docstring); the wheel
+    is copied to `out_dir` unchanged."""
+    unresolved: list[str] = []
+    left_out: set[str] = set()
+    patterns = (*abi.NEVER_BUNDLED_DLLS, *(e.lower() for e in exclude))
+    with _open(wheel) as archive, tempfile.TemporaryDirectory(prefix="flashbuild-repair-") as tmp:
+        names = [i.filename for i in archive.infolist() if not i.is_dir()]
+        inside = {PurePosixPath(n).name.lower() for n in names}
+        binaries = [n for n in names if n.lower().endswith((".pyd", ".dll"))]
+        for index, name in enumerate(binaries):
+            data = archive.read(name)
+            if not data.startswith(_PE_MAGIC):
+                continue
+            path = Path(tmp) / str(index) / PurePosixPath(name).name
+            path.parent.mkdir()
+            path.write_bytes(data)
+            for dll in abi.pe_imports(path):
+                if dll in inside or abi.windows_provided(dll):
+                    continue
+                if any(fnmatch.fnmatchcase(dll, p) for p in patterns):
+                    left_out.add(dll)
+                else:
+                    unresolved.append(f"{name} imports {dll}")
+    _refuse_unresolved(wheel, unresolved, "NAME.dll")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / wheel.name
+    if target.resolve() != wheel.resolve():
+        staging = target.with_name(f".{target.name}.flashbuild-tmp")
+        try:
+            shutil.copyfile(wheel, staging)
+            platforms.current().replace(staging, target)
+        finally:
+            staging.unlink(missing_ok=True)
+    return Repaired(source=wheel, wheel=target, platform=platform,
+                    left_out=tuple(sorted(left_out)))
 
 
 def _retag(wheel: Path, archive: zipfile.ZipFile, names: list[str], platform: str,
