@@ -7,6 +7,7 @@ hash) are in building/cmake.py.
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from dataclasses import dataclass
@@ -224,15 +225,29 @@ def _check_arch(setup: _Setup, request: BuildRequest) -> None:
         flags, request.arch, where=build_ninja,
         env_flags=archcheck.environment_flags(setup.env, request.build_env),
         extra_evidence=f"CMake cache: {', '.join(shown)}" if shown else "",
-        fix=arch_fix(entries))
+        fix=arch_fix(entries, request.source_dir))
 
 
-def arch_fix(entries: Sequence[CacheEntry]) -> str:
+def arch_fix(entries: Sequence[CacheEntry], source_dir: Path | None = None) -> str:
     """The fix for a CMake tree that chose its own arch: hand --arch to the cache variable
     that holds it. Only a variable that can hold an arch is suggested (cmake.arch_variables),
     never a BOOL such as FlashRT's FA2_ARCH_NATIVE_ONLY, which `{arch_numbers}` would only
-    switch."""
+    switch. With no such variable, a literal list the CMake files write themselves (a
+    target's CUDA_ARCHITECTURES property, `set(CMAKE_CUDA_ARCHITECTURES 80)`) is named by
+    file:line with the recipe step that makes it read --arch."""
     candidates = cmake.arch_variables(entries)
+    literal = cmake.literal_arch_lists(source_dir) if source_dir and not candidates else []
+    if literal:
+        first = literal[0]
+        more = (f" ({len(literal) - 1} more such line(s): "
+                + ", ".join(f"{s.file}:{s.line}" for s in literal[1:4])
+                + (", ..." if len(literal) > 4 else "") + ")") if len(literal) > 1 else ""
+        return (f"{first.file}:{first.line} writes its own arch list (`{first.text}`), over "
+                "the CMAKE_CUDA_ARCHITECTURES flashbuild passes from --arch; make it read "
+                "--arch with a recipe step: `[[patch]] id = \"arch-from-flag\" transform = "
+                f"\"replace-block\"` with `[patch.params] file = {_toml_str(first.file)}`, "
+                f"`anchor = {_toml_str(first.text)}`, `block = {_toml_str(first.replacement)}`"
+                f"{more}, then build again")
     if candidates:
         where = "the project's own variable(s) " + ", ".join(
             f"{e.name}={e.value}" for e in candidates)
@@ -245,6 +260,11 @@ def arch_fix(entries: Sequence[CacheEntry]) -> str:
             f"e.g. `[[build.options]] define = {{ {name} = \"{{arch_numbers}}\" }}` "
             "(placeholders: {arch_numbers} = 120, {arch_codes} = 120a, {cmake_archs} = "
             "120a-real), then build again")
+
+
+def _toml_str(text: str) -> str:
+    """`text` as a TOML literal string ('...'), or a basic one when it holds a quote."""
+    return f"'{text}'" if "'" not in text else json.dumps(text)
 
 
 def find_artifacts(request: BuildRequest, output_dir: Path, ext: str, *,

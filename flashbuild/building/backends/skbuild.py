@@ -336,7 +336,7 @@ def _check_arch(request: BuildRequest, build_dir: Path, env: Mapping[str, str]) 
         archcheck.ninja_arch_flags(build_ninja), request.arch, where=build_ninja,
         env_flags=archcheck.environment_flags(env, request.build_env),
         extra_evidence=f"CMake cache: {', '.join(shown)}" if shown else "",
-        fix=arch_fix(entries))
+        fix=arch_fix(entries, request.source_dir))
 
 
 def _the_wheel(dist: Path, log: Path) -> Path:
