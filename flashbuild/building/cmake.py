@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,6 @@ from typing import TYPE_CHECKING
 from flashbuild import platforms
 from flashbuild.arch import parse_arch_spec
 from flashbuild.errors import ToolchainError, UsageError
-from flashbuild.platforms.files import read_regular
 from flashbuild.source.cmake_fileapi import CacheEntry
 from flashbuild.toolchain_facts import pypi_toolkit_requirement
 
@@ -345,62 +343,6 @@ def arch_variables(entries: Sequence[CacheEntry]) -> list[CacheEntry]:
              and e.value.upper() not in _CMAKE_BOOLEANS and not e.value.upper().endswith(
                  "-NOTFOUND")]
     return sorted(found, key=lambda e: not reads_as_arch(e))
-
-
-#: An arch list a CMakeLists writes itself, over whatever CMAKE_CUDA_ARCHITECTURES the
-#: configure was given: a target's `CUDA_ARCHITECTURES "75;80;86;89"` property (it wins over
-#: the variable), or `set(CMAKE_CUDA_ARCHITECTURES 80)` (a normal variable shadows the cache
-#: entry -D sets). A value that reads a variable (`${...}`) is not a literal list.
-_LITERAL_ARCHS = re.compile(
-    r"(?P<pre>(?:\bset\s*\(\s*CMAKE_CUDA_ARCHITECTURES|\bCUDA_ARCHITECTURES)\s+)"
-    r"(?P<value>\"[0-9A-Za-z;\- ]*[0-9][0-9A-Za-z;\- ]*\"|[0-9][0-9A-Za-z\-]*"
-    r"(?:[ \t]+[0-9][0-9A-Za-z\-]*)*)")
-#: How many CMake files the search for such a list reads at most (a bound on a huge tree).
-_MAX_CMAKE_FILES = 2000
-
-
-@dataclass(frozen=True)
-class LiteralArchs:
-    """A line of the tree's CMake files that writes a literal arch list."""
-
-    file: str
-    """Relative to the tree, with `/`."""
-    line: int
-    text: str
-    """The line as it is (stripped)."""
-    replacement: str
-    """The same line reading the arch from CMAKE_CUDA_ARCHITECTURES (`--arch`)."""
-
-
-def literal_arch_lists(source_dir: Path) -> list[LiteralArchs]:
-    """The lines of `source_dir`'s CMake files (CMakeLists.txt, *.cmake; hidden and build*
-    folders left out, at most _MAX_CMAKE_FILES read) that write a literal arch list, with the
-    edit that makes each read --arch instead."""
-    found: list[LiteralArchs] = []
-    paths: list[Path] = []
-    for folder, dirs, files in os.walk(source_dir):  # links to folders are not followed
-        dirs[:] = sorted(d for d in dirs
-                         if not d.startswith(".") and not d.lower().startswith("build"))
-        paths += [Path(folder) / f for f in sorted(files)
-                  if f == "CMakeLists.txt" or f.endswith(".cmake")]
-        if len(paths) >= _MAX_CMAKE_FILES:
-            break
-    for path in paths[:_MAX_CMAKE_FILES]:
-        rel = path.relative_to(source_dir)
-        try:
-            text = read_regular(path, 1 << 20).decode("utf-8", "replace")
-        except OSError:
-            continue
-        for number, line in enumerate(text.splitlines(), 1):
-            code = line.split("#", 1)[0]
-            match = _LITERAL_ARCHS.search(code)
-            if match is None:
-                continue
-            value = '"${CMAKE_CUDA_ARCHITECTURES}"'
-            edited = code[:match.start("value")] + value + code[match.end("value"):]
-            found.append(LiteralArchs(file=rel.as_posix(), line=number, text=line.strip(),
-                                      replacement=edited.strip()))
-    return found
 
 
 #: A target CMake could not find at generate time, from a toolkit component that is absent

@@ -34,6 +34,8 @@ import json
 import os
 import posixpath
 import re
+import shutil
+import tempfile
 import textwrap
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -58,6 +60,7 @@ from flashbuild.scanning.report import resolve_platform
 from flashbuild.scanning.rules import RULES
 from flashbuild.scanning.scan import read_source, scan_tree, walk_tree
 from flashbuild.source import cxx, separable
+from flashbuild.source.cmake_archlists import literal_arch_lists
 from flashbuild.source.nvccflags import read_arch_flags
 from flashbuild.source.ppgraph import build_graph
 from flashbuild.source.setup_record import missing_module_fix
@@ -1330,6 +1333,10 @@ def _introspect(d: Draft, root: Path, arch: str, platform: str,
     elif model is not None and steered and model.exception is None:
         model = _steer_arch(d, model, root, spec, platform=platform,
                             introspect=introspect) or model
+    elif model is not None and model.arch_variable is None and \
+            buildsystems.get(model.system).compiles_cmake_targets:
+        model = _steer_literal_archs(d, model, root, spec, platform=platform,
+                                     introspect=introspect) or model
     if model is None:
         d.introspection = (f"build tables: static reading (introspection fell back: "
                            f"{outcome.fallback})")
@@ -1443,6 +1450,59 @@ def _asks_for(model: TreeModel, spec: ArchSpec) -> bool:
     got = read_arch_flags(sorted(model.arch_flags()))
     return not got.found or (got.sass == {t.arch.sm for t in spec.targets if t.sass}
                              and not got.wide)
+
+
+def _steer_literal_archs(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *,
+                         platform: str,
+                         introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection],
+                         ) -> TreeModel | None:
+    """A CMake project whose configured units compile another arch than `--arch` because its
+    CMake files write a literal list (a target's CUDA_ARCHITECTURES "75;80;86;89", which
+    wins over CMAKE_CUDA_ARCHITECTURES; `set(CMAKE_CUDA_ARCHITECTURES 80)`): the edits that
+    make each read CMAKE_CUDA_ARCHITECTURES are tried on a copy of the tree, configured again,
+    and drafted as `replace-block` steps only when that configure compiles exactly `--arch`'s
+    SASS. Otherwise nothing is drafted: the build's arch check stops before compiling and its
+    fix names the line (building/backends/cmake.py, `arch_fix`)."""
+    if _asks_for(model, spec):
+        return None
+    sites = literal_arch_lists(root)
+    if not sites:
+        return None
+    have = read_arch_flags(sorted(model.arch_flags()))
+    want = sorted(t.arch.sm for t in spec.targets if t.sass)
+    with tempfile.TemporaryDirectory(prefix="flashbuild-archlists-") as tmp:
+        copy = Path(tmp) / root.name
+        # The tree's links stay links (a copy never follows one out of the tree).
+        shutil.copytree(root, copy, symlinks=True,
+                        ignore=shutil.ignore_patterns(".git", ".flashbuild"))
+        for site in sites:
+            path = copy / site.file
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+            line = lines[site.line - 1]
+            indent = line[:len(line) - len(line.lstrip())]
+            ending = line[len(line.rstrip("\r\n")):]
+            lines[site.line - 1] = indent + site.replacement + ending
+            path.write_text("".join(lines), encoding="utf-8")
+        retry = introspect(validate_draft(render(d), None), copy, spec, platform)
+    found = retry.model
+    if found is None or found.exception is not None or not found.arch_flags() or \
+            not _asks_for(found, spec):
+        return None
+    for n, site in enumerate(sites, 1):
+        d.steps.append(DraftStep(
+            id=f"arch-from-flag-{n}" if len(sites) > 1 else "arch-from-flag",
+            description=f"{site.file}:{site.line} writes its own arch list; read --arch "
+            "(CMAKE_CUDA_ARCHITECTURES) instead",
+            transform="replace-block",
+            params={"file": site.file, "anchor": site.text, "block": site.replacement},
+            when={"platform": ["linux", "windows"]},
+            comment=textwrap.fill(
+                f"REVIEW: as configured the build compiled for "
+                f"{' '.join(sorted(have.sass | have.wide))}, not {' '.join(want)}: "
+                f"{site.file}:{site.line} writes `{site.text}`. Proven: configured again "
+                f"with {'these edits' if len(sites) > 1 else 'this edit'}, it compiles for "
+                f"{' '.join(want)}.", 96, break_long_words=False, break_on_hyphens=False)))
+    return found
 
 
 def _steer_arch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, platform: str,

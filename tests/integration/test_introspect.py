@@ -494,7 +494,7 @@ def test_a_target_that_writes_its_own_arch_list_is_fixed_by_the_step_its_fix_nam
     import sys
 
     from flashbuild.building.backends.cmake import arch_fix
-    from flashbuild.building.cmake import literal_arch_lists
+    from flashbuild.source.cmake_archlists import literal_arch_lists
 
     tree = _tree(tmp_path, "cmake_literalarchs")
     before = _run(tree, "cmake", arch="sm_90")
@@ -522,3 +522,18 @@ def test_a_target_that_writes_its_own_arch_list_is_fixed_by_the_step_its_fix_nam
     assert unit is not None
     flags = " ".join(unit.arch_flags)
     assert "90" in flags and "80" not in flags and "75" not in flags, flags
+
+
+def test_recipe_init_drafts_the_edit_that_makes_a_literal_arch_list_read_the_flag(
+        tmp_path: Path) -> None:
+    """recipe init tries the edit on a copy, configures it again and drafts the step only
+    because that configure compiles for --arch (the tree itself is never touched)."""
+    text, out = _init(tmp_path, "cmake_literalarchs", "sm_90")
+    recipe = parse_recipe(text, out)
+    (step,) = [p for p in recipe.patch if p.id == "arch-from-flag"]
+    assert step.transform == "replace-block"
+    assert step.params.anchor == 'CUDA_ARCHITECTURES "75;80")'  # type: ignore[attr-defined]
+    assert step.params.block == (  # type: ignore[attr-defined]
+        'CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")')
+    assert "Proven: configured again with this edit, it compiles for sm_90" in " ".join(
+        line.removeprefix("# ") for line in text.splitlines())

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from flashbuild.building.backends.cmake import arch_fix
-from flashbuild.building.cmake import literal_arch_lists
+from flashbuild.source.cmake_archlists import literal_arch_lists
 from flashbuild.source.cmake_fileapi import CacheEntry
 
 if TYPE_CHECKING:

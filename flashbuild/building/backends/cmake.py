@@ -21,6 +21,7 @@ from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_ho
 from flashbuild.building.launcher import Launcher, choose_launcher
 from flashbuild.building.toolkit import cccl_include_dir
 from flashbuild.errors import BuildError, Interrupted, UsageError
+from flashbuild.source.cmake_archlists import literal_arch_lists
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -236,7 +237,7 @@ def arch_fix(entries: Sequence[CacheEntry], source_dir: Path | None = None) -> s
     target's CUDA_ARCHITECTURES property, `set(CMAKE_CUDA_ARCHITECTURES 80)`) is named by
     file:line with the recipe step that makes it read --arch."""
     candidates = cmake.arch_variables(entries)
-    literal = cmake.literal_arch_lists(source_dir) if source_dir and not candidates else []
+    literal = literal_arch_lists(source_dir) if source_dir and not candidates else []
     if literal:
         first = literal[0]
         more = (f" ({len(literal) - 1} more such line(s): "
