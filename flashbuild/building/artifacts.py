@@ -7,17 +7,19 @@ backends never import installing.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import sysconfig
+import zipfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Literal
 
 from flashbuild.errors import UsageError
 from flashbuild.recipes.model import ArtifactKind
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from flashbuild.proc import Runner
 
@@ -57,3 +59,25 @@ def ext_suffix(python: str, runner: Runner, env: Mapping[str, str]) -> str:
     done = runner.run([python, "-c", "import sysconfig; print(sysconfig.get_config_var("
                        "'EXT_SUFFIX'))"], env=env, timeout=60)
     return done.stdout.strip().splitlines()[-1]
+
+
+def copy_from_wheel(wheel: Path, out: Path,
+                    keep: Callable[[PurePosixPath], bool]) -> list[tuple[PurePosixPath, Path]]:
+    """Copy the members of a built wheel that `keep` takes (never its `.dist-info`) into a
+    fresh `out/` at their paths inside the wheel, where verify and the manifest read them.
+    Returns (path inside the wheel, copy) per member, in the wheel's order."""
+    if out.is_dir():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    found: list[tuple[PurePosixPath, Path]] = []
+    with zipfile.ZipFile(wheel) as zf:
+        for member in zf.namelist():
+            inner = PurePosixPath(member)
+            if ".dist-info" in inner.parts[0] or not keep(inner):
+                continue
+            dest = out.joinpath(*inner.parts)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(member) as src, dest.open("wb") as fh:
+                shutil.copyfileobj(src, fh)
+            found.append((inner, dest))
+    return found

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
+
+from tests.integration.test_build_toplevel import _venv
 
 pytestmark = [
     pytest.mark.integration, pytest.mark.slow,
@@ -34,22 +33,6 @@ pytestmark = [
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "skbuild" / "skcuda"
-
-
-def _venv(root: Path) -> tuple[str, dict[str, str], Path]:
-    """A fresh venv (this environment's packages after its own) whose interpreter runs
-    flashbuild from this checkout."""
-    venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                   check=True, timeout=300)
-    python = str(venv / "bin" / "python")
-    site = Path(json.loads(subprocess.run(
-        [python, "-c", "import json, sysconfig; print(json.dumps(sysconfig.get_paths()))"],
-        capture_output=True, text=True, check=True).stdout)["platlib"])
-    paths = [sysconfig.get_paths()["purelib"], str(ROOT),
-             *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
-    return python, env, site
 
 
 def test_a_scikit_build_core_tree_builds_installs_verifies_and_imports(

@@ -56,8 +56,9 @@ def _venv(root: Path) -> tuple[str, dict[str, str], Path]:
     site = Path(json.loads(subprocess.run(
         [python, "-c", "import json, sysconfig; print(json.dumps(sysconfig.get_paths()))"],
         capture_output=True, text=True, check=True).stdout)["platlib"])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [sysconfig.get_paths()["purelib"], str(ROOT)])}
+    paths = [sysconfig.get_paths()["purelib"], str(ROOT),
+             *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
     return python, env, site
 
 

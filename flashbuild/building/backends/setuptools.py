@@ -28,12 +28,11 @@ import os
 import re
 import shutil
 import sysconfig
-import zipfile
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from flashbuild.building import archcheck, builddir, progress, staging, vcs
-from flashbuild.building.artifacts import BuiltArtifact, ext_suffix
+from flashbuild.building.artifacts import BuiltArtifact, copy_from_wheel, ext_suffix
 from flashbuild.building.backends import (
     BackendContext,
     BackendResult,
@@ -474,21 +473,8 @@ def _the_wheel(dist: Path, log: Path) -> Path:
 
 def _extract_modules(wheel: Path, out: Path, log: Path) -> list[Path]:
     """Copy the wheel's extension modules to `out/` (verify and the manifest read them)."""
-    suffixes = (".so", ".pyd")
-    if out.is_dir():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    found: list[Path] = []
-    with zipfile.ZipFile(wheel) as zf:
-        for name in zf.namelist():
-            inner = PurePosixPath(name)
-            if inner.suffix not in suffixes or ".dist-info" in inner.parts[0]:
-                continue
-            dest = out.joinpath(*inner.parts)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(name) as src, dest.open("wb") as fh:
-                shutil.copyfileobj(src, fh)
-            found.append(dest)
+    found = [dest for _inner, dest in copy_from_wheel(
+        wheel, out, lambda inner: inner.suffix in (".so", ".pyd"))]
     if not found:
         raise BuildError(
             f"pip built {wheel.name} without any extension module",

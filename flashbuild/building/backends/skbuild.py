@@ -36,14 +36,13 @@ import os
 import re
 import shutil
 import sysconfig
-import zipfile
 from dataclasses import replace
 from importlib import metadata
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flashbuild.building import archcheck, builddir, cmake, progress, staging, vcs
-from flashbuild.building.artifacts import BuiltArtifact
+from flashbuild.building.artifacts import BuiltArtifact, copy_from_wheel
 from flashbuild.building.backends import BackendContext, BackendResult, wrong_tree
 from flashbuild.building.backends.cmake import arch_fix
 from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_host
@@ -364,26 +363,16 @@ def classify(name: str) -> tuple[str, str] | None:
 def wheel_artifacts(wheel: Path, out: Path, log: Path) -> tuple[BuiltArtifact, ...]:
     """Copy the wheel's binaries to `out/` (verify and the manifest read them), each with its
     path inside the wheel; a module's name is its dotted import name (`skcuda._skcuda`)."""
-    if out.is_dir():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
     found: list[BuiltArtifact] = []
-    with zipfile.ZipFile(wheel) as zf:
-        for member in zf.namelist():
-            inner = PurePosixPath(member)
-            if ".dist-info" in inner.parts[0] or ".data" in inner.parts[0]:
-                continue
-            kind_name = classify(inner.name)
-            if kind_name is None:
-                continue
-            dest = out.joinpath(*inner.parts)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(member) as src, dest.open("wb") as fh:
-                shutil.copyfileobj(src, fh)
-            kind, name = kind_name
-            dotted = ".".join([*inner.parent.parts, name]) if kind == "module" else name
-            found.append(BuiltArtifact(dest, "module" if kind == "module" else "plugin",
-                                       dotted, relpath=inner.as_posix()))
+    copied = copy_from_wheel(wheel, out, lambda inner: ".data" not in inner.parts[0]
+                             and classify(inner.name) is not None)
+    for inner, dest in copied:
+        kind_name = classify(inner.name)
+        assert kind_name is not None  # `keep` took only what classify names
+        kind, name = kind_name
+        dotted = ".".join([*inner.parent.parts, name]) if kind == "module" else name
+        found.append(BuiltArtifact(dest, "module" if kind == "module" else "plugin",
+                                   dotted, relpath=inner.as_posix()))
     if not found:
         raise BuildError(
             f"pip built {wheel.name} without any extension module or shared library",
