@@ -97,7 +97,7 @@ def introspect(recipe: Recipe, tree: Path, spec: ArchSpec, *, platform: str | No
     try:
         request, runner = _request(recipe, tree, spec, platform)
         scratch = _scratch(request)
-        key = _cache_key(request, bindings=bindings) if cache else ""
+        key = _cache_key(request, scratch, bindings=bindings) if cache else ""
         hit = _cached(scratch, key) if key else None
         if hit is not None:
             seconds = time.monotonic() - start
@@ -191,23 +191,24 @@ def _scratch(request: BuildRequest) -> Path:
 # --- the model cache -------------------------------------------------------------------------
 
 #: Raised whenever what introspection records changes, so older stored models are not reused.
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 #: Files whose content decides what the build is: build scripts and the Python they import.
 _BUILD_FILES = re.compile(r"(?:^CMakeLists\.txt|\.cmake|\.py|^pyproject\.toml|^setup\.cfg|"
                           r"^MANIFEST\.in|^requirements.*\.txt|^CMakePresets\.json|"
                           r"^Makefile|\.in)$")
 
 
-def _cache_key(request: BuildRequest, *, bindings: bool) -> str:
+def _cache_key(request: BuildRequest, scratch: Path, *, bindings: bool) -> str:
     """What a model depends on that is known before running: flashbuild's version, the
-    recipe, the arch, the toolkit, the host compiler and the interpreter, the content of every
-    build file of the tree (CMake files, setup.py and the Python it may import, pyproject,
-    setup.cfg) and the names of all its other files (a `file(GLOB …)` or a setup.py `glob`
-    sees a file added), the environment CMake's package lookup reads. What the run itself says
-    it read (a setup.py's environment variables, the bindings units) is checked when a stored
-    model is loaded (`_cached`)."""
+    recipe's build (`_build_inputs`), the arch, the toolkit, the host compiler and the
+    interpreter, the content of every build file of the tree (CMake files, setup.py and the
+    Python it may import, pyproject, setup.cfg) and the names of all its other files (a
+    `file(GLOB …)` or a setup.py `glob` sees a file added), the environment CMake's package
+    lookup reads. What the run itself says it read (a setup.py's environment variables, the
+    bindings units) is checked when a stored model is loaded (`_cached`)."""
     host = request.host_compiler
-    h = hashlib.sha256(repr([CACHE_FORMAT, __version__, bindings, repr(request.recipe),
+    h = hashlib.sha256(repr([CACHE_FORMAT, __version__, bindings,
+                             _build_inputs(request, scratch),
                              request.arch.cmake(), request.arch.torch_informational(),
                              request.platform.name, request.toolkit.fingerprint,
                              str(request.cmake_toolkit_root), host.path, str(host.version),
@@ -215,6 +216,25 @@ def _cache_key(request: BuildRequest, *, bindings: bool) -> str:
                              _lookup_environment(), tree_digest(request.source_dir.resolve())
                              ]).encode())
     return h.hexdigest()
+
+
+def _build_inputs(request: BuildRequest, scratch: Path) -> str:
+    """The part of the recipe introspection runs: its name (the scratch folder) and [build]
+    (the tree is never patched here, so the steps, [install] and [verify] change nothing).
+    For a setup.py, its [[build.env]] tables count as the environment the record runs with,
+    not as written: the build sets TORCH_CUDA_ARCH_LIST itself, so a draft that sets it to
+    the same value records the same run (recipe init's retry without the drafted environment,
+    after a setup.py raised, was the same two torch-importing runs again)."""
+    recipe = request.recipe
+    if recipe.build.backend != "setuptools":
+        return repr((recipe.recipe.name, recipe.build))
+    from flashbuild.building.backends.setuptools import (  # noqa: PLC0415  # start-up
+        build_environment,
+    )
+    env = build_environment(request, request.source_dir, jobs=1,
+                            hook_report=scratch / "hook.jsonl", build_temp=scratch / "temp")
+    return repr((recipe.recipe.name, replace(recipe.build, env=()),
+                 sorted((k, v) for k, v in env.items() if os.environ.get(k) != v)))
 
 
 def _lookup_environment() -> list[tuple[str, str]]:
@@ -396,6 +416,11 @@ def _python_files(root: Path) -> list[str]:
             if not {"third_party", "3rdparty", "build"} & set(p.relative_to(root).parts)]
 
 
+#: An `#include` of a CUDA header (`<c10/cuda/CUDAGuard.h>`, `<ATen/cuda/CUDAContext.h>`,
+#: `<cuda_runtime.h>`).
+_CUDA_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"][^>"\n]*cuda', re.MULTILINE | re.IGNORECASE)
+
+
 def _bindings(model: treemodel.TreeModel, root: Path, runner: StreamRunner,
               env: Mapping[str, str], compilers: Mapping[str, str]) -> tuple[Bindings, ...]:
     """Preprocess each module's bindings unit with its real flags and read the names it
@@ -421,7 +446,10 @@ def _bindings(model: treemodel.TreeModel, root: Path, runner: StreamRunner,
                     *(f for f in unit.flags if f.startswith(("-std", "-f", "-m", "-U", "-D"))),
                     str(path)]
             with tempfile.TemporaryDirectory(prefix="flashbuild-stubs-") as tmp:
-                stubs = Stubs(Path(tmp))
+                # A unit that includes a CUDA header of torch's (c10/cuda, ATen/cuda) lacks it
+                # with a CPU-only torch: the dependency probe first spares a failed pass. The
+                # others (torch/extension.h, pybind11) find every header: the pass alone runs.
+                stubs = Stubs(Path(tmp), probe_first=_CUDA_INCLUDE.search(text) is not None)
                 try:
                     done = run_stubbing(runner, argv, stubs, env=env, cwd=root, timeout=180)
                 except FlashbuildError as exc:

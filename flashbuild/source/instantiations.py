@@ -70,7 +70,9 @@ _TOKEN = re.compile(r"[A-Za-z_$][\w$]*")
 _INSTANTIATION_WORD = re.compile(r"\btemplate\b(?!\s*<)")
 """Where an explicit instantiation could be: `template` not followed by `<`. A superset
 (comments, `x.template f<…>`) — it only decides whether to look at the parse."""
-_DEFINE = re.compile(r"#[ \t]*define\b")
+_DEFINE = re.compile(r"#[ \t]*define(?:[ \t]|\\\n)+[A-Za-z_]\w*\(")
+"""A function-like `#define` (its `(` right after the name): the only macros the analysis
+keeps. An include guard or a constant alone does not make a file worth parsing."""
 
 
 @dataclass(frozen=True, kw_only=True)

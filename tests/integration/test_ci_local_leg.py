@@ -198,7 +198,9 @@ def _run_leg(text: str, entry: dict[str, str], work: Path, env: dict[str, str],
 
 def _bash(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     assert BASH is not None
-    # The runner's `shell: bash` is `bash --noprofile --norc -eo pipefail {0}`.
+    # The runner's `shell: bash` is `bash --noprofile --norc -eo pipefail {0}`. The timeout
+    # only bounds a hang: one step is a real build (27 s quiet; at load 8-11 it passed 30 s
+    # and failed, 2026-11-28).
     return subprocess.run([BASH, "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
                           cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
                           check=False)

@@ -3,12 +3,16 @@ pass keeps (from gcc -E line markers), the headers a `-M -MG` rule names as miss
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+from flashbuild.runner import Completed
 from flashbuild.source.preprocess import (
+    Stubs,
     missing_headers,
     parse_dryrun,
     preprocessor_flags,
+    run_stubbing,
     survivors,
 )
 
@@ -115,3 +119,47 @@ def test_run_counts_the_units_as_they_finish_and_keeps_their_order(tmp_path: Pat
                  kinds=frozenset({"device"}), on_done=done.append)
     assert done == [1, 2, 3]
     assert list(out) == names
+
+
+class _FakeGcc:
+    """A preprocessor that lacks `missing` headers: `-M -MG` names them, a pass stops at the
+    first one not found in the stubs' folder (-idirafter), else prints a line marker per stub
+    it included."""
+
+    def __init__(self, missing: tuple[str, ...]) -> None:
+        self.missing = missing
+        self.calls: list[str] = []
+
+    def run(self, argv: Sequence[str], **_kwargs: object) -> Completed:
+        folder = Path(next(a for a in argv if a.startswith("-idirafter"))[len("-idirafter"):])
+        if "-MG" in argv:
+            self.calls.append("probe")
+            return Completed(tuple(argv), 0, "u.o: u.cpp " + " ".join(self.missing), "")
+        self.calls.append("pass")
+        for header in self.missing:
+            if not (folder / header).is_file():
+                return Completed(tuple(argv), 1, "",
+                                 f"u.cpp:1:10: fatal error: {header}: No such file or directory")
+        return Completed(tuple(argv), 0, "".join(f'# 1 "{folder}/{h}" 1\n' for h in
+                                                 self.missing) + "int x;\n", "")
+
+
+def test_a_pass_with_every_header_runs_once_without_a_probe(tmp_path: Path) -> None:
+    # torch/extension.h on this machine: the probe would cost as much as the pass.
+    gcc = _FakeGcc(())
+    done = run_stubbing(gcc, ["g++", "-E", "u.cpp"], Stubs(tmp_path), cwd=tmp_path)
+    assert done.returncode == 0 and gcc.calls == ["pass"]
+
+
+def test_a_missing_header_is_probed_once_and_every_missing_one_stubbed(tmp_path: Path) -> None:
+    gcc = _FakeGcc(("cublas_v2.h", "c10/cuda/x.h"))
+    stubs = Stubs(tmp_path / "a")
+    (tmp_path / "u.cpp").write_text("", encoding="utf-8")
+    done = run_stubbing(gcc, ["g++", "-E", "u.cpp"], stubs, cwd=tmp_path)
+    assert done.returncode == 0 and gcc.calls == ["pass", "probe", "pass"]
+    assert stubs.used(done.stdout) == ["cublas_v2.h", "c10/cuda/x.h"]
+    # probe_first (a tree's first unit): the probe, then one pass.
+    gcc = _FakeGcc(("cublas_v2.h",))
+    done = run_stubbing(gcc, ["g++", "-E", "u.cpp"], Stubs(tmp_path / "b", probe_first=True),
+                        cwd=tmp_path)
+    assert done.returncode == 0 and gcc.calls == ["probe", "pass"]
