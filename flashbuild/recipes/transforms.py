@@ -39,6 +39,32 @@ def declare(spec: TransformSpec) -> TransformSpec:
     return spec
 
 
+#: Params that name files of the tree or of the recipe (a path or a glob, or a list of them).
+#: A NUL or another control character in one cannot be part of a file name: `recipe check`
+#: called a NUL in `files` valid and `patch` then reported "matched nothing" (issue 27).
+PATH_PARAMS = frozenset({"files", "sources", "plugin_files", "header",
+                         "path", "from_file", "globs", "cmake_lists", "setup_py", "file"})
+
+
+def path_param_problem(name: str, value: object) -> tuple[int | None, str] | None:
+    """Why the value of the path param `name` cannot name a file (its list index, the reason),
+    or None. Only PATH_PARAMS are checked; other types are left to the type check."""
+    if name not in PATH_PARAMS:
+        return None
+    items = [(None, value)] if isinstance(value, str) else (
+        list(enumerate(value)) if isinstance(value, list) else [])
+    for index, item in items:
+        if not isinstance(item, str):
+            continue
+        bad = next((i for i, c in enumerate(item) if ord(c) < 32), None)
+        if bad is not None:
+            char = "a NUL character (\\0 or \\u0000)" if item[bad] == "\0" else \
+                f"the control character {item[bad]!r}"
+            return index, (f"holds {char} at position {bad}: no file name can hold one; "
+                           "remove it")
+    return None
+
+
 # ------------------------------------------------------------------ explicit-instantiations
 
 @dataclass(frozen=True, kw_only=True)
