@@ -293,7 +293,7 @@ def _backend_build(backend: Backend, ctx: BackendContext,
         if contained is None:
             raise
         raise BuildError(
-            f"{exc.what.rstrip('.')} (built with --contain: no network)",
+            f"built with --contain (no network): {exc.what.rstrip('.: ')}",
             evidence=(exc.evidence + "\n" if exc.evidence else "") + "--contain ran the "
             f"configure and compile with {contained.containment.summary}: no host can be "
             "reached, pip runs with --no-build-isolation and no index (PIP_NO_INDEX), git "

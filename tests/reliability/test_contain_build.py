@@ -106,6 +106,6 @@ def test_a_build_time_download_reaches_nothing_under_contain(
     assert _build(tree).code == 0 and hits == ["/payload"]
     out = _build(shut, "--contain")
     judge_outcome("build --contain of a tree that downloads at build time", out, code=6,
-                  say="(built with --contain: no network)")
+                  say="built with --contain (no network): compiling failed")
     assert hits == ["/payload"], hits  # no second connection
     assert "put it into the tree" in out.output

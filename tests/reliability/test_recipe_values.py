@@ -44,10 +44,10 @@ VALUES = {
         HEAD + '[[patch]]\nid = "m"\ntransform = "macro-edit"\n'
         'params = { files = ["src/a.cpp", "src/\\u0000*.cpp"], find = "a", replace = "b", '
         'already = "b" }\n', "`files[1]` holds a NUL character"),
-    "a control character in exclude-sources globs": (
+    "NUL in exclude-sources globs": (
         HEAD + '[[patch]]\nid = "x"\ntransform = "exclude-sources"\n'
-        'params = { globs = ["src/\\u0007*.cpp"] }\n',
-        "`globs[0]` holds the control character"),
+        'params = { globs = ["src/\\u0000*.cpp"] }\n',
+        "`globs[0]` holds a NUL character"),
 }
 
 
