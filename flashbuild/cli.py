@@ -495,6 +495,12 @@ def build(
     in_place: Annotated[bool, typer.Option(
         "--in-place", help="Patch the source tree itself (revert with `flashbuild patch "
         "--revert`) instead of a mirror of it in the build folder.")] = False,
+    contain: Annotated[bool, typer.Option(
+        "--contain", help="Run the configure and compile contained, as introspection runs "
+        "a tree's scripts: on Linux a network namespace (no host reachable) and a PID "
+        "namespace (nothing outlives the build), else proxies to a closed port; pip with "
+        "--no-build-isolation and no index. A build that downloads fails with one "
+        "paragraph saying so.")] = False,
     json: JsonOpt = False,
 ) -> int:
     """Patch, configure, compile and install a tree for the target GPU.
@@ -507,7 +513,8 @@ def build(
 
     return run_build(recipe=recipe, source=one_tree(path, source, command="build"), arch=arch,
                      cuda=cuda, platform=platform, jobs_text=jobs, launcher_text=launcher,
-                     install_text=install, build_dir=build_dir, as_json=json, in_place=in_place)
+                     install_text=install, build_dir=build_dir, as_json=json, in_place=in_place,
+                     contain=contain)
 
 
 @recipe_app.command(cls=_Command, name="list")

@@ -10,6 +10,7 @@ a clear message instead of letting CMake fail with "CMAKE_CUDA_COMPILER changed"
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
@@ -19,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flashbuild.building.cmake import read_cache_value
+from flashbuild.building.cmake import read_cache_value, unfinished_configure
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -115,8 +116,14 @@ def prepare(key: BuildKey, nvcc: Path, *, root: Path | None = None,
     path = explicit.resolve()
     set_aside: Path | None = None
     reason = ""
+    unfinished = unfinished_configure(path) if path.is_dir() else ""
     cached = read_cache_value(path, "CMAKE_CUDA_COMPILER")
-    if cached is not None and not _same_file(Path(cached), nvcc):
+    if unfinished:
+        set_aside = _set_aside(path)
+        reason = (f"{path} was set aside: {unfinished} (a file-size limit, a full disk or a "
+                  f"kill), so CMake would reuse half-written files; it was moved to "
+                  f"{set_aside} and the tree is configured afresh")
+    elif cached is not None and not _same_file(Path(cached), nvcc):
         set_aside = path.with_name(path.name + ".stale")
         if set_aside.exists():
             shutil.rmtree(set_aside)
@@ -130,6 +137,21 @@ def prepare(key: BuildKey, nvcc: Path, *, root: Path | None = None,
     if not key_file.is_file() or key_file.read_text(encoding="utf-8") != text:
         key_file.write_text(text, encoding="utf-8")
     return BuildDir(path=path, key=key, fresh=fresh, set_aside=set_aside, reason=reason)
+
+
+#: The sibling an unusable build folder is moved to: `<name>.flashbuild-stale-<UTC time>`.
+STALE_MARK = ".flashbuild-stale-"
+
+
+def _set_aside(path: Path) -> Path:
+    """Move `path` to a dated sibling (kept, not deleted); earlier stale copies of the same
+    folder are dropped, so repeated failures do not fill the disk."""
+    for old in path.parent.glob(f"{path.name}{STALE_MARK}*"):
+        shutil.rmtree(old, ignore_errors=True)
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}{STALE_MARK}{stamp}")
+    path.replace(target)
+    return target
 
 
 def _same_file(a: Path, b: Path) -> bool:

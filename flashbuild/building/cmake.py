@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -294,6 +295,41 @@ def forget_configure(build_dir: Path) -> None:
     (build_dir / CONFIGURE_STAMP).unlink(missing_ok=True)
 
 
+#: Written before CMake configures and removed when it ends by itself (success or a clean
+#: error): left behind, it says a configure was killed half-way (issue 27: under `ulimit -f`
+#: CMake dies of SIGXFSZ while writing its files) or flashbuild itself was.
+CONFIGURE_RUNNING = "flashbuild-configure.running"
+
+
+def start_configure(build_dir: Path) -> None:
+    """Mark a configure as running (see CONFIGURE_RUNNING)."""
+    (build_dir / CONFIGURE_RUNNING).write_text("configure started\n", encoding="utf-8")
+
+
+def end_configure(build_dir: Path) -> None:
+    """The configure ended by itself: its files are whole, whatever its exit code."""
+    (build_dir / CONFIGURE_RUNNING).unlink(missing_ok=True)
+
+
+def unfinished_configure(build_dir: Path) -> str:
+    """Why the CMake state in `build_dir` cannot be trusted, or "": a configure that never
+    ended (killed, or flashbuild killed during it), or a CMakeCache.txt cut short. CMake
+    reuses what it finds there (its compiler checks, the cache), so every later configure
+    failed in such a folder."""
+    if (build_dir / CONFIGURE_RUNNING).is_file():
+        return "a CMake configure in it was killed before it ended"
+    cache = build_dir / "CMakeCache.txt"
+    try:
+        data = cache.read_bytes()
+    except OSError:
+        return ""
+    # CMake writes the cache in blocks, each entry ending in a newline: a cut lands inside
+    # an entry (`CMAKE_CXX_COMPILER:FILEPATH=/usr/bi`), which CMake would then trust.
+    if not data.endswith(b"\n"):
+        return f"its CMakeCache.txt is cut short ({len(data):,} bytes)"
+    return ""
+
+
 def read_cache_value(build_dir: Path, name: str) -> str | None:
     """A value from CMakeCache.txt (`NAME:TYPE=value`), or None."""
     cache = build_dir / "CMakeCache.txt"
@@ -382,3 +418,20 @@ def component_fix(components: Sequence[str], toolkit: Toolkit, release: str, *,
            f"toolkit that has it: {pip}")
     return fix + (f", then build with `--cuda {pypi_home}`" if pypi_home is not None else
                   ", then pass --cuda the nvidia/cu13 folder of that Python's site-packages")
+
+
+def killed_by(number: int) -> str:
+    """The signal's name and what usually sends it (SIGXFSZ: a file-size limit)."""
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+    return name + {"SIGXFSZ": " (a file grew past the file-size limit, `ulimit -f`)",
+                   "SIGKILL": " (the OOM killer, or `kill -9`)"}.get(name, "")
+
+
+def killed_fix(number: int) -> str:
+    if number == getattr(signal, "SIGXFSZ", -1):
+        return ("raise the file-size limit (`ulimit -f unlimited`, or a larger value) and "
+                "build again")
+    return "find what ended CMake (memory, a limit, another process) and build again"

@@ -118,6 +118,9 @@ class BuildRequest:
     notes: tuple[str, ...] = ()
     """What resolving the request decided that the user should know (the recipe's arch
     variant); the build report keeps them."""
+    contain: bool = False
+    """`build --contain`: the configure and compile run as introspection's do
+    (platforms/contain.py): no network, every process they start ended with them."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from flashbuild.installing.install import recover_tree
 from flashbuild.patching.engine import patch_tree
 from flashbuild.pipeline.choose import choose_for_patch, choose_recipe
 from flashbuild.pipeline.driver import build, stage_rows
+from flashbuild.platforms.contain import CMAKE_OFFLINE
 from flashbuild.proc import ProcessRunner
 from flashbuild.recipes.when import WhenContext, evaluate
 from flashbuild.toolchain_facts import pypi_toolkit_requirement
@@ -66,7 +67,8 @@ def one_tree(path: Path | None, source: Path | None, *, command: str) -> Path | 
 
 def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda: Path | None,
               platform: str | None, jobs_text: str, launcher_text: str, install_text: str,
-              build_dir: Path | None, as_json: bool, in_place: bool = False) -> int:
+              build_dir: Path | None, as_json: bool, in_place: bool = False,
+              contain: bool = False) -> int:
     """Resolve the options (recipe, arch, toolkit, host compiler, MSVC environment), then
     `build()`. Printed output and the JSON document are produced here, not in the CLI."""
     # One walk of the user's tree per run (the draft key, the submodule check and the mirror
@@ -75,13 +77,13 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
         return _run_build(recipe=recipe, source=source, arch=arch, cuda=cuda,
                           platform=platform, jobs_text=jobs_text, launcher_text=launcher_text,
                           install_text=install_text, build_dir=build_dir, as_json=as_json,
-                          in_place=in_place)
+                          in_place=in_place, contain=contain)
 
 
 def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
                cuda: Path | None, platform: str | None, jobs_text: str, launcher_text: str,
                install_text: str, build_dir: Path | None, as_json: bool,
-               in_place: bool) -> int:
+               in_place: bool, contain: bool) -> int:
     from flashbuild.building.launcher import parse_launcher  # noqa: PLC0415  # start-up
     from flashbuild.detect.cuda import python_site_packages  # noqa: PLC0415  # start-up
     jobs_n = parse_jobs(jobs_text)
@@ -137,7 +139,8 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
         recipe=loaded, source_dir=tree, staged=not in_place, arch=spec, toolkit=toolkit,
         cmake_toolkit_root=cmake_root, pypi_home=chosen_tk.pypi_home,
         platform=plat, host_compiler=host, env=build_env, jobs=jobs_n, launcher=launcher_choice,
-        install=mode, build_dir=build_dir, cmake_defines=defines, cmake_args=tuple(args),
+        install=mode, build_dir=build_dir, cmake_defines=defines,
+        cmake_args=(*args, *(CMAKE_OFFLINE if contain else ())), contain=contain,
         build_env=recipe_env,
         cuda_flags=cuda_flags, cxx_flags=cxx_flags,
         output_dir_var=loaded.build.output_dir_var, exclude_var=loaded.build.exclude_var,

@@ -40,7 +40,7 @@ from flashbuild.building import (
     treecheck,
     vcs,
 )
-from flashbuild.building.backends import BackendContext
+from flashbuild.building.backends import Backend, BackendContext, BackendResult
 from flashbuild.building.request import (
     BuildRequest,
     PatchOutcome,
@@ -49,7 +49,7 @@ from flashbuild.building.request import (
     StreamRunner,
 )
 from flashbuild.console import plural
-from flashbuild.errors import ToolchainError, UsageError
+from flashbuild.errors import BuildError, ToolchainError, UsageError
 from flashbuild.installing import install as installing
 from flashbuild.installing import shim
 from flashbuild.installing.manifest import (
@@ -63,6 +63,7 @@ from flashbuild.installing.manifest import BinaryImages as ManifestBinary
 from flashbuild.installing.manifest import HostCompiler as ManifestHost
 from flashbuild.installing.manifest import Toolkit as ManifestToolkit
 from flashbuild.installing.resources import loader_shim
+from flashbuild.platforms.contain import ContainedRunner
 from flashbuild.proc import quote
 from flashbuild.recipes.load import recipes_dir
 from flashbuild.toolchain_facts import pypi_toolkit_requirement
@@ -207,11 +208,12 @@ def build(request: BuildRequest, *, runner: StreamRunner,
 
     # 3. configure and compile, by the recipe's backend
     t0 = time.monotonic()
+    contained = _contained(request, runner, say)
     ctx = BackendContext(
         request=request, folder=folder, tree=tree, outcome=outcome,
-        nvcc=nvcc, runner=runner, console=console, show_progress=show_progress, say=say,
-        notes=notes)
-    built = backend.build(ctx)
+        nvcc=nvcc, runner=contained or runner, console=console, show_progress=show_progress,
+        say=say, notes=notes)
+    built = _backend_build(backend, ctx, contained)
     backend_seconds = time.monotonic() - t0
     steps.append(StepTime("compile", backend_seconds, skipped=built.no_work,
                           note="no work to do" if built.no_work else
@@ -280,6 +282,37 @@ def _nvcc(toolkit: Toolkit, cmake_root: Path | None = None) -> Path:
         if shaped.is_file():
             return shaped
     return toolkit.nvcc
+
+
+def _backend_build(backend: Backend, ctx: BackendContext,
+                   contained: ContainedRunner | None) -> BackendResult:
+    """`backend.build`; under --contain a failure says the build had no network."""
+    try:
+        return backend.build(ctx)
+    except BuildError as exc:
+        if contained is None:
+            raise
+        raise BuildError(
+            f"built with --contain (no network): {exc.what.rstrip('.: ')}",
+            evidence=(exc.evidence + "\n" if exc.evidence else "") + "--contain ran the "
+            f"configure and compile with {contained.containment.summary}: no host can be "
+            "reached, pip runs with --no-build-isolation and no index (PIP_NO_INDEX), git "
+            "only from local files, CMake's FetchContent disconnected",
+            fix="if the build downloads something (CMake `file(DOWNLOAD)`, FetchContent, "
+            "pip, git), put it into the tree (or a local path the build reads) first, or "
+            "build without --contain; otherwise: " + (exc.fix or "read the log"),
+            details=exc.details) from exc
+
+
+def _contained(request: BuildRequest, runner: StreamRunner,
+               say: Step) -> ContainedRunner | None:
+    """The runner of a `--contain` build (platforms/contain.py), said in one line."""
+    if not request.contain:
+        return None
+    containment = request.platform.containment()
+    say(f"--contain: the configure and compile run with {containment.summary}; pip with "
+        "--no-build-isolation and no index")
+    return ContainedRunner(runner, containment)
 
 
 def _validate_arch(request: BuildRequest, nvcc: Path, runner: StreamRunner) -> None:

@@ -356,6 +356,10 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
             stubs.extend(missing)
             run(inputs)
             return
+        if done.returncode < 0:  # a file-size limit (SIGXFSZ), the OOM killer
+            raise BuildError(f"the CMake configure was killed by "
+                             f"{cmake.killed_by(-done.returncode)}",
+                             fix=cmake.killed_fix(-done.returncode))
         raise BuildError("the CMake configure failed", evidence=_first_cmake_error(
             done.output) or f"exit {done.returncode}")
 

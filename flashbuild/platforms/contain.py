@@ -14,13 +14,30 @@ ended with the run (docs/introspection.md says what that does not stop).
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
+    from pathlib import Path
+    from typing import IO
+
+    from flashbuild.runner import Completed
+
+
+class _Runner(Protocol):
+    def run(self, argv: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str] | None = None,
+            cwd: Path | None = None, timeout: float = 60.0, check: bool = True,
+            input: str | None = None) -> Completed: ...
+
+    def which(self, program: str, env: Mapping[str, str] | None = None) -> str | None: ...
+
+    def stream(self, argv: Sequence[str | os.PathLike[str]], *, on_line: Callable[[str], None],
+               log: IO[str] | None = None, env: Mapping[str, str] | None = None,
+               cwd: Path | None = None, timeout: float | None = None) -> int: ...
 
 #: A port nothing listens on (the discard port): a proxy set to it refuses every connection.
 CLOSED_PROXY = "http://127.0.0.1:9"
@@ -86,3 +103,36 @@ def linux_containment() -> Containment:
 
 def no_containment(summary: str) -> Containment:
     return Containment((), summary)
+
+
+class ContainedRunner:
+    """A runner whose programs run contained (`flashbuild build --contain`): the containment's
+    prefix before every argv (namespaces where allowed) and the offline environment (proxies
+    to a closed port without a network namespace; `PIP_NO_INDEX`, `GIT_ALLOW_PROTOCOL=file`
+    always). Lookups go to the runner it wraps."""
+
+    def __init__(self, inner: _Runner, containment: Containment) -> None:
+        self.inner = inner
+        self.containment = containment
+
+    def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        return offline_env(os.environ if env is None else env,
+                           proxies=not self.containment.namespaces)
+
+    def _argv(self, argv: Sequence[str | os.PathLike[str]]) -> list[str]:
+        return self.containment.argv([os.fspath(a) for a in argv])
+
+    def which(self, program: str, env: Mapping[str, str] | None = None) -> str | None:
+        return self.inner.which(program, env)
+
+    def run(self, argv: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str] | None = None,
+            cwd: Path | None = None, timeout: float = 60.0, check: bool = True,
+            input: str | None = None) -> Completed:
+        return self.inner.run(self._argv(argv), env=self._env(env), cwd=cwd, timeout=timeout,
+                              check=check, input=input)
+
+    def stream(self, argv: Sequence[str | os.PathLike[str]], *, on_line: Callable[[str], None],
+               log: IO[str] | None = None, env: Mapping[str, str] | None = None,
+               cwd: Path | None = None, timeout: float | None = None) -> int:
+        return self.inner.stream(self._argv(argv), on_line=on_line, log=log,
+                                 env=self._env(env), cwd=cwd, timeout=timeout)

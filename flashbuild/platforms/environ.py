@@ -106,9 +106,32 @@ def find_program(program: str, path_value: str, *, pathsep: str,
     for folder in search_dirs(path_value, pathsep):
         for ext in extensions:
             candidate = Path(folder) / (program + ext)
-            if candidate.is_file() and (not need_exec or os.access(candidate, os.X_OK)):
+            try:
+                found = candidate.is_file()
+            except OSError as exc:
+                # A folder the user may not search (mode 000, another user's home): is_file
+                # raises EACCES instead of saying no, and doctor and build ended in exit 1
+                # (issue 27). The shell skips such an entry too.
+                _skipped(folder, exc)
+                break
+            if found and (not need_exec or os.access(candidate, os.X_OK)):
                 return str(candidate)
     return None
+
+
+#: PATH folders already reported as skipped (said once a run, with -v).
+_SKIPPED: set[str] = set()
+
+
+def _skipped(folder: str, exc: OSError) -> None:
+    if folder in _SKIPPED:
+        return
+    _SKIPPED.add(folder)
+    from flashbuild.console import ui  # noqa: PLC0415  # console loads Rich: only when needed
+
+    if ui.verbose:
+        ui.err.print(f"flashbuild: skipped the PATH entry {folder}: {exc.strerror or exc} "
+                     "(it cannot be searched)", style="dim", markup=False, highlight=False)
 
 
 def windows_extensions(program: str, pathext: str | None) -> list[str]:

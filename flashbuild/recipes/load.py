@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 from flashbuild.errors import RecipeError, TreeError
 from flashbuild.platforms.files import read_regular
 from flashbuild.recipes.model import PatchStep, Recipe
-from flashbuild.recipes.transforms import SPECS, TransformSpec
+from flashbuild.recipes.transforms import SPECS, TransformSpec, path_param_problem
 
 T = TypeVar("T")
 
@@ -167,8 +167,16 @@ class _Convert:
                 evidence=(f"did you mean `{close[0]}`? " if close else "") +
                 "built-in transforms: " + (", ".join(sorted(registry)) or "none"),
                 fix="use one of the built-in transforms (`flashbuild recipe show` lists them)")
-        return self.dataclass(registry[name].params, data.get("params", {}),
-                              (*path, "params"))
+        params = data.get("params", {})
+        if isinstance(params, Mapping):
+            for key, value in params.items():
+                problem = path_param_problem(str(key), value)
+                if problem is not None:
+                    index, why = problem
+                    where: KeyPath = (*path, "params", key)
+                    label = f"`{key}`" if index is None else f"`{key}[{index}]`"
+                    raise self.error(where, f"invalid {_table(path)}: {label} {why}")
+        return self.dataclass(registry[name].params, params, (*path, "params"))
 
     def value(self, hint: Any, data: object, path: KeyPath) -> Any:  # noqa: PLR0911, PLR0912
         origin = get_origin(hint)

@@ -39,6 +39,28 @@ def declare(spec: TransformSpec) -> TransformSpec:
     return spec
 
 
+#: Params that name files of the tree or of the recipe (a path or a glob, or a list of them).
+#: A NUL cannot be part of a file name on any OS: `recipe check` called a NUL in `files`
+#: valid and `patch` then reported "matched nothing" (issue 27). Other control characters
+#: are legal in POSIX file names (recipe init drafts a name holding a newline), so they pass.
+PATH_PARAMS = frozenset({"files", "sources", "plugin_files", "header",
+                         "path", "from_file", "globs", "cmake_lists", "setup_py", "file"})
+
+
+def path_param_problem(name: str, value: object) -> tuple[int | None, str] | None:
+    """Why the value of the path param `name` cannot name a file (its list index, the reason),
+    or None. Only PATH_PARAMS are checked; other types are left to the type check."""
+    if name not in PATH_PARAMS:
+        return None
+    items = [(None, value)] if isinstance(value, str) else (
+        list(enumerate(value)) if isinstance(value, list) else [])
+    for index, item in items:
+        if isinstance(item, str) and "\0" in item:
+            return index, (f"holds a NUL character (\\0 or \\u0000) at position "
+                           f"{item.index(chr(0))}: no file name can hold one; remove it")
+    return None
+
+
 # ------------------------------------------------------------------ explicit-instantiations
 
 @dataclass(frozen=True, kw_only=True)

@@ -85,6 +85,7 @@ def apply_preprocessor(root: Path, findings: list[Finding], reach: Reach | None,
     if not units:
         return findings, "static reading: no compiled unit includes the files of the findings"
     from flashbuild.proc import ProcessRunner  # noqa: PLC0415  # start-up
+    from flashbuild.source.preprocess import TIMEOUT_S as pp_timeout  # noqa: PLC0415
     from flashbuild.source.preprocess import Preprocessor  # noqa: PLC0415  # start-up
 
     cache = platforms.current().user_cache_dir(os.environ) / "preprocess"
@@ -113,6 +114,11 @@ def apply_preprocessor(root: Path, findings: list[Finding], reach: Reach | None,
             + (", Windows host pass emulated on Linux" if target.platform == "windows" else "")
             + f") for {len(units)} unit(s): {pp.stats['run']} pass(es) run, "
             f"{pp.stats['cached']} cached")
+    timed_out = sorted({p.unit for ps in passes.values() for p in ps if p.timed_out})
+    if timed_out:
+        line += (f"; {len(timed_out)} unit(s) timed out after {pp_timeout:g} s, their static "
+                 f"verdict stands ({', '.join(timed_out[:3])}"
+                 + (" …)" if len(timed_out) > 3 else ")"))
     if stubbed:
         line += f"; {len(stubbed)} header(s) absent here were stubbed ({', '.join(stubbed[:3])}"
         line += " …)" if len(stubbed) > 3 else ")"

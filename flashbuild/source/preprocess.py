@@ -32,12 +32,13 @@ import re
 import shlex
 import tempfile
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flashbuild.errors import FlashbuildError
+from flashbuild.errors import FlashbuildError, ProcessTimeout
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -48,7 +49,14 @@ if TYPE_CHECKING:
 
 CACHE_VERSION = 1
 ALL_KINDS = frozenset({"host", "cuda-host", "device", "windows-host"})
-TIMEOUT_S = 300.0
+#: Seconds one pass may take, all its runs together (the `-M -MG` probe, the stub rounds).
+#: A pass of a real unit (FlashMLA's, with torch and CUTLASS) takes seconds; one that blocks
+#: (a header that is a FIFO: gcc's open() waits for a writer for ever) used to take 300 s per
+#: run, the probe and the run each, and the report did not say it had timed out (issue 27).
+TIMEOUT_S = 60.0
+#: Extra seconds `timeout` gives a pass past its budget before it kills the pass's process
+#: group itself: a pass outlives a flashbuild killed with SIGKILL by at most this much.
+KILL_AFTER_S = 5.0
 #: Stub rounds per pass: each round stubs the header gcc stopped at.
 MAX_STUBS = 24
 _MARKER = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"')
@@ -114,6 +122,8 @@ class PassResult:
     stubbed: tuple[str, ...] = ()
     emulated: bool = False
     cached: bool = False
+    timed_out: bool = False
+    """The pass ran past TIMEOUT_S and was ended (the static verdict stands)."""
 
 
 @dataclass(frozen=True)
@@ -222,6 +232,10 @@ class Preprocessor:
         static verdict then stands for what it would have decided."""
         try:
             return self._pass(unit, name, code, argv, stubs, emulated=emulated)
+        except ProcessTimeout as exc:
+            self.stats["timed out"] = self.stats.get("timed out", 0) + 1
+            return PassResult(unit.source, name, code, {}, ok=False, error=str(exc)[:300],
+                              emulated=emulated, timed_out=True)
         except FlashbuildError as exc:
             return PassResult(unit.source, name, code, {}, ok=False, error=str(exc)[:300],
                               emulated=emulated)
@@ -236,7 +250,7 @@ class Preprocessor:
                               error=hit["error"], stubbed=tuple(hit["stubbed"]),
                               emulated=emulated, cached=True)
         self.stats["run"] += 1
-        done = run_stubbing(self.runner, argv, stubs, cwd=self.root)
+        done = run_stubbing(self.runner, argv, stubs, cwd=self.root, timeout=TIMEOUT_S)
         lines, files = survivors(done.stdout, self.root)
         ok = done.returncode == 0
         error = "" if ok else (done.stderr.strip().splitlines() or ["failed"])[-1][:300]
@@ -340,16 +354,36 @@ def run_stubbing(runner: Runner, argv: Sequence[str], stubs: Stubs, *, cwd: Path
     as much as the pass itself (1.55 s of CPU against 1.68 s for torch/extension.h), so it
     runs only once a pass has stopped at a missing header, or first with `probe_first`."""
     cmd = [*argv, f"-idirafter{stubs.folder}"]
+    deadline = time.monotonic() + timeout
+
+    def bounded(args: list[str]) -> list[str]:
+        # Each run gets what is left of the pass's budget. coreutils' `timeout` (it signals
+        # its whole process group, cc1plus included) ends the run even when flashbuild was
+        # killed with SIGKILL: a gcc blocked on a FIFO header stayed for ever before.
+        left = max(deadline - time.monotonic(), 1.0)
+        wrapper = runner.which("timeout", env)
+        # Windows' own timeout.exe only waits: coreutils' has no extension.
+        if wrapper is None or Path(wrapper).name != "timeout":
+            return args
+        return [wrapper, "-s", "KILL", f"{left + KILL_AFTER_S:.0f}", *args]
+
+    def left() -> float:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ProcessTimeout(f"`{Path(argv[0]).name}` did not finish within {timeout:g} s "
+                                 "(the pass's runs together)")
+        return remaining
 
     def probe() -> bool:
-        deps = runner.run([*cmd, "-M", "-MG"], timeout=timeout, check=False, cwd=cwd, env=env)
+        deps = runner.run(bounded([*cmd, "-M", "-MG"]), timeout=left(), check=False,
+                          cwd=cwd, env=env)
         stubs.probed = True
         return any([stubs.add(header) for header in missing_headers(deps.stdout, cwd)])
 
     if stubs.probe_first and not stubs.probed:
         probe()
     while True:
-        done = runner.run(cmd, timeout=timeout, check=False, cwd=cwd, env=env)
+        done = runner.run(bounded(cmd), timeout=left(), check=False, cwd=cwd, env=env)
         missing = _MISSING.search(done.stderr)
         if done.returncode == 0 or missing is None:
             return done

@@ -7,8 +7,10 @@ of the tree (scan said nothing, or crashed with RecursionError); a CMake add_sub
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -17,7 +19,6 @@ from tests.reliability.helpers import Outcome, judge, judge_outcome, snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
     from tests.reliability.helpers import Sandbox
 
@@ -176,3 +177,58 @@ def test_stdout_on_dev_full_is_one_paragraph(tmp_path: Path) -> None:
     out = Outcome(done.returncode, done.stderr, 0.0)
     judge_outcome("stdout on /dev/full", out, code=2, say="could not write its output")
     assert "Exception ignored" not in done.stderr
+
+
+def _without_dac() -> list[str] | None:
+    """A prefix under which a mode-000 folder cannot be searched: nothing for a normal user;
+    for root, setpriv dropping CAP_DAC_OVERRIDE/CAP_DAC_READ_SEARCH (root keeps its uid, so
+    the interpreter under /root stays readable, as it would not be for `nobody`)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return None
+    caps = "-dac_override,-dac_read_search"
+    return [setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}"]
+
+
+UNREADABLE_PATH = {
+    "doctor": ["doctor", "--cuda", "/usr/local/cuda-13.0"],
+    "build": ["build", "--recipe", "{base}/t.toml", "--source", "{base}/t", "--arch", "sm_90a",
+              "--cuda", "/usr/local/cuda-13.0"],
+}
+
+
+@pytest.mark.skipif(not os.path.isfile("/usr/local/cuda-13.0/bin/nvcc"),
+                    reason="needs the CUDA 13.0 toolkit")
+@pytest.mark.parametrize("command", list(UNREADABLE_PATH))
+def test_an_unreadable_path_entry_is_skipped(tmp_path: Path, command: str) -> None:
+    """A PATH entry flashbuild may not search (mode 000) was exit 1, `PermissionError` on
+    `<entry>/nvcc`, in build even with --cuda; doctor lost its toolkit, compiler and GPU
+    findings (issue 27). Now the entry is skipped, and -v says so."""
+    prefix = _without_dac()
+    if prefix is None:
+        pytest.skip("root without setpriv: permissions do not stop root's reads")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0)
+    tree = tmp_path / "t"
+    tree.mkdir()
+    # A configure that would stop at once: the build ends at its missing [install] (exit 2),
+    # after the toolkit and compiler lookups this case is about.
+    (tree / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.18)\n"
+                                         "project(x LANGUAGES NONE)\n")
+    (tmp_path / "t.toml").write_text('[recipe]\nname = "t"\n[source]\npath = "t"\n')
+    args = [a.format(base=tmp_path) for a in UNREADABLE_PATH[command]]
+    path = os.pathsep.join([str(locked), str(Path(sys.executable).parent), "/usr/bin", "/bin"])
+    try:
+        done = subprocess.run([*prefix, sys.executable, "-m", "flashbuild", "-v", *args],
+                              env={**os.environ, "PATH": path}, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        locked.chmod(0o700)
+    out = Outcome(done.returncode, done.stdout + done.stderr, 0.0)
+    code = 0 if command == "doctor" else 2
+    judge_outcome(f"unreadable PATH entry ({command})", out, code=code,
+                  say=f"skipped the PATH entry {locked}: Permission denied")
+    assert "PermissionError" not in out.output, out.output

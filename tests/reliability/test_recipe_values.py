@@ -39,6 +39,15 @@ VALUES = {
     "NUL in a sources glob": (
         '[recipe]\nname = "v"\n\n[source]\npath = "../tree"\nsources = ["src/\\u0000*.cpp"]\n',
         "`sources[0]` holds a NUL character"),
+    # issue 27: `recipe check` called these valid; `patch` said "matched nothing" (exit 5).
+    "NUL in a patch step's files glob": (
+        HEAD + '[[patch]]\nid = "m"\ntransform = "macro-edit"\n'
+        'params = { files = ["src/a.cpp", "src/\\u0000*.cpp"], find = "a", replace = "b", '
+        'already = "b" }\n', "`files[1]` holds a NUL character"),
+    "NUL in exclude-sources globs": (
+        HEAD + '[[patch]]\nid = "x"\ntransform = "exclude-sources"\n'
+        'params = { globs = ["src/\\u0000*.cpp"] }\n',
+        "`globs[0]` holds a NUL character"),
 }
 
 

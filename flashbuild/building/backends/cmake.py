@@ -176,6 +176,7 @@ def _configure(setup: _Setup, runner: StreamRunner) -> None:
     build_dir = setup.folder.path
     log_path = setup.logs / "configure.log"
     cmake.forget_configure(build_dir)
+    cmake.start_configure(build_dir)
     lines: list[str] = []
     try:
         with progress.open_log(log_path) as log:
@@ -190,6 +191,15 @@ def _configure(setup: _Setup, runner: StreamRunner) -> None:
             "not touched",
             details={"log": str(log_path)},
         ) from None
+    if code < 0:  # killed by a signal: its files may be half-written (the marker stays)
+        raise BuildError(
+            f"CMake configure was killed by {cmake.killed_by(-code)}",
+            evidence=f"the build folder {build_dir} holds what it wrote until then; log: "
+            f"{log_path}\n" + "\n".join(lines[-10:]),
+            fix=cmake.killed_fix(-code) + "; the next build sets this folder aside and configures "
+            "afresh",
+            details={"log": str(log_path), "signal": -code})
+    cmake.end_configure(build_dir)
     if code != 0:
         components = cmake.missing_toolkit_components("\n".join(lines))
         if components:
