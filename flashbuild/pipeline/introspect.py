@@ -226,7 +226,7 @@ def _build_inputs(request: BuildRequest, scratch: Path) -> str:
     the same value records the same run (recipe init's retry without the drafted environment,
     after a setup.py raised, was the same two torch-importing runs again)."""
     recipe = request.recipe
-    if recipe.build.backend != "setuptools":
+    if buildsystems.get(recipe.build.backend).introspection != "setup-record":
         return repr((recipe.recipe.name, recipe.build))
     from flashbuild.building.backends.setuptools import (  # noqa: PLC0415  # start-up
         build_environment,

@@ -130,6 +130,9 @@ class _FakeGcc:
         self.missing = missing
         self.calls: list[str] = []
 
+    def which(self, program: str, env: object = None) -> str | None:
+        return None  # no coreutils `timeout` to wrap the runs in
+
     def run(self, argv: Sequence[str], **_kwargs: object) -> Completed:
         folder = Path(next(a for a in argv if a.startswith("-idirafter"))[len("-idirafter"):])
         if "-MG" in argv:
