@@ -8,8 +8,10 @@ through it (FACTS.md, "Building").
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, get_args
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 from flashbuild.errors import ToolchainError, UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
     from flashbuild.proc import Runner
 
@@ -164,3 +166,55 @@ def rates_note(launcher: Launcher, found: tuple[StageRate, ...]) -> str:
         return f"{launcher.name}: no compile of this build went through the cache"
     total = StageRate("all stages", sum(r.hits for r in found), sum(r.misses for r in found))
     return f"{launcher.name} hits this build: " + "; ".join(r.text() for r in (*found, total))
+
+
+#: sccache's server port unless SCCACHE_SERVER_PORT says otherwise (its docs, Configuration).
+SCCACHE_DEFAULT_PORT = 4226
+
+
+def sccache_server_running(env: Mapping[str, str]) -> bool:
+    """Whether an sccache server listens on this environment's port (a connect, nothing
+    sent: `sccache --show-stats` would start one)."""
+    try:
+        port = int(env.get("SCCACHE_SERVER_PORT", SCCACHE_DEFAULT_PORT))
+    except ValueError:
+        return False
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def build_server(launcher: Launcher | None, runner: Runner,
+                 env: Mapping[str, str]) -> Iterator[str]:
+    """An sccache server that lives through the whole build; yields a note for the report
+    ('' when there is nothing to say).
+
+    sccache's server exits after SCCACHE_IDLE_TIMEOUT seconds (600 by default) with no new
+    request and drops a compile still running (mozilla/sccache#204): a CUDA unit that
+    compiles for longer is compiled again without the cache, its result is never stored, and
+    the server's counts start from zero (ROCm/TheRock#5672 saw 0/0/0 stats for the same
+    reason; causal-conv1d's 45-minute first build here, docs/benchmarks.md). So with no
+    server running, flashbuild starts one with no idle timeout (unless the environment sets
+    one) and stops it after the build; a server already running is the user's and is left as
+    it is."""
+    if launcher is None or launcher.name != "sccache":
+        yield ""
+        return
+    if sccache_server_running(env):
+        yield ("sccache: a server was already running, so its idle timeout applies "
+               "(SCCACHE_IDLE_TIMEOUT, 600 s by default): a unit that compiles for longer "
+               "misses the cache (mozilla/sccache#204); start it with SCCACHE_IDLE_TIMEOUT=0")
+        return
+    start_env = {**env, "SCCACHE_IDLE_TIMEOUT": env.get("SCCACHE_IDLE_TIMEOUT", "0")}
+    started = runner.run([str(launcher.path), "--start-server"], env=start_env, timeout=60,
+                         check=False).ok
+    try:
+        yield "" if started else ("sccache: `sccache --start-server` failed; the compiles "
+                                  "start a server with the default idle timeout (600 s)")
+    finally:
+        if started:
+            runner.run([str(launcher.path), "--stop-server"], env=env, timeout=60,
+                       check=False)

@@ -58,6 +58,10 @@ def test_a_setup_py_build_goes_through_sccache(
     tree = _tree(tmp_path, extra=EXTRA)
     (tree / "csrc" / "host.cpp").write_text(HOST)
     try:
+        # A server the user (or a CI step) started: flashbuild leaves it running, so its
+        # statistics can be read after the build.
+        subprocess.run([SCCACHE, "--start-server"], env={**env, "SCCACHE_IDLE_TIMEOUT": "0"},
+                       capture_output=True, check=True, timeout=60)
         with contextlib.suppress(BuildError):  # the CPU torch cannot link
             run_build(recipe=str(tree / "tiny.toml"), source=None, arch="sm_90a",
                       cuda=cuda_toolkit_root, platform=None, jobs_text="2",
@@ -73,3 +77,29 @@ def test_a_setup_py_build_goes_through_sccache(
     counts = misses["counts"]
     assert counts.get("C/C++", 0) >= 1, stats  # host.cpp through the CXX wrapper
     assert counts.get("CUDA", 0) >= 1, stats  # scale.cu through PYTORCH_NVCC
+
+
+def test_a_server_flashbuild_started_is_gone_after_the_build(
+        tmp_path: Path, cuda_toolkit_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no server running, flashbuild starts one for the build (no idle timeout: a long
+    unit must not outlive it) and stops it afterwards: nothing it started keeps running."""
+    from flashbuild.building.launcher import sccache_server_running
+    from flashbuild.pipeline.command import run_build
+
+    monkeypatch.setattr(st, "check_torch_cuda", lambda torch, request: None)
+    monkeypatch.setenv("SCCACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SCCACHE_SERVER_PORT", "4296")
+    env = dict(os.environ)
+    assert not sccache_server_running(env)
+    tree = _tree(tmp_path)
+    try:
+        with contextlib.suppress(BuildError):  # the CPU torch cannot link
+            run_build(recipe=str(tree / "tiny.toml"), source=None, arch="sm_90a",
+                      cuda=cuda_toolkit_root, platform=None, jobs_text="2",
+                      launcher_text="sccache", install_text="wheel",
+                      build_dir=tmp_path / "b", as_json=True)
+        assert not sccache_server_running(env)
+    finally:
+        assert SCCACHE is not None
+        subprocess.run([SCCACHE, "--stop-server"], env=env, capture_output=True,
+                       check=False, timeout=60)

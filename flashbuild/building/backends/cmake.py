@@ -18,7 +18,7 @@ from flashbuild import interrupts
 from flashbuild.building import archcheck, artifacts, builddir, cmake, progress
 from flashbuild.building.backends import BackendContext, BackendResult, wrong_tree
 from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_host
-from flashbuild.building.launcher import Launcher, choose_launcher
+from flashbuild.building.launcher import Launcher, build_server, choose_launcher
 from flashbuild.building.toolkit import cccl_include_dir
 from flashbuild.errors import BuildError, Interrupted, UsageError
 from flashbuild.source.cmake_archlists import literal_arch_lists
@@ -67,8 +67,13 @@ class CMakeBackend:
         log = setup.logs / "build.log"
         argv = cmake.build_argv(tools, setup.folder.path, setup.plan.ninja_jobs,
                                 request.recipe.build.targets)
-        code, monitor = progress.run_tool(argv, runner=ctx.runner, env=setup.env, log_path=log,
-                                          console=ctx.console, show_progress=ctx.show_progress)
+        with build_server(setup.launcher, ctx.runner, setup.env) as server_note:
+            if server_note:
+                ctx.notes.append(server_note)
+                ctx.say(server_note)
+            code, monitor = progress.run_tool(argv, runner=ctx.runner, env=setup.env,
+                                              log_path=log, console=ctx.console,
+                                              show_progress=ctx.show_progress)
         if code != 0:
             raise progress.failure("compiling failed", monitor, log)
         ext = artifacts.ext_suffix(request.python, ctx.runner, request.env)

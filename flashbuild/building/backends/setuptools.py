@@ -42,6 +42,7 @@ from flashbuild.building.backends import (
 from flashbuild.building.jobs import HostResources, plan_jobs, probe_host
 from flashbuild.building.launcher import (
     Launcher,
+    build_server,
     choose_launcher,
     rates,
     rates_note,
@@ -121,27 +122,33 @@ class SetuptoolsBackend:
                     plan=plan, argv=tuple(argv), flags=_flags(env, request), wheel=wheel,
                     torch_version=torch["version"])
         report.unlink(missing_ok=True)
-        before = read_stats(launcher, ctx.runner, env) if launcher is not None else None
-        # What flashbuild set, to reproduce the build by hand (`env $(...) pip wheel ...`).
-        (logs / "build-env.json").write_text(json.dumps(
-            {"argv": argv, "cwd": str(ctx.tree),
-             "env": {k: v for k, v in sorted(env.items()) if request.env.get(k) != v}},
-            indent=1), encoding="utf-8")
-        if dist.is_dir():
-            shutil.rmtree(dist)
-        Path(env["FLASHBUILD_VERSION_FILE"]).unlink(missing_ok=True)  # one version per run
-        code, monitor = progress.run_tool(argv, runner=ctx.runner, env=env, log_path=log,
-                                          cwd=ctx.tree, console=ctx.console,
-                                          show_progress=ctx.show_progress,
-                                          what="building (setup.py)")
-        # Before the exit code: a CUDAExtension without device code is the cause to name
-        # even when the build then failed (at the link, for want of what it never compiled).
-        host_only = _check_device_code(report, log)
-        if launcher is not None and launcher.name == "sccache":
-            # Before the exit code too: a failed link (a CPU torch) still compiled.
-            note = rates_note(launcher, rates(before, read_stats(launcher, ctx.runner, env)))
-            ctx.notes.append(note)
-            ctx.say(note)
+        # One sccache server through the whole build (launcher.build_server: a long unit
+        # outlived the default idle timeout and missed the cache).
+        with build_server(launcher, ctx.runner, env) as server_note:
+            if server_note:
+                ctx.notes.append(server_note)
+                ctx.say(server_note)
+            before = read_stats(launcher, ctx.runner, env) if launcher is not None else None
+            # What flashbuild set, to reproduce the build by hand (`env $(...) pip wheel ...`).
+            (logs / "build-env.json").write_text(json.dumps(
+                {"argv": argv, "cwd": str(ctx.tree),
+                 "env": {k: v for k, v in sorted(env.items()) if request.env.get(k) != v}},
+                indent=1), encoding="utf-8")
+            if dist.is_dir():
+                shutil.rmtree(dist)
+            Path(env["FLASHBUILD_VERSION_FILE"]).unlink(missing_ok=True)  # one version per run
+            code, monitor = progress.run_tool(argv, runner=ctx.runner, env=env, log_path=log,
+                                              cwd=ctx.tree, console=ctx.console,
+                                              show_progress=ctx.show_progress,
+                                              what="building (setup.py)")
+            # Before the exit code: a CUDAExtension without device code is the cause to name
+            # even when the build then failed (at the link, for want of what it never compiled).
+            host_only = _check_device_code(report, log)
+            if launcher is not None and launcher.name == "sccache":
+                # Before the exit code too: a failed link (a CPU torch) still compiled.
+                note = rates_note(launcher, rates(before, read_stats(launcher, ctx.runner, env)))
+                ctx.notes.append(note)
+                ctx.say(note)
         if code != 0:
             raise too_long(report, request, folder) or _failure(monitor, log)
         _check_arch(request, ctx.tree, env, report)

@@ -46,7 +46,7 @@ from flashbuild.building.artifacts import BuiltArtifact, copy_from_wheel
 from flashbuild.building.backends import BackendContext, BackendResult, wrong_tree
 from flashbuild.building.backends.cmake import arch_fix
 from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_host
-from flashbuild.building.launcher import Launcher, choose_launcher
+from flashbuild.building.launcher import Launcher, build_server, choose_launcher
 from flashbuild.building.toolkit import cccl_include_dir
 from flashbuild.errors import BuildError, ToolchainError, UsageError
 from flashbuild.source import skbuild_settings
@@ -140,10 +140,14 @@ class SkbuildBackend:
         if dist.is_dir():
             shutil.rmtree(dist)
         gate = ArchGate(ctx.runner, lambda: _check_arch(request, build_dir, env))
-        code, monitor = progress.run_tool(argv, runner=gate, env=env, log_path=log,
-                                          cwd=ctx.tree, console=ctx.console,
-                                          show_progress=ctx.show_progress,
-                                          what="building (scikit-build-core)")
+        with build_server(chosen, ctx.runner, env) as server_note:
+            if server_note:
+                ctx.notes.append(server_note)
+                ctx.say(server_note)
+            code, monitor = progress.run_tool(argv, runner=gate, env=env, log_path=log,
+                                              cwd=ctx.tree, console=ctx.console,
+                                              show_progress=ctx.show_progress,
+                                              what="building (scikit-build-core)")
         if code != 0:
             raise progress.failure("building the scikit-build-core project failed", monitor,
                                    log)
