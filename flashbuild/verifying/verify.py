@@ -25,7 +25,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flashbuild.arch import Arch, ArchSpec, Suffix, Target, parse_arch_spec
+from flashbuild.arch import Arch, ArchSpec, BuildTarget, Suffix, Target
 from flashbuild.errors import FlashbuildError, VerifyError
 from flashbuild.installing.manifest import MANIFEST_NAME
 from flashbuild.installing.resources import loader_shim
@@ -487,7 +487,7 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
             preloaded: Sequence[Path], expect: Expectations,
             policy: str | None = None) -> VerifyReport:
     manifest = subject.manifest
-    spec = targets or (parse_arch_spec(manifest.archs) if manifest else None)
+    spec = targets or (BuildTarget.from_names(manifest.archs).spec if manifest else None)
     if spec is not None and spec.native:
         raise VerifyError("`native` cannot be verified statically",
                           fix="name the arch: `flashbuild verify --arch sm120`")
