@@ -400,28 +400,33 @@ class BuildTarget:
     def with_spec(self, spec: ArchSpec) -> BuildTarget:
         return replace(self, spec=spec)
 
-    def missing(self, sass: Iterable[str], ptx: Iterable[str] = ()) -> list[str]:
+    def missing(self, sass: Iterable[str], ptx: Iterable[str] | None = None) -> list[str]:
         """The requested images that compiled `sass` / `ptx` (names like `sm_120a`,
-        `compute_120`) do not satisfy, by `satisfies`."""
-        have_sass = [_image_arch(n) for n in sass]
-        have_ptx = [_image_arch(n) for n in ptx]
+        `compute_120`) do not satisfy, by `satisfies`; `ptx=None`: SASS only is judged (the
+        build's arch check, which reads nvcc's SASS requests)."""
+        have_sass = _image_archs(sass)
+        have_ptx = None if ptx is None else _image_archs(ptx)
         out: list[str] = []
         for t in self.spec.targets:
             if t.sass and not any(satisfies(a, t.arch) for a in have_sass):
                 out.append(t.arch.sm)
-            if t.ptx and not any(satisfies(a, t.arch) for a in have_ptx):
+            if t.ptx and have_ptx is not None and \
+                    not any(satisfies(a, t.arch) for a in have_ptx):
                 out.append(t.arch.compute)
         return out
 
-    def accepts(self, sass: Iterable[str], ptx: Iterable[str] = ()) -> bool:
+    def accepts(self, sass: Iterable[str], ptx: Iterable[str] | None = ()) -> bool:
         """Whether compiled SASS / PTX carry every image this target asks for."""
         return not self.missing(sass, ptx)
 
 
-def _image_arch(name: str) -> Arch:
-    """`sm_120a` / `compute_90` as found in a binary or an nvcc command: not user input."""
-    match = _TOKEN.match(name.strip().lower())
-    if match is None or match["code"] is None:
-        raise ValueError(f"not an image name: {name}")
-    major, minor = divmod(int(match["code"]), 10)
-    return Arch(major, minor, Suffix(match["suffix"] or ""))
+def _image_archs(names: Iterable[str]) -> list[Arch]:
+    """`sm_120a` / `compute_90` as found in a binary or an nvcc command (not user input: a
+    name that is no image satisfies nothing)."""
+    out = []
+    for name in names:
+        match = _TOKEN.match(name.strip().lower())
+        if match is not None and match["code"] is not None:
+            major, minor = divmod(int(match["code"]), 10)
+            out.append(Arch(major, minor, Suffix(match["suffix"] or "")))
+    return out

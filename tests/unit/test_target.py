@@ -127,3 +127,44 @@ def test_the_variant_rule_is_exact() -> None:
     assert BuildTarget(parse_arch_spec("sm_120+PTX")).accepts(["sm_120"], ["compute_120"])
     assert satisfies(Arch(10, 0, Suffix.FAMILY), Arch(10, 0, Suffix.FAMILY))
     assert not satisfies(Arch(10, 0, Suffix.FAMILY), Arch(10, 0))
+
+
+def _build_accepts(arch: str, sass: list[str]) -> bool:
+    from flashbuild.building import archcheck
+    from flashbuild.errors import BuildError
+    from flashbuild.source.nvccflags import read_arch_flags
+
+    flags = read_arch_flags([f"FLAGS = -gencode arch=compute_{s[3:]},code={s}" for s in sass])
+    try:
+        archcheck.check(flags, parse_arch_spec(arch), where=Path("build.ninja"), fix="x")
+    except BuildError:
+        return False
+    return True
+
+
+def _verify_accepts(arch: str, sass: list[str]) -> bool:
+    from flashbuild.verifying.fatbin import BinaryImages, FatbinImage, ImageKind
+    from flashbuild.verifying.verify import Status, _check_images
+
+    images = tuple(FatbinImage(ImageKind.SASS, parse_arch_spec(s).archs[0], False, 1, 1, 0, 0)
+                   for s in sass)
+    found = BinaryImages(Path("_C.so"), "elf", images)
+    checks = _check_images(found, parse_arch_spec(arch).targets, "_C.so")
+    return not any(c.status is Status.FAIL for c in checks)
+
+
+@pytest.mark.parametrize(("arch", "sass", "accepted"), [
+    ("sm_120", ["sm_120"], True),
+    ("sm_120", ["sm_120a"], False),  # a tree that adds the `a` itself: arch_suffix, or --arch
+    ("sm_120a", ["sm_120a"], True),  # ... sm_120a, which then both take
+    ("sm_120a", ["sm_120"], False),
+    ("sm_100a", ["sm_100f"], False),
+    ("sm_100f", ["sm_100f"], True),
+    ("sm_90a;sm_120", ["sm_90a", "sm_120"], True),
+    ("sm_90a;sm_120", ["sm_90", "sm_120"], False),
+])
+def test_build_and_verify_agree_on_variants(arch: str, sass: list[str],
+                                            accepted: bool) -> None:
+    assert BuildTarget(parse_arch_spec(arch)).accepts(sass) is accepted
+    assert _build_accepts(arch, sass) is accepted
+    assert _verify_accepts(arch, sass) is accepted
