@@ -349,3 +349,84 @@ def _bad(raw: str, why: str, hint: str = "") -> UsageError:
         fix="write it as sm_120, sm120, 12.0, 120, sm_90a, 120f, compute_120 (PTX only), "
         "8.6+PTX, a list like `90a;120`, or `native`",
     )
+
+
+def satisfies(image: Arch, wanted: Arch) -> bool:
+    """THE rule build and verify share: compiled code for `image` satisfies a requested
+    `wanted` only when they are the same arch, suffix included. `sm_120a` SASS does not
+    satisfy `--arch sm_120` (it runs only on 12.0 and may use 12.0's arch-specific
+    instructions), nor `sm_120` SASS `--arch sm_120a`; a recipe whose tree always compiles the
+    variant says `[build] arch_suffix = "a"`, and the target then asks for `sm_120a` itself
+    (`ArchSpec.with_suffix`), so the variant is what is wanted (docs/build.md, "One target")."""
+    return image == wanted
+
+
+class Origin(StrEnum):
+    """Where a command's target came from, for its messages."""
+
+    FLAG = "--arch"
+    GPU = "the GPUs found"
+    DEFAULT = "the default"
+    RECIPE = "the recipe's default"
+    MANIFEST = "the install manifest"
+
+
+@dataclass(frozen=True)
+class BuildTarget:
+    """The one target of a command: resolved once at its edge (`--arch`, else the GPUs
+    found, else a recipe's default) and passed down typed; nothing below re-parses it."""
+
+    spec: ArchSpec
+    origin: Origin = Origin.FLAG
+
+    @property
+    def archs(self) -> tuple[Arch, ...]:
+        return self.spec.archs
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    def names(self) -> list[str]:
+        """The manifest's typed form: `["sm_90a", "compute_120", "sm_120+PTX"]`."""
+        return [t.arch.sm + ("+PTX" if t.ptx else "") if t.sass else t.arch.compute
+                for t in self.spec.targets]
+
+    @classmethod
+    def from_names(cls, names: Iterable[str], origin: Origin = Origin.MANIFEST) -> BuildTarget:
+        """Back from `names()` (a manifest): each name is one of this module's spellings."""
+        return cls(parse_arch_spec(";".join(names)), origin)
+
+    def with_spec(self, spec: ArchSpec) -> BuildTarget:
+        return replace(self, spec=spec)
+
+    def missing(self, sass: Iterable[str], ptx: Iterable[str] | None = None) -> list[str]:
+        """The requested images that compiled `sass` / `ptx` (names like `sm_120a`,
+        `compute_120`) do not satisfy, by `satisfies`; `ptx=None`: SASS only is judged (the
+        build's arch check, which reads nvcc's SASS requests)."""
+        have_sass = _image_archs(sass)
+        have_ptx = None if ptx is None else _image_archs(ptx)
+        out: list[str] = []
+        for t in self.spec.targets:
+            if t.sass and not any(satisfies(a, t.arch) for a in have_sass):
+                out.append(t.arch.sm)
+            if t.ptx and have_ptx is not None and \
+                    not any(satisfies(a, t.arch) for a in have_ptx):
+                out.append(t.arch.compute)
+        return out
+
+    def accepts(self, sass: Iterable[str], ptx: Iterable[str] | None = ()) -> bool:
+        """Whether compiled SASS / PTX carry every image this target asks for."""
+        return not self.missing(sass, ptx)
+
+
+def _image_archs(names: Iterable[str]) -> list[Arch]:
+    """`sm_120a` / `compute_90` as found in a binary or an nvcc command (not user input: a
+    name that is no image satisfies nothing)."""
+    out = []
+    for name in names:
+        match = _TOKEN.match(name.strip().lower())
+        if match is not None and match["code"] is not None:
+            major, minor = divmod(int(match["code"]), 10)
+            out.append(Arch(major, minor, Suffix(match["suffix"] or "")))
+    return out

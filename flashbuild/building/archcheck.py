@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flashbuild.arch import ArchSpec, Suffix, Target
+from flashbuild.arch import ArchSpec, BuildTarget, Suffix, Target
 from flashbuild.errors import BuildError
 from flashbuild.source.nvccflags import ArchFlags, first_arch_option, read_arch_flags
 
@@ -86,7 +86,7 @@ def check(flags: ArchFlags, spec: ArchSpec, *, where: Path, fix: str,
         flags = merged(flags, env_flags)
     if not flags.found or not want:
         return
-    missing = sorted(want - flags.sass)
+    missing = sorted(BuildTarget(spec).missing(flags.sass))  # arch.satisfies, as verify
     extra = sorted(flags.sass - want)
     if not (missing or extra or flags.wide):
         return

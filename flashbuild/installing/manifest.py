@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from flashbuild import platforms
-from flashbuild.errors import VerifyError
+from flashbuild.arch import BuildTarget, parse_arch_spec
+from flashbuild.errors import UsageError, VerifyError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -97,8 +98,10 @@ class Manifest:
     recipe: str
     platform: str
     """`linux` or `windows`."""
-    archs: str
-    """`ArchSpec.cmake()` of the build, e.g. `90a-real;120`."""
+    archs: tuple[str, ...]
+    """The build's target, typed (`BuildTarget.names()`): `("sm_90a", "sm_120+PTX")`.
+    Manifests written before it held `ArchSpec.cmake()` text (`90a-real;120`): read into
+    the names here."""
     toolkit: Toolkit
     host_compiler: HostCompiler
     patches: tuple[PatchRecord, ...] = ()
@@ -183,7 +186,7 @@ class Manifest:
             flashbuild=r.text("flashbuild"),
             recipe=r.text("recipe"),
             platform=r.text("platform", choices=("linux", "windows")),
-            archs=r.text("archs"),
+            archs=r.arch_names("archs"),
             toolkit=Toolkit(root=tk.text("root"), version=tk.text("version")),
             host_compiler=HostCompiler(kind=hc.text("kind"), version=hc.text("version"),
                                        path=hc.text("path")),
@@ -289,6 +292,16 @@ class _Reader:
         if not isinstance(value, list):
             raise _bad(self.where, f"{self.prefix}{key} must be a list")
         return [_Reader(v, self.where, f"{self.prefix}{key}[{i}].") for i, v in enumerate(value)]
+
+    def arch_names(self, key: str) -> tuple[str, ...]:
+        """The target's names; an older manifest's CMake text (`90a-real;120`) as names."""
+        value = self._get(key, True)
+        if isinstance(value, str):
+            try:
+                return tuple(BuildTarget(parse_arch_spec(value)).names())
+            except UsageError as exc:
+                raise _bad(self.where, f"{self.prefix}{key}: {exc.what}") from None
+        return self.strs(key)
 
     def strs(self, key: str, required: bool = True) -> tuple[str, ...]:
         value = self._get(key, required)

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from flashbuild import __version__, buildsystems
-from flashbuild.arch import parse_arch_spec
 from flashbuild.building import staging
 from flashbuild.errors import BusyError, FlashbuildError, RecipeError, TreeError, UsageError
 from flashbuild.installing import shim
@@ -45,6 +44,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
+    from flashbuild.arch import BuildTarget
     from flashbuild.recipes.model import Recipe
     from flashbuild.scanning.findings import ScanResult
 
@@ -87,7 +87,7 @@ class Chosen:
 DRAFT_FORMAT = 3
 
 
-def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platform: str,
+def choose_recipe(recipe: str | None, source: Path | None, *, arch: BuildTarget, platform: str,
                   installing: bool, build_root: Path, say: Callable[[str], None]) -> Chosen:
     """The recipe and the tree for `flashbuild build` (see the module docstring)."""
     if recipe is not None or source is None:
@@ -108,7 +108,7 @@ def choose_recipe(recipe: str | None, source: Path | None, *, arch: str, platfor
 
     # A plain clone without its submodules is refused before a recipe is chosen or drafted
     # for it: a bundled recipe matches such a clone by content too.
-    refuse_missing_submodules(tree, platform=platform, archs=parse_arch_spec(arch).archs)
+    refuse_missing_submodules(tree, platform=platform, archs=arch.archs)
     bundled = bundled_match(tree)
     if bundled is not None:
         say(bundled.using())
@@ -182,7 +182,7 @@ def choose_for_patch(recipe: str | None, source: Path | None, *, revert: bool,
     return bundled.recipe, tree
 
 
-def _drafted(tree: Path, *, arch: str, platform: str, installing: bool, build_root: Path,
+def _drafted(tree: Path, *, arch: BuildTarget, platform: str, installing: bool, build_root: Path,
              say: Callable[[str], None]) -> Chosen:
     name = re.sub(r"[^a-z0-9-]+", "-", tree.name.lower()).strip("-") or "tree"
     draft = build_root / f"{name}.draft.toml"
@@ -317,12 +317,12 @@ def _drafting_lock(build_root: Path, tree: Path) -> Iterator[None]:
         lock.release()
 
 
-def _tree_key(tree: Path, *, arch: str, platform: str, skip: Path) -> str:
+def _tree_key(tree: Path, *, arch: BuildTarget, platform: str, skip: Path) -> str:
     """The tree's state as the draft sees it: every file by size and mtime, except what an
     in-place install writes (binaries, the shim, the manifest; an `__init__.py` by its
     content without the shim block), so building does not make the next run draft again."""
     scanned = staging.scan(tree, skip=[skip], reuse=True)
-    h = hashlib.sha256(json.dumps([__version__, DRAFT_FORMAT, arch, platform,
+    h = hashlib.sha256(json.dumps([__version__, DRAFT_FORMAT, arch.names(), platform,
                                    str(tree)]).encode())
     for rel in sorted(scanned.files):
         if rel.endswith(_INSTALLED):
@@ -365,7 +365,7 @@ def with_bundled(result: ScanResult) -> ScanResult:
         return result
     target = result.target
     archs = tuple(a.sm for a in target.archs)
-    ctx = WhenContext(platform=target.platform, arch=parse_arch_spec(";".join(archs)))
+    ctx = WhenContext(platform=target.platform, arch=target.spec)
     steps = [s for s in bundled.recipe.patch if evaluate(s.when, ctx).matched]
     edits: dict[tuple[str, int], str] = {}
     unplanned: list[str] = []

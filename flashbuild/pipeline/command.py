@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from packaging.version import InvalidVersion, Version
 
 from flashbuild import platforms
-from flashbuild.arch import Suffix, parse_arch_spec
+from flashbuild.arch import ArchSpec, BuildTarget, Image, Origin, Suffix, Target, parse_arch_spec
 from flashbuild.building import builddir
 from flashbuild.building.artifacts import parse_install_mode
 from flashbuild.building.jobs import parse_jobs
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from pathlib import Path
 
-    from flashbuild.arch import Arch, ArchSpec
+    from flashbuild.arch import Arch
     from flashbuild.building.request import StreamRunner
     from flashbuild.detect.cuda import Toolkit, ToolkitSearch
     from flashbuild.pipeline.choose import Chosen
@@ -100,15 +100,15 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
         )
     env = dict(os.environ)
     runner = ProcessRunner(echo=ui.command)
-    spec = _resolve_arch(parse_arch_spec(arch) if arch else parse_arch_spec("native"),
-                         typed=arch is not None, env=env, runner=runner)
+    target = resolve_target(arch, env=env, runner=runner)
+    spec = target.spec
     cache_dir = plat.user_cache_dir(env)
     if source is not None and source.is_dir():
         # Before the tree is read: a killed in-place install left the package without its
         # __init__.py, and the draft then found no package (exit 4) on every later run.
         for restored in recover_tree(source):
             ui.say(f"restored {restored} (an earlier install was interrupted)")
-    chosen = _choose(recipe, source, spec=spec, platform=plat.name, installing=mode != "none",
+    chosen = _choose(recipe, source, target=target, platform=plat.name, installing=mode != "none",
                      build_dir=build_dir, cache_dir=cache_dir)
     loaded, tree = chosen.recipe, chosen.tree
     spec, arch_note = tree_arch(loaded, spec)
@@ -166,14 +166,16 @@ STAGE_COLUMNS = [Column("stage", key=True), Column("seconds", key=True, justify=
                  Column("what it did")]
 
 
-def _choose(recipe: str | None, source: Path | None, *, spec: ArchSpec, platform: str,
+def _choose(recipe: str | None, source: Path | None, *, target: BuildTarget, platform: str,
             installing: bool, build_dir: Path | None, cache_dir: Path) -> Chosen:
     """The recipe and tree (pipeline/choose.py); a draft goes where the build folders go."""
     root = build_dir if build_dir is not None else (
         builddir.default_root(source, cache_dir=cache_dir) if source is not None else cache_dir)
-    arch = ";".join(t.arch.sm if t.sass else t.arch.compute for t in spec.targets)
-    return choose_recipe(recipe, source, arch=arch, platform=platform, installing=installing,
-                         build_root=root, say=ui.say)
+    # The draft is checked for the images as SASS or PTX, as `recipe init --arch` drafts.
+    drafted = ArchSpec(tuple(Target(t.arch, Image.SASS if t.sass else Image.PTX)
+                             for t in target.spec.targets))
+    return choose_recipe(recipe, source, arch=target.with_spec(drafted), platform=platform,
+                         installing=installing, build_root=root, say=ui.say)
 
 
 #: Doctor rules whose errors do not stop a build: they matter when the module runs (the
@@ -264,14 +266,18 @@ def tree_arch(recipe: Recipe, spec: ArchSpec) -> tuple[ArchSpec, str]:
                    f"{runs}")
 
 
-def _resolve_arch(spec: ArchSpec, *, typed: bool, env: Mapping[str, str],
-                  runner: StreamRunner) -> ArchSpec:
+def resolve_target(arch: str | None, *, env: Mapping[str, str],
+                   runner: StreamRunner) -> BuildTarget:
+    """The command's one target, resolved here at its edge: `--arch` (parsed once), else the
+    GPUs found (`native`). A recipe's arch_suffix refines it later (tree_arch), unparsed."""
+    spec = parse_arch_spec(arch) if arch else ArchSpec(native=True)
     if not spec.native:
-        return spec
+        return BuildTarget(spec, Origin.FLAG)
     from flashbuild.detect.gpu import probe_gpus  # noqa: PLC0415  # start-up
 
     caps = [g.capability for g in probe_gpus(env, runner).gpus]
-    return spec.resolve_native(caps, typed=typed)
+    return BuildTarget(spec.resolve_native(caps, typed=arch is not None),
+                       Origin.FLAG if spec.targets else Origin.GPU)
 
 
 def choose_toolkit(env: Mapping[str, str], runner: StreamRunner, plat: Platform, *,

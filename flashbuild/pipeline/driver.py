@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from flashbuild import __version__
+from flashbuild.arch import BuildTarget
 from flashbuild.building import (
     archcheck,
     backends,
@@ -489,7 +490,7 @@ def build_manifest(request: BuildRequest, outcome: PatchOutcome, built: BackendR
         flashbuild=__version__,
         recipe=request.recipe.name,
         platform=request.platform.name,
-        archs=request.arch.cmake(),
+        archs=tuple(BuildTarget(request.arch).names()),
         toolkit=ManifestToolkit(root=str(tk.root),
                                 version=str(tk.release or tk.version or "unknown")),
         host_compiler=ManifestHost(kind=request.host_compiler.kind,

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flashbuild import __version__, buildsystems, platforms
-from flashbuild.arch import parse_arch_spec
+from flashbuild.arch import Arch, ArchSpec, Target
 from flashbuild.building import cmake
 from flashbuild.building.archcheck import expected_sass, ninja_arch_flags
 from flashbuild.building.backends import skbuild
@@ -64,7 +64,6 @@ from flashbuild.source.treemodel import ArchForm, ArchVariable, Bindings, Intros
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from flashbuild.arch import ArchSpec
     from flashbuild.building.request import StreamRunner
     from flashbuild.buildsystems import IntrospectionKind
     from flashbuild.recipes.model import Recipe
@@ -570,7 +569,8 @@ def _confirm_arch_variable(request: BuildRequest, base: cmake.ConfigureInputs,
             continue
     values = request.arch.placeholders()
     forms: tuple[ArchForm, ...] = ("arch_numbers", "arch_codes", "arch_dotted")
-    other = parse_arch_spec("sm_80" if request.arch.archs[0].code != 80 else "sm_90")
+    other = ArchSpec((Target(Arch(8, 0) if request.arch.archs[0].code != 80 else
+                             Arch(9, 0)),))
     tried = False
     for name in treemodel.cmake_arch_candidates(texts)[:3]:
         if name in base.options:

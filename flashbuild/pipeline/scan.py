@@ -26,7 +26,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from flashbuild import buildsystems, platforms
-from flashbuild.arch import parse_arch_spec
 from flashbuild.console import plural, ui
 from flashbuild.pipeline.choose import bundled_match, with_bundled
 from flashbuild.recipes.load import parse_recipe
@@ -88,7 +87,7 @@ def introspect_for_scan(root: Path, target: ScanTarget, *,
     if recipe is None:
         return Introspection(model=None, fallback="no build files: no CMakeLists.txt and no "
                              "setup.py at the top of the tree")
-    spec = parse_arch_spec(";".join(a.sm for a in target.archs))
+    spec = target.spec
     if stage is not None:
         stage("introspecting the build "
               f"({buildsystems.get(recipe.build.backend).introspection_label})")

@@ -43,7 +43,6 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
 from flashbuild import buildsystems, platforms
-from flashbuild.arch import parse_arch_spec
 from flashbuild.console import Column, render_table, ui
 from flashbuild.detect.cuda import find_toolkits, python_site_packages
 from flashbuild.errors import PatchError, TreeError, UsageError
@@ -72,7 +71,7 @@ if TYPE_CHECKING:
 
     from tree_sitter import Node
 
-    from flashbuild.arch import ArchSpec
+    from flashbuild.arch import ArchSpec, BuildTarget
     from flashbuild.buildsystems import BackendName
     from flashbuild.recipes.model import Recipe
     from flashbuild.scanning.findings import Finding, ScanResult, ScanTarget
@@ -1179,7 +1178,7 @@ def compile_check(d: Draft, root: Path, result: ScanResult) -> None:
                        + (f"; not passed or not checked: {', '.join(other)}" if other else ""))
 
 
-def run_init(source: Path, *, platform: str | None, arch: str, output: Path | None,
+def run_init(source: Path, *, platform: str | None, arch: str | BuildTarget, output: Path | None,
              as_json: bool, check: bool = False, force: bool = False,
              introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection] | None = None,
              plan: PlanSteps,
@@ -1209,7 +1208,7 @@ def run_init(source: Path, *, platform: str | None, arch: str, output: Path | No
                      source_path=rel)
     d.build = draft_build(root, d, result.setup, result.findings)
     if introspect is not None:
-        _introspect(d, root, arch, target.platform, introspect)
+        _introspect(d, root, target.spec, target.platform, introspect)
     else:
         d.introspection = "build tables: static reading (recipe init --static executes nothing)"
     from flashbuild.scanning.draft_check import reconcile  # noqa: PLC0415  # cycle
@@ -1287,7 +1286,7 @@ def outcome_rows(d: Draft) -> list[list[str]]:
     return rows
 
 
-def _introspect(d: Draft, root: Path, arch: str, platform: str,
+def _introspect(d: Draft, root: Path, spec: ArchSpec, platform: str,
                 introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection]) -> None:
     """Ask the configured build (see draft_check.apply_model). For a setup.py, the record runs
     with the drafted environment; if it raises, once more without the drafted [[build.env]]:
@@ -1300,7 +1299,6 @@ def _introspect(d: Draft, root: Path, arch: str, platform: str,
                            "CMakeLists.txt with project() and no setup.py using "
                            "torch.utils.cpp_extension)")
         return
-    spec = parse_arch_spec(arch)
     outcome = introspect(validate_draft(render(d), None), root, spec, platform)
     model = outcome.model
     here = [t for t in d.build.env if platform in t[0].get("platform", [platform])]

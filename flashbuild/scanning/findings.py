@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
-from flashbuild.arch import Arch, parse_arch_spec
+from flashbuild.arch import Arch, ArchSpec, BuildTarget, Target, parse_arch_spec
 from flashbuild.errors import UsageError
 
 if TYPE_CHECKING:
@@ -178,6 +178,15 @@ class Skipped:
 class ScanTarget:
     platform: PlatformName
     archs: tuple[Arch, ...]
+    target: BuildTarget | None = None
+    """The command's target as resolved at its edge (make_target), images included."""
+
+    @property
+    def spec(self) -> ArchSpec:
+        """The target's ArchSpec, never re-parsed: `archs` as SASS when none was kept."""
+        if self.target is not None:
+            return self.target.spec
+        return ArchSpec(tuple(Target(a) for a in dict.fromkeys(sorted(self.archs))))
 
     @property
     def label(self) -> str:
@@ -292,14 +301,18 @@ class FileReport:
     facts: dict[str, Any] = field(default_factory=dict)
 
 
-def make_target(platform: str, arch: str) -> ScanTarget:
-    """Validate `--platform` / `--arch` into a ScanTarget (UsageError on bad input)."""
+def make_target(platform: str, arch: str | BuildTarget) -> ScanTarget:
+    """Validate `--platform` / `--arch` into a ScanTarget (UsageError on bad input). `arch`:
+    the command's resolved target, or the `--arch` text, parsed here once (the edge of `scan`
+    and `recipe init`)."""
     if platform not in ("linux", "windows"):
         raise UsageError(f"`{platform}` is not a platform flashbuild scans for",
                          fix="pass --platform linux or --platform windows")
-    spec = parse_arch_spec(arch)
+    target = arch if isinstance(arch, BuildTarget) else BuildTarget(parse_arch_spec(arch))
+    spec = target.spec
     if spec.native and not spec.targets:
         raise UsageError("`scan` needs an explicit arch, not `native`",
                          evidence="a scan reads sources, not GPUs",
                          fix="pass e.g. --arch sm120")
-    return ScanTarget(platform=platform, archs=spec.archs)  # type: ignore[arg-type]
+    return ScanTarget(platform=platform, archs=spec.archs,  # type: ignore[arg-type]
+                      target=target)

@@ -25,7 +25,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flashbuild.arch import Arch, ArchSpec, Suffix, Target, parse_arch_spec
+from flashbuild.arch import Arch, ArchSpec, BuildTarget, Suffix, Target, satisfies
 from flashbuild.errors import FlashbuildError, VerifyError
 from flashbuild.installing.manifest import MANIFEST_NAME
 from flashbuild.installing.resources import loader_shim
@@ -146,13 +146,14 @@ class VerifyReport:
 def arch_proof(found: BinaryImages, targets: Sequence[Target], *, subject: str,
                kind: str = "library") -> ArchProof:
     """The arch proof of one binary: which target images it lacks and which it has for no
-    target. A SASS image counts for a target of the same SM (sm_90a for sm_90: warned, not
-    missing); PTX counts for a PTX target when a GPU of that arch can JIT it."""
+    target. A SASS image counts for a target by `arch.satisfies`, the rule the build's arch
+    check uses (sm_90a SASS does not count for sm_90); PTX counts for a PTX target when a GPU
+    of that arch can JIT it."""
     codes = {t.arch.code for t in targets}
     missing: list[str] = []
     for target in targets:
         arch = target.arch
-        if target.sass and not any(i.arch.code == arch.code for i in found.sass):
+        if target.sass and not any(satisfies(i.arch, arch) for i in found.sass):
             missing.append(arch.sm)
         if target.ptx and _ptx_for(found.ptx, arch) is None:
             missing.append(arch.compute)
@@ -176,19 +177,24 @@ def _check_images(found: BinaryImages, targets: Sequence[Target], subject: str, 
     for target in targets:
         arch = target.arch
         if target.sass:
-            exact = [i for i in sass if i.arch == arch]
+            exact = [i for i in sass if satisfies(i.arch, arch)]
             same_code = [i for i in sass if i.arch.code == arch.code]
             if exact:
                 if any(i.name not in unreadable for i in exact):
                     checks.append(Check("images", subject, Status.OK,
                                         f"{arch.sm} SASS present", f"holds {have}"))
             elif same_code:
+                # The build's arch check refuses this same binary (arch.satisfies): a
+                # variant is not the arch asked for, nor the reverse.
                 checks.append(Check(
-                    "images", subject, Status.WARN,
+                    "images", subject, Status.FAIL,
                     f"asked for {arch.sm}, found {same_code[0].name} SASS",
                     f"holds {have}; `a` code runs only on that exact SM and uses its "
-                    "arch-specific features",
-                    f"rebuild with `--arch {arch.sm}` if the suffix matters"))
+                    "arch-specific features, `f` code on its family; build and verify take "
+                    "only the variant asked for",
+                    f"verify with `--arch {same_code[0].name}` if the variant is what you "
+                    f"want (a recipe says so with `[build] arch_suffix`), else rebuild with "
+                    f"`--arch {arch.sm}`"))
             else:
                 jit = _ptx_for(ptx, arch)
                 note = (f"; only {jit.name} PTX could run there, after JIT ({JIT_COST})"
@@ -487,7 +493,7 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
             preloaded: Sequence[Path], expect: Expectations,
             policy: str | None = None) -> VerifyReport:
     manifest = subject.manifest
-    spec = targets or (parse_arch_spec(manifest.archs) if manifest else None)
+    spec = targets or (BuildTarget.from_names(manifest.archs).spec if manifest else None)
     if spec is not None and spec.native:
         raise VerifyError("`native` cannot be verified statically",
                           fix="name the arch: `flashbuild verify --arch sm120`")

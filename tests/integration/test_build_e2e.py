@@ -73,7 +73,7 @@ def test_build_inplace_imports_from_neutral_dir(built: tuple[Path, Path, dict[st
     pkg = tree / "python" / "minikern"
     assert (pkg / f"_C{EXT}").is_file() and (pkg / "libminikern_attn.so").is_file()
     manifest = json.loads((pkg / "flashbuild-manifest.json").read_text())
-    assert manifest["archs"] == "90a-real" and manifest["recipe"] == "minikern"
+    assert manifest["archs"] == ["sm_90a"] and manifest["recipe"] == "minikern"
     assert "Used" in (manifest.get("ptxas_info") or "")
     assert _import_archs(sys.executable, tmp_path, tree / "python") == "900"
 

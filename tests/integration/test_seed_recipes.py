@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flashbuild.arch import parse_arch_spec
+from flashbuild.arch import BuildTarget, parse_arch_spec
 from flashbuild.building.treecheck import refuse_missing_submodules
 from flashbuild.cli import app
 from flashbuild.errors import TreeError
@@ -55,6 +55,8 @@ SEEDS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
     "flashrt": ("FlashRT", (("linux", "sm_90a"), ("linux", "sm_120a"), ("windows", "sm_120a"))),
 }
 
+_SM120 = BuildTarget(parse_arch_spec("sm120"))
+
 
 @pytest.fixture(scope="module")
 def trees(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -83,7 +85,7 @@ def test_zero_config_picks_it_by_content(recipe: str, trees: Path, tmp_path: Pat
     (trees / SEEDS[recipe][0]).rename(tree)
     said: list[str] = []
     try:
-        chosen = choose_recipe(None, tree, arch="sm120", platform="linux", installing=True,
+        chosen = choose_recipe(None, tree, arch=_SM120, platform="linux", installing=True,
                                build_root=tmp_path / "b", say=said.append)
     finally:
         tree.rename(trees / SEEDS[recipe][0])

@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from flashbuild.arch import BuildTarget, parse_arch_spec
 from flashbuild.errors import TreeError
 from flashbuild.pipeline import choose
 from tests.conftest import ROOT
+
+_SM90A = BuildTarget(parse_arch_spec("sm_90a"))
 
 CORPUS = ROOT.parent / "shared" / "corpus"
 TREES = ("causal-conv1d", "FlashMLA", "xformers-full", "xformers", "FlashRT")
@@ -42,7 +45,7 @@ def _snapshot(tree: Path) -> dict[str, tuple[int, int]]:
 
 
 def _choose(tree: Path, root: Path, *, installing: bool = True) -> choose.Chosen:
-    return choose.choose_recipe(None, tree, arch="sm_90a", platform="linux",
+    return choose.choose_recipe(None, tree, arch=_SM90A, platform="linux",
                                 installing=installing, build_root=root, say=lambda _m: None)
 
 

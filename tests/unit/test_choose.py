@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from flashbuild.arch import BuildTarget, parse_arch_spec
 from flashbuild.errors import RecipeError, UsageError
 from flashbuild.pipeline import choose
 from flashbuild.scanning import draft
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 MINIKERN = FIXTURES / "build" / "minikern"
+_SM90A = BuildTarget(parse_arch_spec("sm_90a"))
 CAUSAL_SETUP = """from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension
 setup(name="causal_conv1d", packages=["causal_conv1d"],
@@ -54,7 +56,7 @@ def _no_introspection(monkeypatch: pytest.MonkeyPatch) -> None:
 def _choose(source: Path | None, root: Path, recipe: str | None = None,
             installing: bool = True) -> tuple[choose.Chosen, list[str]]:
     said: list[str] = []
-    chosen = choose.choose_recipe(recipe, source, arch="sm_90a", platform="linux",
+    chosen = choose.choose_recipe(recipe, source, arch=_SM90A, platform="linux",
                                   installing=installing, build_root=root, say=said.append)
     return chosen, said
 

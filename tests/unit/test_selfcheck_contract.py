@@ -86,7 +86,7 @@ def test_verify_turns_the_report_into_failed_checks(tmp_path: Path) -> None:
     pkg = tmp_path / "site" / "flashkern"
     pkg.mkdir(parents=True)
     shutil.copy(V / "sass_ptx_sm120.o", pkg / "sass_ptx_sm120.o")
-    Manifest(flashbuild="0.1.0", recipe="csrc", platform="linux", archs="120",
+    Manifest(flashbuild="0.1.0", recipe="csrc", platform="linux", archs=("sm_120",),
              toolkit=Toolkit(root="/cuda", version="13.0"),
              host_compiler=HostCompiler(kind="gcc", version="12", path="/usr/bin/g++"),
              artifacts=(Artifact(path="sass_ptx_sm120.o", kind="module"),)).write(pkg)

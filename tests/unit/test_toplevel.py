@@ -376,7 +376,7 @@ def _manifest(**over: object) -> bytes:
     from flashbuild.installing.manifest import Artifact, HostCompiler, Toolkit
 
     fields: dict[str, object] = dict(
-        flashbuild="0", recipe="topmod", platform="linux", archs="120-real",
+        flashbuild="0", recipe="topmod", platform="linux", archs=("sm_120",),
         toolkit=Toolkit(root="/cuda", version="13.0"),
         host_compiler=HostCompiler(kind="gcc", version="13", path="/usr/bin/g++"),
         artifacts=(Artifact(path=f"../topmod{EXT}", kind="module"),),
@@ -475,7 +475,7 @@ def test_a_package_of_shared_libraries_has_no_exports_to_check(tmp_path: Path) -
     (pkg / "__init__.py").write_text("")
     shutil.copy(V / "sass_sm90a.o", pkg / "libctlib_cuda.so")
     (pkg / "flashbuild-manifest.json").write_bytes(_manifest(
-        archs="90a-real", artifacts=(Artifact(path="libctlib_cuda.so", kind="plugin"),),
+        archs=("sm_90a",), artifacts=(Artifact(path="libctlib_cuda.so", kind="plugin"),),
         exports=(), top_level=()))
     runner = ReplayRunner()
     runner.add("ldconfig", "-p", out=(V / "ldconfig-p.txt").read_text())

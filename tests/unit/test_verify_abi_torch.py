@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from flashbuild.arch import parse_arch_spec
 from flashbuild.installing.manifest import Manifest
 from flashbuild.pipeline.driver import build_manifest
 from flashbuild.runner import Completed
@@ -101,7 +102,7 @@ def test_the_build_writes_the_backend_torch_into_the_manifest() -> None:
         recipe=SimpleNamespace(name="r", build=SimpleNamespace(backend="setuptools"),
                                verify=SimpleNamespace(exports=(), kernels=(),
                                                       dynamic_smem={})),
-        platform=SimpleNamespace(name="linux"), arch=SimpleNamespace(cmake=lambda: "90"),
+        platform=SimpleNamespace(name="linux"), arch=parse_arch_spec("sm_90"),
         host_compiler=SimpleNamespace(kind="gcc", version="12", path="/usr/bin/g++"))
     outcome = SimpleNamespace(applied=(), build_excludes=())
     built = SimpleNamespace(flags={}, artifacts=(), torch_version="2.13.0+cu130")

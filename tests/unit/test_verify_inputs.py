@@ -154,7 +154,7 @@ def test_kernels_from_the_manifest(tmp_path: Path) -> None:
     pkg = tmp_path / "flashkern"
     pkg.mkdir()
     shutil.copy(V / "sass_sm90a.o", pkg / "m.o")
-    Manifest(flashbuild="0.1.0", recipe="csrc", platform="linux", archs="90a-real",
+    Manifest(flashbuild="0.1.0", recipe="csrc", platform="linux", archs=("sm_90a",),
              toolkit=Toolkit(root="/cuda", version="13.0"),
              host_compiler=HostCompiler(kind="gcc", version="12", path="/usr/bin/g++"),
              artifacts=(Artifact(path="m.o", kind="module"),),
@@ -300,7 +300,7 @@ def test_a_manifest_module_without_gpu_code_fails(tmp_path: Path) -> None:
     pkg.mkdir()
     shutil.copy(V / "helper.dll", pkg / "_C.pyd")
     shutil.copy(V / "helper.dll", pkg / "plugin.dll")
-    Manifest(flashbuild="0.1.0", recipe="x", platform="windows", archs="120",
+    Manifest(flashbuild="0.1.0", recipe="x", platform="windows", archs=("sm_120",),
              toolkit=Toolkit(root="C:/cuda", version="13.0"),
              host_compiler=HostCompiler(kind="msvc", version="19.44", path="cl.exe"),
              artifacts=(Artifact(path="_C.pyd", kind="module"),

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def sample(**changes: object) -> Manifest:
     base: dict[str, object] = dict(
-        flashbuild="0.1.0", recipe="csrc", platform="linux", archs="120-real",
+        flashbuild="0.1.0", recipe="csrc", platform="linux", archs=("sm_120",),
         toolkit=Toolkit(root="/usr/local/cuda-13.0", version="13.0"),
         host_compiler=HostCompiler(kind="gcc", version="12.2", path="/usr/bin/g++"),
         patches=(PatchRecord(id="sm120-traits", sha256="ab" * 32),),
@@ -45,8 +45,23 @@ def test_round_trip(tmp_path: Path) -> None:
     assert Manifest.load(path) == m
 
 
+def test_the_target_is_stored_typed_and_an_older_manifests_cmake_text_still_reads(
+        tmp_path: Path) -> None:
+    m = sample(archs=("sm_90a", "sm_120+PTX"))
+    path = m.write(tmp_path)
+    assert json.loads(path.read_text())["archs"] == ["sm_90a", "sm_120+PTX"]
+    # As flashbuild wrote it before, read as verify always read it (a bare CMake entry as
+    # its SASS).
+    path.write_text(json.dumps(m.to_json() | {"archs": "90a-real;120-real"}))
+    assert Manifest.load(tmp_path) == sample(archs=("sm_90a", "sm_120"))
+    path.write_text(json.dumps(m.to_json() | {"archs": "93-real"}))
+    with pytest.raises(VerifyError, match="archs"):
+        Manifest.load(tmp_path)
+
+
 @pytest.mark.parametrize(("mutate", "needle"), [
     (lambda d: d.pop("archs"), "archs is missing"),
+    (lambda d: d.update(archs=[90]), "archs must be a list of strings"),
     (lambda d: d.update(schema_version=2), "schema_version is 2"),
     (lambda d: d.update(platform="macos"), "platform"),
     (lambda d: d.update(artifacts=[{"path": "../../evil.so", "kind": "module"}]), "leaves"),
