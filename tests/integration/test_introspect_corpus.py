@@ -12,10 +12,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from flashbuild.arch import BuildTarget, parse_arch_spec
 from flashbuild.cli import app
 from flashbuild.pipeline import choose
 from flashbuild.recipes.load import parse_recipe
 from tests.markers import needs_torch
+
+_SM90A = BuildTarget(parse_arch_spec("sm_90a"))
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -104,7 +107,7 @@ def test_flashrt_is_drafted_from_its_configured_build(flashrt: Path, tmp_path: P
     # [install] for the flash_vla package that imports the module.
     monkeypatch.setattr(choose, "bundled_for", lambda _tree: None)
     before = _snapshot(flashrt)
-    chosen = choose.choose_recipe(None, flashrt, arch="sm_90a", platform="linux",
+    chosen = choose.choose_recipe(None, flashrt, arch=_SM90A, platform="linux",
                                   installing=True, build_root=tmp_path, say=lambda _m: None)
     assert chosen.how == "drafted" and chosen.recipe.build.backend == "cmake"
     assert chosen.recipe.install is not None and chosen.recipe.install.package == "flash_vla"
@@ -137,7 +140,7 @@ def test_a_setup_py_seed_tree_is_drafted_by_zero_config(seed_tree: Callable[[str
     monkeypatch.setattr(choose, "bundled_for", lambda _tree: None)
     tree = seed_tree("xformers-full")
     before = _snapshot(tree)
-    chosen = choose.choose_recipe(None, tree, arch="sm_90a", platform="linux",
+    chosen = choose.choose_recipe(None, tree, arch=_SM90A, platform="linux",
                                   installing=True, build_root=tmp_path, say=lambda _m: None)
     assert chosen.how == "drafted" and chosen.recipe.build.backend == "setuptools"
     assert chosen.recipe.install is not None and chosen.recipe.install.package == "xformers"
