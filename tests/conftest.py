@@ -81,13 +81,6 @@ SLOW_FILES = (
     "tests/integration/test_build_zeroconfig.py",
     "tests/integration/test_introspect_corpus.py",
     "tests/integration/test_zeroconfig_corpus.py",
-    # Builds and configures that came later (a file waits for its worker as a whole:
-    # --dist loadfile); started last they were the run's tail.
-    "tests/integration/test_build_skbuild.py",
-    "tests/integration/test_ci_local_leg.py",
-    "tests/reliability/test_contain_build.py",
-    "tests/reliability/test_poisoned.py",
-    "tests/reliability/test_stalls.py",
 )
 # After those: the rest of each layer, the compiling layers before the quick ones.
 LAYER_ORDER = ("integration", "reliability", "windows_semantics", "gpu", "unit")
