@@ -45,8 +45,13 @@ for _ in $(seq 1 105); do
 done
 for dir in "$work"/lane*/; do
   lane=$(basename "$dir"); mkdir -p "$out/$lane"
-  cp -r "$dir/results/." "$out/$lane/" 2>/dev/null
-  cp "$dir/harness.log" "$out/$lane/"
+  # What comes back from the machine is limited in depth and count: the JSON, the table and
+  # the tail of each stage log, flat in one file per lane.
+  cp "$dir/results/trees.json" "$dir/results/trees.md" "$dir/harness.log" "$out/$lane/" \
+    2>/dev/null
+  for log in "$dir"/results/logs/*.txt; do
+    [ -f "$log" ] && { echo "=== $(basename "$log")"; tail -c 6000 "$log"; }
+  done > "$out/$lane/logs.txt"
   echo "== $lane"; cat "$dir/harness.log"
 done
 [ "$pending" = 0 ] || { echo "still running"; exit 3; }

@@ -191,9 +191,19 @@ def _paragraph(stdout: str, log: Path) -> str:
     except ValueError:
         doc = None
     if isinstance(doc, dict) and doc.get("ok") is False:
+        if isinstance(doc.get("checks"), list):
+            # verify's report: no paragraph of its own, one line per failed check.
+            failed = [c for c in doc["checks"]
+                      if isinstance(c, dict) and c.get("status") == "fail"]
+            return " / ".join(
+                " ".join(p for p in (f"{c.get('subject', '')}: {c.get('summary', '')}.",
+                                     str(c.get("evidence", "")),
+                                     f"Fix: {c['fix']}" if c.get("fix") else "") if p)
+                for c in failed) or "verify failed with no failed check in its report"
         parts = [str(doc.get("what", "")), str(doc.get("evidence", "")),
                  f"Fix: {doc['fix']}" if doc.get("fix") else ""]
-        return " ".join(p.strip() for p in parts if p.strip())
+        return " ".join(p.strip() for p in parts if p.strip()) or \
+            "flashbuild said ok: false with no paragraph (" + str(log) + ")"
     lines = [ln for ln in log.read_text(encoding="utf-8").splitlines() if ln.strip()]
     return " / ".join(lines[-4:])
 

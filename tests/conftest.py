@@ -157,6 +157,38 @@ def fixtures() -> Path:
     return FIXTURES
 
 
+#: Names a file to which every test appends one line: node id, CPU seconds of the test process
+#: and of the children it waited for, wall seconds (setup, call and teardown; a module
+#: fixture's work counts to the file's first test). The suite is CPU-bound on 2 cores, and under
+#: load `--durations` shows waiting, not work: this shows what each file costs
+#: (docs/development.md sums it per file).
+CPU_LEDGER_VARIABLE = "FLASHBUILD_TEST_CPU"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    ledger = os.environ.get(CPU_LEDGER_VARIABLE)
+    if not ledger:
+        yield
+        return
+    import resource
+    import time
+
+    def cpu() -> tuple[float, float]:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+    (own0, kids0), wall0 = cpu(), time.monotonic()
+    yield
+    (own1, kids1), wall1 = cpu(), time.monotonic()
+    line = (f"{item.nodeid}\t{own1 - own0:.2f}\t{kids1 - kids0:.2f}\t"
+            f"{wall1 - wall0:.2f}\n")
+    # One short write per line in append mode: lines from several workers do not interleave.
+    with open(ledger, "a", encoding="utf-8") as out:
+        out.write(line)
+
+
 # --- the reliability suite's ledger (tests/reliability/helpers.py) ------------------------
 
 

@@ -243,3 +243,18 @@ def test_without_a_clone_the_reason_says_how_to_get_one(trees: ModuleType,
     why = tree_tests.make_archive(tree, mirrors=tmp_path, out=tmp_path / "out")
     assert "git clone --bare https://github.com/owner/name" in why
     assert not (tmp_path / "out" / "t.tar.gz").exists()
+
+
+def test_a_failed_verify_names_its_failed_checks(trees: ModuleType, tmp_path: Path) -> None:
+    # verify's JSON report has checks, not one paragraph: the row named nothing before (the
+    # H200 run of 2026-11-28 showed four verify failures with an empty error).
+    report = {"ok": False, "checks": [
+        {"area": "images", "subject": "_basis_cpu.so", "status": "fail",
+         "summary": "no kernel image", "evidence": "a host-only library", "fix": "say so"},
+        {"area": "import", "subject": "pkg", "status": "ok", "summary": "imports",
+         "evidence": "", "fix": ""}]}
+    log = tmp_path / "verify.txt"
+    log.write_text("x\n")
+    error = trees._paragraph(json.dumps(report), log)
+    assert error == "_basis_cpu.so: no kernel image. a host-only library Fix: say so"
+    assert trees._paragraph(json.dumps({"ok": False}), log)
