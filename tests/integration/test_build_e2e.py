@@ -357,7 +357,8 @@ def test_a_recipe_without_project_variables_still_finds_its_artifacts(
 def test_wheel_into_a_venv(built: tuple[Path, Path, dict[str, object]], tmp_path: Path) -> None:
     tree, cuda, _ = built
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
+                    str(venv)], check=True)
     python = str(venv / "bin" / "python")
     # flashbuild runs with the venv's interpreter (it builds for and installs into the
     # interpreter it runs on); flashbuild itself comes from this checkout's environment.

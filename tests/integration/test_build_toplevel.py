@@ -50,7 +50,8 @@ def _venv(root: Path) -> tuple[str, dict[str, str], Path]:
     """A fresh venv whose interpreter runs flashbuild (from this checkout) with this
     environment's packages (torch, pip's build deps) after its own site-packages."""
     venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
+                    str(venv)],
                    check=True, timeout=300)
     python = str(venv / "bin" / "python")
     site = Path(json.loads(subprocess.run(

@@ -72,6 +72,10 @@ def test_the_readme_install_resolves_on_plain_pypi_without_torch(tmp_path: Path)
     assert chosen["nvidia-cuda-nvcc"].startswith("13.0."), chosen["nvidia-cuda-nvcc"]
 
 
+# `heavy` too: 35 s of CPU and about 100 s of one worker's time on the 2-core machine, all of
+# it pip's resolver against the network. It guards the `cuda` extra's pins; run it with
+# FLASHBUILD_HEAVY_TESTS=1 after changing them (docs/development.md).
+@pytest.mark.heavy
 def test_the_cuda_extra_resolves_beside_pypi_torch(tmp_path: Path) -> None:
     chosen = _dry_run(tmp_path, "-e", _readme_install_spec(), "torch==2.13.0")
     assert chosen["torch"] == "2.13.0"

@@ -52,7 +52,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     assert len(wheels) == 1, wheels
 
     venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
+                    str(venv)],
                    check=True, timeout=600)
     python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
