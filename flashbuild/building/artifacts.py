@@ -49,6 +49,9 @@ class BuiltArtifact:
     relpath: str = ""
     """Where the module sits below the import root (`pkg/_C.cpython-311-x86_64-linux-gnu.so`),
     for a build that decides that itself (setuptools); empty = in the package folder."""
+    gpu_code: bool = True
+    """False when the build knows it compiled no device code into this module (a setup.py's
+    CppExtension beside its CUDA extensions): the manifest says so for verify."""
 
 
 def ext_suffix(python: str, runner: Runner, env: Mapping[str, str]) -> str:

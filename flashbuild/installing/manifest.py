@@ -57,6 +57,10 @@ class Artifact:
     path: str
     """Relative to the manifest's folder, `/`-separated."""
     kind: ArtifactKind
+    gpu_code: bool = True
+    """The build compiled device code into it. False for a module the build knows holds
+    host code only (a setup.py's CppExtension beside its CUDA ones, such as torch_cluster's
+    `_version_cpu`): verify then accepts it without GPU code instead of failing it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,6 +144,9 @@ class Manifest:
         for key in ("kernels", "binaries", "top_level", "torch_version"):
             if not data[key]:
                 del data[key]  # manifests written before the field existed stay byte-equal
+        for artifact in data["artifacts"]:
+            if artifact["gpu_code"]:
+                del artifact["gpu_code"]  # the same: only a host-only module says so
         return data
 
     def dump(self) -> str:
@@ -194,7 +201,8 @@ class Manifest:
                           for p in r.objs("patches", required=False)),
             flags=r.mapping("flags", required=False),
             artifacts=tuple(Artifact(path=a.text("path"), kind=a.text(
-                "kind", choices=("module", "plugin")))  # type: ignore[arg-type]
+                "kind", choices=("module", "plugin")),  # type: ignore[arg-type]
+                gpu_code=a.flag("gpu_code", default=True))
                 for a in r.objs("artifacts")),
             dll_dirs=r.strs("dll_dirs", required=False),
             exports=r.strs("exports", required=False),
@@ -270,6 +278,14 @@ class _Reader:
         if choices and value not in choices:
             raise _bad(self.where, f"{self.prefix}{key} is {value!r}; expected one of "
                        f"{', '.join(choices)}")
+        return value
+
+    def flag(self, key: str, *, default: bool) -> bool:
+        value = self._get(key, required=False)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise _bad(self.where, f"{self.prefix}{key} must be true or false, not {value!r}")
         return value
 
     def opt_str(self, key: str) -> str | None:

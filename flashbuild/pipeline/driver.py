@@ -499,7 +499,8 @@ def build_manifest(request: BuildRequest, outcome: PatchOutcome, built: BackendR
         patches=tuple(PatchRecord(id=pid, sha256=digest) for pid, digest in outcome.applied),
         flags={**built.flags, "backend": request.recipe.build.backend,
                "build_excludes": list(outcome.build_excludes)},
-        artifacts=tuple(ManifestArtifact(path=_manifest_path(request, a), kind=a.kind)
+        artifacts=tuple(ManifestArtifact(path=_manifest_path(request, a), kind=a.kind,
+                                         gpu_code=a.gpu_code)
                         for a in built.artifacts),
         top_level=tuple(installing.top_level_names(built.artifacts)),
         dll_dirs=tuple(dll_dirs),

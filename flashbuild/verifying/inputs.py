@@ -142,8 +142,9 @@ def _with_manifest(kind: SubjectKind, label: str, manifest_path: Path, root: Pat
     # beside the manifest's folder (`../rotary_emb.so`) is shown from the root, not through
     # the folder it left.
     paths = [Path(os.path.normpath(folder / a.path)) for a in manifest.artifacts]
-    binaries = tuple(Binary(path, _rel(path, root), a.kind, required=a.kind == "module",
-                            listed=True)
+    # A module the build knew holds host code only is checked like a helper library.
+    binaries = tuple(Binary(path, _rel(path, root), a.kind,
+                            required=a.kind == "module" and a.gpu_code, listed=True)
                      for a, path in zip(manifest.artifacts, paths, strict=True))
     return Subject(kind, label, binaries, manifest, manifest_path, package=package,
                    search_path=search_path, no_import=no_import,

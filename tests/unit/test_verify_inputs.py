@@ -365,3 +365,66 @@ def test_a_gpu_that_runs_the_build_is_self_checked(tmp_path: Path) -> None:
                    platform=get("linux"), env={"PATH": "/usr/bin"}, python="python",
                    preloaded_dirs=(), gpu_present=lambda: True, gpus_here=lambda env: [rtx])
     assert [c for c in runner.calls if "kern.selfcheck" in c]
+
+
+def test_a_module_the_build_knew_was_host_only_is_a_warning(tmp_path: Path) -> None:
+    # torch_spline_conv / torch_scatter's shape: a CppExtension `_basis_cpu` beside the
+    # CUDAExtension `_basis_cuda`. The H200 run of 2026-11-28 built four such trees and
+    # verify failed each ("holds no GPU code" on the CPU module). The setuptools backend now
+    # marks the modules outside the hook's device-code extensions, and the manifest keeps it.
+    from flashbuild.building.backends.setuptools import _artifacts, _device_extensions
+    from flashbuild.installing.manifest import Artifact, HostCompiler, Manifest, Toolkit
+
+    report_file = tmp_path / "hook.jsonl"
+    report_file.write_text(json.dumps({"extension": "kern._C", "removed": [], "added": []})
+                           + "\n" + json.dumps({"extension_lanes": 2}) + "\n")
+    device = _device_extensions(report_file)
+    assert device == {"kern._C"}
+    out = tmp_path / "out" / "kern"
+    out.mkdir(parents=True)
+    cuda_mod, cpu_mod = out / f"_C{EXT}", out / f"_cpu{EXT}"
+    cuda_mod.write_bytes(b""), cpu_mod.write_bytes(b"")
+
+    class _Recipe:
+        artifact: tuple[object, ...] = ()
+
+    class _Request:
+        recipe = _Recipe()
+
+    built = _artifacts(_Request(), [cuda_mod, cpu_mod], None, device)  # type: ignore[arg-type]
+    assert [(a.name, a.gpu_code) for a in built] == [("kern._C", True), ("kern._cpu", False)]
+    # No names from the hook (no report): every module must hold GPU code, as before.
+    assert all(a.gpu_code for a in _artifacts(_Request(), [cpu_mod], None))  # type: ignore[arg-type]
+
+    pkg = tmp_path / "kern"
+    pkg.mkdir()
+    shutil.copy(V / "sass_sm90a.o", pkg / "_C.so")
+    shutil.copy(V / "sass_sm90a.o", pkg / "_cuda_too.so")
+    (pkg / "_cpu.so").write_bytes(_host_only_elf())
+    manifest = Manifest(
+        flashbuild="0.1.0", recipe="kern", platform="linux", archs=("sm_90a",),
+        toolkit=Toolkit(root="/cuda", version="13.0"),
+        host_compiler=HostCompiler(kind="gcc", version="12", path="/usr/bin/g++"),
+        artifacts=(Artifact(path="_C.so", kind="module"),
+                   Artifact(path="_cpu.so", kind="module", gpu_code=False)))
+    manifest.write(pkg)
+    text = (pkg / "flashbuild-manifest.json").read_text()
+    assert text.count('"gpu_code"') == 1 and '"gpu_code": false' in text
+    assert Manifest.load(pkg) == manifest
+    images = [(c.subject, c.status, c.summary) for c in run(pkg).checks
+              if c.area == "images" and c.subject == "_cpu.so"]
+    assert images == [("_cpu.so", Status.WARN, "host-only: holds no GPU code")]
+
+
+def _host_only_elf() -> bytes:
+    """The smallest well-formed x86-64 ELF shared object with no GPU code: its header, a
+    section name table and two section headers (the null one and that table's)."""
+    import struct
+
+    names = b"\0.shstrtab\0"
+    shoff = 64 + len(names)
+    header = struct.pack("<4sBBBBB7xHHIQQQIHHHHHH", b"\x7fELF", 2, 1, 1, 0, 0, 3, 62, 1, 0,
+                         0, shoff, 0, 64, 0, 0, 64, 2, 1)
+    null = bytes(64)
+    table = struct.pack("<IIQQQQIIQQ", 1, 3, 0, 0, 64, len(names), 0, 0, 1, 0)
+    return header + names + null + table

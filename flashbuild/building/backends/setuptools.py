@@ -118,7 +118,8 @@ class SetuptoolsBackend:
                         "unchanged since the last build)")
                 return BackendResult(
                     source_dir=ctx.tree, configured=False, no_work=True, edges=0, log=log,
-                    artifacts=_artifacts(request, kept, ctx.tree if inplace else None),
+                    artifacts=_artifacts(request, kept, ctx.tree if inplace else None,
+                                         _device_extensions(report)),
                     plan=plan, argv=tuple(argv), flags=_flags(env, request), wheel=wheel,
                     torch_version=torch["version"])
         report.unlink(missing_ok=True)
@@ -163,7 +164,8 @@ class SetuptoolsBackend:
             ctx.say(note)
         return BackendResult(
             source_dir=ctx.tree, configured=False, no_work=False, edges=monitor.edges, log=log,
-            artifacts=_artifacts(request, modules, ctx.tree if inplace else None), plan=plan,
+            artifacts=_artifacts(request, modules, ctx.tree if inplace else None,
+                                 _device_extensions(report)), plan=plan,
             argv=tuple(argv), flags=_flags(env, request), ptxas=monitor.ptxas, wheel=wheel,
             torch_version=torch["version"], launcher=launched)
 
@@ -519,9 +521,21 @@ def _inplace_modules(tree: Path, report: Path, request: BuildRequest,
     return found
 
 
-def _artifacts(request: BuildRequest, modules: list[Path],
-               inplace_tree: Path | None) -> tuple[BuiltArtifact, ...]:
-    """Modules as artifacts; the recipe's [[artifact]] names must be among them."""
+def _device_extensions(report: Path) -> frozenset[str]:
+    """The extensions the build hook saw with device code to compile (those with .cu
+    sources; it records them by dotted name, and a CUDAExtension without any as
+    `no_device_code`). Every other module of the build holds host code only: a setup.py's
+    CppExtension beside its CUDA ones (torch_scatter's `_scatter_cpu`)."""
+    return frozenset(str(r["extension"]) for r in read_hook_report(report)
+                     if "extension" in r and not r.get("no_device_code"))
+
+
+def _artifacts(request: BuildRequest, modules: list[Path], inplace_tree: Path | None,
+               device: frozenset[str] = frozenset()) -> tuple[BuiltArtifact, ...]:
+    """Modules as artifacts; the recipe's [[artifact]] names must be among them. Where the
+    hook named the extensions with device code (`device`), a module outside them says it
+    holds host code only (verify then expects no GPU code in it); with no names, every
+    module must hold GPU code."""
     suffix = str(sysconfig.get_config_var("EXT_SUFFIX") or "")
     out: list[BuiltArtifact] = []
     for path in modules:
@@ -530,7 +544,8 @@ def _artifacts(request: BuildRequest, modules: list[Path],
         stem = path.name[: -len(suffix)] if suffix and path.name.endswith(suffix) else \
             path.name.split(".")[0]
         dotted = ".".join([*PurePosixPath(rel).parent.parts, stem])
-        out.append(BuiltArtifact(path, "module", dotted, relpath=rel))
+        out.append(BuiltArtifact(path, "module", dotted, relpath=rel,
+                                 gpu_code=not device or dotted in device))
     names = {a.name for a in out} | {a.name.rsplit(".", 1)[-1] for a in out}
     missing = [a.name for a in request.recipe.artifact if a.name not in names]
     if missing:
