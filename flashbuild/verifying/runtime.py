@@ -81,6 +81,17 @@ def resolve(base, path, parts):
     obj = base
     for part in parts:
         path += "." + part if path else part
+        # In a package, a submodule of that name wins over an attribute: an __init__ that
+        # runs `from .hash_cpu import cluster as hash_cpu` leaves `pkg.hash_cpu` the
+        # function, and `pkg.hash_cpu.cluster` names the module's export.
+        if hasattr(obj, "__path__"):
+            try:
+                spec = importlib.util.find_spec(path)
+            except (ImportError, ValueError):
+                spec = None
+            if spec is not None:
+                obj = importlib.import_module(path)
+                continue
         if hasattr(obj, part):
             obj = getattr(obj, part)
             continue

@@ -70,3 +70,23 @@ def test_a_declared_top_level_module_is_looked_up_wherever_it_is(tmp_path: Path)
                             top_level=["foo_cuda"])
     assert declared.imported, declared.error
     assert declared.missing_exports == ("foo_cuda.gone",)
+
+
+def test_a_submodule_wins_over_the_attribute_its_package_rebinds(tmp_path: Path) -> None:
+    # pytorch-fast-transformers' shape (verify failed its correct build on the H200,
+    # 2026-11-28): `aggregate/__init__.py` runs `from .aggregate_cpu import aggregate as
+    # aggregate_cpu`, so the attribute `aggregate.aggregate_cpu` is a function and the
+    # export `aggregate.aggregate_cpu.aggregate` lives in the submodule.
+    site = tmp_path / "site"
+    (site / "ft" / "aggregate").mkdir(parents=True)
+    (site / "ft" / "__init__.py").write_text("")
+    (site / "ft" / "aggregate" / "__init__.py").write_text(
+        "from .aggregate_cpu import aggregate as aggregate_cpu\n")
+    (site / "ft" / "aggregate" / "aggregate_cpu.py").write_text(
+        "def aggregate():\n    return 1\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site)}
+    result = import_check("ft", ["aggregate.aggregate_cpu.aggregate",
+                                 "aggregate.aggregate_cpu.gone", "aggregate.aggregate_cpu"],
+                          runner=ProcessRunner(), python=sys.executable, env=env)
+    assert result.imported, result.error
+    assert result.missing_exports == ("aggregate.aggregate_cpu.gone",)
