@@ -141,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     out: Path = options.out.resolve()
     if out.exists():
+        # Only a folder this script wrote (or an empty one) is replaced.
+        if any(out.iterdir()) and not (out / "summary.json").is_file():
+            raise SystemExit(f"{out} exists and is not an earlier --out of this script: "
+                             "pass a new or empty folder")
         shutil.rmtree(out)
     (out / "logs").mkdir(parents=True)
     python = str(Path(options.python))
