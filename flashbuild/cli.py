@@ -365,8 +365,8 @@ def verify(
         "built without flashbuild.")] = None,
     policy: Annotated[str | None, typer.Option(
         "--policy", help="manylinux policy the ELF binaries' glibc/libstdc++ symbol versions "
-        "must fit: manylinux2014, manylinux_2_17, manylinux_2_28, manylinux_2_34. Default: "
-        "a wheel's own manylinux tag.")] = None,
+        "must fit: manylinux2014, manylinux_2_17, manylinux_2_28, manylinux_2_34, "
+        "manylinux_2_39. Default: a wheel's own manylinux tag.")] = None,
     json: JsonOpt = False,
     bench: Annotated[bool, typer.Option("--bench", help="Also run the bandwidth benchmark.")]
     = False,
@@ -398,7 +398,7 @@ def repair(
     *,
     policy: Annotated[str, typer.Option(
         "--policy", help="manylinux policy to tag the wheels with: manylinux_2_17, "
-        "manylinux_2_28, manylinux_2_34.")] = "manylinux_2_28",
+        "manylinux_2_28, manylinux_2_34, manylinux_2_39.")] = "manylinux_2_28",
     wheel_dir: Annotated[Path | None, typer.Option(
         "--wheel-dir", "-w", help="Where to write the retagged wheels. Default: beside each "
         "wheel.")] = None,

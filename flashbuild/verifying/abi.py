@@ -50,7 +50,9 @@ def _v(text: str) -> tuple[int, ...]:
 
 # From auditwheel's manylinux-policy.json (x86_64 entries): the newest GLIBC_, GLIBCXX_
 # and CXXABI_ version of the reference distribution of each policy (CentOS 7 for
-# _2_17, AlmaLinux 8 for _2_28, AlmaLinux 9 for _2_34).
+# _2_17, AlmaLinux 8 for _2_28, AlmaLinux 9 for _2_34). _2_39 is glibc 2.39's, the glibc of
+# Ubuntu 24.04 (ubuntu-24.04 runners, the project's GPU machines): the newest policy a wheel
+# linked there can claim (`__isoc23_strtol@GLIBC_2.38` and the like put it past _2_34).
 POLICIES: dict[str, Policy] = {
     policy.name: policy for policy in (
         Policy("manylinux_2_17", {"GLIBC": _v("2.17"), "GLIBCXX": _v("3.4.19"),
@@ -59,6 +61,8 @@ POLICIES: dict[str, Policy] = {
                                   "CXXABI": _v("1.3.11")}),
         Policy("manylinux_2_34", {"GLIBC": _v("2.34"), "GLIBCXX": _v("3.4.29"),
                                   "CXXABI": _v("1.3.13")}),
+        Policy("manylinux_2_39", {"GLIBC": _v("2.39"), "GLIBCXX": _v("3.4.33"),
+                                  "CXXABI": _v("1.3.15")}),
     )
 }
 ALIASES = {"manylinux2014": "manylinux_2_17"}

@@ -11,120 +11,33 @@ host with the image's /opt/python stood in by a folder, and the wheel is repaire
 under the policy this host's glibc allows (manylinux_2_34 on glibc 2.36), not 2_28. Network
 installs (flashbuild from its git URL, torch, the PyPI toolkit) are recorded, not run: what
 they install is here already. One test builds, repairs, installs and verifies a one-kernel
-CMake tree for real (~40 s); the others stub `flashbuild` to check
+CMake tree for real through bench/ci_leg_local.py (~20-30 s: the script a GPU machine runs
+for corpus trees); the others stub `flashbuild` to check
 the order and expansions of a torch-extension leg in a second. actionlint runs on every
 generated workflow (skipped, with the reason, where the binary is absent)."""
 
 from __future__ import annotations
 
+import json
 import os
-import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from bench.ci_leg import bash, expand, holds, job_steps, matrix, workflow_env
 from flashbuild.ci.command import default_flashbuild_spec
 from flashbuild.errors import UsageError
 from tests.conftest import FIXTURES
-from tests.unit.test_ci_init import _init, _tree, matrix
+from tests.unit.test_ci_init import _init, _tree
 
 pytestmark = pytest.mark.integration
 BASH = shutil.which("bash")
 FIXTURE_TINYK = FIXTURES / "ci" / "tinyk"
+ROOT = Path(__file__).resolve().parents[2]
 needs_bash = pytest.mark.skipif(BASH is None, reason="bash is not on PATH")
-
-
-@dataclass
-class Step:
-    """One step of a job, as the template writes it (block or plain scalars only)."""
-
-    name: str = ""
-    uses: str = ""
-    condition: str = ""
-    run: str = ""
-    env: dict[str, str] = field(default_factory=dict)
-
-
-def job_steps(text: str, job: str) -> list[Step]:
-    """The steps of `job`, read from the rendered text by indentation (no YAML library is a
-    dependency; the template's layout is fixed: jobs at 2 spaces, steps at 6)."""
-    body = text.split(f"\n  {job}:\n", 1)[1]
-    end = re.search(r"^  \w[\w-]*:$", body, re.MULTILINE)
-    body = body[:end.start()] if end else body
-    steps_at = body.index("    steps:\n") + len("    steps:\n")
-    items = re.split(r"^      - ", body[steps_at:], flags=re.MULTILINE)[1:]
-    steps = []
-    for item in items:
-        lines = ("        " + item).splitlines()
-        step = Step()
-        i = 0
-        while i < len(lines):
-            m = re.match(r"^        (name|uses|if|run|env): ?(.*)$", lines[i])
-            i += 1
-            if not m:
-                continue
-            key, value = m[1], m[2]
-            block: list[str] = []
-            while i < len(lines) and (not lines[i].strip() or lines[i].startswith(" " * 10)):
-                block.append(lines[i][10:])
-                i += 1
-            if key == "run":
-                if value == "|":
-                    step.run = "\n".join(block).strip("\n") + "\n"
-                elif value == ">-":
-                    step.run = " ".join(b.strip() for b in block) + "\n"
-                else:
-                    step.run = value + "\n"
-            elif key == "env":
-                step.env = dict(b.split(": ", 1) for b in block if b.strip())  # type: ignore[misc]
-            elif key == "if":
-                step.condition = value
-            elif key == "name":
-                step.name = value
-            else:
-                step.uses = value
-        steps.append(step)
-    return steps
-
-
-def expand(text: str, values: dict[str, str]) -> str:
-    """`${{ matrix.X }}` and `${{ env.X }}` as the runner expands them before bash sees them."""
-    def one(m: re.Match[str]) -> str:
-        return values[m[1]]
-    return re.sub(r"\$\{\{ (?:matrix|env)\.([\w-]+) \}\}", one, text)
-
-
-def holds(condition: str, entry: dict[str, str]) -> bool:
-    """The `if:` conditions the wheel job uses, on a Linux runner."""
-    if not condition:
-        return True
-    if condition == "failure()":
-        return False
-    if condition == "always()":
-        return True
-    facts = {"runner.os == 'Linux'": True, "runner.os == 'Windows'": False,
-             "matrix.toolkit == 'pypi'": entry["toolkit"] == "pypi",
-             "matrix.toolkit == 'installer'": entry["toolkit"] == "installer",
-             "matrix.image == ''": not entry["image"], "matrix.image != ''": bool(entry["image"]),
-             "matrix.policy != ''": bool(entry["policy"])}
-    return all(facts[part.strip()] for part in condition.split("&&"))
-
-
-def workflow_env(text: str, entry: dict[str, str] | None = None) -> dict[str, str]:
-    """The workflow's `env:`, and with `entry` the wheel job's own over it (its archs come
-    from the matrix entry: `${{ matrix.arch }}`)."""
-    block = text.split("\nenv:\n", 1)[1].split("\njobs:\n", 1)[0]
-    env = {m[1]: m[2] for m in re.finditer(r'^  (\w+): "(.*)"$', block, re.MULTILINE)}
-    if entry is not None:
-        job = text.split("\n  wheel:\n", 1)[1].split("\n    env:\n", 1)[1]
-        job = re.split(r"^    \S", job, maxsplit=1, flags=re.MULTILINE)[0]
-        env.update((m[1], expand(m[2], entry))
-                   for m in re.finditer(r"^      (\w+): (.*)$", job, re.MULTILINE))
-    return env
 
 
 STUB_PYTHON = """#!/bin/bash
@@ -197,13 +110,9 @@ def _run_leg(text: str, entry: dict[str, str], work: Path, env: dict[str, str],
 
 
 def _bash(script: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    assert BASH is not None
-    # The runner's `shell: bash` is `bash --noprofile --norc -eo pipefail {0}`. The timeout
-    # only bounds a hang: one step is a real build (27 s quiet; at load 8-11 it passed 30 s
-    # and failed, 2026-11-28).
-    return subprocess.run([BASH, "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
-                          check=False)
+    # One step is a real build (27 s quiet; at load 8-11 it passed 30 s and failed,
+    # 2026-11-28): the timeout only bounds a hang.
+    return bash(script, cwd, env, timeout=600)
 
 
 @needs_bash
@@ -378,95 +287,62 @@ def test_the_default_from_a_real_checkout(tmp_path: Path) -> None:
         f"flashbuild @ git+https://example.invalid/fb.git@{git('rev-parse', 'HEAD')}")
 
 
-STUB_PYTHON_REAL = """#!/bin/bash
-# setup-python's python (a fresh venv over this one's packages): network installs are
-# recorded (flashbuild from git, torch, the PyPI toolkit, all present here); a local wheel
-# installs for real.
-if [ "$1" = -m ] && [ "$2" = pip ] && [ "$3" = install ] && [[ "$4" != *.whl ]]; then
-  printf 'pip install %s\\n' "${*:4}" >> "$LEG_LOG"; exit 0
-fi
-exec "$REAL_PYTHON" "$@"
-"""
-STUB_SCCACHE = """#!/bin/bash
-# sccache-action's sccache: a launcher that runs the compiler; options (--show-stats) no-ops.
-case "$1" in -*|"") exit 0;; esac
-exec "$@"
-"""
-
-
 @needs_bash
 @pytest.mark.slow
 def test_the_linux_leg_builds_installs_and_verifies_a_wheel(tmp_path: Path) -> None:
-    # The whole leg for real on a one-kernel CMake tree (about 20 s on 2 shared cores):
-    # doctor, build with the PyPI toolkit of this environment, the wheel installed into a
-    # fresh venv, verify of the installed package.
+    # The whole leg for real on a one-kernel CMake tree (~30 s on 2 shared cores), through
+    # bench/ci_leg_local.py as it is run on a GPU machine for corpus trees: ci init with
+    # `--linux-image none`, the leg's steps (doctor, build with the PyPI toolkit of this
+    # environment, the wheel installed into a fresh venv, verify of the installed package),
+    # then repair and `verify WHEEL` under the policy this host's glibc allows.
     import platform
-    import sysconfig
 
-    from flashbuild.ci.command import run_ci_init
     from flashbuild.verifying.abi import policy_for_glibc
 
     if not any((Path(p) / "nvidia").is_dir() for p in sys.path if p):
         pytest.skip("no CUDA toolkit from PyPI in this environment (the `cuda` extra)")
-    work = tmp_path / "checkout"
-    shutil.copytree(FIXTURE_TINYK, work)
-    out = tmp_path / "flashbuild.yml"
-    run_ci_init(recipe=str(work / "tinyk.toml"), arch="120", platform="linux", cuda="13.0",
-                python="3.11", runners=[], source=work, output=out, force=False,
-                flashbuild_spec="flashbuild @ git+https://example.invalid/fb@" + "0" * 40,
-                torch=None, as_json=False)
-    text = out.read_text(encoding="utf-8")
-    (entry,) = matrix(text)
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
-                   timeout=300)
-    purelib = Path(sysconfig.get_paths(vars={"base": str(venv)})["purelib"])
-    (purelib / "this-env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n",
-                                          encoding="utf-8")
-    stubs = _stubs(tmp_path / "bin")
-    (stubs / "python").write_text(STUB_PYTHON_REAL, encoding="utf-8")
-    (stubs / "sccache").write_text(STUB_SCCACHE, encoding="utf-8")
-    (stubs / "flashbuild").write_text('#!/bin/bash\nexec "$REAL_PYTHON" -m flashbuild "$@"\n',
-                                      encoding="utf-8")
-    log = tmp_path / "leg.log"
-    root = str(Path(__file__).resolve().parents[2])
-    # The image's policy is manylinux_2_28; a wheel linked on this host (glibc 2.36) can claim
-    # at most the policy this glibc allows (FACTS.md, "Containment on this machine").
+    # A wheel linked on this host (glibc 2.36) can claim at most the policy this glibc allows
+    # (FACTS.md, "Containment on this machine"); the image's manylinux_2_28 is refused below.
     host = policy_for_glibc(platform.libc_ver()[1])
     if host is None:
         pytest.skip(f"this host's glibc {platform.libc_ver()[1]} is older than every policy")
-    assert entry["policy"] == "manylinux_2_28"
-    entry = {**entry, "policy": host.name}
-    env = {**os.environ, **workflow_env(text, entry),
-           "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}", "LEG_LOG": str(log),
-           "REAL_PYTHON": str(venv / "bin" / "python"), "PYTHONPATH": root,
-           "HOME": str(tmp_path), "GITHUB_OUTPUT": str(tmp_path / "out"),
-           "GITHUB_ENV": str(tmp_path / "env"), "GITHUB_PATH": str(tmp_path / "path"),
-           "GITHUB_WORKSPACE": str(work)}
-    ran = _run_leg(text, entry, work, env,
-                   _image_root(tmp_path, entry["python"], STUB_PYTHON_REAL))
-    assert "flashbuild build" in ran and "Repair the wheel (manylinux tag)" in ran
-    assert "flashbuild verify" in ran and "flashbuild verify (the wheel, ${{ matrix.policy }})" \
-        in ran
-    (built,) = (work / "build" / "flashbuild-ci" / "dist").glob("*.whl")
+    out = tmp_path / "leg"
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "ci_leg_local.py"),
+                           str(FIXTURE_TINYK), "--arch", "120", "--out", str(out)],
+                          capture_output=True, text=True, check=False, timeout=900,
+                          env={**os.environ, "HOME": str(tmp_path)})
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert done.returncode == 0 and summary["ok"], done.stdout[-4000:] + done.stderr[-4000:]
+    ran = [s["name"] for s in summary["steps"]]
+    assert ran[:5] == ["pip's cache directory", "Install flashbuild and torch",
+                       "CUDA 13.0 (PyPI wheels)", "flashbuild doctor", "flashbuild build"], ran
+    assert "flashbuild verify" in ran and all(s["exit"] == 0 for s in summary["steps"])
+    # The network installs were stood in, each found installed here already.
+    assert summary["network_installs"][0].startswith("present: flashbuild @ file://")
+    assert all(i.startswith("present: ") for i in summary["network_installs"]), summary
+    built = out / "checkout" / "build" / "flashbuild-ci" / "dist" / summary["wheel"]
     assert built.name.startswith("tinyk-1+sm120.cu130-") and built.name.endswith(
         "-linux_x86_64.whl")  # distinct per arch and CUDA
-    (wheel,) = (work / "build" / "flashbuild-ci" / "wheelhouse").glob("*.whl")
+    (wheel,) = (out / "wheelhouse").glob("*.whl")
     assert wheel.name == built.name.replace("linux_x86_64", f"{host.name}_x86_64")
-    assert (purelib / "tinyk" / "libtinyk_cuda.so").is_file()
+    assert summary["repair"]["policy"] == host.name and summary["verify"]["failed"] == []
+    assert list((out / "venv").rglob("tinyk/libtinyk_cuda.so"))  # installed into the venv
+    assert (out / "summary.md").read_text(encoding="utf-8").count("| flashbuild build | 0 |")
     # The image's own policy is refused for this host-linked wheel, naming the version.
-    (repair,) = [s for s in job_steps(text, "wheel") if s.name.startswith("Repair")]
-    refused = _bash(expand(repair.run, {**workflow_env(text, entry), **entry}), work,
-                    {**env, "FLASHBUILD_POLICY": "manylinux_2_28"})
+    refused = subprocess.run([sys.executable, "-m", "flashbuild", "repair", str(built),
+                              "--policy", "manylinux_2_28", "-w", str(tmp_path / "no")],
+                             capture_output=True, text=True, check=False, timeout=120)
     assert refused.returncode == 8, refused.stdout + refused.stderr
     assert "manylinux_2_28 allows at most GLIBC_2.28" in refused.stdout + refused.stderr
     # And the release step over this leg's artifact, laid out as download-artifact v7 does.
+    text = (out / "flashbuild.yml").read_text(encoding="utf-8")
     (step,) = [s for s in job_steps(text, "release") if s.name.startswith("Attach")]
     release = tmp_path / "release"
     (release / "wheels").mkdir(parents=True)
     shutil.copy(wheel, release / "wheels")
-    done = _bash(step.run, release, {**env, "GH_LOG": str(tmp_path / "gh.log"),
-                                     "GITHUB_REF_NAME": "v1", "GITHUB_REPOSITORY": "me/t",
-                                     "RELEASE_EXISTS": ""})
-    assert done.returncode == 0, done.stderr
+    env = {**os.environ, "PATH": f"{_stubs(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}",
+           "GH_LOG": str(tmp_path / "gh.log"), "GITHUB_REF_NAME": "v1",
+           "GITHUB_REPOSITORY": "me/t", "RELEASE_EXISTS": ""}
+    released = _bash(step.run, release, env)
+    assert released.returncode == 0, released.stderr
     assert (release / "assets" / wheel.name).is_file()

@@ -15,6 +15,7 @@ import pytest
 from wheel.wheelfile import WheelFile
 
 from flashbuild.errors import UsageError, VerifyError
+from flashbuild.verifying.abi import policy_for_glibc
 from flashbuild.verifying.repair import repair_wheel
 from tests.integration.test_verify_abi import _needs_glibc_238
 
@@ -126,3 +127,19 @@ def test_libmvec_is_a_system_library_from_manylinux_2_28_on(tmp_path: Path) -> N
         repair_wheel(wheel, policy="manylinux_2_17", out_dir=tmp_path / "out")
     done = repair_wheel(wheel, policy="manylinux_2_28", out_dir=tmp_path / "out")
     assert done.platform == "manylinux_2_28_x86_64" and done.left_out == ()
+
+
+def test_a_wheel_linked_on_glibc_239_gets_the_policy_that_glibc_allows(tmp_path: Path) -> None:
+    # Ubuntu 24.04 (glibc 2.39: ubuntu-24.04 runners, the project's GPU machines) links
+    # __isoc23_strtol@GLIBC_2.38 into ordinary C/C++ code. manylinux_2_34 was the newest policy
+    # flashbuild knew, so a wheel built there had no policy at all: policy_for_glibc("2.39")
+    # named manylinux_2_34, whose repair refused GLIBC_2.38 (the leg script on the GPU machine,
+    # 2026-11-28). auditwheel's manylinux_2_39 is the one that glibc allows.
+    names = [getattr(policy_for_glibc(g), "name", None) for g in ("2.36", "2.39")]
+    assert names == ["manylinux_2_34", "manylinux_2_39"]
+    wheel = _wheel(tmp_path, _needs_glibc_238(tmp_path))
+    with pytest.raises(VerifyError, match="cannot be tagged manylinux_2_34_x86_64") as info:
+        repair_wheel(wheel, policy="manylinux_2_34", out_dir=tmp_path / "no")
+    assert "GLIBC_2.38" in info.value.evidence
+    done = repair_wheel(wheel, policy="manylinux_2_39", out_dir=tmp_path / "out")
+    assert done.wheel.name == "pkg-1.0-cp311-cp311-manylinux_2_39_x86_64.whl"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from bench.ci_leg import matrix
 from flashbuild.ci import workflow
 from flashbuild.ci.command import default_flashbuild_spec, run_ci_init
 from flashbuild.cli import app
@@ -58,16 +59,6 @@ def _init(tree: Path, **options: object) -> Path:
     args.update(options)
     run_ci_init(**args)  # type: ignore[arg-type]
     return tree / ".github" / "workflows" / "flashbuild.yml"
-
-
-_ENTRY = re.compile(r'([\w-]+): ("(?:[^"\\]|\\.)*")')
-
-
-def matrix(text: str) -> list[dict[str, str]]:
-    """The matrix entries of a rendered workflow."""
-    block = text.split("        include:\n", 1)[1].split("    defaults:", 1)[0]
-    return [{k: json.loads(v) for k, v in _ENTRY.findall(line)}
-            for line in block.splitlines() if line.strip().startswith("- {")]
 
 
 def env_value(text: str, name: str) -> str:
