@@ -186,6 +186,29 @@ def sccache_server_running(env: Mapping[str, str]) -> bool:
         return False
 
 
+def serving(launcher: Launcher | None, runner: Runner, env: Mapping[str, str],
+            notes: list[str]) -> Launcher | None:
+    """`launcher`, or None with a note when it is sccache and no server can run: every
+    compile through it would then fail ("sccache: error: ..."), where a build without the
+    cache only takes longer (a CI cache outage compiles locally, docs/ci.md). Seen on the
+    GPU machine, 2026-11-28: `sccache --start-server` failed and the first compile through
+    it, torch's `cxx --version`, failed the build. A server already running serves; else one
+    is started and stopped again (`build_server` starts the build's own)."""
+    if launcher is None or launcher.name != "sccache" or sccache_server_running(env):
+        return launcher
+    start_env = {**env, "SCCACHE_IDLE_TIMEOUT": env.get("SCCACHE_IDLE_TIMEOUT", "0")}
+    done = runner.run([str(launcher.path), "--start-server"], env=start_env, timeout=60,
+                      check=False)
+    if done.ok:
+        runner.run([str(launcher.path), "--stop-server"], env=env, timeout=60, check=False)
+        return launcher
+    said = next((line.strip() for line in (done.stderr + done.stdout).splitlines()
+                 if line.strip()), f"exit {done.returncode}")
+    notes.append(f"sccache: its server does not start here ({said[:200]}), so this build "
+                 "compiles without a launcher; `sccache --start-server` shows why")
+    return None
+
+
 @contextlib.contextmanager
 def build_server(launcher: Launcher | None, runner: Runner,
                  env: Mapping[str, str]) -> Iterator[str]:

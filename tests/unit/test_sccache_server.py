@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from flashbuild.building import launcher as launcher_module
-from flashbuild.building.launcher import Launcher, build_server, sccache_server_running
+from flashbuild.building.launcher import (
+    Launcher,
+    build_server,
+    sccache_server_running,
+    serving,
+)
 from flashbuild.runner import Completed
 
 if TYPE_CHECKING:
@@ -22,14 +27,15 @@ SCCACHE = Launcher("sccache", Path("/opt/bin/sccache"), cuda=True)
 
 
 class _Runner:
-    def __init__(self, ok: bool = True) -> None:
+    def __init__(self, ok: bool = True, err: str = "") -> None:
         self.calls: list[tuple[list[str], dict[str, str]]] = []
         self.ok = ok
+        self.err = err
 
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
             **_kwargs: object) -> Completed:
         self.calls.append(([str(a) for a in argv], dict(env or {})))
-        return Completed(tuple(str(a) for a in argv), 0 if self.ok else 2, "", "")
+        return Completed(tuple(str(a) for a in argv), 0 if self.ok else 2, "", self.err)
 
     def which(self, program: str, env: Mapping[str, str] | None = None) -> str | None:
         return None
@@ -96,3 +102,31 @@ def test_a_listener_on_the_port_is_a_running_server() -> None:
         assert sccache_server_running({"SCCACHE_SERVER_PORT": str(port)})
     assert not sccache_server_running({"SCCACHE_SERVER_PORT": str(port)})
     assert not sccache_server_running({"SCCACHE_SERVER_PORT": "not-a-port"})
+
+
+def test_sccache_whose_server_cannot_start_is_dropped_with_a_note(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The GPU machine, 2026-11-28: `--start-server` failed, then torch's first compile
+    # through the launcher (`cxx --version`) failed the whole build.
+    monkeypatch.setattr(launcher_module, "sccache_server_running", lambda env: False)
+    runner = _Runner(ok=False, err="sccache: error: Timed out waiting for server startup\n")
+    notes: list[str] = []
+    assert serving(SCCACHE, runner, {}, notes) is None  # type: ignore[arg-type]
+    assert len(notes) == 1 and "compiles without a launcher" in notes[0]
+    assert "Timed out waiting for server startup" in notes[0]
+
+
+def test_sccache_that_serves_is_kept_and_its_probe_server_stopped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launcher_module, "sccache_server_running", lambda env: False)
+    runner = _Runner()
+    notes: list[str] = []
+    assert serving(SCCACHE, runner, {}, notes) is SCCACHE  # type: ignore[arg-type]
+    assert [c[0][1] for c in runner.calls] == ["--start-server", "--stop-server"]
+    assert notes == []
+    monkeypatch.setattr(launcher_module, "sccache_server_running", lambda env: True)
+    running = _Runner()
+    assert serving(SCCACHE, running, {}, notes) is SCCACHE  # type: ignore[arg-type]
+    assert running.calls == [] and notes == []
+    ccache = Launcher("ccache", Path("/opt/bin/ccache"), False)
+    assert serving(ccache, running, {}, notes) is ccache  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ from flashbuild import interrupts
 from flashbuild.building import archcheck, artifacts, builddir, cmake, progress
 from flashbuild.building.backends import BackendContext, BackendResult, wrong_tree
 from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_host
-from flashbuild.building.launcher import Launcher, build_server, choose_launcher
+from flashbuild.building.launcher import Launcher, build_server, choose_launcher, serving
 from flashbuild.building.toolkit import cccl_include_dir
 from flashbuild.errors import BuildError, Interrupted, UsageError
 from flashbuild.source.cmake_archlists import literal_arch_lists
@@ -124,7 +124,8 @@ def _setup(ctx: BackendContext, tools: cmake.Tools) -> _Setup:
     request, folder = ctx.request, ctx.folder
     host = probe_host() if request.jobs is None else HostResources(1, 0)
     plan = plan_jobs(request.jobs, host, request.per_job_bytes)
-    chosen = choose_launcher(request.launcher, ctx.runner, request.env)
+    chosen = serving(choose_launcher(request.launcher, ctx.runner, request.env), ctx.runner,
+                     request.env, ctx.notes)
     if chosen is not None and chosen.note:
         ctx.notes.append(chosen.note)
     output_dir = folder.path / "out"

@@ -47,6 +47,7 @@ from flashbuild.building.launcher import (
     rates,
     rates_note,
     read_stats,
+    serving,
     setuptools_env,
 )
 from flashbuild.building.toolkit import cccl_include_dir
@@ -174,7 +175,8 @@ def _launch(ctx: BackendContext, env: dict[str, str]) -> tuple[Launcher | None, 
     """Put `--launcher` in front of cpp_extension's compiles (launcher.setuptools_env);
     the launcher and what it reaches, for the report."""
     request = ctx.request
-    launcher = choose_launcher(request.launcher, ctx.runner, request.env)
+    launcher = serving(choose_launcher(request.launcher, ctx.runner, request.env), ctx.runner,
+                       request.env, ctx.notes)
     if launcher is None:
         return None, "none"
     extra, launched = setuptools_env(launcher, nvcc=ctx.nvcc,

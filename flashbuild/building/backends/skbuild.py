@@ -46,7 +46,7 @@ from flashbuild.building.artifacts import BuiltArtifact, copy_from_wheel
 from flashbuild.building.backends import BackendContext, BackendResult, wrong_tree
 from flashbuild.building.backends.cmake import arch_fix
 from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_host
-from flashbuild.building.launcher import Launcher, build_server, choose_launcher
+from flashbuild.building.launcher import Launcher, build_server, choose_launcher, serving
 from flashbuild.building.toolkit import cccl_include_dir
 from flashbuild.errors import BuildError, ToolchainError, UsageError
 from flashbuild.source import skbuild_settings
@@ -118,7 +118,8 @@ class SkbuildBackend:
         dist = folder / DIST_SUBDIR
         build_dir = folder / BUILD_SUBDIR
         tools = cmake.find_tools(ctx.runner, request.env, request.platform)
-        chosen = choose_launcher(request.launcher, ctx.runner, request.env)
+        chosen = serving(choose_launcher(request.launcher, ctx.runner, request.env),
+                         ctx.runner, request.env, ctx.notes)
         if chosen is not None and chosen.note:
             ctx.notes.append(chosen.note)
         defines = build_defines(request, settings, tools=tools, nvcc=ctx.nvcc,
