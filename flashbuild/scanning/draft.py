@@ -1121,6 +1121,17 @@ def render(d: Draft) -> str:
                      for line in out).rstrip() + "\n"
 
 
+def shown_todos(d: Draft) -> list[tuple[str, str, str, str]]:
+    """The build tables' TODOs as `render` shows them — (table, what, evidence, fix), each one
+    line with control characters escaped — for `build TREE`, which lists them and stops on
+    one it cannot build without (pipeline/choose.py), without reading the comments back."""
+    def shown(text: str) -> str:
+        return _safe_comment(text).strip()
+
+    return [(t.table, shown(t.what), shown(t.evidence), shown(t.fix))
+            for t in (d.build.todos if d.build is not None else ())]
+
+
 def _render_step(s: DraftStep) -> list[str]:
     out = [f"# {line}" for line in s.comment.splitlines()]
     if s.checked:
@@ -1248,10 +1259,22 @@ def run_init(source: Path, *, platform: str | None, arch: str | BuildTarget, out
              introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection] | None = None,
              plan: PlanSteps,
              ) -> int:
-    """The `recipe init` stage: scan, draft, check the build side against the configured
-    build (`introspect`, given by the caller: it runs the tree's build scripts; None = static
-    reading only), plan for expect counts (`plan`, given by the caller: patching's
-    `plan_steps`, a later stage than this one), validate, write."""
+    """The `recipe init` stage (see `draft_tree`); its exit code."""
+    draft_tree(source, platform=platform, arch=arch, output=output, as_json=as_json,
+               check=check, force=force, introspect=introspect, plan=plan)
+    return 0
+
+
+def draft_tree(source: Path, *, platform: str | None, arch: str | BuildTarget,
+               output: Path | None, as_json: bool, check: bool = False, force: bool = False,
+               introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection] | None = None,
+               plan: PlanSteps,
+               ) -> Draft:
+    """Scan, draft, check the build side against the configured build (`introspect`, given
+    by the caller: it runs the tree's build scripts; None = static reading only), plan for
+    expect counts (`plan`, given by the caller: patching's `plan_steps`, a later stage than
+    this one), validate, write; the typed draft, for a caller that reads its TODOs
+    (`build TREE`: pipeline/choose.py)."""
     target = make_target(resolve_platform(platform), arch)
     root = source.resolve()
     if output is not None:
@@ -1316,7 +1339,7 @@ def run_init(source: Path, *, platform: str | None, arch: str | BuildTarget, out
     else:
         ui.say(f"drafted {len(d.steps)} patch step(s), {len(d.build.artifacts)} "
                f"artifact(s) and {len(d.todos) + len(d.build.todos)} TODO(s) into {output}")
-    return 0
+    return d
 
 
 #: The columns of recipe init's outcome table (`outcome_rows`).
