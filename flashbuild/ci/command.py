@@ -65,7 +65,7 @@ def run_ci_init(*, recipe: str, arch: str, platform: str, cuda: str, python: str
              *(["--unit-seconds", f"{unit_seconds:g}"] if unit_seconds is not None else []),
              *(["--linux-image", linux_image] if linux_image else [])]
     plan = workflow.plan_workflow(
-        recipe=loaded, recipe_ref=ref, arch=arch, platforms=platforms, cudas=cudas,
+        recipe=loaded, recipe_ref=ref, arch=spec, platforms=platforms, cudas=cudas,
         pythons=pythons, runners=chosen_runners, flashbuild_spec=flashbuild_spec or "",
         torch=torch, units=units, unit_seconds=per_unit, budget_s=budget_s,
         cache_key_path=key, linux_image=image,

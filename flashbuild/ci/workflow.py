@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Literal
 from packaging.version import Version
 
 from flashbuild import buildsystems
-from flashbuild.arch import ArchSpec, Image, parse_arch_spec
+from flashbuild.arch import ArchSpec, Image
 from flashbuild.ci.estimate import (
     JOB_CAP_HOURS,
     RUNNER_VCPUS,
@@ -547,7 +547,7 @@ def plan_arch_groups(spec: ArchSpec, units: Units, *, vcpus: int, unit_seconds: 
     return tuple(groups)
 
 
-def plan_workflow(*, recipe: Recipe, recipe_ref: str, arch: str,
+def plan_workflow(*, recipe: Recipe, recipe_ref: str, arch: ArchSpec,
                   platforms: Sequence[PlatformName], cudas: Sequence[str],
                   pythons: Sequence[str], runners: Mapping[PlatformName, str],
                   flashbuild_spec: str, torch: str | None, cache_key_path: str,
@@ -565,7 +565,7 @@ def plan_workflow(*, recipe: Recipe, recipe_ref: str, arch: str,
     for what, value in (("--torch", torch or ""), ("--flashbuild-spec", flashbuild_spec),
                         ("the recipe path", recipe_ref), ("the workflow path", cache_key_path)):
         check_value(what, value)
-    spec = parse_arch_spec(arch)
+    spec = arch  # parsed once, by the command (ci/command.py)
     check_arch_against_cuda(spec, cudas)
     check_pythons(pythons)
     needs_torch = buildsystems.get(recipe.build.backend).needs_torch_to_build or torch is not None

@@ -22,6 +22,7 @@ from flashbuild.recipes.when import make_context
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from flashbuild.arch import ArchSpec
     from flashbuild.patching.engine import FileDiff, PatchReport, RevertReport, StepReport
     from flashbuild.recipes.model import Recipe
 
@@ -226,7 +227,7 @@ def print_revert(report: RevertReport) -> None:
 
 
 def run_patch(*, recipe: Recipe | None, tree: Path, platform: str | None,
-              arch: str | None, dry_run: bool, diff: bool, explain: bool, revert: bool,
+              arch: ArchSpec | None, dry_run: bool, diff: bool, explain: bool, revert: bool,
               as_json: bool, discard_edits: bool = False, chosen: str = "") -> int:
     """The `flashbuild patch` stage: build the context, patch or revert `tree` with the
     recipe the pipeline chose (pipeline/choose.py `choose_for_patch`; None only to revert);

@@ -192,13 +192,17 @@ def _drafted(tree: Path, *, arch: BuildTarget, platform: str, installing: bool, 
     text = draft.read_bytes() if draft.is_file() else None
     edited = (text is not None and stored is not None
               and stored.get("written") != hashlib.sha256(text).hexdigest())
+    todos: list[Todo] | None = None
     if edited:
         say(f"using the draft {draft} as you edited it (delete it to draft again)")
     elif text is None or stored is None or stored.get("key") != key:
         # Imported here: the scanner and introspection are 75 ms of imports that a re-run
         # reusing its draft does not need.
         from flashbuild.pipeline.introspect import introspect_for_draft  # noqa: PLC0415  # cycle
-        from flashbuild.scanning.draft import run_init  # noqa: PLC0415  # start-up
+        from flashbuild.scanning.draft import (  # noqa: PLC0415  # start-up
+            draft_tree,
+            shown_todos,
+        )
 
         build_root.mkdir(parents=True, exist_ok=True)
         say(f"no --recipe and no bundled recipe for {tree}: drafting one as `flashbuild "
@@ -208,13 +212,24 @@ def _drafted(tree: Path, *, arch: BuildTarget, platform: str, installing: bool, 
         with _drafting_lock(build_root, tree):
             # Exactly as `recipe init` drafts: checked against the configured build (targets
             # this configuration defines, the tree's arch variable, [install]) where it can.
-            run_init(tree, platform=platform, arch=arch, output=draft, as_json=False,
-                     introspect=introspect_for_draft, plan=plan_steps)
+            drafted = draft_tree(tree, platform=platform, arch=arch, output=draft,
+                                 as_json=False, introspect=introspect_for_draft,
+                                 plan=plan_steps)
+        # The TODOs as drafting typed them, not read back out of the draft's comments; kept
+        # beside the key for a run that reuses the draft.
+        todos = [Todo(*shown) for shown in shown_todos(drafted)]
         written = hashlib.sha256(draft.read_bytes()).hexdigest()
         with contextlib.suppress(OSError):  # a missing key only costs drafting again
-            write_no_follow(key_file, json.dumps({"key": key, "written": written}).encode())
+            write_no_follow(key_file, json.dumps(
+                {"key": key, "written": written,
+                 "todos": [dataclasses.asdict(t) for t in todos]}).encode())
+    elif stored is not None:
+        todos = _stored_todos(stored.get("todos"))
     loaded = load_recipe(draft)
-    todos = parse_todos(draft.read_text(encoding="utf-8"))
+    if todos is None:
+        # A draft the user edited (or a key written before the TODOs were kept): its TODOs
+        # are what its text says now.
+        todos = parse_todos(draft.read_text(encoding="utf-8"))
     blocking = [t for t in todos if blocks(t, loaded, installing=installing)]
     if blocking:
         raise RecipeError(
@@ -257,6 +272,20 @@ def describe(recipe: Recipe, draft: Path) -> list[str]:
     steps = [s.id for s in recipe.patch]
     lines.append(f"  {len(steps)} patch step(s)" + (f": {', '.join(steps)}" if steps else ""))
     return lines
+
+
+def _stored_todos(value: object) -> list[Todo] | None:
+    """The TODOs a drafting run kept in the key file; None when they are not there or not
+    readable (the draft's text is read instead)."""
+    if not isinstance(value, list):
+        return None
+    todos: list[Todo] = []
+    for item in value:
+        if not isinstance(item, dict) or set(item) != {"table", "what", "evidence", "fix"} \
+                or not all(isinstance(v, str) for v in item.values()):
+            return None
+        todos.append(Todo(**item))
+    return todos
 
 
 def parse_todos(text: str) -> list[Todo]:

@@ -47,11 +47,14 @@ def run_patch_command(*, path: Path | None, recipe: str | None, source: Path | N
     """`flashbuild patch [PATH]`: the recipe chosen as build chooses it, said in one line
     (pipeline/choose.py `choose_for_patch`), then the patch stage."""
     from flashbuild.patching.report import run_patch  # noqa: PLC0415  # start-up
+    # The target, parsed once here at the command's edge (a bad --arch stops before a recipe
+    # is chosen); below, the `when` context takes it typed.
+    spec = parse_arch_spec(arch) if arch is not None else None
     said: list[str] = []
     # Under --json the line is the document's `chosen` (stdout holds one JSON document).
     loaded, tree = choose_for_patch(recipe, one_tree(path, source, command="patch"),
                                     revert=revert, say=said.append if as_json else ui.say)
-    return run_patch(recipe=loaded, tree=tree, platform=platform, arch=arch, dry_run=dry_run,
+    return run_patch(recipe=loaded, tree=tree, platform=platform, arch=spec, dry_run=dry_run,
                      diff=diff, explain=explain, revert=revert, as_json=as_json,
                      discard_edits=discard_edits, chosen=" ".join(said))
 

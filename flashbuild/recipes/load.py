@@ -313,6 +313,18 @@ def parse_recipe(text: str, file: Path | None = None) -> Recipe:
         raise RecipeError(f"the recipe is not valid TOML ({where})", evidence=str(exc),
                           fix="fix the TOML syntax at that line",
                           details={"where": where}) from exc
+    return _validated(src, data, file)
+
+
+def recipe_from_data(data: Mapping[str, Any], file: Path | None = None) -> Recipe:
+    """Validate a recipe's data (what TOML loads to: tables, arrays, strings, integers) into a
+    `Recipe`, with no text to parse: `recipe init` builds its draft in memory and checks each
+    state of it this way, rendering TOML once at the end (issue 26 item 3). `file`: where the
+    recipe will be written, for its relative paths."""
+    return _validated(_Source(file, ""), data, file)
+
+
+def _validated(src: _Source, data: object, file: Path | None) -> Recipe:
     recipe = _Convert(src).dataclass(Recipe, data, ())
     return dataclasses.replace(recipe, file=file.resolve() if file else None)
 

@@ -185,7 +185,7 @@ def _version_clause(name: str, label: str, spec: str, have: Version | None) -> C
     return ClauseResult(name, ok, f"{label} {have} {'satisfies' if ok else 'fails'} {spec}")
 
 
-def make_context(*, platform: str | None = None, arch: str | None = None,
+def make_context(*, platform: str | None = None, arch: ArchSpec | str | None = None,
                  gpu_capabilities: list[tuple[int, int]] | None = None,
                  cuda: str | None = None, compiler: str | None = None,
                  compiler_version: str | None = None, torch: str | None = None) -> WhenContext:
@@ -193,6 +193,8 @@ def make_context(*, platform: str | None = None, arch: str | None = None,
 
     `gpu_capabilities` are the compute capabilities of the GPUs found; the caller (the CLI or
     the build stage) passes what detection found, so this function starts no probe itself.
+    `arch`: the command's target as its edge parsed it (`patch`); text is parsed here, for
+    callers that hold a spelling (tests, a recipe's own arch).
     """
     from flashbuild.platforms import get  # noqa: PLC0415  # start-up
 
@@ -200,7 +202,7 @@ def make_context(*, platform: str | None = None, arch: str | None = None,
     plat = get(platform).name
     caps = gpu_capabilities or []
     if arch is None:
-        spec = parse_arch_spec("native") if caps else ArchSpec()
+        spec = ArchSpec(native=True) if caps else ArchSpec()
         if caps:
             spec = spec.resolve_native(caps)
             notes.append("target arch: the GPUs found (" +
@@ -209,7 +211,7 @@ def make_context(*, platform: str | None = None, arch: str | None = None,
             notes.append("no GPU found and no --arch: the target arch is empty, so steps "
                          "with an arch condition do not match")
     else:
-        spec = parse_arch_spec(arch)
+        spec = parse_arch_spec(arch) if isinstance(arch, str) else arch
         if spec.native:
             if caps:
                 spec = spec.resolve_native(caps)

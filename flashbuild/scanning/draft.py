@@ -48,7 +48,7 @@ from flashbuild.detect.cuda import find_toolkits, python_site_packages
 from flashbuild.errors import PatchError, TreeError, UsageError
 from flashbuild.outputs import refuse_over_tree, write_no_follow
 from flashbuild.proc import ProcessRunner
-from flashbuild.recipes.load import parse_recipe
+from flashbuild.recipes.load import recipe_from_data
 from flashbuild.scanning import draft_skbuild
 from flashbuild.scanning.checks_cmake import _commands as cmake_commands
 from flashbuild.scanning.checks_cmake import _parser as cmake_parser
@@ -956,7 +956,7 @@ def fill_expect(d: Draft, root: Path, plan: PlanSteps) -> None:
 
 
 def _fill_expect(d: Draft, root: Path, plan: PlanSteps) -> None:
-    recipe = validate_draft(render(d), None)
+    recipe = to_recipe(d)
     planned = plan(recipe, root, d.target.platform, tuple(a.sm for a in d.target.archs),
                    d.separable)
     for index, drafted in enumerate(d.steps):
@@ -1002,7 +1002,72 @@ def _safe_comment(line: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", line.replace("\n", "\\n"))
 
 
+def _plain(value: Any) -> Any:
+    """`value` as TOML loads it: tuples become arrays, tables plain dicts."""
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def draft_data(d: Draft) -> dict[str, Any]:
+    """The recipe the draft is, as data: exactly what TOML loads from `render(d)` (a test
+    keeps the two equal), without its comments. The tables follow `render`'s choices."""
+    data: dict[str, Any] = {
+        "recipe": {"name": d.name, "description": f"drafted from a scan for {d.target.label}"},
+        "source": {"path": d.source_path},
+    }
+    if d.steps:
+        data["patch"] = [
+            {"id": s.id, "description": s.description, "transform": s.transform,
+             "when": _plain(s.when), **({"expect": _plain(s.expect)} if s.expect else {}),
+             "params": _plain(s.params)} for s in d.steps]
+    if d.build is not None:
+        data |= _build_data(d.build)
+    return data
+
+
+def _build_data(b: BuildDraft) -> dict[str, Any]:
+    """`[build]`, `[[artifact]]`, `[install]` and `[verify]` as `_render_build` writes them."""
+    data: dict[str, Any] = {}
+    system = buildsystems.get(b.backend)
+    build: dict[str, Any] = {}
+    options = [{"define": _plain(define)} for define, _c in b.options]
+    if system.configured_by_pyproject:
+        build["backend"] = b.backend
+    else:
+        if system.steered_by_environment:
+            build["backend"] = b.backend
+            if b.env:
+                build["env"] = [{"when": _plain(w), "set": _plain(v)} for w, v, _c in b.env]
+        if b.cmake_source is not None:
+            build |= {"cmake_source": b.cmake_source,
+                      "targets": [a.target for a in b.artifacts]}
+            build |= {k: v for k, v in (("output_dir_var", b.output_dir_var),
+                                        ("exclude_var", b.exclude_var)) if v}
+        if b.artifacts:
+            data["artifact"] = [{"name": a.name, "kind": a.kind, "target": a.target}
+                                for a in b.artifacts]
+    if options and (system.configured_by_pyproject or b.cmake_source is not None):
+        build["options"] = options
+    if build:
+        data["build"] = build
+    if (b.package is not None and b.package_dir is not None) or b.top_level:
+        install: dict[str, Any] = {}
+        if b.package is not None and b.package_dir is not None:
+            install |= {"package": b.package, "package_dir": b.package_dir}
+        if b.top_level:
+            install["top_level"] = _plain(b.top_level)
+        data["install"] = install
+    if b.exports:
+        data["verify"] = {"exports": list(b.exports)}
+    return data
+
+
 def render(d: Draft) -> str:
+    """The draft as TOML with its comments and TODOs: run once per `recipe init`, at the end
+    (the steps before read the typed draft: `to_recipe`)."""
     t = d.target
     out = [
         f"# Drafted by `flashbuild recipe init` for {t.label}.",
@@ -1054,6 +1119,17 @@ def render(d: Draft) -> str:
                 f"#   fix:      {todo.fix}", ""]
     return "\n".join(_safe_comment(line) if line.startswith("#") else line
                      for line in out).rstrip() + "\n"
+
+
+def shown_todos(d: Draft) -> list[tuple[str, str, str, str]]:
+    """The build tables' TODOs as `render` shows them — (table, what, evidence, fix), each one
+    line with control characters escaped — for `build TREE`, which lists them and stops on
+    one it cannot build without (pipeline/choose.py), without reading the comments back."""
+    def shown(text: str) -> str:
+        return _safe_comment(text).strip()
+
+    return [(t.table, shown(t.what), shown(t.evidence), shown(t.fix))
+            for t in (d.build.todos if d.build is not None else ())]
 
 
 def _render_step(s: DraftStep) -> list[str]:
@@ -1183,10 +1259,22 @@ def run_init(source: Path, *, platform: str | None, arch: str | BuildTarget, out
              introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection] | None = None,
              plan: PlanSteps,
              ) -> int:
-    """The `recipe init` stage: scan, draft, check the build side against the configured
-    build (`introspect`, given by the caller: it runs the tree's build scripts; None = static
-    reading only), plan for expect counts (`plan`, given by the caller: patching's
-    `plan_steps`, a later stage than this one), validate, write."""
+    """The `recipe init` stage (see `draft_tree`); its exit code."""
+    draft_tree(source, platform=platform, arch=arch, output=output, as_json=as_json,
+               check=check, force=force, introspect=introspect, plan=plan)
+    return 0
+
+
+def draft_tree(source: Path, *, platform: str | None, arch: str | BuildTarget,
+               output: Path | None, as_json: bool, check: bool = False, force: bool = False,
+               introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection] | None = None,
+               plan: PlanSteps,
+               ) -> Draft:
+    """Scan, draft, check the build side against the configured build (`introspect`, given
+    by the caller: it runs the tree's build scripts; None = static reading only), plan for
+    expect counts (`plan`, given by the caller: patching's `plan_steps`, a later stage than
+    this one), validate, write; the typed draft, for a caller that reads its TODOs
+    (`build TREE`: pipeline/choose.py)."""
     target = make_target(resolve_platform(platform), arch)
     root = source.resolve()
     if output is not None:
@@ -1220,8 +1308,10 @@ def run_init(source: Path, *, platform: str | None, arch: str | BuildTarget, out
     elif any(s.transform in _CODE_STEPS for s in d.steps):
         d.check_summary = ("the code steps were not compile-checked "
                            "(`recipe init --compile-check` builds each touched unit with nvcc)")
+    # The draft must load (a RecipeError here is a flashbuild bug): checked on the typed
+    # draft, then rendered once; nothing parses the text back.
+    to_recipe(d, output)
     text = render(d)
-    validate_draft(text, output)  # the draft must load: a RecipeError here is a flashbuild bug
     if output is not None:
         try:
             write_no_follow(output, text.encode("utf-8"))
@@ -1249,7 +1339,7 @@ def run_init(source: Path, *, platform: str | None, arch: str | BuildTarget, out
     else:
         ui.say(f"drafted {len(d.steps)} patch step(s), {len(d.build.artifacts)} "
                f"artifact(s) and {len(d.todos) + len(d.build.todos)} TODO(s) into {output}")
-    return 0
+    return d
 
 
 #: The columns of recipe init's outcome table (`outcome_rows`).
@@ -1299,7 +1389,7 @@ def _introspect(d: Draft, root: Path, spec: ArchSpec, platform: str,
                            "CMakeLists.txt with project() and no setup.py using "
                            "torch.utils.cpp_extension)")
         return
-    outcome = introspect(validate_draft(render(d), None), root, spec, platform)
+    outcome = introspect(to_recipe(d), root, spec, platform)
     model = outcome.model
     here = [t for t in d.build.env if platform in t[0].get("platform", [platform])]
     if model is not None and model.exception is not None and here:
@@ -1308,7 +1398,7 @@ def _introspect(d: Draft, root: Path, spec: ArchSpec, platform: str,
         # either way, e.g. for a missing submodule).
         shown = ", ".join(f"{k}={v}" for _w, values, _c in here for k, v in values.items())
         d.build.env = [t for t in d.build.env if t not in here]
-        retry = introspect(validate_draft(render(d), None), root, spec, platform)
+        retry = introspect(to_recipe(d), root, spec, platform)
         caused = retry.model is not None and retry.model.exception is None
         d.build.todos.append(BuildTodo(
             table="build",
@@ -1352,7 +1442,7 @@ _BUILD_VARIABLES = frozenset({"CUDA_HOME", "CUDA_PATH", "TORCH_CUDA_ARCH_LIST", 
                               "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_FLAGS", "BUILD_VERSION"})
 
 
-#: A name a recipe's [[build.env]] accepts (what `validate_draft` would refuse is no switch).
+#: A name a recipe's [[build.env]] accepts (what `to_recipe` would refuse is no switch).
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -1391,7 +1481,7 @@ def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, plat
     def attempt(values: dict[str, str]) -> TreeModel | None:
         d.build.env.append(({"platform": [platform]}, values, ""))  # type: ignore[union-attr]
         try:
-            return introspect(validate_draft(render(d), None), root, spec, platform).model
+            return introspect(to_recipe(d), root, spec, platform).model
         finally:
             d.build.env.pop()  # type: ignore[union-attr]
 
@@ -1481,7 +1571,7 @@ def _steer_literal_archs(d: Draft, model: TreeModel, root: Path, spec: ArchSpec,
             ending = line[len(line.rstrip("\r\n")):]
             lines[site.line - 1] = indent + site.replacement + ending
             path.write_text("".join(lines), encoding="utf-8")
-        retry = introspect(validate_draft(render(d), None), copy, spec, platform)
+        retry = introspect(to_recipe(d), copy, spec, platform)
     found = retry.model
     if found is None or found.exception is not None or not found.arch_flags() or \
             not _asks_for(found, spec):
@@ -1522,7 +1612,7 @@ def _steer_arch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, platf
     for read in list({r.name: r for r in names}.values())[:3]:
         for value in ("{arch_dotted}", "{arch_numbers}", "{arch_codes}"):
             d.build.env.append(({"platform": [platform]}, {read.name: value}, ""))
-            retry = introspect(validate_draft(render(d), None), root, spec, platform)
+            retry = introspect(to_recipe(d), root, spec, platform)
             d.build.env.pop()
             found = retry.model
             if found is not None and found.exception is None and \
@@ -1545,9 +1635,11 @@ def _steer_arch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, platf
     return None
 
 
-def validate_draft(text: str, output: Path | None) -> Recipe:
-    """Load the draft with the recipe loader (a draft that does not load is a bug here)."""
-    return parse_recipe(text, output)
+def to_recipe(d: Draft, output: Path | None = None) -> Recipe:
+    """The draft as the recipe loader validates it, from the typed draft (`draft_data`), not
+    from its TOML: each introspection and planning round reads this, and `render` runs once
+    (a draft that does not load is a bug here). `output`: where it will be written."""
+    return recipe_from_data(draft_data(d), output)
 
 
 def _check_output(output: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.ci_leg import matrix
+from flashbuild.arch import parse_arch_spec
 from flashbuild.ci import workflow
 from flashbuild.ci.command import default_flashbuild_spec, run_ci_init
 from flashbuild.cli import app
@@ -98,7 +99,8 @@ def test_artifact_names_carry_the_coordinates(tmp_path: Path) -> None:
     plan = workflow.plan_workflow(
         recipe=__import__("flashbuild.recipes.load", fromlist=["x"]).load_recipe(
             str(_tree(tmp_path) / "tiny.toml")),
-        recipe_ref="tiny.toml", arch="sm_120+PTX;90a", platforms=("windows",),
+        recipe_ref="tiny.toml", arch=parse_arch_spec("sm_120+PTX;90a"),
+        platforms=("windows",),
         cudas=("13.0",), pythons=("3.12",), runners={"windows": "windows-latest"},
         flashbuild_spec="flashbuild", torch="2.9.1", cache_key_path="x.yml", command="c")
     assert plan.artifacts() == ["wheel-windows-cuda13.0-py3.12-sm90a-sm120ptx"]
