@@ -33,6 +33,7 @@ def _count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         calls.append(text)
         return original(text)
 
+    monkeypatch.setattr(arch_mod, "parse_arch_spec", counted)  # `arch.parse_arch_spec(...)`
     for name, module in list(sys.modules.items()):
         if (name == "flashbuild" or name.startswith("flashbuild.")) and \
                 getattr(module, "parse_arch_spec", None) is original:

@@ -7,39 +7,17 @@ not counted: the counter sees `parse_arch_spec`, which only the edges call."""
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-import flashbuild.arch as arch_mod
 from flashbuild.cli import app
+from tests.unit.test_target import _count_parses, _Stop
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
-
-
-class _Stop(Exception):
-    """Raised where a command would start real work: its target is resolved by then."""
-
-
-def _count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every `parse_arch_spec` call, wherever a module imported it by name (as test_target)."""
-    calls: list[str] = []
-    original = arch_mod.parse_arch_spec
-
-    def counted(text: str) -> Any:
-        calls.append(text)
-        return original(text)
-
-    monkeypatch.setattr(arch_mod, "parse_arch_spec", counted)
-    for name, module in list(sys.modules.items()):
-        if (name == "flashbuild" or name.startswith("flashbuild.")) and \
-                getattr(module, "parse_arch_spec", None) is original:
-            monkeypatch.setattr(module, "parse_arch_spec", counted)
-    return calls
 
 
 def test_verify_parses_the_target_once(monkeypatch: pytest.MonkeyPatch) -> None:
