@@ -393,6 +393,9 @@ def test_a_module_the_build_knew_was_host_only_is_a_warning(tmp_path: Path) -> N
 
     built = _artifacts(_Request(), [cuda_mod, cpu_mod], None, device)  # type: ignore[arg-type]
     assert [(a.name, a.gpu_code) for a in built] == [("kern._C", True), ("kern._cpu", False)]
+    # setup.py's `ext_package = "kern"` with `Extension("_C", ...)`: the hook saw `_C`.
+    assert [a.gpu_code for a in _artifacts(_Request(), [cuda_mod, cpu_mod], None,  # type: ignore[arg-type]
+                                           frozenset({"_C"}))] == [True, False]
     # No names from the hook (no report): every module must hold GPU code, as before.
     assert all(a.gpu_code for a in _artifacts(_Request(), [cpu_mod], None))  # type: ignore[arg-type]
 

@@ -532,6 +532,13 @@ def _device_extensions(report: Path) -> frozenset[str]:
                      if "extension" in r and not r.get("no_device_code"))
 
 
+def _has_device_code(dotted: str, device: frozenset[str]) -> bool:
+    """Whether the module `dotted` is one of the hook's device-code extensions (all are, when
+    it named none). setup.py's `ext_package` prefixes the installed name but not the
+    extension's own (`_C` built as `pkg._C`): the hook's name may be a dotted suffix."""
+    return not device or any(dotted == name or dotted.endswith("." + name) for name in device)
+
+
 def _artifacts(request: BuildRequest, modules: list[Path], inplace_tree: Path | None,
                device: frozenset[str] = frozenset()) -> tuple[BuiltArtifact, ...]:
     """Modules as artifacts; the recipe's [[artifact]] names must be among them. Where the
@@ -547,7 +554,7 @@ def _artifacts(request: BuildRequest, modules: list[Path], inplace_tree: Path | 
             path.name.split(".")[0]
         dotted = ".".join([*PurePosixPath(rel).parent.parts, stem])
         out.append(BuiltArtifact(path, "module", dotted, relpath=rel,
-                                 gpu_code=not device or dotted in device))
+                                 gpu_code=_has_device_code(dotted, device)))
     names = {a.name for a in out} | {a.name.rsplit(".", 1)[-1] for a in out}
     missing = [a.name for a in request.recipe.artifact if a.name not in names]
     if missing:
