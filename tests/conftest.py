@@ -171,7 +171,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if not ledger:
         yield
         return
-    import resource
+    import resource  # POSIX only: imported when the ledger is asked for
     import time
 
     def cpu() -> tuple[float, float]:
