@@ -8,7 +8,8 @@
 # sdists come from .devcarry/trees/ (the machine has no internet), the trees' upstream tests
 # from .devcarry/tests/ (bench/tree_tests.py), flashbuild's pure-Python dependencies as wheels
 # from .whl/. Every stage is bounded by TREES_TIMEOUT seconds (400); TREES_TESTS=0 leaves the
-# tests out (a build for an arch this GPU cannot run).
+# tests out (a build for an arch this GPU cannot run). A lane written `sm_120:a,b` builds its
+# trees for that arch and runs no tests (this GPU cannot run them); the others take TREES_ARCH.
 # The builds install wheels into the machine's Python: run it on a machine you throw away.
 set -u
 mode=${1:?start|poll}; out=${2:?OUTDIR}
@@ -26,11 +27,13 @@ if [ "$mode" = start ]; then
   IFS=';' read -ra lanes <<<"${TREES:?TREES='a,b;c'}"
   for lane in "${lanes[@]}"; do
     n=$((n + 1)); mkdir -p "$work/lane$n"; ln -s ../dl "$work/lane$n/dl"
+    arch=${TREES_ARCH:-sm_90a}; lane_tests=$tests
+    case $lane in *:*) arch=${lane%%:*}; lane=${lane#*:}; lane_tests= ;; esac
     # shellcheck disable=SC2086
-    setsid python3 bench/trees.py --only "$lane" --arch "${TREES_ARCH:-sm_90a}" \
-      --work "$work/lane$n" --out "$work/lane$n/results" $tests \
+    setsid python3 bench/trees.py --only "$lane" --arch "$arch" \
+      --work "$work/lane$n" --out "$work/lane$n/results" $lane_tests \
       --timeout "${TREES_TIMEOUT:-400}" > "$work/lane$n/harness.log" 2>&1 < /dev/null &
-    echo "lane $n started: $lane"
+    echo "lane $n started: $lane ($arch)"
   done
   exit 0
 fi

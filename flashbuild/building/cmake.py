@@ -391,6 +391,24 @@ def missing_toolkit_components(output: str) -> list[str]:
     return sorted(set(_MISSING_COMPONENT.findall(output)))
 
 
+#: CMake 4 refuses a project whose cmake_minimum_required is older than 3.5 and names the
+#: cache variable that lets it configure anyway (CMake 4.0 release notes, "Deprecated and
+#: Removed Features"): `… add -DCMAKE_POLICY_VERSION_MINIMUM=3.5 to try configuring anyway.`
+_POLICY_MINIMUM = re.compile(
+    r"Compatibility with CMake < ([\d.]+) has been removed from CMake\.(?s:.*?)"
+    r"-D(CMAKE_POLICY_VERSION_MINIMUM)=([\d.]+)\s+to\s+try\s+configuring\s+anyway")
+
+
+def policy_minimum_needed(output: str) -> tuple[str, str, str] | None:
+    """(variable, value, the refusal in one line) when a failed configure was CMake refusing
+    an old `cmake_minimum_required`; None otherwise."""
+    found = _POLICY_MINIMUM.search(output)
+    if found is None:
+        return None
+    return (found[2], found[3], f"CMake refuses `cmake_minimum_required` older than "
+            f"{found[1]} (\"Compatibility with CMake < {found[1]} has been removed\")")
+
+
 def toolkit_extra(target: str) -> str:
     """The cuda-toolkit extra that ships a `CUDA::` component (`CUDA::cublasLt` -> cublas)."""
     name = target.split("::", 1)[-1].lower()

@@ -334,9 +334,11 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
         cxx_flags=request.cxx_flags, ptxas_verbose=False, extra_args=request.cmake_args)
     stubs: list[str] = []
     tried: set[str] = set()
+    needed: list[tuple[str, str, str]] = []
 
     def run(inputs: cmake.ConfigureInputs) -> None:
         argv = cmake.configure_argv(tools, inputs)
+        argv += [f"-D{name}={value}" for name, value, _why in needed]
         # The cache is kept between the configures of one introspection (CMake's compiler
         # checks are what a configure spends its time on); a variable an earlier try set and
         # this one does not is removed from it.
@@ -350,9 +352,7 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
                           check=False)
         if done.ok:
             return
-        missing = sorted(set(cmake.missing_toolkit_components(done.output)) - set(stubs))
-        if missing:
-            stubs.extend(missing)
+        if _learn_from_failure(done.output, stubs, needed):
             run(inputs)
             return
         if done.returncode < 0:  # a file-size limit (SIGXFSZ), the OOM killer
@@ -388,14 +388,31 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
         ninja_text = (build_dir / "build.ninja").read_text(encoding="utf-8", errors="replace")
     except OSError:
         ninja_text = ""
-    model = treemodel.from_cmake(reply, copy.resolve(), python_suffix=suffix,
-                                 notes=tuple(notes), arch_variable=arch_var,
-                                 ninja_flags=treemodel.ninja_arch_flags(ninja_text))
+    model = replace(treemodel.from_cmake(reply, copy.resolve(), python_suffix=suffix,
+                                         notes=tuple(notes), arch_variable=arch_var,
+                                         ninja_flags=treemodel.ninja_arch_flags(ninja_text)),
+                    needed_defines=tuple(needed))
     compiler = reply.cache_value("CMAKE_CXX_COMPILER") or request.host_compiler.path or "c++"
     root = copy.resolve()
     return replace(model, bindings=_bindings(model, root, runner, request.env,
                                              {"CXX": compiler}) if bindings else (),
                    jit=treemodel.find_jit(root, _python_files(root)))
+
+
+def _learn_from_failure(output: str, stubs: list[str],
+                        needed: list[tuple[str, str, str]]) -> bool:
+    """What a failed configure says it lacks that introspection can give it, added to `stubs`
+    (a stand-in for each missing toolkit component) or `needed` (the policy minimum CMake 4
+    asks for): True when there is something new to try."""
+    missing = sorted(set(cmake.missing_toolkit_components(output)) - set(stubs))
+    if missing:
+        stubs.extend(missing)
+        return True
+    policy = cmake.policy_minimum_needed(output)
+    if policy is not None and all(name != policy[0] for name, _v, _w in needed):
+        needed.append(policy)
+        return True
+    return False
 
 
 def _copy_tree(tree: Path, copy: Path) -> Path:
@@ -524,6 +541,14 @@ def _first_cmake_error(output: str) -> str:
     for i, line in enumerate(lines):
         if line.startswith("CMake Error"):
             where = line.removeprefix("CMake Error at ").removeprefix("CMake Error").strip(" :")
+            if "set to NOTFOUND" in where:
+                # `…are set to NOTFOUND.` / `Please set them …` / `CUDA_curand_LIBRARY
+                # (ADVANCED)` / `    linked by target "x" …`: the variables are the news.
+                names = [ln.split()[0] for ln in lines[i + 2:i + 40]
+                         if ln.strip() and not ln[0].isspace() and "NOTFOUND" not in ln
+                         and not ln.startswith(("--", "CMake"))]
+                return (f"{', '.join(names[:6])}: used by the project and set to NOTFOUND "
+                        "(a library or header the configure did not find)") if names else where
             text = next((ln.strip() for ln in lines[i + 1:] if ln.strip()), "")
             return f"{where}: {text}" if where else text
     return next((ln.strip() for ln in reversed(lines) if ln.strip()), "")

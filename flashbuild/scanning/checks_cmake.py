@@ -225,9 +225,12 @@ def _year(value: str) -> int:
     return 1900 + n if n >= 90 else 2000 + n
 
 
+#: `add_library` and FindCUDA's `cuda_add_library` (trees older than CMake's CUDA language,
+#: libKMCUDA's): `NAME SHARED|MODULE|STATIC …`.
+ADD_LIBRARY = frozenset({"add_library", "cuda_add_library"})
 #: Commands that make a loadable library: a Python module or a plugin.
-_LIBRARY_COMMANDS = frozenset({"add_library", "pybind11_add_module", "nanobind_add_module",
-                               "python_add_library", "python3_add_library"})
+_LIBRARY_COMMANDS = ADD_LIBRARY | {"pybind11_add_module", "nanobind_add_module",
+                                   "python_add_library", "python3_add_library"}
 
 
 def _libraries(commands: Sequence[Command]) -> list[tuple[str, str, tuple[Gate, ...]]]:
@@ -237,7 +240,7 @@ def _libraries(commands: Sequence[Command]) -> list[tuple[str, str, tuple[Gate, 
     for cmd in commands:
         if cmd.name not in _LIBRARY_COMMANDS or not cmd.args:
             continue
-        if cmd.name == "add_library":
+        if cmd.name in ADD_LIBRARY:
             if "SHARED" in cmd.args[1:3]:
                 out.append((cmd.args[0], "shared", cmd.gates))
             elif "MODULE" in cmd.args[1:3]:

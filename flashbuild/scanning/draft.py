@@ -50,6 +50,7 @@ from flashbuild.outputs import refuse_over_tree, write_no_follow
 from flashbuild.proc import ProcessRunner
 from flashbuild.recipes.load import recipe_from_data
 from flashbuild.scanning import draft_skbuild
+from flashbuild.scanning.checks_cmake import ADD_LIBRARY
 from flashbuild.scanning.checks_cmake import _commands as cmake_commands
 from flashbuild.scanning.checks_cmake import _parser as cmake_parser
 from flashbuild.scanning.findings import ScanOptions, make_target
@@ -311,7 +312,7 @@ def _artifacts(commands: Sequence[_CMakeCommand], b: BuildDraft) -> None:
         kind: Literal["module", "plugin"] | None = None
         if cmd.name in MODULE_COMMANDS or (cmd.name in PYTHON_ADD_LIBRARY and "MODULE" in rest):
             kind = "module"
-        elif cmd.name == "add_library" and rest[:1] in (("SHARED",), ("MODULE",)):
+        elif cmd.name in ADD_LIBRARY and rest[:1] in (("SHARED",), ("MODULE",)):
             kind = "plugin"
         if kind is None:
             continue
@@ -775,7 +776,7 @@ def draft_build(root: Path, d: Draft | None = None, setup: Any = None,
             b.todos.append(BuildTodo(
                 table="artifact", what="no module or shared-library target in the CMake files",
                 evidence=f"{top} and its add_subdirectory folders: no pybind11_add_module, "
-                "nanobind_add_module, Python_add_library(… MODULE) or add_library(… SHARED|"
+                "nanobind_add_module, Python_add_library(… MODULE) or (cuda_)add_library(… SHARED|"
                 "MODULE)", fix="add an [[artifact]] per binary the build must install"))
         _output_dirs(commands, b)
         _exclude_var(commands, b)
@@ -1381,7 +1382,10 @@ def _introspect(d: Draft, root: Path, spec: ArchSpec, platform: str,
     """Ask the configured build (see draft_check.apply_model). For a setup.py, the record runs
     with the drafted environment; if it raises, once more without the drafted [[build.env]]:
     when that passes, those tables are dropped and a TODO quotes the exception."""
-    from flashbuild.scanning.draft_check import apply_model  # noqa: PLC0415  # cycle
+    from flashbuild.scanning.draft_check import (  # noqa: PLC0415  # cycle
+        apply_model,
+        missing_file_todo,
+    )
 
     assert d.build is not None
     if buildsystems.get(d.build.backend).compiles_cmake_targets and d.build.cmake_source is None:
@@ -1392,7 +1396,12 @@ def _introspect(d: Draft, root: Path, spec: ArchSpec, platform: str,
     outcome = introspect(to_recipe(d), root, spec, platform)
     model = outcome.model
     here = [t for t in d.build.env if platform in t[0].get("platform", [platform])]
-    if model is not None and model.exception is not None and here:
+    missing = missing_file_todo(model.exception, root) if model is not None and \
+        model.exception is not None else None
+    if missing is not None:
+        # Nothing runs without the file, with or without the drafted environment.
+        d.build.todos.append(missing)
+    elif model is not None and model.exception is not None and here:
         # The drafted environment could not be confirmed: it is left out, and the TODO says
         # whether it was the cause (a run without it passes) or not (the setup.py raises
         # either way, e.g. for a missing submodule).

@@ -44,6 +44,7 @@ from flashbuild.source.setup_record import missing_module_fix
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from flashbuild.source.setup_record import RaisedError
     from flashbuild.source.treemodel import BuildTarget, TreeModel
 
 
@@ -56,6 +57,9 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
     b.notes["build"] += list(model.notes)
     if buildsystems.get(model.system).compiles_cmake_targets:
         _cmake_targets(b, model)
+        for name, value, why in model.needed_defines:
+            b.options.append(({name: value}, f"{name}: {why}; the configure ran with "
+                              f"{name}={value}"))
         if model.arch_variable is not None:
             var = model.arch_variable
             b.options.append(({var.name: "{" + var.form + "}"},
@@ -68,7 +72,7 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
     elif model.exception is not None:
         if any(t.evidence == str(model.exception) for t in b.todos):
             return _exports(b, model, root)
-        b.todos.append(BuildTodo(
+        b.todos.append(missing_file_todo(model.exception, root) or BuildTodo(
             table="build", what="setup.py raised when run as the build runs it (record mode)",
             evidence=str(model.exception),
             fix=missing_module_fix(str(model.exception)) or
@@ -103,6 +107,20 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
             "setup.py reached for the network in record mode (refused): " + "; ".join(
                 f"{n.call} {n.target} at {n.where}" for n in model.network[:3]))
     _exports(b, model, root)
+
+
+def missing_file_todo(exc: RaisedError, root: Path) -> BuildTodo | None:
+    """A blocking `source` TODO when setup.py stopped because a file of the tree is not
+    there (its run's copy lacked it, and so does the tree): a source distribution that left
+    out a file its setup.py reads. None for any other exception."""
+    if not exc.missing or (root / exc.missing).exists():
+        return None
+    return BuildTodo(
+        table="source",
+        what=f"the tree lacks `{exc.missing}`, which setup.py opens as it runs ({exc.where})",
+        evidence=str(exc),
+        fix="build from the project's repository at this version (with its submodules): "
+        f"this copy of the tree, a source distribution perhaps, left `{exc.missing}` out")
 
 
 def _missing_sources(b: BuildDraft, model: TreeModel) -> None:

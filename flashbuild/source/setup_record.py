@@ -57,6 +57,9 @@ class RaisedError:
     type: str
     message: str
     where: str
+    missing: str = ""
+    """A file of the tree, tree-relative, that setup.py failed to open (FileNotFoundError),
+    as the run's copy of the tree names it; empty otherwise."""
 
     def __str__(self) -> str:
         return f"{self.type}: {self.message} ({self.where})"
@@ -228,7 +231,9 @@ def parse_record(data: dict[str, Any]) -> SetupRecord:
         cuda=bool(e.get("cuda"))) for e in data.get("extensions", []) if isinstance(e, dict))
     raw = data.get("exception")
     exception = RaisedError(type=str(raw.get("type", "")), message=str(raw.get("message", "")),
-                            where=str(raw.get("where", "?"))) if isinstance(raw, dict) else None
+                            where=str(raw.get("where", "?")),
+                            missing=str(raw.get("missing") or "")) if isinstance(raw, dict) \
+        else None
     removed: list[str] = []
     for rewrite in data.get("rewrites", []) or []:
         removed += [str(r) for r in rewrite.get("removed", [])] if isinstance(rewrite,

@@ -133,6 +133,9 @@ class TreeModel:
     missing_sources: tuple[str, ...] = ()
     """Sources the configuration compiles that were not there when it was read (after
     setup.py's own generators ran): a tree that left them out (an sdist without csrc/)."""
+    needed_defines: tuple[tuple[str, str, str], ...] = ()
+    """CMake cache definitions the configure could not run without (name, value, the error
+    that proved it): the build must pass them too."""
     seconds: float = 0.0
 
     def modules(self) -> tuple[BuildTarget, ...]:

@@ -982,9 +982,15 @@ def _runtime_checks(pkg: str, expect: Expectations, *, run_gpu: bool | None, ben
                                       search_path=search_path, top_level=expect.top_level)
         torch_ok = result.torch
         if not result.imported:
-            checks.append(Check("import", pkg, Status.FAIL,
-                                "does not import in a fresh interpreter",
-                                result.error or "", _import_fix(prior)))
+            needed = _missing_dependency(result.error or "", pkg, expect.top_level)
+            checks.append(Check(
+                "import", pkg, Status.FAIL, "does not import in a fresh interpreter" + (
+                    f": it imports `{needed}`, which is not installed in this Python"
+                    if needed else ""),
+                result.error or "",
+                f"install `{needed}` into this Python ({python} -m pip install "
+                f"{needed.split('.')[0]}, if that is its distribution's name), then verify "
+                "again; the build itself is not at fault" if needed else _import_fix(prior)))
         else:
             checks.append(Check("import", pkg, Status.OK, f"imports from {result.file}"
                                 + (" (after `import torch`, as a top-level torch extension "
@@ -1083,6 +1089,18 @@ def _dep_checks(deps: Sequence[binaries.Dependency], subject: str) -> list[Check
                          f"{resolved} of {len(deps)} libraries resolve",
                          "; ".join(f"{d.name} → {d.path or d.resolution}" for d in deps)))
     return out
+
+
+def _missing_dependency(error: str, pkg: str, top_level: Sequence[str]) -> str | None:
+    """The module another distribution provides that the import stopped at (`No module named
+    'torch_scatter'` for torch_sparse), or None: a missing module of the package itself (its
+    extension module not installed) is the build's to answer for."""
+    found = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", error)
+    if found is None:
+        return None
+    module = found[1]
+    own = {pkg.split(".", maxsplit=1)[0], *(m.split(".")[0] for m in top_level)}
+    return None if module.split(".")[0] in own else module
 
 
 def _import_fix(checks: Sequence[Check]) -> str:

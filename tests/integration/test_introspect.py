@@ -9,7 +9,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import os
+import re
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -18,7 +21,9 @@ import pytest
 
 from flashbuild import platforms
 from flashbuild.arch import parse_arch_spec
+from flashbuild.building.cmake import find_tools
 from flashbuild.pipeline.introspect import introspect
+from flashbuild.proc import ProcessRunner
 from flashbuild.recipes.load import parse_recipe
 from flashbuild.source.treemodel import Introspection
 from tests.markers import needs_torch
@@ -402,6 +407,21 @@ def test_a_source_the_tree_lacks_is_a_blocking_todo_and_a_generated_one_is_not(
 
 
 @needs_torch
+def test_a_file_the_setup_py_opens_and_the_tree_lacks_is_a_blocking_todo(
+        tmp_path: Path) -> None:
+    from flashbuild.pipeline.choose import blocks, parse_todos
+
+    text, out = _init(tmp_path, "setup_missingfile", "sm_90a")
+    todos = [t for t in parse_todos(text) if t.table == "source"]
+    # The line is setup.py's own, not the import machinery's frame that raised.
+    assert [t.what for t in todos] == [
+        "the tree lacks `envs.py`, which setup.py opens as it runs (setup.py:16)"], text
+    assert "FileNotFoundError" in todos[0].evidence
+    assert "repository" in todos[0].fix and "`envs.py`" in todos[0].fix
+    assert blocks(todos[0], parse_recipe(text, out), installing=False)
+
+
+@needs_torch
 def test_recipe_init_drafts_no_environment_a_setup_py_rejects(tmp_path: Path) -> None:
     text, out = _init(tmp_path, "setup_allowlist", "sm_120")
     recipe = parse_recipe(text, out)
@@ -409,6 +429,23 @@ def test_recipe_init_drafts_no_environment_a_setup_py_rejects(tmp_path: Path) ->
     # The build sets TORCH_CUDA_ARCH_LIST itself, so the setup.py raises with or without it.
     assert "TODO: [build] setup.py raises when run as the build runs it, with or without" in text
     assert "unsupported arch 12.0: this project builds for 8.0-9.0 only (setup.py:10)" in text
+
+
+def test_a_cmakelists_too_old_for_cmake_4_is_configured_with_the_policy_it_names(
+        tmp_path: Path) -> None:
+    cmake_exe = find_tools(ProcessRunner(), dict(os.environ)).cmake  # what introspection runs
+    version = subprocess.run([cmake_exe, "--version"], capture_output=True, text=True,
+                             check=True).stdout
+    major = int(re.search(r"version (\d+)", version)[1])  # type: ignore[index]
+    text, _out = _init(tmp_path, "cmake_oldminimum", "sm_90a")
+    # Read from the configured build, not statically: the configure ran.
+    assert "# build tables: checked against the configured build (CMake File API" in text, text
+    drafted = 'define = { CMAKE_POLICY_VERSION_MINIMUM = "3.5" }' in text
+    # CMake 3.x configures it as it is; CMake 4 only with the variable its refusal names,
+    # which the build then passes too.
+    assert drafted == (major >= 4), text
+    if drafted:
+        assert "CMake refuses `cmake_minimum_required` older than 3.5" in text
 
 
 def test_a_build_missing_a_toolkit_component_says_which_and_how_to_get_it(

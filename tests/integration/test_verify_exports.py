@@ -90,3 +90,31 @@ def test_a_submodule_wins_over_the_attribute_its_package_rebinds(tmp_path: Path)
                           runner=ProcessRunner(), python=sys.executable, env=env)
     assert result.imported, result.error
     assert result.missing_exports == ("aggregate.aggregate_cpu.gone",)
+
+
+def test_an_import_stopped_by_another_distribution_names_it(tmp_path: Path) -> None:
+    # torch-sparse's shape (its verify on the H200, 2026-11-28): the package imports
+    # torch_scatter, which its metadata does not require and the machine lacked. The check
+    # still fails (the package does not import), and it names the module to install; a
+    # missing module of the package itself stays the build's to answer for.
+    from flashbuild.verifying.verify import Expectations, Status, _runtime_checks
+
+    site = tmp_path / "site"
+    (site / "sparsy").mkdir(parents=True)
+    (site / "sparsy" / "__init__.py").write_text("import scattery_absent.ops\n")
+    (site / "owny").mkdir()
+    (site / "owny" / "__init__.py").write_text("from owny import _C\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site)}
+    fails = {}
+    for pkg in ("sparsy", "owny"):
+        checks = _runtime_checks(pkg, Expectations(), run_gpu=False, bench=False,
+                                 runner=ProcessRunner(), python=sys.executable, env=env,
+                                 search_path=None, selfcheck=(), import_module=True,
+                                 gpu_present=lambda: False, prior=())
+        fails[pkg] = [c for c in checks if c.area == "import" and c.status is Status.FAIL]
+    (sparsy,), (owny,) = fails["sparsy"], fails["owny"]
+    assert sparsy.summary == ("does not import in a fresh interpreter: it imports "
+                              "`scattery_absent`, which is not installed in this Python")
+    assert f"{sys.executable} -m pip install scattery_absent" in sparsy.fix
+    assert owny.summary == "does not import in a fresh interpreter"
+    assert "pip install" not in owny.fix

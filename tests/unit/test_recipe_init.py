@@ -157,6 +157,22 @@ def test_nanobind_python_add_library_and_subdirectories(tmp_path: Path) -> None:
     assert "`${NAME}`" in b.todos[0].what
 
 
+def test_findcudas_cuda_add_library_is_a_library_target(tmp_path: Path) -> None:
+    # libKMCUDA's shape (CMake 3.2, FindCUDA): its one SHARED library was "no module or
+    # shared-library target" when the configure could not run.
+    from flashbuild.scanning.draft import draft_build
+
+    root = _tree(tmp_path / "t", {
+        "CMakeLists.txt": "cmake_minimum_required(VERSION 3.2)\nproject(KMC)\n"
+                          "find_package(CUDA REQUIRED)\n"
+                          "cuda_add_library(KMC SHARED kmc.cc k.cu OPTIONS -G)\n"
+                          "cuda_add_library(kstatic STATIC s.cu)\n",
+    })
+    b = draft_build(root)
+    assert [(a.name, a.kind) for a in b.artifacts] == [("KMC", "plugin")]
+    assert "artifact" not in [t.table for t in b.todos]
+
+
 def test_relative_import_nested_package_and_no_cmake(tmp_path: Path) -> None:
     from flashbuild.scanning.draft import draft_build
 

@@ -20,10 +20,27 @@ def _where(tb: object) -> str:
     tree = os.path.abspath(os.getcwd()) + os.sep
     found = "?"
     for frame in traceback.extract_tb(tb):  # type: ignore[arg-type]
+        if frame.filename.startswith("<"):
+            # `<frozen importlib._bootstrap_external>`, `<string>`: no file, though abspath
+            # would put it inside the tree.
+            continue
         name = os.path.abspath(frame.filename)
         if name.startswith(tree):
             found = f"{os.path.relpath(name, tree[:-1])}:{frame.lineno}"
     return found
+
+
+def _missing(exc: BaseException) -> str | None:
+    """The tree-relative path of a file of the tree that setup.py failed to open (a source
+    distribution that left it out), or None."""
+    name = getattr(exc, "filename", None)
+    if not isinstance(exc, FileNotFoundError) or not isinstance(name, str):
+        return None
+    tree = os.path.abspath(os.getcwd())
+    path = os.path.abspath(name)
+    if not path.startswith(tree + os.sep):
+        return None
+    return os.path.relpath(path, tree).replace(os.sep, "/")
 
 
 class _Argv(list):  # type: ignore[type-arg]
@@ -72,7 +89,7 @@ def main() -> int:
                                     "where": _where(exc.__traceback__)}
     except BaseException as exc:
         outcome["exception"] = {"type": type(exc).__name__, "message": str(exc)[:2000],
-                                "where": _where(exc.__traceback__)}
+                                "where": _where(exc.__traceback__), "missing": _missing(exc)}
     outcome["argv_options"] = [{"name": k, "where": v} for k, v in _Argv.looked.items()]
     hook.write_record(outcome)
     return 0

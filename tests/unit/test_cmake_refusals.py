@@ -1,0 +1,56 @@
+"""What a failed CMake configure says, read as introspection reads it: CMake 4's refusal of an
+old `cmake_minimum_required` (and the variable it names to get past it), and the NOTFOUND
+list whose variable names are the news. The outputs are CMake 4.4.5's, recorded on this
+machine from libKMCUDA 6.2.3's CMakeLists.txt (2026-11-28)."""
+
+from __future__ import annotations
+
+from flashbuild.building.cmake import policy_minimum_needed
+from flashbuild.pipeline.introspect import _first_cmake_error
+
+REFUSAL = """\
+CMake Error at CMakeLists.txt:1 (cmake_minimum_required):
+  Compatibility with CMake < 3.5 has been removed from CMake.
+
+  Update the VERSION argument <min> value.  Or, use the <min>...<max> syntax
+  to tell CMake that the project requires at least <min> but has been updated
+  to work with policies introduced by <max> or earlier.
+
+  Or, add -DCMAKE_POLICY_VERSION_MINIMUM=3.5 to try configuring anyway.
+
+
+-- Configuring incomplete, errors occurred!
+"""
+
+NOTFOUND = """\
+-- Configuring done (2.1s)
+CMake Error: The following variables are used in this project, but they are set to NOTFOUND.
+Please set them or make sure they are set and tested correctly in the CMake files:
+CUDA_curand_LIBRARY (ADVANCED)
+    linked by target "KMCUDA" in directory /tmp/pt/libKMCUDA-6.2.3
+
+-- Generating done (0.0s)
+CMake Generate step failed.  Build files cannot be regenerated correctly.
+"""
+
+
+def test_the_policy_refusal_names_the_variable_and_value_cmake_asks_for() -> None:
+    found = policy_minimum_needed(REFUSAL)
+    assert found is not None
+    name, value, why = found
+    assert (name, value) == ("CMAKE_POLICY_VERSION_MINIMUM", "3.5")
+    assert why == ("CMake refuses `cmake_minimum_required` older than 3.5 "
+                   '("Compatibility with CMake < 3.5 has been removed")')
+    # Any other failure is not this one, also one that mentions the variable.
+    assert policy_minimum_needed(NOTFOUND) is None
+    assert policy_minimum_needed("-DCMAKE_POLICY_VERSION_MINIMUM=3.5 to try configuring "
+                                 "anyway") is None
+
+
+def test_a_notfound_failure_names_its_variables() -> None:
+    assert _first_cmake_error(NOTFOUND) == (
+        "CUDA_curand_LIBRARY: used by the project and set to NOTFOUND (a library or header "
+        "the configure did not find)")
+    assert _first_cmake_error(REFUSAL) == (
+        "CMakeLists.txt:1 (cmake_minimum_required): Compatibility with CMake < 3.5 has been "
+        "removed from CMake.")
