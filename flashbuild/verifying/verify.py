@@ -990,7 +990,8 @@ def _runtime_checks(pkg: str, expect: Expectations, *, run_gpu: bool | None, ben
                 result.error or "",
                 f"install `{needed}` into this Python ({python} -m pip install "
                 f"{needed.split('.')[0]}, if that is its distribution's name), then verify "
-                "again; the build itself is not at fault" if needed else _import_fix(prior)))
+                f"again; if `{needed}` is a module this tree builds, the install left it "
+                "out" if needed else _import_fix(prior)))
         else:
             checks.append(Check("import", pkg, Status.OK, f"imports from {result.file}"
                                 + (" (after `import torch`, as a top-level torch extension "
