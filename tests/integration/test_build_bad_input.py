@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from flashbuild.building.backends import setuptools as st
+from flashbuild.building.cmake import find_tools
 from flashbuild.errors import BuildError
+from flashbuild.proc import ProcessRunner
 
 pytestmark = pytest.mark.integration
 
@@ -101,3 +104,30 @@ def test_a_download_during_the_build_stops_at_once_before_compiling(
     assert "192.0.2.1" in err.value.evidence
     assert not list(build_dir.rglob("*.o")), "nothing may be compiled"
     assert _snapshot(tree) == before
+
+
+def test_a_cmakelists_cmake_4_refuses_names_the_define_that_gets_past_it(
+        tmp_path: Path, cuda_toolkit_root: Path) -> None:
+    # libKMCUDA's `cmake_minimum_required(VERSION 3.2)`, built from a recipe written without
+    # the define `recipe init` drafts: one paragraph with the recipe line, before compiling.
+    cmake_exe = find_tools(ProcessRunner(), {"PATH": "/usr/bin:/bin"}).cmake
+    version = subprocess.run([str(cmake_exe), "--version"], capture_output=True, text=True,
+                             check=True).stdout.split()[2]
+    if int(version.split(".")[0]) < 4:
+        pytest.skip(f"CMake {version} configures such a project as it is")
+    tree = tmp_path / "oldmin"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "introspect" /
+                    "cmake_oldminimum", tree)
+    recipe = tmp_path / "oldmin.toml"
+    recipe.write_text('[recipe]\nname = "oldmin"\n[source]\npath = "oldmin"\n[build]\n'
+                      'targets = ["oldmin"]\n[[artifact]]\nname = "oldmin"\nkind = "plugin"\n'
+                      'target = "oldmin"\n', encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "flashbuild", "build", "--recipe", str(recipe),
+                           "--arch", "sm_90a", "--cuda", str(cuda_toolkit_root), "--install",
+                           "none", "--json"], cwd=tmp_path, capture_output=True, text=True,
+                          check=False, timeout=600)
+    assert done.returncode == 6, done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    assert "older than 3.5" in str(doc["what"]), doc
+    assert '[[build.options]] define = { CMAKE_POLICY_VERSION_MINIMUM = "3.5" }' in \
+        str(doc["fix"]), doc

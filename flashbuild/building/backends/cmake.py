@@ -219,6 +219,17 @@ def _configure(setup: _Setup, runner: StreamRunner) -> None:
                                         pypi_home=setup.request.pypi_home,
                                         python=setup.request.python),
                 details={"log": str(log_path), "missing": components})
+        policy = cmake.policy_minimum_needed("\n".join(lines))
+        if policy is not None:
+            name, value, why = policy
+            raise BuildError(
+                f"CMake configure failed: {why}",
+                evidence=f"{setup.argv[0]} refused the project's cmake_minimum_required; "
+                f"log: {log_path}",
+                fix=f"add to the recipe: [[build.options]] define = {{ {name} = \"{value}\" }} "
+                "(what CMake's message asks for; `recipe init` drafts it), or build with "
+                "CMake 3.x",
+                details={"log": str(log_path), "define": f"{name}={value}"})
         first = progress.first_error(lines)
         raise BuildError(
             "CMake configure failed",
