@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/trees.py on the GPU machine, in the background:
 #   TREES='a,b;c,d' bash bench/gpu_trees.sh start OUTDIR  # install flashbuild, start the harness
-#   bash bench/gpu_trees.sh poll OUTDIR                    # wait (at most ~9 min a call), collect
+#   bash bench/gpu_trees.sh poll OUTDIR                    # wait (POLL_S, 500 s), collect
 # Runs `python3 bench/trees.py --only LANE --arch ${TREES_ARCH:-sm_90a} --tests` once per lane
 # (`;` separates lanes, `,` the trees of one lane), the lanes side by side: most practice trees
 # compile a handful of units, so one tree at a time leaves most of the 16 cores idle. The
@@ -38,23 +38,34 @@ if [ "$mode" = start ]; then
   exit 0
 fi
 
-for _ in $(seq 1 105); do
+collect() {
+  # What comes back from the machine is limited in depth and count: the JSON, the table and
+  # the tail of each stage log, flat in one file per lane. Called on every round of the wait,
+  # so a poll that is cut short (the call's time limit) still leaves what finished in OUTDIR.
+  for dir in "$work"/lane*/; do
+    lane=$(basename "$dir"); mkdir -p "$out/$lane"
+    cp "$dir/results/trees.json" "$dir/results/trees.md" "$dir/harness.log" "$out/$lane/" \
+      2>/dev/null
+    for log in "$dir"/results/logs/*.txt; do
+      [ -f "$log" ] && { echo "=== $(basename "$log")"; tail -c 6000 "$log"; }
+    done > "$out/$lane/logs.txt"
+  done
+}
+
+# POLL_S (default 500) bounds the wait: keep it under the call's limit, or the machine and
+# the lanes on it are gone with the call.
+deadline=$((SECONDS + ${POLL_S:-500}))
+while :; do
   pending=0
   for log in "$work"/lane*/harness.log; do
     grep -q "^results:" "$log" 2>/dev/null || pending=1
   done
+  collect
   [ "$pending" = 0 ] && break
+  [ "$SECONDS" -ge "$deadline" ] && break
   sleep 5
 done
 for dir in "$work"/lane*/; do
-  lane=$(basename "$dir"); mkdir -p "$out/$lane"
-  # What comes back from the machine is limited in depth and count: the JSON, the table and
-  # the tail of each stage log, flat in one file per lane.
-  cp "$dir/results/trees.json" "$dir/results/trees.md" "$dir/harness.log" "$out/$lane/" \
-    2>/dev/null
-  for log in "$dir"/results/logs/*.txt; do
-    [ -f "$log" ] && { echo "=== $(basename "$log")"; tail -c 6000 "$log"; }
-  done > "$out/$lane/logs.txt"
-  echo "== $lane"; cat "$dir/harness.log"
+  echo "== $(basename "$dir")"; cat "$dir/harness.log"
 done
 [ "$pending" = 0 ] || { echo "still running"; exit 3; }
