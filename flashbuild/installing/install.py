@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from packaging.utils import canonicalize_name
+
 from flashbuild import platforms
 from flashbuild.errors import InstallError
 from flashbuild.installing import shim
@@ -453,6 +455,7 @@ def _install_wheel(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) ->
     else:
         files = (*installed, platlib / dist_info_dir(wheel) / plan.manifest_name)
     left = pip_leftovers(platlib, plan.name.split(".")[0], plan.distribution or plan.name)
+    unmet = unmet_requirements(plan.python, wheel.name.split("-")[0], runner, env)
     notes: tuple[str, ...] = ()
     if package is None:
         notes = (f"top-level module(s) {', '.join(top_level_names(plan.artifacts))} installed "
@@ -460,7 +463,44 @@ def _install_wheel(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) ->
                  "import, no Windows DLL folders); the manifest is in "
                  f"{dist_info_dir(wheel)}/",)
     return InstallResult("wheel", location, files, wheel=wheel, notes=notes,
-                         warnings=tuple(_clean_leftovers(left)))
+                         warnings=(*_clean_leftovers(left), *unmet))
+
+
+#: `pip check`'s lines: `NAME VERSION requires REQ, which is not installed.` and `NAME VERSION
+#: has requirement REQ, but you have OTHER VERSION.`
+_PIP_CHECK = re.compile(r"^(?P<name>\S+) \S+ (?:requires (?P<missing>.+), which is not "
+                        r"installed\.|has requirement (?P<req>.+), but you have (?P<have>.+)\.)$")
+
+
+def unmet_requirements(python: str, distribution: str, runner: Runner,
+                       env: Mapping[str, str] | None = None) -> list[str]:
+    """What the installed distribution requires that this Python lacks, as one warning (or
+    none): the wheel goes in with `--no-deps`, so that pip never replaces the torch it was
+    built against, and its own requirements (scipy, another extension package) are the
+    user's to install. Read from `pip check`, which evaluates the markers in that Python."""
+    done = runner.run([python, "-m", "pip", "check", "--disable-pip-version-check"], env=env,
+                      timeout=120, check=False)
+    key = canonicalize_name(distribution)
+    missing: list[str] = []
+    conflicts: list[str] = []
+    for line in done.output.splitlines():
+        m = _PIP_CHECK.match(line.strip())
+        if m is None or canonicalize_name(m["name"]) != key:
+            continue
+        if m["missing"]:
+            missing.append(m["missing"])
+        else:
+            conflicts.append(f"{m['req']} (this Python has {m['have']})")
+    if not missing and not conflicts:
+        return []
+    parts = ([f"{', '.join(missing)}, not installed"] if missing else []) + \
+        ([f"{', '.join(conflicts)}"] if conflicts else [])
+    shown = " ".join(f"'{r}'" for r in missing)
+    return [f"{distribution} requires {'; '.join(parts)} (pip check): flashbuild installs the "
+            "wheel without its dependencies, so that pip never replaces the torch it was "
+            "built against" + (f"; install them with `{python} -m pip install {shown}`"
+                               if missing else "")]
+
 
 
 #: The characters pip puts after `~` when it moves a folder aside during an uninstall
