@@ -83,11 +83,18 @@ def missing_module_fix(text: str) -> str | None:
     if found is None:
         return None
     module = found[1]
-    requirement = _PROVIDERS.get(module) or _PROVIDERS.get(module.split(".")[0]) or \
-        module.split(".")[0]
-    why = " (setuptools 82 removed pkg_resources)" if module == "pkg_resources" else ""
+    requirement, why = module_provider(module)
     return (f"the setup.py imports {module}, which the Python that builds lacks{why}: install "
             f"it there, `python -m pip install \"{requirement}\"`, then build again")
+
+
+def module_provider(module: str) -> tuple[str, str]:
+    """The requirement that brings `module` back (`_PROVIDERS`, else the module's top name,
+    which is most distributions' name) and why in words (` (setuptools 82 removed …)`)."""
+    top = module.partition(".")[0]
+    requirement = _PROVIDERS.get(module) or _PROVIDERS.get(top) or top
+    why = " (setuptools 82 removed pkg_resources)" if module == "pkg_resources" else ""
+    return requirement, why
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from flashbuild.errors import FlashbuildError, VerifyError
 from flashbuild.installing.manifest import MANIFEST_NAME
 from flashbuild.installing.resources import loader_shim
 from flashbuild.platforms import Platform, current
+from flashbuild.source.setup_record import module_provider
 from flashbuild.toolchain_facts import WHEEL_DLL_SUBDIRS
 from flashbuild.verifying import abi, binaries, placeholders, resources, runtime
 from flashbuild.verifying.fatbin import (
@@ -983,15 +984,16 @@ def _runtime_checks(pkg: str, expect: Expectations, *, run_gpu: bool | None, ben
         torch_ok = result.torch
         if not result.imported:
             needed = _missing_dependency(result.error or "", pkg, expect.top_level)
+            requirement, why = module_provider(needed) if needed else ("", "")
             checks.append(Check(
                 "import", pkg, Status.FAIL, "does not import in a fresh interpreter" + (
-                    f": it imports `{needed}`, which is not installed in this Python"
+                    f": it imports `{needed}`, which is not installed in this Python{why}"
                     if needed else ""),
                 result.error or "",
-                f"install `{needed}` into this Python ({python} -m pip install "
-                f"{needed.split('.')[0]}, if that is its distribution's name), then verify "
-                f"again; if `{needed}` is a module this tree builds, the install left it "
-                "out" if needed else _import_fix(prior)))
+                f"install it into this Python (`{python} -m pip install \"{requirement}\"`, "
+                f"if that is the distribution that provides `{needed}`), then verify again; "
+                f"if `{needed}` is a module this tree builds, the install left it out"
+                if needed else _import_fix(prior)))
         else:
             checks.append(Check("import", pkg, Status.OK, f"imports from {result.file}"
                                 + (" (after `import torch`, as a top-level torch extension "

@@ -104,17 +104,21 @@ def test_an_import_stopped_by_another_distribution_names_it(tmp_path: Path) -> N
     (site / "sparsy" / "__init__.py").write_text("import scattery_absent.ops\n")
     (site / "owny").mkdir()
     (site / "owny" / "__init__.py").write_text("from owny import _C\n")
+    # A module whose distribution has another name (OpenCV's); absent from these tests' envs.
+    (site / "cvy").mkdir()
+    (site / "cvy" / "__init__.py").write_text("import cv2\n")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site)}
     fails = {}
-    for pkg in ("sparsy", "owny"):
+    for pkg in ("sparsy", "owny", "cvy"):
         checks = _runtime_checks(pkg, Expectations(), run_gpu=False, bench=False,
                                  runner=ProcessRunner(), python=sys.executable, env=env,
                                  search_path=None, selfcheck=(), import_module=True,
                                  gpu_present=lambda: False, prior=())
         fails[pkg] = [c for c in checks if c.area == "import" and c.status is Status.FAIL]
-    (sparsy,), (owny,) = fails["sparsy"], fails["owny"]
+    (sparsy,), (owny,), (cvy,) = fails["sparsy"], fails["owny"], fails["cvy"]
+    assert f"`{sys.executable} -m pip install \"opencv-python\"`" in cvy.fix
     assert sparsy.summary == ("does not import in a fresh interpreter: it imports "
                               "`scattery_absent`, which is not installed in this Python")
-    assert f"{sys.executable} -m pip install scattery_absent" in sparsy.fix
+    assert f"`{sys.executable} -m pip install \"scattery_absent\"`" in sparsy.fix
     assert owny.summary == "does not import in a fresh interpreter"
     assert "pip install" not in owny.fix
