@@ -271,8 +271,10 @@ def fetch(tree: Tree, base: Path, work: Path, logs: Path) -> tuple[Stage, Path]:
 
 
 def _top(dest: Path) -> Path:
-    """The tree's top folder: the archive's one folder, or dest itself."""
-    inside = [p for p in dest.iterdir() if not p.name.startswith(".")]
+    """The tree's top folder: the archive's one folder, or dest itself. `build/` beside that
+    folder is flashbuild's build root from an earlier run of the harness (`<tree>/../build`),
+    not a second top folder of the archive."""
+    inside = [p for p in dest.iterdir() if not p.name.startswith(".") and p.name != "build"]
     return inside[0] if len(inside) == 1 and inside[0].is_dir() else dest
 
 

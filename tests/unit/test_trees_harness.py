@@ -258,3 +258,17 @@ def test_a_failed_verify_names_its_failed_checks(trees: ModuleType, tmp_path: Pa
     error = trees._paragraph(json.dumps(report), log)
     assert error == "_basis_cpu.so: no kernel image. a host-only library Fix: say so"
     assert trees._paragraph(json.dumps({"ok": False}), log)
+
+
+def test_a_second_run_finds_the_tree_beside_the_build_root(trees: ModuleType,
+                                                            tmp_path: Path) -> None:
+    # The harness's second run over one work folder took `src/NAME` itself for the tree
+    # (recipe init then found no build files): the first run's build root sits beside the
+    # unpacked folder, `src/NAME/build`.
+    dest = tmp_path / "work" / "src" / "demo"
+    (dest / "demo-0.1").mkdir(parents=True)
+    (dest / "build" / "flashbuild").mkdir(parents=True)
+    tree = trees.Tree(name="demo", source="pypi:demo==0.1", module="demo")
+    stage, root = trees.fetch(tree, tmp_path, tmp_path / "work", tmp_path)
+    assert (stage.code, stage.log) == (0, "reused")
+    assert root == dest / "demo-0.1"
