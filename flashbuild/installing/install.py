@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 from packaging.utils import canonicalize_name
 
 from flashbuild import platforms
-from flashbuild.errors import InstallError
+from flashbuild.errors import FlashbuildError, InstallError
 from flashbuild.installing import shim
 from flashbuild.installing.wheel import build_wheel, dist_info_dir, read_member, repack_wheel
 from flashbuild.outputs import open_new, write_no_follow
@@ -478,8 +478,11 @@ def unmet_requirements(python: str, distribution: str, runner: Runner,
     none): the wheel goes in with `--no-deps`, so that pip never replaces the torch it was
     built against, and its own requirements (scipy, another extension package) are the
     user's to install. Read from `pip check`, which evaluates the markers in that Python."""
-    done = runner.run([python, "-m", "pip", "check", "--disable-pip-version-check"], env=env,
-                      timeout=120, check=False)
+    try:
+        done = runner.run([python, "-m", "pip", "check", "--disable-pip-version-check"],
+                          env=env, timeout=120, check=False)
+    except FlashbuildError:  # a pip that hangs or cannot start: the install itself is done
+        return []
     key = canonicalize_name(distribution)
     missing: list[str] = []
     conflicts: list[str] = []

@@ -52,3 +52,9 @@ def test_what_the_installed_distribution_lacks_is_one_warning(tmp_path: Path) ->
 def test_a_distribution_with_what_it_needs_gives_none(tmp_path: Path) -> None:
     python = _venv_with(tmp_path, "req_met", ["packaging"])
     assert unmet_requirements(python, "req-met", ProcessRunner()) == []
+
+
+def test_a_pip_check_that_cannot_run_says_nothing(tmp_path: Path) -> None:
+    # The wheel is installed by then: a pip that cannot start costs the warning, not the
+    # install.
+    assert unmet_requirements(str(tmp_path / "no-such-python"), "req", ProcessRunner()) == []
