@@ -409,6 +409,20 @@ def policy_minimum_needed(output: str) -> tuple[str, str, str] | None:
             f"{found[1]} (\"Compatibility with CMake < {found[1]} has been removed\")")
 
 
+#: A generate step stopped by library variables left NOTFOUND (`CMake Error: The following
+#: variables are used in this project, but they are set to NOTFOUND.` then one per line):
+#: FindCUDA's `CUDA_curand_LIBRARY` and the like, named `CUDA_<lib>_LIBRARY`.
+_NOTFOUND_LIBRARY = re.compile(r"^(CUDA_(\w+?)_LIBRARY)(?: \(ADVANCED\))?$", re.MULTILINE)
+
+
+def notfound_toolkit_libraries(output: str) -> list[tuple[str, str]]:
+    """(variable, `CUDA::<lib>`) for each toolkit library variable a failed generate step
+    names as NOTFOUND (sorted, no duplicates); empty for any other failure."""
+    if "set to NOTFOUND" not in output:
+        return []
+    return sorted({(m[1], f"CUDA::{m[2]}") for m in _NOTFOUND_LIBRARY.finditer(output)})
+
+
 def toolkit_extra(target: str) -> str:
     """The cuda-toolkit extra that ships a `CUDA::` component (`CUDA::cublasLt` -> cublas)."""
     name = target.split("::", 1)[-1].lower()

@@ -335,10 +335,15 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
     stubs: list[str] = []
     tried: set[str] = set()
     needed: list[tuple[str, str, str]] = []
+    #: Library variables left NOTFOUND (FindCUDA's `CUDA_curand_LIBRARY`) -> their component:
+    #: configured again with a path that stands in (the generate step only asks for a value).
+    stand_ins: dict[str, str] = {}
 
     def run(inputs: cmake.ConfigureInputs) -> None:
         argv = cmake.configure_argv(tools, inputs)
         argv += [f"-D{name}={value}" for name, value, _why in needed]
+        argv += [f"-D{var}={(scratch / 'stand-in' / f'lib{var}.so').as_posix()}"
+                 for var in sorted(stand_ins)]
         # The cache is kept between the configures of one introspection (CMake's compiler
         # checks are what a configure spends its time on); a variable an earlier try set and
         # this one does not is removed from it.
@@ -352,7 +357,7 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
                           check=False)
         if done.ok:
             return
-        if _learn_from_failure(done.output, stubs, needed):
+        if _learn_from_failure(done.output, stubs, needed, stand_ins):
             run(inputs)
             return
         if done.returncode < 0:  # a file-size limit (SIGXFSZ), the OOM killer
@@ -375,13 +380,14 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
     if arch_var is not None:
         reply = _load(build_dir)
     notes: list[str] = []
-    if stubs:
+    absent = sorted({*stubs, *stand_ins.values()})
+    if absent:
         release = request.toolkit.release
         notes.append(
-            f"{', '.join(stubs)} not found in the toolkit ({request.toolkit.root}): "
+            f"{', '.join(absent)} not found in the toolkit ({request.toolkit.root}): "
             "introspection configured with an empty stand-in; the build itself needs the "
             "library: " + cmake.component_fix(
-                stubs, request.toolkit,
+                absent, request.toolkit,
                 f"{release.major}.{release.minor}.*" if release else "13.0.*",
                 pypi_home=request.pypi_home, python=request.python))
     try:
@@ -399,14 +405,20 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
                    jit=treemodel.find_jit(root, _python_files(root)))
 
 
-def _learn_from_failure(output: str, stubs: list[str],
-                        needed: list[tuple[str, str, str]]) -> bool:
+def _learn_from_failure(output: str, stubs: list[str], needed: list[tuple[str, str, str]],
+                        stand_ins: dict[str, str]) -> bool:
     """What a failed configure says it lacks that introspection can give it, added to `stubs`
-    (a stand-in for each missing toolkit component) or `needed` (the policy minimum CMake 4
-    asks for): True when there is something new to try."""
+    (a stand-in target for each missing `CUDA::` component), `stand_ins` (a stand-in path for
+    each toolkit library variable left NOTFOUND) or `needed` (the policy minimum CMake 4 asks
+    for): True when there is something new to try."""
     missing = sorted(set(cmake.missing_toolkit_components(output)) - set(stubs))
     if missing:
         stubs.extend(missing)
+        return True
+    variables = [(v, c) for v, c in cmake.notfound_toolkit_libraries(output)
+                 if v not in stand_ins]
+    if variables:
+        stand_ins.update(variables)
         return True
     policy = cmake.policy_minimum_needed(output)
     if policy is not None and all(name != policy[0] for name, _v, _w in needed):

@@ -448,6 +448,17 @@ def test_a_cmakelists_too_old_for_cmake_4_is_configured_with_the_policy_it_names
         assert "CMake refuses `cmake_minimum_required` older than 3.5" in text
 
 
+def test_a_toolkit_library_variable_left_notfound_gets_a_stand_in(tmp_path: Path) -> None:
+    text, _out = _init(tmp_path, "cmake_notfoundlib", "sm_90a")
+    # Read from the configured build (the old code fell back to static reading), and the
+    # draft says the build itself needs the library.
+    assert "# build tables: checked against the configured build (CMake File API" in text, text
+    assert 'targets = ["nflib"]' in text
+    assert "CUDA::flashbuildabsent not found in the toolkit" in text
+    assert "the build itself needs the library: install flashbuildabsent into the toolkit" \
+        in text
+
+
 def test_a_build_missing_a_toolkit_component_says_which_and_how_to_get_it(
         tmp_path: Path) -> None:
     from typer.testing import CliRunner

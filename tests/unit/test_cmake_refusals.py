@@ -5,7 +5,7 @@ machine from libKMCUDA 6.2.3's CMakeLists.txt (2026-11-28)."""
 
 from __future__ import annotations
 
-from flashbuild.building.cmake import policy_minimum_needed
+from flashbuild.building.cmake import notfound_toolkit_libraries, policy_minimum_needed
 from flashbuild.pipeline.introspect import _first_cmake_error
 
 REFUSAL = """\
@@ -54,3 +54,10 @@ def test_a_notfound_failure_names_its_variables() -> None:
     assert _first_cmake_error(REFUSAL) == (
         "CMakeLists.txt:1 (cmake_minimum_required): Compatibility with CMake < 3.5 has been "
         "removed from CMake.")
+
+
+def test_toolkit_library_variables_left_notfound_are_components() -> None:
+    assert notfound_toolkit_libraries(NOTFOUND) == [("CUDA_curand_LIBRARY", "CUDA::curand")]
+    assert notfound_toolkit_libraries(REFUSAL) == []
+    # A variable of that shape outside a NOTFOUND report is not one.
+    assert notfound_toolkit_libraries("CUDA_curand_LIBRARY (ADVANCED)\n") == []
