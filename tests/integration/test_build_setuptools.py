@@ -128,6 +128,19 @@ def test_the_hard_coded_gencode_list_is_replaced_by_the_requested_arch(
         assert (build_dir / "dist").is_dir()
 
 
+def test_the_build_runs_the_setup_py_once(
+        tmp_path: Path, cuda_toolkit_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `pip wheel` ran it twice, for the metadata (`dist_info`) and for the wheel, each run
+    # importing torch (about 3.5 s of CPU here); the backend's build_wheel hook alone runs it
+    # once. A recipe build does no record run.
+    monkeypatch.setattr(st, "check_torch_cuda", lambda torch, request: None)
+    runs = tmp_path / "runs.txt"
+    tree = _tree(tmp_path, extra=f"import sys\nopen({str(runs)!r}, 'a').write(sys.argv[1] + '\\n')")
+    with contextlib.suppress(BuildError):  # the CPU-only torch has no libc10_cuda to link
+        _run_build(tree, cuda_toolkit_root, tmp_path / "b")
+    assert runs.read_text().split() == ["bdist_wheel"]
+
+
 def test_a_setup_py_that_needs_a_visible_gpu_builds_for_the_target(
         tmp_path: Path, cuda_toolkit_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No GPU here: the setup.py's own `torch.cuda.is_available()` (run by pip's PEP 517

@@ -1,8 +1,9 @@
 """The setuptools backend: a setup.py tree built with torch.utils.cpp_extension.
 
-It builds a wheel of the (staged, patched) tree with this interpreter's own pip and no build
-isolation, so the torch the extension is compiled against is the installed one, in an
-environment flashbuild composes:
+It builds a wheel of the (staged, patched) tree through the tree's PEP 517 backend, its
+`build_wheel` hook alone (resources/pep517_wheel.py; `pip wheel` ran setup.py a second time for
+the metadata), in this interpreter with no build isolation, so the torch the extension is
+compiled against is the installed one, in an environment flashbuild composes:
 
 - `CUDA_HOME` / `CUDA_PATH` = the toolkit flashbuild chose (the CMake-shaped root of a PyPI
   toolkit, whose `lib64` holds the `libcudart.so` torch links), its `bin` first on PATH;
@@ -17,7 +18,7 @@ the extension modules in the wheel. `--install inplace` runs `setup.py build_ext
 instead, as the FlashMLA guide does, and hands the modules over at their paths in the tree.
 
 An unchanged re-run does no work: the tree's files (size, mtime), the command and the
-environment are hashed into a stamp beside the wheel, and pip is not started when it matches.
+environment are hashed into a stamp beside the wheel, and setup.py is not run when it matches.
 """
 
 from __future__ import annotations
@@ -101,11 +102,9 @@ class SetuptoolsBackend:
         launcher, launched = _launch(ctx, env)
         inplace = request.install == "inplace"
         argv = (_inplace_argv(request) if inplace else
-                # --use-pep517: pip's legacy path runs `setup.py clean` after a failure, which
-                # deletes every object file; the PEP 517 path keeps them for the next run.
-                [request.python, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
-                 "--use-pep517", "--no-input", "--disable-pip-version-check", "-v", "-w",
-                 str(dist), "."])
+                # The backend's build_wheel hook alone (resources/pep517_wheel.py): `pip wheel`
+                # ran the tree's setup.py twice, for the metadata and for the wheel.
+                [request.python, str(HOOK_DIR / "pep517_wheel.py"), str(dist)])
         digest = _digest(argv, env, ctx.tree, torch, request.platform,
                          identity=vcs.identity_key(folder))
         previous = _read_stamp(folder)
@@ -131,7 +130,7 @@ class SetuptoolsBackend:
                 ctx.notes.append(server_note)
                 ctx.say(server_note)
             before = read_stats(launcher, ctx.runner, env) if launcher is not None else None
-            # What flashbuild set, to reproduce the build by hand (`env $(...) pip wheel ...`).
+            # What flashbuild set, to reproduce the build by hand (`env $(...) python ...`).
             (logs / "build-env.json").write_text(json.dumps(
                 {"argv": argv, "cwd": str(ctx.tree),
                  "env": {k: v for k, v in sorted(env.items()) if request.env.get(k) != v}},
@@ -475,7 +474,7 @@ def _the_wheel(dist: Path, log: Path) -> Path:
     wheels = sorted(dist.glob("*.whl"), key=lambda p: p.stat().st_mtime)
     if not wheels:
         raise BuildError(
-            "pip finished without writing a wheel",
+            "the build finished without writing a wheel",
             evidence=f"{dist} holds no .whl; log: {log}",
             fix="read the log: the setup.py may build nothing for this configuration",
         )
@@ -488,7 +487,7 @@ def _extract_modules(wheel: Path, out: Path, log: Path) -> list[Path]:
         wheel, out, lambda inner: inner.suffix in (".so", ".pyd"))]
     if not found:
         raise BuildError(
-            f"pip built {wheel.name} without any extension module",
+            f"the build made {wheel.name} without any extension module",
             evidence=f"the wheel holds no .so/.pyd (log: {log}); a setup.py often skips its "
             "CUDA extension when a switch says so (e.g. a SKIP_CUDA_BUILD variable) or when it "
             "finds no CUDA",
