@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,17 @@ MINIKERN = FIXTURES / "build" / "minikern"
 
 class _Stop(Exception):
     """Raised where the build would look for a compiler: the target is resolved by then."""
+
+
+def _stop_recording(seen: list[Any], key: str) -> Callable[..., None]:
+    """A stand-in for the step after target resolution: keeps its `key` argument in `seen`,
+    then stops the command."""
+
+    def stop(*_a: object, **k: object) -> None:
+        seen.append(k[key])
+        raise _Stop
+
+    return stop
 
 
 def _count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -72,11 +84,7 @@ def test_build_tree_parses_the_target_once(tmp_path: Path,
 
     seen: list[Any] = []
 
-    def stop(*_a: object, **k: object) -> None:
-        seen.append(k["targets"])
-        raise _Stop
-
-    monkeypatch.setattr(command, "choose_toolkit", stop)
+    monkeypatch.setattr(command, "choose_toolkit", _stop_recording(seen, "targets"))
     calls = _count_parses(monkeypatch)
     res = CliRunner().invoke(app, ["build", str(_tree(tmp_path)), "--arch", "sm_90a",
                                    "--build-dir", str(tmp_path / "b")])

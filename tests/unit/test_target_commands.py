@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flashbuild.cli import app
-from tests.unit.test_target import _count_parses, _Stop
+from tests.unit.test_target import _count_parses, _stop_recording
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -26,11 +26,8 @@ def test_verify_parses_the_target_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
     seen: list[Any] = []
 
-    def stop(*_a: object, **k: object) -> None:
-        seen.append(k["targets"])  # the checks start a fresh Python: not in a unit test
-        raise _Stop
-
-    monkeypatch.setattr(command, "verify_install", stop)
+    # verify itself is not run: its checks start a fresh Python, not in a unit test
+    monkeypatch.setattr(command, "verify_install", _stop_recording(seen, "targets"))
     calls = _count_parses(monkeypatch)
     CliRunner().invoke(app, ["verify", str(FIXTURES / "verify" / "kern.dll"),
                              "--arch", "sm120+PTX", "--no-gpu"])
@@ -44,11 +41,7 @@ def test_doctor_parses_the_target_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
     seen: list[Any] = []
 
-    def stop(*_a: object, **k: object) -> None:
-        seen.append(k["spec"])
-        raise _Stop
-
-    monkeypatch.setattr(doctor, "collect", stop)
+    monkeypatch.setattr(doctor, "collect", _stop_recording(seen, "spec"))
     calls = _count_parses(monkeypatch)
     res = CliRunner().invoke(app, ["doctor", "--arch", "sm_90a;sm120", "--json"])
     assert seen, res.output
@@ -102,11 +95,7 @@ def test_build_of_the_default_recipe_parses_the_target_once(
 
     seen: list[Any] = []
 
-    def stop(*_a: object, **k: object) -> None:
-        seen.append(k["targets"])
-        raise _Stop
-
-    monkeypatch.setattr(command, "choose_toolkit", stop)
+    monkeypatch.setattr(command, "choose_toolkit", _stop_recording(seen, "targets"))
     calls = _count_parses(monkeypatch)
     res = CliRunner().invoke(app, ["build", "--arch", "sm120", "--build-dir",
                                    str(tmp_path / "b")])
