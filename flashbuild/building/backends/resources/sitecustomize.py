@@ -347,7 +347,10 @@ def _present_gpu(module: object) -> None:
     real_available = getattr(module, "is_available", None)
     real_count = getattr(module, "device_count", None)
     real_capability = getattr(module, "get_device_capability", None)
-    if real_available is None or real_count is None or real_capability is None:
+    real_current = getattr(module, "current_device", None)
+    real_properties = getattr(module, "get_device_properties", None)
+    if real_available is None or real_count is None or real_capability is None or \
+            real_current is None or real_properties is None:
         return
 
     def is_available() -> bool:
@@ -373,9 +376,50 @@ def _present_gpu(module: object) -> None:
         tell("torch.cuda.get_device_capability", where)
         return (major, minor)
 
+    def current_device() -> int:
+        where = _caller_in_tree()
+        if where is None or int(real_count()):
+            return real_current()  # type: ignore[no-any-return]
+        tell("torch.cuda.current_device", where)
+        return 0
+
+    def get_device_properties(device: object = None) -> object:
+        # natten's shape: `get_device_properties(current_device())`, then `.major`, `.minor`.
+        # The target's capability on the properties of the GPU here, if there is one (the
+        # real object is read-only), else on a stand-in that says what it is.
+        where = _caller_in_tree()
+        if where is None:
+            return real_properties(device)
+        tell("torch.cuda.get_device_properties", where)
+        return _TargetProperties(major, minor, real_properties(device)
+                                 if int(real_count()) else None)
+
     module.is_available = is_available  # type: ignore[attr-defined]
     module.device_count = device_count  # type: ignore[attr-defined]
     module.get_device_capability = get_device_capability  # type: ignore[attr-defined]
+    module.current_device = current_device  # type: ignore[attr-defined]
+    module.get_device_properties = get_device_properties  # type: ignore[attr-defined]
+
+
+class _TargetProperties:
+    """What `torch.cuda.get_device_properties` answers the tree's own files: the target's
+    compute capability; every other field the GPU's here, or, without one, a value a build
+    script can read (sizes of the smallest GPU of that capability are not known here: 0)."""
+
+    def __init__(self, major: int, minor: int, real: object | None) -> None:
+        self.major = major
+        self.minor = minor
+        self._real = real
+        self.name = getattr(real, "name", f"flashbuild build target (compute capability "
+                                          f"{major}.{minor})")
+
+    def __getattr__(self, name: str) -> object:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._real, name) if self._real is not None else 0
+
+    def __repr__(self) -> str:
+        return f"_TargetProperties(name={self.name!r}, major={self.major}, minor={self.minor})"
 
 
 #: Programs that compile or link when a setup.py starts them itself (its own build_ext
