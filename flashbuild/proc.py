@@ -160,7 +160,7 @@ class ProcessRunner:
         decode = _decoder()
         done = Completed(tuple(args), proc.returncode, _newlines(decode(drains[0].data())),
                          _newlines(decode(drains[1].data())), time.monotonic() - start,
-                         note=note)
+                         note=note, stdout_dropped=drains[0].dropped)
         if check and not done.ok:
             raise failed(done)
         return done

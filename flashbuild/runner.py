@@ -28,6 +28,10 @@ class Completed:
     #: What flashbuild noticed about the run beyond its output: a process outside the child's
     #: tree that kept the output open after the child exited ("" when nothing).
     note: str = ""
+    #: Bytes of stdout dropped from its start: a run keeps only the last OUTPUT_LIMIT bytes
+    #: (flashbuild/proc.py), and a reader that needs all of it (the preprocessor's line
+    #: markers) must not take the tail for the whole.
+    stdout_dropped: int = 0
 
     @property
     def output(self) -> str:

@@ -6,9 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from flashbuild.arch import parse_arch
 from flashbuild.runner import Completed
 from flashbuild.source.preprocess import (
+    Preprocessor,
     Stubs,
+    Toolchain,
+    Unit,
     missing_headers,
     parse_dryrun,
     preprocessor_flags,
@@ -166,3 +170,42 @@ def test_a_missing_header_is_probed_once_and_every_missing_one_stubbed(tmp_path:
     done = run_stubbing(gcc, ["g++", "-E", "u.cpp"], Stubs(tmp_path / "b", probe_first=True),
                         cwd=tmp_path)
     assert done.returncode == 0 and gcc.calls == ["probe", "pass"]
+
+
+def test_lines_are_counted_by_newline_as_the_preprocessor_counts_them(tmp_path: Path) -> None:
+    # A form feed or a vertical tab inside a line is no line break for gcc (str.splitlines
+    # took it for one and shifted every later line of the file).
+    output = "\n".join([f'# 7 "{tmp_path}/k.cu"', "int a;\f int b;", "int c;\v", "", "int d;"])
+    lines, _files = survivors(output, tmp_path)
+    assert lines == {"k.cu": frozenset({7, 8, 10})}
+
+
+class _BigOutputRunner:
+    """nvcc's recorded `--dryrun` listing, then passes whose stdout lost its start."""
+
+    def __init__(self, dropped: int, unit: Path) -> None:
+        self.dropped, self.unit = dropped, unit
+
+    def which(self, name: str, env: object = None) -> None:
+        return None
+
+    def run(self, argv: Sequence[str], **_kw: object) -> Completed:
+        if "--dryrun" in argv:
+            return Completed(tuple(argv), 0, "", DRYRUN)
+        tail = f'# 1 "{self.unit}"\nint k;\n'
+        return Completed(tuple(argv), 0, tail, "", stdout_dropped=self.dropped)
+
+
+def test_a_pass_whose_output_lost_its_start_is_no_verdict(tmp_path: Path) -> None:
+    """Past 32 MiB a run keeps only the tail of stdout; read as the whole, the lines of every
+    header read first would count as not compiled. Such a pass is a failed one."""
+    (tmp_path / "k.cu").write_text("int k;\n", encoding="utf-8")
+    toolchain = Toolchain(Path("/cuda/bin/nvcc"), Path("/cuda/include"), "13.0")
+    for dropped, ok in ((0, True), (40 << 20, False)):
+        pp = Preprocessor(tmp_path, toolchain, _BigOutputRunner(dropped, tmp_path / "k.cu"),  # type: ignore[arg-type]
+                          None, jobs=1)
+        (result,) = pp.run([Unit("k.cu")], parse_arch("sm_120").arch, windows=False,
+                           kinds=frozenset({"cuda-host"}))["k.cu"]
+        assert result.ok is ok, result
+        assert ("does not hold" in result.error) is not ok
+        assert result.lines == ({"k.cu": frozenset({1})} if ok else {})
