@@ -55,6 +55,10 @@ collect() {
 # POLL_S (default 500) bounds the wait: keep it under the call's limit, or the machine and
 # the lanes on it are gone with the call.
 deadline=$((SECONDS + ${POLL_S:-500}))
+# No lanes: this is a fresh machine (the one that ran `start` went back after its idle time),
+# and waiting would spend the whole POLL_S on nothing.
+compgen -G "$work/lane*/harness.log" >/dev/null || {
+  echo "no lanes on this machine: run start again (the machine that ran it is gone)"; exit 2; }
 while :; do
   pending=0
   for log in "$work"/lane*/harness.log; do

@@ -12,11 +12,13 @@ time left (`estimate_left`) is the units left times the recent seconds per unit.
 
 from __future__ import annotations
 
+import glob
 import json
 import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Protocol
 
 from rich.progress import (
@@ -37,7 +39,6 @@ from flashbuild.source.setup_record import missing_module_fix
 if TYPE_CHECKING:
     import os
     from collections.abc import Callable, Iterator, Mapping, Sequence
-    from pathlib import Path
 
     from rich.console import Console
     from rich.progress import Task
@@ -70,6 +71,12 @@ _RESOURCE_NOISE = re.compile(r"^(?:ptxas info\s*:|\s+\d+ bytes stack frame, )")
 #: ninja's word for an input file that is not there and that no rule makes.
 _MISSING_INPUT = re.compile(
     r"^ninja: error: '(?P<path>[^']+)', needed by '[^']+', missing and no known rule")
+#: A header the compiler could not find: gcc's spelling (nvcc's host and device passes too)
+#: and EDG's (`cannot open source file "x.cuh"`).
+_MISSING_HEADER = re.compile(
+    r"^(?P<file>[^:\s][^:]*?):(?P<line>\d+):(?:\d+:)? fatal error: (?P<header>[^:]+): No such "
+    r"file or directory|^(?P<efile>[^(]+)\((?P<eline>\d+)\): catastrophic error: cannot open "
+    r'source file "(?P<eheader>[^"]+)"')
 #: The tree's own `#error` directive stopped the compile (gcc/clang and nvcc/EDG spellings).
 _DIRECTIVE = re.compile(r"error: #error\b|error directive: ")
 
@@ -337,6 +344,8 @@ def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "")
                "recipe's `sm120-allow-list` does for sm_120")
     if not fix and first is not None:
         fix = missing_module_fix(first.line) or ""
+    if not fix and first is not None:
+        fix = _own_header_fix(first.line)
     missing = _MISSING_INPUT.match(first.line) if first is not None else None
     if not fix and missing is not None:
         fix = (f"the tree has no {missing['path']}, which its build compiles: a source "
@@ -352,6 +361,35 @@ def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "")
         details={"log": str(log_path), "first_error": first.line if first else None,
                  "failed": first.failed_edge if first else None},
     )
+
+
+def _own_header_fix(line: str) -> str:
+    """The fix for a header the tree's own file includes in quotes and the tree lacks: beside
+    that file is a source of the same name (`column_remap.cu` for `column_remap.cuh`) or the
+    folder the include names (`cuda_func/` for `cuda_func/column_remap.cuh`). That is a
+    source distribution whose manifest left its headers out (auto-gptq 0.7.1), not a library
+    to install; other missing headers keep the compiler's own message."""
+    m = _MISSING_HEADER.match(line)
+    if m is None:
+        return ""
+    source = Path(m["file"] or m["efile"])
+    number = int(m["line"] or m["eline"])
+    header = (m["header"] or m["eheader"]).strip()
+    try:
+        text = source.read_text(encoding="utf-8", errors="replace").splitlines()[number - 1]
+    except (OSError, IndexError):
+        return ""
+    spelled = PurePosixPath(header)
+    if f'"{header}"' not in text or spelled.is_absolute() or ".." in spelled.parts:
+        return ""
+    beside = source.parent / spelled
+    if not (beside.parent != source.parent and beside.parent.is_dir()) and \
+            not any(beside.parent.glob(f"{glob.escape(beside.stem)}.*")):
+        return ""
+    return (f"the tree has no {header}, which {source.name}:{number} includes from its own "
+            f"folder ({beside.parent.name}/): a source distribution whose manifest left its "
+            "headers out, or a file a generator step should have written; build from the "
+            "project's repository at this version instead")
 
 
 @contextmanager

@@ -215,3 +215,46 @@ def test_a_module_the_building_python_lacks_names_what_to_install(
     err = failure("building the setup.py project failed", mon, tmp_path / "build.log")
     assert line in err.what
     assert f"python -m pip install {requirement}" in err.fix
+
+
+def _tree_without_its_header(root: Path) -> Path:
+    """auto-gptq 0.7.1's sdist: exllama's sources, without the .cuh headers beside them."""
+    funcs = root / "exllama" / "cuda_func"
+    funcs.mkdir(parents=True)
+    (funcs / "column_remap.cu").write_text('#include <cuda_runtime.h>\n\n#include '
+                                           '"column_remap.cuh"\n', encoding="utf-8")
+    (root / "exllama" / "ext.cpp").write_text('#include "cuda_func/column_remap.cuh"\n'
+                                              '#include "cusparse.h"\n', encoding="utf-8")
+    return root / "exllama"
+
+
+@pytest.mark.parametrize(("error", "named"), [
+    # nvcc's host pass (gcc) on the .cu beside which the header belongs
+    ("{d}/cuda_func/column_remap.cu:3:10: fatal error: column_remap.cuh: No such file or "
+     "directory", "column_remap.cu:3"),
+    # g++ on a unit that includes it through the folder it lives in
+    ("{d}/ext.cpp:1:10: fatal error: cuda_func/column_remap.cuh: No such file or directory",
+     "ext.cpp:1"),
+    # EDG's spelling
+    ('{d}/cuda_func/column_remap.cu(3): catastrophic error: cannot open source file '
+     '"column_remap.cuh"', "column_remap.cu:3"),
+])
+def test_a_header_the_tree_lacks_beside_its_own_file_is_named(
+        tmp_path: Path, error: str, named: str) -> None:
+    from flashbuild.building.progress import failure
+
+    mon = NinjaMonitor()
+    mon.feed(error.format(d=_tree_without_its_header(tmp_path)))
+    err = failure("building the setup.py project failed", mon, tmp_path / "build.log")
+    assert "the tree has no " in err.fix and f"which {named} includes" in err.fix, err.fix
+    assert "source distribution" in err.fix and "repository" in err.fix
+
+
+def test_a_library_header_that_is_missing_keeps_the_compilers_message(tmp_path: Path) -> None:
+    from flashbuild.building.progress import failure
+
+    folder = _tree_without_its_header(tmp_path)
+    mon = NinjaMonitor()
+    mon.feed(f"{folder}/ext.cpp:2:10: fatal error: cusparse.h: No such file or directory")
+    err = failure("building the setup.py project failed", mon, tmp_path / "build.log")
+    assert "the tree has no" not in err.fix
