@@ -319,8 +319,10 @@ def blocks(todo: Todo, recipe: Recipe, *, installing: bool) -> bool:
     if todo.table == "artifact":
         return needs_artifacts and not recipe.artifact
     if todo.table == "build":
-        return needs_artifacts and not recipe.artifact and (
-            "CMakeLists" in todo.what or "builds no native code" in todo.what)
+        # A setup.py that builds nothing as run is why there is no [install]: said first.
+        return (needs_artifacts and not recipe.artifact and (
+            "CMakeLists" in todo.what or "builds no native code" in todo.what)) or (
+            installing and recipe.install is None and "kernels at run time" in todo.what)
     return False
 
 

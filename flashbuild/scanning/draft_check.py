@@ -80,22 +80,7 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
             "arch and platform, or patch the check; flashbuild drafts no environment it "
             "cannot confirm"))
     else:
-        built = [t for t in model.targets if t.sources]
-        cuda = [t for t in built if any(u.language == "CUDA" for u in t.sources)]
-        if not cuda and model.argv_options:
-            b.todos.append(BuildTodo(
-                table="build", what="setup.py builds no CUDA extension as run, and looks for "
-                "command-line options: " + ", ".join(f"`{o.name}` ({o.where})"
-                                                     for o in model.argv_options[:4]),
-                evidence=f"{model.via}: no extension with CUDA sources",
-                fix="flashbuild's setuptools backend passes no setup.py options: patch the "
-                "check to also read an environment variable, then set it in [[build.env]]"))
-        _missing_sources(b, model)
-        if b.package is None:
-            _install_from_record(b, built, python_files)
-        b.notes["build"].append(
-            "setup.py record mode: builds " + (", ".join(
-                f"{t.name} ({len(t.sources)} sources)" for t in built) or "no extension"))
+        _from_record(b, model, python_files)
     if model.jit:
         b.notes["build"].append(
             "kernels compiled at run time (not by this build): " + "; ".join(
@@ -191,6 +176,53 @@ def _cmake_targets(b: BuildDraft, model: TreeModel) -> None:
             evidence=f"{model.via}: targets "
             + (", ".join(t.name for t in model.targets) or "none"),
             fix="add an [[artifact]] per binary the build must install"))
+
+
+def _from_record(b: BuildDraft, model: TreeModel, python_files: Sequence[str]) -> None:
+    """The build tables from a setup.py record that ran through."""
+    built = [t for t in model.targets if t.sources]
+    cuda = [t for t in built if any(u.language == "CUDA" for u in t.sources)]
+    if not cuda and model.argv_options:
+        b.todos.append(BuildTodo(
+            table="build", what="setup.py builds no CUDA extension as run, and looks for "
+            "command-line options: " + ", ".join(f"`{o.name}` ({o.where})"
+                                                 for o in model.argv_options[:4]),
+            evidence=f"{model.via}: no extension with CUDA sources",
+            fix="flashbuild's setuptools backend passes no setup.py options: patch the "
+            "check to also read an environment variable, then set it in [[build.env]]"))
+    if not built and model.jit:
+        b.todos.insert(0, _run_time_only(model))
+    _missing_sources(b, model)
+    if b.package is None:
+        _install_from_record(b, built, python_files)
+    b.notes["build"].append(
+        "setup.py record mode: builds " + (", ".join(
+            f"{t.name} ({len(t.sources)} sources)" for t in built) or "no extension"))
+
+
+#: Names of the variables a setup.py reads that may turn its ahead-of-time build on.
+_BUILD_SWITCH = re.compile(r"BUILD|CUDA|OPS?\b|OPS_|EXT|FORCE|KERNEL|COMPILE")
+
+
+def _run_time_only(model: TreeModel) -> BuildTodo:
+    """A setup.py that builds no extension as run, in a tree whose Python compiles kernels at
+    run time (deepspeed's op builders): what the build would install is the pure-Python
+    package. Said first, before any [install] TODO, because it is why there is no module:
+    the kernels come with the first use, or with the project's own switch for an
+    ahead-of-time build (the variables its setup.py read are named; which of them builds
+    what is the project's to say)."""
+    switches = list(dict.fromkeys(r.name for r in model.env_reads
+                                  if r.where.startswith("setup.py:")
+                                  and _BUILD_SWITCH.search(r.name)))
+    return BuildTodo(
+        table="build", what="setup.py builds no extension as run: the tree compiles its "
+        "kernels at run time",
+        evidence=f"{model.via}: no extension; " + "; ".join(
+            f"{j.how} at {j.where}" for j in model.jit[:3]),
+        fix="nothing for flashbuild to compile as the tree stands: install it with pip and "
+        "its kernels compile on first use (with the CUDA toolkit and a host compiler "
+        "present); to build them ahead of time, set the project's switch in [[build.env]]"
+        + (f" (its setup.py reads {', '.join(switches[:4])})" if switches else ""))
 
 
 def _install_from_record(b: BuildDraft, built: Sequence[BuildTarget],

@@ -11,6 +11,7 @@ import pytest
 from packaging.version import Version
 
 from flashbuild.detect.cuda import Toolkit
+from flashbuild.pipeline.choose import blocks, parse_todos
 from flashbuild.recipes.load import parse_recipe
 from flashbuild.scanning.draft import BuildDraft, BuildTodo, Draft, DraftArtifact, render
 from flashbuild.scanning.draft_check import apply_model, reconcile
@@ -424,3 +425,30 @@ def test_ninja_arch_flags_include_what_cuda_architectures_adds() -> None:
         "/t/csrc/bindings.cpp\n  FLAGS = -O3 -fPIC\n")
     assert treemodel.ninja_arch_flags(ninja) == {
         "/t/csrc/kernels/norm.cu": ("--generate-code=arch=compute_90a,code=[sm_90a]",)}
+
+
+def test_a_setup_py_that_builds_nothing_in_a_jit_tree_says_so_first(tmp_path: Path) -> None:
+    """deepspeed 0.19.8: as run, setup.py builds no extension (DS_BUILD_OPS defaults to 0) and
+    the op builders call cpp_extension.load. The first TODO says why there is no module,
+    naming the switches setup.py read, before the [install] TODO that follows from it; both
+    block a build that installs."""
+    d = Draft(name="t", source_path="tree", target=make_target("linux", "sm_90a"))
+    d.build = BuildDraft(backend="setuptools", notes=defaultdict(list), todos=[BuildTodo(
+        table="install", what="no package for the extension modules of setup.py",
+        evidence="modules: none named", fix="add [install] package")])
+    model = TreeModel(
+        system="setuptools", via="setup.py record mode", targets=(),
+        env_reads=(setup_record.EnvRead(name="DS_ACCELERATOR", where="deepspeed/a.py:59"),
+                   setup_record.EnvRead(name="DS_ENABLE_NINJA", where="setup.py:67"),
+                   setup_record.EnvRead(name="DS_BUILD_OPS", where="setup.py:76"),
+                   setup_record.EnvRead(name="DS_BUILD_AIO", where="setup.py:76")),
+        jit=(treemodel.JitSite(where="op_builder/builder.py:102",
+                               how="torch.utils.cpp_extension.load"),))
+    apply_model(d, model, _tree(tmp_path), [])
+    first, second = parse_todos(render(d))
+    assert first.table == "build" and "compiles its" in first.what, first
+    assert "cpp_extension.load at op_builder/builder.py:102" in first.evidence
+    assert "(its setup.py reads DS_BUILD_OPS, DS_BUILD_AIO)" in first.fix
+    assert second.table == "install"
+    recipe = parse_recipe(render(d), None)
+    assert [blocks(t, recipe, installing=True) for t in (first, second)] == [True, True]
