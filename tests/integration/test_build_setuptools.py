@@ -18,9 +18,11 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from flashbuild.arch import parse_arch_spec
 from flashbuild.building.backends import setuptools as st
 from flashbuild.errors import BuildError, FlashbuildError
 from flashbuild.verifying.fatbin import list_images
@@ -139,6 +141,31 @@ def test_the_build_runs_the_setup_py_once(
     with contextlib.suppress(BuildError):  # the CPU-only torch has no libc10_cuda to link
         _run_build(tree, cuda_toolkit_root, tmp_path / "b")
     assert runs.read_text().split() == ["bdist_wheel"]
+
+
+def test_a_setup_py_that_turns_ninja_off_is_built_with_ninja_and_told(
+        tmp_path: Path, cuda_toolkit_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`BuildExtension(use_ninja=False)` (torch-points-kernels) compiles one unit at a time:
+    the build turns ninja back on, so torch writes its build.ninja and compiles MAX_JOBS
+    units at a time, and the hook reports it for the build's note."""
+    monkeypatch.setattr(st, "check_torch_cuda", lambda torch, request: None)
+    tree = _tree(tmp_path, extra=(
+        "_Base = BuildExtension\n\n\n"
+        "class BuildExtension(_Base):\n"
+        "    def __init__(self, *args, **kwargs):\n"
+        "        super().__init__(*args, use_ninja=False, **kwargs)\n"))
+    build_dir = tmp_path / "b"
+    with contextlib.suppress(BuildError):  # the CPU-only torch has no libc10_cuda to link
+        _run_build(tree, cuda_toolkit_root, build_dir)
+    hook = [json.loads(line) for line in
+            (build_dir / "logs" / "hook.jsonl").read_text().splitlines()]
+    assert {"ninja_turned_on": True} in hook, hook
+    built = build_dir / "src" / "build"
+    assert list(built.rglob("build.ninja")), "torch compiled without ninja"
+    assert list(built.rglob("scale.o")), "nvcc did not compile"
+    request = SimpleNamespace(arch=parse_arch_spec("sm_90a"))
+    notes = st._hook_notes(hook, request, None)  # type: ignore[arg-type]
+    assert any("use_ninja=False" in n and "FLASHBUILD_SETUP_NINJA=0" in n for n in notes)
 
 
 def test_a_setup_py_that_needs_a_visible_gpu_builds_for_the_target(

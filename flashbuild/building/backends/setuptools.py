@@ -416,6 +416,10 @@ def _hook_notes(records: list[dict[str, object]], request: BuildRequest,
         notes.append(f"the setup.py computed its version twice and got two answers "
                      f"({frozen['version_frozen']}, then {frozen['version_computed']}: a "
                      "time-based fallback); the first one was kept for every step of the build")
+    if any("ninja_turned_on" in r for r in records):
+        notes.append("the setup.py turns ninja off (use_ninja=False), which compiles one unit "
+                     "at a time: built with ninja instead, as many at a time as --jobs "
+                     "(FLASHBUILD_SETUP_NINJA=0 in [[build.env]] keeps it off)")
     asked = [f"{r['gpu_presented']}() ({r.get('where')})" for r in records
              if "gpu_presented" in r]
     if asked:
