@@ -69,6 +69,16 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
         if b.package is None:
             install_from_imports(root, python_files, b, configured)
         _configured_top_level(b, configured)
+        if b.package is None and not b.top_level and configured and not any(
+                PurePosixPath(f).name == "__init__.py" for f in python_files):
+            # Modules of a tree with no Python package (libKMCUDA's, a C-API module built as
+            # a plain SHARED library): Python imports them by their own name. Where there is
+            # a package, one that imports them in a way not read here stays a TODO.
+            b.top_level = configured
+            b.todos = [t for t in b.todos if t.table != "install"]
+            b.notes["install"].append(
+                f"top_level: the configured build's module(s) {', '.join(configured)}, in a tree "
+                "with no Python package: installed where Python finds them by name")
     elif model.exception is not None:
         if any(t.evidence == str(model.exception) for t in b.todos):
             return _exports(b, model, root)

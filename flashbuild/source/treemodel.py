@@ -28,7 +28,7 @@ from flashbuild.source import setup_record
 from flashbuild.source.nvccflags import arch_text, split_arch_flags
 
 if TYPE_CHECKING:
-    from flashbuild.source.cmake_fileapi import Reply, Setting
+    from flashbuild.source.cmake_fileapi import Reply, Setting, Target
     from flashbuild.source.setup_record import EnvRead, NetworkCall, RaisedError, SetupRecord
 
 TargetKind = Literal["module", "plugin", "library", "executable", "other"]
@@ -198,6 +198,34 @@ _KINDS: dict[str, TargetKind] = {"MODULE_LIBRARY": "module", "SHARED_LIBRARY": "
                                  "EXECUTABLE": "executable"}
 
 
+#: Bytes of a source read for a module's init function (a source is read once per target).
+_INIT_READ_LIMIT = 4 << 20
+
+
+def _defines_module(target: Target, source_root: Path, stem: str) -> bool:
+    """Whether a SHARED library is a Python module by its own sources: one defines the init
+    function Python looks for in `<stem>.so` (`PyInit_libKMCUDA` in libKMCUDA's python.cc,
+    built by `add_library(KMCUDA SHARED …)` with CMake's `lib` prefix), or pybind11's or
+    nanobind's module macro with that name. Python imports such a file by its stem: `.so`
+    is one of its extension suffixes."""
+    if not stem.isidentifier():
+        return False
+    init = re.compile(rf"\bPyInit_{re.escape(stem)}\s*\(|\b(?:PYBIND11|NB)_MODULE\s*\(\s*"
+                      rf"{re.escape(stem)}\s*,")
+    for group in target.groups:
+        for src in group.sources:
+            path = Path(src) if PurePosixPath(src).is_absolute() else source_root / src
+            try:
+                if path.is_file() and not path.is_symlink():
+                    with path.open("rb") as fh:
+                        text = fh.read(_INIT_READ_LIMIT).decode("utf-8", "replace")
+                    if init.search(text):
+                        return True
+            except OSError:
+                continue
+    return False
+
+
 def ninja_arch_flags(build_ninja: str) -> dict[str, tuple[str, ...]]:
     """Per compiled source (its path as the edge names it), the arch flags in the `FLAGS` of
     its edge in a CMake-generated build.ninja: what nvcc really gets, including the
@@ -237,7 +265,8 @@ def from_cmake(reply: Reply, root: Path, *, python_suffix: str, notes: tuple[str
             continue
         artifact = PurePosixPath(t.artifacts[0].replace("\\", "/")).name if t.artifacts else ""
         kind = _KINDS.get(t.type, "other")
-        if kind == "plugin" and python_suffix and artifact.endswith(python_suffix):
+        if kind == "plugin" and ((python_suffix and artifact.endswith(python_suffix)) or
+                                 _defines_module(t, source_root, artifact.split(".")[0])):
             kind = "module"
         units: list[SourceUnit] = []
         for g in t.groups:

@@ -559,3 +559,14 @@ def test_recipe_init_drafts_the_edit_that_makes_a_literal_arch_list_read_the_fla
     assert done.returncode == 0, done.stdout + done.stderr
     lines = (tree / "CMakeLists.txt").read_text(encoding="utf-8").splitlines()
     assert lines[7].strip() == 'CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")'
+
+
+def test_a_shared_library_that_defines_its_python_init_is_a_top_level_module(
+        tmp_path: Path) -> None:
+    """libKMCUDA's shape: `add_library(kmc SHARED …)` makes libkmc.so, whose python.cc defines
+    PyInit_libkmc: a module Python imports as `libkmc`, not a plugin some package loads."""
+    text, out = _init(tmp_path, "cmake_capimodule", "sm_90a")
+    recipe = parse_recipe(text, out)
+    assert [(a.name, a.kind, a.target) for a in recipe.artifact] == [("libkmc", "module", "kmc")]
+    assert recipe.install is not None and recipe.install.top_level == ("libkmc",), text
+    assert "TODO: [install]" not in text
