@@ -481,6 +481,28 @@ def test_a_build_missing_a_toolkit_component_says_which_and_how_to_get_it(
     assert "pip install" not in res.output  # no cuda-toolkit extra ships it
 
 
+def test_a_build_stopped_by_a_findcuda_library_variable_says_which_and_how_to_get_it(
+        tmp_path: Path) -> None:
+    """libKMCUDA's `CUDA_curand_LIBRARY`, on a toolkit without cuRAND: the build names the
+    component and how to get it, as for a CUDA:: target, not "read the first error"."""
+    from typer.testing import CliRunner
+
+    from flashbuild.cli import app
+
+    tree = _tree(tmp_path, "cmake_notfoundlib")
+    recipe = tmp_path / "nf.toml"
+    recipe.write_text(
+        f'[recipe]\nname = "nf"\n[source]\npath = "{tree}"\n[build]\ntargets = ["nflib"]\n'
+        '[[artifact]]\nname = "nflib"\nkind = "plugin"\ntarget = "nflib"\n'
+        '[install]\npackage = "nfpkg"\npackage_dir = "nfpkg"\n', encoding="utf-8")
+    res = CliRunner().invoke(app, ["build", "--recipe", str(recipe), "--source", str(tree),
+                                   "--arch", "sm_90a", "--install", "none", "--json"])
+    assert res.exit_code == 6, res.output
+    assert "links CUDA::flashbuildabsent, which the toolkit at" in res.output
+    assert "CMake left CUDA_flashbuildabsent_LIBRARY NOTFOUND" in res.output
+    assert "install flashbuildabsent into the toolkit at" in res.output
+
+
 @needs_torch
 def test_a_command_line_switch_is_recorded_and_left_to_a_person(tmp_path: Path) -> None:
     outcome = _run(_tree(tmp_path, "setup_argvswitch"), "setuptools")

@@ -207,19 +207,26 @@ def _configure(setup: _Setup, runner: StreamRunner) -> None:
             details={"log": str(log_path), "signal": -code})
     cmake.end_configure(build_dir)
     if code != 0:
-        components = cmake.missing_toolkit_components("\n".join(lines))
-        if components:
+        text = "\n".join(lines)
+        components = cmake.missing_toolkit_components(text)
+        # FindCUDA's library variables (`CUDA_curand_LIBRARY`, libKMCUDA) left NOTFOUND: the
+        # same missing component, named by the variable instead of a CUDA:: target.
+        notfound = [] if components else cmake.notfound_toolkit_libraries(text)
+        if components or notfound:
+            components = components or [target for _var, target in notfound]
             toolkit = setup.request.toolkit.root  # the real one, not a shaped cache folder
             raise BuildError(
                 f"CMake configure failed: the project links {', '.join(components)}, which the "
                 f"toolkit at {toolkit} does not have",
-                evidence=f"FindCUDAToolkit defines no {', '.join(components)} there; log: "
-                f"{log_path}",
+                evidence=(f"CMake left {', '.join(var for var, _t in notfound)} NOTFOUND"
+                          if notfound else
+                          f"FindCUDAToolkit defines no {', '.join(components)} there")
+                + f"; log: {log_path}",
                 fix=cmake.component_fix(components, setup.request.toolkit, setup.release,
                                         pypi_home=setup.request.pypi_home,
                                         python=setup.request.python),
                 details={"log": str(log_path), "missing": components})
-        policy = cmake.policy_minimum_needed("\n".join(lines))
+        policy = cmake.policy_minimum_needed(text)
         if policy is not None:
             name, value, why = policy
             raise BuildError(
