@@ -1395,6 +1395,12 @@ def _introspect(d: Draft, root: Path, spec: ArchSpec, platform: str,
         return
     outcome = introspect(to_recipe(d), root, spec, platform)
     model = outcome.model
+    if buildsystems.get(d.build.backend).compiles_cmake_targets and (
+            model is None or not any(u.language == "CUDA" for t in model.targets
+                                     for u in t.sources)):
+        switched = _find_cmake_switch(d, root, spec, platform=platform, introspect=introspect)
+        if switched is not None:
+            outcome, model = switched, switched.model
     here = [t for t in d.build.env if platform in t[0].get("platform", [platform])]
     missing = missing_file_todo(model.exception, root) if model is not None and \
         model.exception is not None else None
@@ -1538,6 +1544,68 @@ def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, plat
                     found = attempt(both)
                     if found is not None and cuda_targets(found, both):
                         return accept(found, both, [read, second])
+    return None
+
+
+#: A CMake option named for the CUDA backend (`GGML_CUDA`, `USE_CUDA`, `WITH_GPU`), not a
+#: detail of it (`GGML_CUDA_F16`) or a way out (`DISABLE_CUDA`).
+_CUDA_OPTION = re.compile(r"^(?:\w+_)?(?:CUDA|GPU)$|^(?:USE|WITH|ENABLE|BUILD)_\w*(?:CUDA|GPU)$")
+_NOT_A_SWITCH = re.compile(r"DISABLE|(^|_)NO_|TEST|HIP|ROCM|STATIC")
+
+
+def cmake_switch_candidates(root: Path, top: str) -> list[tuple[str, str, str]]:
+    """(variable, value, file:line) that may turn a CMake project's CUDA backend on, most
+    likely first: a cache variable whose STRINGS list a CUDA choice (atlas-engine's
+    `ATLAS_DEVICE_SYSTEM` is `TBB` by default, `CUDA` on request), then an `option()` named
+    for CUDA whose default is not ON (llama.cpp's `GGML_CUDA`)."""
+    strings: list[tuple[str, str, str]] = []
+    options: list[tuple[str, str, str]] = []
+    for cmd in _cmake_commands(root, top):
+        where = f"{cmd.file}:{cmd.line}"
+        args = cmd.args
+        if cmd.name == "set_property" and len(args) > 4 and args[0] == "CACHE" and \
+                args[2] == "PROPERTY" and args[3] == "STRINGS":
+            choice = next((v for v in args[4:] if v.upper() == "CUDA"), None) or next(
+                (v for v in args[4:] if "CUDA" in v.upper() or v.upper() == "GPU"), None)
+            if choice is not None and _ENV_NAME.fullmatch(args[1]):
+                strings.append((args[1], choice, where))
+        elif cmd.name == "option" and args and _CUDA_OPTION.match(args[0]) and \
+                not _NOT_A_SWITCH.search(args[0]) and \
+                (len(args) < 3 or args[2].upper() not in ("ON", "TRUE", "1", "YES")):
+            options.append((args[0], "ON", where))
+    out: list[tuple[str, str, str]] = []
+    for name, value, where in [*strings, *sorted(options, key=lambda o: len(o[0]))]:
+        if name not in {n for n, _v, _w in out}:
+            out.append((name, value, where))
+    return out
+
+
+def _find_cmake_switch(d: Draft, root: Path, spec: ArchSpec, *, platform: str,
+                       introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection],
+                       ) -> Introspection | None:
+    """A CMake project whose configuration as written compiles no CUDA, or does not configure
+    here (atlas-engine's default backend needs TBB): the switches `cmake_switch_candidates`
+    finds are tried as `-D` defines (at most three); the first whose configure compiles CUDA
+    units is drafted into `[[build.options]]`, with the line that declares it. Nothing found:
+    the outcome stands (a CPU library is not the build; apply_model says so)."""
+    assert d.build is not None
+    if d.build.cmake_source is None:
+        return None
+    top = posixpath.normpath(f"{d.build.cmake_source}/CMakeLists.txt")
+    drafted = {k for values, _c in d.build.options for k in values}
+    for name, value, where in [c for c in cmake_switch_candidates(root, top)
+                               if c[0] not in drafted][:3]:
+        d.build.options.append(({name: value}, ""))
+        found = introspect(to_recipe(d), root, spec, platform)
+        d.build.options.pop()
+        model = found.model
+        if model is not None and any(u.language == "CUDA" for t in model.targets
+                                     for u in t.sources):
+            d.build.options.append((
+                {name: value}, f"{name}: the CUDA backend ({where}); as written the project "
+                "configures without it (compiles no CUDA, or stops on the other backend's "
+                f"dependencies); configured with {name}={value} it compiles CUDA"))
+            return found
     return None
 
 

@@ -592,3 +592,13 @@ def test_a_shared_library_that_defines_its_python_init_is_a_top_level_module(
     assert [(a.name, a.kind, a.target) for a in recipe.artifact] == [("libkmc", "module", "kmc")]
     assert recipe.install is not None and recipe.install.top_level == ("libkmc",), text
     assert "TODO: [install]" not in text
+
+
+def test_a_cmake_backend_left_at_cpu_is_switched_to_cuda_and_drafted(tmp_path: Path) -> None:
+    """As written the project configures its CPU backend (no CUDA unit): the cache variable
+    whose STRINGS offer CUDA is tried, and the configure with it compiles kern.cu for sm_90a."""
+    text, out = _init(tmp_path, "cmake_backendswitch", "sm_90a")
+    recipe = parse_recipe(text, out)
+    assert [dict(o.define) for o in recipe.build.options] == [{"BSW_BACKEND": "CUDA"}], text
+    assert "BSW_BACKEND: the CUDA backend (CMakeLists.txt:6)" in text
+    assert "# build tables: checked against the configured build (CMake File API" in text

@@ -10,7 +10,7 @@ import pytest
 
 from flashbuild.pipeline.choose import Todo, blocks
 from flashbuild.recipes.load import parse_recipe
-from flashbuild.scanning.draft import draft_build
+from flashbuild.scanning.draft import cmake_switch_candidates, draft_build
 
 SETUP = 'from setuptools import setup\nsetup(name="pkg", packages=["pkg"])\n'
 JIT = ('from torch.utils.cpp_extension import load\n\n'
@@ -47,3 +47,21 @@ def test_a_tree_without_a_native_build_says_what_it_is(
     recipe = parse_recipe(RECIPE, None)
     assert blocks(Todo(todo.table, todo.what, todo.evidence, todo.fix), recipe,
                   installing=True)
+
+
+def test_cmake_switch_candidates_name_the_cuda_backend_first(tmp_path: Path) -> None:
+    """llama.cpp's shape: GGML_CUDA (default OFF) is the backend; GGML_CUDA_F16 is a detail
+    of it, DISABLE_CUDA a way out, USE_GPU already ON; a STRINGS cache variable that offers
+    CUDA (atlas-engine's ATLAS_DEVICE_SYSTEM) comes first."""
+    (tmp_path / "ggml").mkdir()
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.24)\nproject(t LANGUAGES CXX)\n"
+        'option(DISABLE_CUDA "no CUDA" OFF)\noption(USE_GPU "gpu" ON)\n'
+        "add_subdirectory(ggml)\n"
+        'set(DEV "TBB" CACHE STRING "TBB or CUDA")\n'
+        "set_property(CACHE DEV PROPERTY STRINGS TBB CUDA)\n", encoding="utf-8")
+    (tmp_path / "ggml" / "CMakeLists.txt").write_text(
+        'option(GGML_CUDA_F16 "half" OFF)\noption(GGML_CUDA "CUDA backend" OFF)\n'
+        'option(GGML_CPU "cpu" ON)\n', encoding="utf-8")
+    assert cmake_switch_candidates(tmp_path, "CMakeLists.txt") == [
+        ("DEV", "CUDA", "CMakeLists.txt:7"), ("GGML_CUDA", "ON", "ggml/CMakeLists.txt:2")]
