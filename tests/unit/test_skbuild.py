@@ -20,7 +20,13 @@ from flashbuild.building.backends import backend_for, detect_backend, skbuild
 from flashbuild.errors import BuildError, TreeError, UsageError
 from flashbuild.recipes.load import parse_recipe
 from flashbuild.scanning import draft_skbuild
-from flashbuild.scanning.draft import BuildDraft, DraftArtifact, _render_build, _toml
+from flashbuild.scanning.draft import (
+    BuildDraft,
+    BuildTodo,
+    DraftArtifact,
+    _render_build,
+    _toml,
+)
 from flashbuild.source.skbuild_settings import Host, is_skbuild, read_settings
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "skbuild" / "skcuda"
@@ -281,11 +287,16 @@ def test_the_draft_is_a_skbuild_build_with_the_package_wheel_packages_names(
     shutil.copytree(FIXTURE, tree)
     skb = draft_skbuild.settings_of(tree)
     assert skb is not None and draft_skbuild.top_cmakelists(tree, skb) == "native/CMakeLists.txt"
-    b = BuildDraft(cmake_source="native")
+    # The static reading found no __init__.py importing a module (llama-cpp-python loads its
+    # libraries with ctypes): the package wheel.packages names answers that TODO.
+    b = BuildDraft(cmake_source="native", todos=[BuildTodo(
+        table="install", what="no CMake module target, and no package imports an extension "
+        "module", evidence="searched every __init__.py of the tree", fix="add [install]")])
     b.artifacts.append(DraftArtifact(name="_skcuda", kind="module", target="_skcuda",
                                      where="native/CMakeLists.txt:17"))
     draft_skbuild.as_skbuild(b, skb)
     assert (b.backend, b.package, b.package_dir) == ("skbuild", "skcuda", "python/skcuda")
+    assert b.todos == []
     text = "\n".join(_render_build(b))
     assert '[build]\nbackend = "skbuild"\n' in text
     assert "targets" not in text and "[[artifact]]" not in text
