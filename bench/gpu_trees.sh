@@ -11,6 +11,7 @@
 # tests out (a build for an arch this GPU cannot run). A lane written `sm_120:a,b` builds its
 # trees for that arch and runs no tests (this GPU cannot run them); the others take TREES_ARCH.
 # The builds install wheels into the machine's Python: run it on a machine you throw away.
+# What comes back: OUTDIR/lanes.txt, every lane in one file (a call returns few files).
 set -u
 mode=${1:?start|poll}; out=${2:?OUTDIR}
 mkdir -p "$out"
@@ -39,17 +40,18 @@ if [ "$mode" = start ]; then
 fi
 
 collect() {
-  # What comes back from the machine is limited in depth and count: the JSON, the table and
-  # the tail of each stage log, flat in one file per lane. Called on every round of the wait,
-  # so a poll that is cut short (the call's time limit) still leaves what finished in OUTDIR.
+  # A device call returns a handful of files (8 came back of 30 with a file per lane and
+  # kind): everything goes into one file, each lane's harness log, its trees.json and the
+  # tail of each stage log. Called on every round of the wait, so a poll that is cut short
+  # (the call's time limit) still leaves what finished in OUTDIR.
   for dir in "$work"/lane*/; do
-    lane=$(basename "$dir"); mkdir -p "$out/$lane"
-    cp "$dir/results/trees.json" "$dir/results/trees.md" "$dir/harness.log" "$out/$lane/" \
-      2>/dev/null
+    echo "##### $(basename "$dir")"
+    cat "$dir/harness.log" 2>/dev/null
+    echo "--- trees.json"; cat "$dir/results/trees.json" 2>/dev/null
     for log in "$dir"/results/logs/*.txt; do
-      [ -f "$log" ] && { echo "=== $(basename "$log")"; tail -c 6000 "$log"; }
-    done > "$out/$lane/logs.txt"
-  done
+      [ -f "$log" ] && { echo "--- $(basename "$log")"; tail -c 6000 "$log"; }
+    done
+  done > "$out/lanes.txt"
 }
 
 # POLL_S (default 500) bounds the wait: keep it under the call's limit, or the machine and
