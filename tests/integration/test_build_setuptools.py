@@ -147,13 +147,22 @@ def test_a_setup_py_that_turns_ninja_off_is_built_with_ninja_and_told(
         tmp_path: Path, cuda_toolkit_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`BuildExtension(use_ninja=False)` (torch-points-kernels) compiles one unit at a time:
     the build turns ninja back on, so torch writes its build.ninja and compiles MAX_JOBS
-    units at a time, and the hook reports it for the build's note."""
+    units at a time, and the hook reports it for the build's note. Relative include folders
+    are made absolute first, as they resolved without ninja."""
     monkeypatch.setattr(st, "check_torch_cuda", lambda torch, request: None)
+    # ... with a relative include folder, as torch-points-kernels has: setuptools resolved it
+    # from the setup.py's folder, torch's ninja runs in the build folder.
     tree = _tree(tmp_path, extra=(
+        "ext[0].include_dirs.append('csrc/inc')\n"
+        "ext[0].extra_compile_args['nvcc'] += ['-Icsrc/more']\n"
         "_Base = BuildExtension\n\n\n"
         "class BuildExtension(_Base):\n"
         "    def __init__(self, *args, **kwargs):\n"
         "        super().__init__(*args, use_ninja=False, **kwargs)\n"))
+    for folder, header in (("inc", "tiny.h"), ("more", "more.h")):
+        (tree / "csrc" / folder).mkdir()
+        (tree / "csrc" / folder / header).write_text("#define TINY_FACTOR 1\n")
+    (tree / "csrc" / "scale.cu").write_text('#include "tiny.h"\n#include "more.h"\n' + KERNEL)
     build_dir = tmp_path / "b"
     with contextlib.suppress(BuildError):  # the CPU-only torch has no libc10_cuda to link
         _run_build(tree, cuda_toolkit_root, build_dir)

@@ -684,11 +684,42 @@ def _ninja_back_on(command: object, module: object, report: str | None) -> None:
     available = getattr(module, "is_ninja_available", None)
     if available is None or not available():
         return
+    # Without ninja, setuptools compiles from the setup.py's folder, where relative include
+    # folders resolve; torch's ninja runs from the build folder (it makes the sources
+    # absolute, not the include folders): torch-points-kernels' `include_dirs=["cuda/
+    # include"]` would no longer be found. They are made absolute first, as they resolved.
+    for ext in getattr(command, "extensions", None) or []:
+        dirs = getattr(ext, "include_dirs", None)
+        if isinstance(dirs, list):
+            ext.include_dirs = [d if os.path.isabs(d) else os.path.abspath(d) for d in dirs]
+        args = getattr(ext, "extra_compile_args", None)
+        if isinstance(args, dict):
+            ext.extra_compile_args = {k: _absolute_includes(v) for k, v in args.items()}
+        elif isinstance(args, list):
+            ext.extra_compile_args = _absolute_includes(args)
     command.use_ninja = True  # type: ignore[attr-defined]
     command.force = True  # type: ignore[attr-defined]  # (what torch sets with ninja on)
     if report:
         with open(report, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"ninja_turned_on": True}) + "\n")
+
+
+def _absolute_includes(args: object) -> object:
+    """`-Idir` / `-I dir` / `-isystem dir` with a relative folder, made absolute from here."""
+    if not isinstance(args, list):
+        return args
+    out: list[object] = []
+    take = False
+    for given in args:
+        arg = given
+        if take and isinstance(arg, str) and not os.path.isabs(arg):
+            arg = os.path.abspath(arg)
+        take = arg in ("-I", "-isystem")
+        if isinstance(arg, str) and arg.startswith("-I") and len(arg) > 2 and \
+                not os.path.isabs(arg[2:]):
+            arg = "-I" + os.path.abspath(arg[2:])
+        out.append(arg)
+    return out
 
 
 def _start_lanes(command: object, hooked: type, extensions: list[object],
