@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from flashbuild import __version__, buildsystems, platforms
 from flashbuild.arch import Arch, ArchSpec, Target
-from flashbuild.building import cmake
+from flashbuild.building import cmake, cmake_seed
 from flashbuild.building.archcheck import expected_sass, ninja_arch_flags
 from flashbuild.building.backends import skbuild
 from flashbuild.building.backends.cmake import pybind11_dir
@@ -318,11 +318,6 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
     build_dir = scratch / "cmake"
     contained = platforms.current().containment()
     env = offline_env(request.env, proxies=not contained.namespaces)
-    # Every introspection starts from an empty folder: nothing from an earlier one (another
-    # recipe's options, a stand-in) leaks into it.
-    shutil.rmtree(build_dir, ignore_errors=True)
-    build_dir.mkdir(parents=True)
-    cmake_fileapi.write_queries(build_dir)
     nvcc = (request.cmake_toolkit_root or request.toolkit.root) / "bin" / \
         request.platform.exe("nvcc")
     base = cmake.ConfigureInputs(
@@ -367,6 +362,7 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
         raise BuildError("the CMake configure failed", evidence=_first_cmake_error(
             done.output) or f"exit {done.returncode}")
 
+    _fresh_build_dir(build_dir, cmake.configure_argv(tools, base), env, runner, request)
     run(base)
     reply = _load(build_dir)
     # The interpreter introspection configures for is this one (request.python).
@@ -403,6 +399,18 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
     return replace(model, bindings=_bindings(model, root, runner, request.env,
                                              {"CXX": compiler}) if bindings else (),
                    jit=treemodel.find_jit(root, _python_files(root)))
+
+
+def _fresh_build_dir(build_dir: Path, argv: list[str], env: Mapping[str, str],
+                     runner: StreamRunner, request: BuildRequest) -> None:
+    """An empty `build_dir` with the File API queries and CMake's compiler checks from the
+    probe of this toolchain (building/cmake_seed.py; the build's own configure reuses the same
+    probe). Every introspection starts from an empty folder: nothing from an earlier one
+    (another recipe's options, a stand-in) leaks into it."""
+    shutil.rmtree(build_dir, ignore_errors=True)
+    build_dir.mkdir(parents=True)
+    cmake_fileapi.write_queries(build_dir)
+    cmake_seed.seed(build_dir, argv, env, runner=runner, platform=request.platform)
 
 
 def _learn_from_failure(output: str, stubs: list[str], needed: list[tuple[str, str, str]],

@@ -34,13 +34,16 @@ def _tree(base: Path) -> Path:
     return tree
 
 
-def _build(tree: Path, *, limit: int | None) -> Outcome:
+def _build(tree: Path, *, limit: int | None, cache: Path) -> Outcome:
     argv = [sys.executable, "-m", "flashbuild", "build", "--recipe", str(tree / "c.toml"),
             "--arch", "sm_90a", "--cuda", str(CUDA), "--install", "none", "-j", "1"]
     if limit is not None:
         argv = ["bash", "-c", f'ulimit -f {limit}; exec "$@"', "bash", *argv]
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    done = subprocess.run(argv, env={**os.environ, "PATH": path}, cwd=tree.parent,
+    # A user cache of its own: the compiler probe (building/cmake_seed.py) runs under the
+    # limit too, and is killed by it.
+    done = subprocess.run(argv, env={**os.environ, "PATH": path, "XDG_CACHE_HOME": str(cache)},
+                          cwd=tree.parent,
                           capture_output=True, text=True, timeout=300, check=False)
     return Outcome(done.returncode, done.stdout + done.stderr, 0.0)
 
@@ -48,12 +51,14 @@ def _build(tree: Path, *, limit: int | None) -> Outcome:
 @pytest.mark.skipif(not (CUDA / "bin" / "nvcc").is_file() or shutil.which("bash") is None,
                     reason="needs bash and the CUDA 13.0 toolkit")
 def test_a_configure_killed_by_a_file_size_limit_is_set_aside(tmp_path: Path) -> None:
-    tree = _tree(tmp_path)
-    first = _build(tree, limit=LIMIT_KIB)
+    tree, cache = _tree(tmp_path), tmp_path / "cache"
+    first = _build(tree, limit=LIMIT_KIB, cache=cache)
     judge_outcome("configure under ulimit -f", first, code=6,
                   say="CMake configure was killed by SIGXFSZ")
     assert "ulimit -f unlimited" in first.output
-    again = _build(tree, limit=None)
+    # The probe, killed with it, left nothing behind: the next run probes again.
+    assert not [p for p in (cache / "flashbuild" / "cmake-probe").rglob("*") if p.is_file()]
+    again = _build(tree, limit=None, cache=cache)
     judge_outcome("build after a configure killed under ulimit -f", again, code=0,
                   say="was set aside: a CMake configure in it was killed before it ended")
     root = tmp_path / "build" / "flashbuild"
@@ -64,6 +69,8 @@ def test_a_configure_killed_by_a_file_size_limit_is_set_aside(tmp_path: Path) ->
     assert (root / stale[0] / CONFIGURE_RUNNING).is_file()
     assert not (folder / CONFIGURE_RUNNING).exists()
     assert unfinished_configure(folder) == ""
+    log = (folder / "logs" / "configure.log").read_text(encoding="utf-8")
+    assert "# compiler checks: those of the probe for this toolchain" in log
 
 
 @pytest.mark.parametrize("cut", [50, 100, -1])

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flashbuild import interrupts
-from flashbuild.building import archcheck, artifacts, builddir, cmake, progress
+from flashbuild.building import archcheck, artifacts, builddir, cmake, cmake_seed, progress
 from flashbuild.building.backends import BackendContext, BackendResult, wrong_tree
 from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_host
 from flashbuild.building.launcher import Launcher, build_server, choose_launcher, serving
@@ -182,11 +182,15 @@ def _configure(setup: _Setup, runner: StreamRunner) -> None:
     build_dir = setup.folder.path
     log_path = setup.logs / "configure.log"
     cmake.forget_configure(build_dir)
+    request = setup.request
+    seeded = cmake_seed.seed(build_dir, setup.argv, setup.env, runner=runner,
+                             platform=request.platform,
+                             cache_root=cmake_seed.probes_folder(request.platform, request.env))
     cmake.start_configure(build_dir)
     lines: list[str] = []
     try:
         with progress.open_log(log_path) as log:
-            log.write(f"# {' '.join(setup.argv)}\n")
+            log.write(f"# {' '.join(setup.argv)}\n# {seeded.line()}\n")
             code = runner.stream(setup.argv, on_line=lines.append, log=log, env=setup.env,
                                  cwd=build_dir)
     except (KeyboardInterrupt, Interrupted):
