@@ -72,6 +72,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
 _TARGET = "torch.utils.cpp_extension"
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -330,13 +331,30 @@ def _present_gpu(module: object) -> None:
         major, minor = (int(x) for x in target.split(".", 1))
     except ValueError:
         return
-    said: set[tuple[str, str]] = set()
+    names = ("is_available", "device_count", "get_device_capability", "current_device",
+             "get_device_properties")
+    real = {name: getattr(module, name, None) for name in names}
+    if any(fn is None for fn in real.values()):
+        return
+    presented = _PresentedCuda(real, major, minor, target)
+    for name in names:
+        setattr(module, name, getattr(presented, name))
 
-    def tell(call: str, where: str) -> None:
-        if (call, where) in said:
+
+class _PresentedCuda:
+    """The torch.cuda functions `_present_gpu` puts in place: the real ones for callers
+    outside the tree, the target's answers for the tree's own files where no GPU is here."""
+
+    def __init__(self, real: dict[str, Any], major: int, minor: int, target: str) -> None:
+        self.real = real
+        self.major, self.minor, self.target = major, minor, target
+        self.said: set[tuple[str, str]] = set()
+
+    def tell(self, call: str, where: str) -> None:
+        if (call, where) in self.said:
             return
-        said.add((call, where))
-        record = {"gpu_presented": call, "where": where, "cc": target}
+        self.said.add((call, where))
+        record = {"gpu_presented": call, "where": where, "cc": self.target}
         if _recording():
             _RECORD.setdefault("gpu_presented", []).append(record)
         report = os.environ.get("FLASHBUILD_HOOK_REPORT")
@@ -344,61 +362,62 @@ def _present_gpu(module: object) -> None:
             with open(report, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(record) + "\n")
 
-    real_available = getattr(module, "is_available", None)
-    real_count = getattr(module, "device_count", None)
-    real_capability = getattr(module, "get_device_capability", None)
-    real_current = getattr(module, "current_device", None)
-    real_properties = getattr(module, "get_device_properties", None)
-    if real_available is None or real_count is None or real_capability is None or \
-            real_current is None or real_properties is None:
-        return
+    def gpus(self) -> int:
+        # The GPUs CUDA can use here. A GPU the process cannot open counts as none: in
+        # introspection's contained run on a GPU machine (new namespaces) the driver is there
+        # but cudaGetDeviceCount fails (Error 304, "OS call failed"), and torch raises.
+        try:
+            return int(self.real["device_count"]())
+        except RuntimeError:
+            return 0
 
-    def is_available() -> bool:
-        answer = bool(real_available())
-        where = _caller_in_tree()
-        if answer or where is None:
-            return answer
-        tell("torch.cuda.is_available", where)
-        return True
-
-    def device_count() -> int:
-        answer = int(real_count())
-        where = _caller_in_tree()
-        if answer or where is None:
-            return answer
-        tell("torch.cuda.device_count", where)
-        return 1
-
-    def get_device_capability(device: object = None) -> tuple[int, int]:
+    def is_available(self) -> bool:
         where = _caller_in_tree()
         if where is None:
-            return real_capability(device)  # type: ignore[no-any-return]
-        tell("torch.cuda.get_device_capability", where)
-        return (major, minor)
+            return bool(self.real["is_available"]())
+        try:
+            if self.real["is_available"]() and self.gpus() > 0:
+                return True
+        except RuntimeError:
+            pass
+        self.tell("torch.cuda.is_available", where)
+        return True
 
-    def current_device() -> int:
+    def device_count(self) -> int:
         where = _caller_in_tree()
-        if where is None or int(real_count()):
-            return real_current()  # type: ignore[no-any-return]
-        tell("torch.cuda.current_device", where)
+        if where is None:
+            return int(self.real["device_count"]())
+        answer = self.gpus()
+        if answer:
+            return answer
+        self.tell("torch.cuda.device_count", where)
+        return 1
+
+    def get_device_capability(self, device: object = None) -> tuple[int, int]:
+        where = _caller_in_tree()
+        if where is None:
+            return self.real["get_device_capability"](device)  # type: ignore[no-any-return]
+        self.tell("torch.cuda.get_device_capability", where)
+        return (self.major, self.minor)
+
+    def current_device(self) -> int:
+        where = _caller_in_tree()
+        if where is None or self.gpus():
+            return self.real["current_device"]()  # type: ignore[no-any-return]
+        self.tell("torch.cuda.current_device", where)
         return 0
 
-    def get_device_properties(device: object = None) -> object:
+    def get_device_properties(self, device: object = None) -> object:
         # natten's shape: `get_device_properties(current_device())`, then `.major`, `.minor`.
         # The target's capability on the properties of the GPU here, if there is one (the
         # real object is read-only), else on a stand-in that says what it is.
         where = _caller_in_tree()
         if where is None:
-            return real_properties(device)
-        tell("torch.cuda.get_device_properties", where)
-        return _TargetProperties(major, minor, real_properties(device)
-                                 if int(real_count()) else None)
-
-    module.is_available = is_available  # type: ignore[attr-defined]
-    module.device_count = device_count  # type: ignore[attr-defined]
-    module.get_device_capability = get_device_capability  # type: ignore[attr-defined]
-    module.current_device = current_device  # type: ignore[attr-defined]
-    module.get_device_properties = get_device_properties  # type: ignore[attr-defined]
+            return self.real["get_device_properties"](device)
+        self.tell("torch.cuda.get_device_properties", where)
+        return _TargetProperties(self.major, self.minor,
+                                 self.real["get_device_properties"](device) if self.gpus()
+                                 else None)
 
 
 class _TargetProperties:

@@ -1,0 +1,68 @@
+"""The build hook's answers to a tree's own `torch.cuda` questions when this machine's GPU
+cannot be opened (building/backends/resources/sitecustomize.py, `_present_gpu`).
+
+Seen on an H200 machine (natten 0.21.7's setup.py:84,
+`get_device_properties(current_device())`): in introspection's contained record run the driver
+is there, `is_available()` says True, and `device_count()` raises "Unexpected error from
+cudaGetDeviceCount() ... Error 304: OS call failed", which stopped the record. A GPU the
+process cannot open is now no GPU: the target's capability is presented, as on a machine
+without one. The hook is loaded under another name, so its start-up code does not run."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+
+import pytest
+
+HOOK = (Path(__file__).resolve().parents[2] / "flashbuild" / "building" / "backends" /
+        "resources" / "sitecustomize.py")
+
+
+def _hook(monkeypatch: pytest.MonkeyPatch, where: str | None) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("flashbuild_hook_under_test", HOOK)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setenv("FLASHBUILD_TARGET_CC", "9.0")
+    monkeypatch.delenv("FLASHBUILD_HOOK_REPORT", raising=False)
+    monkeypatch.setattr(module, "_caller_in_tree", lambda: where)
+    return module
+
+
+def _unopenable_gpu() -> SimpleNamespace:
+    def count() -> int:
+        raise RuntimeError("Unexpected error from cudaGetDeviceCount(). Error 304: OS call "
+                           "failed or operation not supported on this OS")
+
+    def current() -> int:
+        return count()
+
+    def properties(device: object = None) -> object:
+        raise AssertionError("the real properties of a GPU that cannot be opened were read")
+
+    return SimpleNamespace(is_available=lambda: True, device_count=count,
+                           get_device_capability=lambda device=None: (9, 0),
+                           current_device=current, get_device_properties=properties)
+
+
+def test_a_gpu_the_record_run_cannot_open_is_answered_with_the_target(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    hook = _hook(monkeypatch, where="setup.py:84")
+    cuda = _unopenable_gpu()
+    hook._present_gpu(cuda)
+    assert cuda.is_available() is True
+    assert cuda.device_count() == 1
+    props = cuda.get_device_properties(cuda.current_device())
+    assert (props.major, props.minor) == (9, 0)
+    assert "flashbuild build target" in props.name
+
+
+def test_torchs_own_calls_still_get_the_real_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    hook = _hook(monkeypatch, where=None)
+    cuda = _unopenable_gpu()
+    hook._present_gpu(cuda)
+    assert cuda.is_available() is True
+    with pytest.raises(RuntimeError, match="Error 304"):
+        cuda.device_count()
