@@ -334,9 +334,14 @@ def run_tool(argv: Sequence[str], *, runner: ToolRunner, env: Mapping[str, str],
     return code, monitor
 
 
-def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "") -> BuildError:
-    """The BuildError for a failed build step: the first compiler error, the log's tail."""
+def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "",
+            tree: Path | None = None) -> BuildError:
+    """The BuildError for a failed build step: the first compiler error, the log's tail.
+    `tree` is the folder the build compiled from (the staged mirror): a fix that names a
+    recipe step names the tree's files relative to it."""
     first = first_error(monitor.lines)
+    if not fix and first is not None and tree is not None:
+        fix = std_header_fix(monitor.lines, tree)
     if not fix and first is not None and _DIRECTIVE.search(first.line):
         fix = ("the tree refuses this target with its own `#error` (an arch allow-list, a "
                "feature gate): build for an arch it supports (the bundled library's are listed "
@@ -390,6 +395,57 @@ def _own_header_fix(line: str) -> str:
             f"folder ({beside.parent.name}/): a source distribution whose manifest left its "
             "headers out, or a file a generator step should have written; build from the "
             "project's repository at this version instead")
+
+
+#: GCC's note for a standard-library name used without its header:
+#: `f.cpp:7:1: note: 'std::unique_ptr' is defined in header '<memory>'; did you forget to
+#: '#include <memory>'?` (the quotes are typographic in a UTF-8 locale).
+_QUOTE = "['`\u2018\u2019]"
+_STD_HEADER_NOTE = re.compile(
+    rf"^(?P<file>[^:\s][^:]*?):(?P<line>\d+):\d+: note: {_QUOTE}std::(?P<name>[\w:]+)"
+    rf"{_QUOTE} is defined in header {_QUOTE}<(?P<header>[\w./]+)>{_QUOTE}; did you forget to")
+
+
+def std_header_fix(lines: Sequence[str], tree: Path) -> str:
+    """The recipe steps that add the standard headers GCC says a tree's own files forgot.
+
+    A source that uses `std::unique_ptr` and includes `<random>` but not `<memory>` compiled
+    while the other standard headers happened to include `<memory>`; newer libstdc++ releases
+    include less, and GCC then names the header (torch-points-kernels 0.7.0's neighbors.cpp
+    with GCC 13 on an H200 machine). The step inserts `#include <header>` after the line GCC
+    points at, anchored on that line's text; "" when no note names a file of the tree or the
+    anchor is not one line of its file."""
+    wanted: dict[tuple[str, str], int] = {}
+    root = tree.resolve()
+    for line in lines:
+        m = _STD_HEADER_NOTE.match(line.strip())
+        if m is None:
+            continue
+        try:
+            rel = Path(m["file"]).resolve().relative_to(root).as_posix()
+        except (OSError, ValueError):
+            continue
+        wanted.setdefault((rel, m["header"]), int(m["line"]))
+    steps: list[str] = []
+    for (rel, header), number in wanted.items():
+        try:
+            text = (root / rel).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        anchor = text[number - 2].strip() if 2 <= number <= len(text) + 1 else ""
+        if not anchor or sum(ln.strip() == anchor for ln in text) != 1 or '"""' in anchor:
+            continue
+        stem = re.sub(r"[^a-z0-9]+", "-", f"{PurePosixPath(rel).stem}-{header}".lower())
+        steps.append(f'[[patch]]\nid = "include-{stem.strip("-")}"\n'
+                     f'transform = "insert-block"\n[patch.params]\nfile = "{rel}"\n'
+                     f'anchor = """{anchor}"""\nwhere = "after"\n'
+                     f'block = "#include <{header}>"')
+    if not steps:
+        return ""
+    return ("the tree's own sources use standard-library names without including their "
+            "headers (GCC's notes above name them; older C++ libraries included them through "
+            "other headers): add to the recipe (`recipe init` drafts one)\n" +
+            "\n\n".join(steps))
 
 
 @contextmanager

@@ -151,7 +151,7 @@ class SetuptoolsBackend:
                 ctx.notes.append(note)
                 ctx.say(note)
         if code != 0:
-            raise too_long(report, request, folder) or _failure(monitor, log)
+            raise too_long(report, request, folder) or _failure(monitor, log, ctx.tree)
         _check_arch(request, ctx.tree, env, report)
         if inplace:
             modules = _inplace_modules(ctx.tree, report, request, ctx.runner)
@@ -596,7 +596,7 @@ def too_long(report: Path, request: BuildRequest, folder: Path) -> BuildError | 
     )
 
 
-def _failure(monitor: progress.NinjaMonitor, log: Path) -> BuildError:
+def _failure(monitor: progress.NinjaMonitor, log: Path, tree: Path) -> BuildError:
     downloads = [line.strip() for line in monitor.lines if _DOWNLOAD.search(line)]
     if downloads:
         return BuildError(
@@ -608,7 +608,7 @@ def _failure(monitor: progress.NinjaMonitor, log: Path) -> BuildError:
             "[[build.env]]), and check out submodules before building instead of letting "
             "setup.py `git clone` them",
         )
-    return progress.failure("building the setup.py project failed", monitor, log)
+    return progress.failure("building the setup.py project failed", monitor, log, tree=tree)
 
 
 # --- the no-op stamp ------------------------------------------------------------------------
