@@ -138,12 +138,13 @@ def seed(build_dir: Path, argv: Sequence[str], env: Mapping[str, str], *, runner
     if isinstance(parsed, str):
         return Seeded(why_not=parsed)
     generator, defines = parsed
-    key = toolchain_key(argv[0], generator, _key_defines(defines), lookup, platform)
+    detection = _key_defines(defines)
+    key = toolchain_key(argv[0], generator, detection, lookup, platform)
     probe = (cache_root or probes_folder(platform, env)) / f"v{SEED_VERSION}-{key[:24]}"
     if not (probe / _COMPLETE).is_file():
         # The probe runs with this configure's arch list, which nvcc then accepts.
         failed = _run_probe(probe, argv[0], generator,
-                            {**_key_defines(defines),
+                            {**detection,
                              "CMAKE_CUDA_ARCHITECTURES": defines["CMAKE_CUDA_ARCHITECTURES"]},
                             env=env, runner=runner)
         if failed:
@@ -294,7 +295,8 @@ def toolchain_key(cmake_exe: str, generator: str, defines: Mapping[str, str],
                                     if env.get(var) or default) if p})
     payload = {
         "version": SEED_VERSION,
-        "cmake": _identity(cmake_exe),
+        # The path too: the probe's cache names the cmake that wrote it (CMAKE_COMMAND).
+        "cmake": [cmake_exe, *_identity(cmake_exe)],
         "generator": generator,
         "defines": dict(sorted(defines.items())),
         "env": {name: env.get(name) or "" for name in _DETECTION_ENV},

@@ -433,7 +433,10 @@ def std_header_fix(lines: Sequence[str], tree: Path) -> str:
         except OSError:
             continue
         anchor = text[number - 2].strip() if 2 <= number <= len(text) + 1 else ""
-        if not anchor or sum(ln.strip() == anchor for ln in text) != 1 or '"""' in anchor:
+        # A backslash would be a TOML escape in the step, and ends a line continued into the
+        # next (a macro): no step then.
+        if not anchor or sum(ln.strip() == anchor for ln in text) != 1 or '"""' in anchor \
+                or "\\" in anchor:
             continue
         stem = re.sub(r"[^a-z0-9]+", "-", f"{PurePosixPath(rel).stem}-{header}".lower())
         steps.append(f'[[patch]]\nid = "include-{stem.strip("-")}"\n'

@@ -182,10 +182,8 @@ def _configure(setup: _Setup, runner: StreamRunner) -> None:
     build_dir = setup.folder.path
     log_path = setup.logs / "configure.log"
     cmake.forget_configure(build_dir)
-    request = setup.request
     seeded = cmake_seed.seed(build_dir, setup.argv, setup.env, runner=runner,
-                             platform=request.platform,
-                             cache_root=cmake_seed.probes_folder(request.platform, request.env))
+                             platform=setup.request.platform)
     cmake.start_configure(build_dir)
     lines: list[str] = []
     try:
