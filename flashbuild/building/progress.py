@@ -340,8 +340,10 @@ def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "",
     `tree` is the folder the build compiled from (the staged mirror): a fix that names a
     recipe step names the tree's files relative to it."""
     first = first_error(monitor.lines)
-    if not fix and first is not None and tree is not None:
-        fix = std_header_fix(monitor.lines, tree)
+    headers = std_header_steps(monitor.lines, tree) if first is not None and tree is not None \
+        else ()
+    if not fix and headers:
+        fix = std_header_fix(headers)
     if not fix and first is not None and _DIRECTIVE.search(first.line):
         fix = ("the tree refuses this target with its own `#error` (an arch allow-list, a "
                "feature gate): build for an arch it supports (the bundled library's are listed "
@@ -357,15 +359,18 @@ def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "",
                "distribution that left it out, a submodule not checked out or a file a "
                "generator step should have written; build from the project's repository at "
                "this version (with its submodules) instead")
-    return BuildError(
-        f"{title}{': ' + first.line if first else ''}",
-        evidence=((first.context + "\n\n") if first else "") + f"log: {log_path}\n"
-        "--- last lines ---\n" + monitor.tail(20),
-        fix=fix or "fix the first error shown (later errors often follow from it); the "
-        "previous install is untouched and the full log is kept",
-        details={"log": str(log_path), "first_error": first.line if first else None,
-                 "failed": first.failed_edge if first else None},
-    )
+    what = f"{title}{': ' + first.line if first else ''}"
+    evidence = ((first.context + "\n\n") if first else "") + f"log: {log_path}\n" \
+        "--- last lines ---\n" + monitor.tail(20)
+    fix = fix or ("fix the first error shown (later errors often follow from it); the "
+                  "previous install is untouched and the full log is kept")
+    details: dict[str, object] = {
+        "log": str(log_path), "first_error": first.line if first else None,
+        "failed": first.failed_edge if first else None}
+    if headers:
+        return MissingStdHeaders(what, evidence=evidence, fix=fix, steps=headers,
+                                 details={**details, "include_steps": [s.toml() for s in headers]})
+    return BuildError(what, evidence=evidence, fix=fix, details=details)
 
 
 def _own_header_fix(line: str) -> str:
@@ -406,16 +411,49 @@ _STD_HEADER_NOTE = re.compile(
     rf"{_QUOTE} is defined in header {_QUOTE}<(?P<header>[\w./]+)>{_QUOTE}; did you forget to")
 
 
-def std_header_fix(lines: Sequence[str], tree: Path) -> str:
-    """The recipe steps that add the standard headers GCC says a tree's own files forgot.
+@dataclass(frozen=True)
+class IncludeStep:
+    """`#include <header>` added to a tree file after the line `anchor`: what GCC's note asks
+    for, as the recipe's `insert-block` step."""
+
+    file: str
+    """The file, relative to the tree (POSIX)."""
+    anchor: str
+    """The text of the line before the one GCC points at (unique in the file)."""
+    header: str
+    name: str
+    """The standard-library name GCC found without its header (`std::unique_ptr`)."""
+
+    @property
+    def id(self) -> str:
+        stem = re.sub(r"[^a-z0-9]+", "-", f"{PurePosixPath(self.file).stem}-{self.header}".lower())
+        return f"include-{stem.strip('-')}"
+
+    def toml(self) -> str:
+        return (f'[[patch]]\nid = "{self.id}"\ntransform = "insert-block"\n[patch.params]\n'
+                f'file = "{self.file}"\nanchor = """{self.anchor}"""\nwhere = "after"\n'
+                f'block = "#include <{self.header}>"')
+
+
+@dataclass
+class MissingStdHeaders(BuildError):
+    """A build that failed because the tree's own files use standard-library names without
+    their headers; `steps` add them. A zero-config build adds them to its draft and builds
+    again (pipeline/command.py); with any other recipe the paragraph shows them."""
+
+    steps: tuple[IncludeStep, ...] = ()
+
+
+def std_header_steps(lines: Sequence[str], tree: Path) -> tuple[IncludeStep, ...]:
+    """The steps that add the standard headers GCC says a tree's own files forgot.
 
     A source that uses `std::unique_ptr` and includes `<random>` but not `<memory>` compiled
     while the other standard headers happened to include `<memory>`; newer libstdc++ releases
     include less, and GCC then names the header (torch-points-kernels 0.7.0's neighbors.cpp
     with GCC 13 on an H200 machine). The step inserts `#include <header>` after the line GCC
-    points at, anchored on that line's text; "" when no note names a file of the tree or the
+    points at, anchored on that line's text; none when no note names a file of the tree or the
     anchor is not one line of its file."""
-    wanted: dict[tuple[str, str], int] = {}
+    wanted: dict[tuple[str, str], tuple[int, str]] = {}
     root = tree.resolve()
     for line in lines:
         m = _STD_HEADER_NOTE.match(line.strip())
@@ -425,9 +463,9 @@ def std_header_fix(lines: Sequence[str], tree: Path) -> str:
             rel = Path(m["file"]).resolve().relative_to(root).as_posix()
         except (OSError, ValueError):
             continue
-        wanted.setdefault((rel, m["header"]), int(m["line"]))
-    steps: list[str] = []
-    for (rel, header), number in wanted.items():
+        wanted.setdefault((rel, m["header"]), (int(m["line"]), f"std::{m['name']}"))
+    steps: list[IncludeStep] = []
+    for (rel, header), (number, name) in wanted.items():
         try:
             text = (root / rel).read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
@@ -438,17 +476,16 @@ def std_header_fix(lines: Sequence[str], tree: Path) -> str:
         if not anchor or sum(ln.strip() == anchor for ln in text) != 1 or '"""' in anchor \
                 or "\\" in anchor:
             continue
-        stem = re.sub(r"[^a-z0-9]+", "-", f"{PurePosixPath(rel).stem}-{header}".lower())
-        steps.append(f'[[patch]]\nid = "include-{stem.strip("-")}"\n'
-                     f'transform = "insert-block"\n[patch.params]\nfile = "{rel}"\n'
-                     f'anchor = """{anchor}"""\nwhere = "after"\n'
-                     f'block = "#include <{header}>"')
-    if not steps:
-        return ""
+        steps.append(IncludeStep(file=rel, anchor=anchor, header=header, name=name))
+    return tuple(steps)
+
+
+def std_header_fix(steps: Sequence[IncludeStep]) -> str:
+    """The paragraph's fix for `steps` (std_header_steps): the recipe lines that add them."""
     return ("the tree's own sources use standard-library names without including their "
             "headers (GCC's notes above name them; older C++ libraries included them through "
             "other headers): add to the recipe (`recipe init` drafts one)\n" +
-            "\n\n".join(steps))
+            "\n\n".join(step.toml() for step in steps))
 
 
 @contextmanager

@@ -41,10 +41,11 @@ from flashbuild.recipes.load import bundled_for, load_recipe, source_tree
 from flashbuild.recipes.when import WhenContext, evaluate
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Sequence
     from pathlib import Path
 
     from flashbuild.arch import BuildTarget
+    from flashbuild.building.progress import IncludeStep
     from flashbuild.recipes.model import Recipe
     from flashbuild.scanning.findings import ScanResult
 
@@ -250,6 +251,37 @@ def _drafted(tree: Path, *, arch: BuildTarget, platform: str, installing: bool, 
     if len(rest) > 4:
         say(f"  … and {len(rest) - 4} more TODO(s) in the draft")
     return Chosen(loaded, tree, "drafted", draft=draft, todos=rest)
+
+
+def add_to_draft(chosen: Chosen, steps: Sequence[IncludeStep]) -> Chosen | None:
+    """`chosen` with `steps` appended to its draft file (and the draft's key told, so a re-run
+    reuses it as flashbuild's own). None when `chosen` is not a draft flashbuild wrote (a
+    `--recipe`, a bundled recipe, a draft the user edited: those are the user's, and the
+    build's paragraph shows the steps instead) or when the draft has every step already."""
+    if chosen.how != "drafted" or chosen.draft is None:
+        return None
+    draft = chosen.draft
+    key_file = draft.with_name(draft.name + ".key")
+    stored = _read_json(key_file)
+    try:
+        text = draft.read_bytes()
+    except OSError:
+        return None
+    if stored is None or stored.get("written") != hashlib.sha256(text).hexdigest():
+        return None
+    have = {step.id for step in chosen.recipe.patch}
+    new = [step for step in steps if step.id not in have]
+    if not new:
+        return None
+    block = "".join(
+        f"\n# Added by `flashbuild build`: GCC said {step.file} uses {step.name} without "
+        f"including <{step.header}>.\n{step.toml()}\n" for step in new)
+    amended = text.rstrip(b"\n") + b"\n" + block.encode("utf-8")
+    write_no_follow(draft, amended)
+    stored["written"] = hashlib.sha256(amended).hexdigest()
+    with contextlib.suppress(OSError):  # a missing key only costs drafting again
+        write_no_follow(key_file, json.dumps(stored).encode())
+    return dataclasses.replace(chosen, recipe=load_recipe(draft))
 
 
 def describe(recipe: Recipe, draft: Path) -> list[str]:

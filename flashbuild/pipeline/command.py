@@ -16,21 +16,22 @@ from flashbuild.arch import ArchSpec, BuildTarget, Image, Origin, Suffix, Target
 from flashbuild.building import builddir
 from flashbuild.building.artifacts import parse_install_mode
 from flashbuild.building.jobs import parse_jobs
+from flashbuild.building.progress import MissingStdHeaders
 from flashbuild.building.request import BuildRequest, HostCompiler, PatchOutcome, Step
 from flashbuild.building.staging import source_walks
 from flashbuild.console import Column, ui
 from flashbuild.errors import ToolchainError, UsageError
 from flashbuild.installing.install import recover_tree
 from flashbuild.patching.engine import patch_tree
-from flashbuild.pipeline.choose import choose_for_patch, choose_recipe
-from flashbuild.pipeline.driver import build, stage_rows
+from flashbuild.pipeline.choose import add_to_draft, choose_for_patch, choose_recipe
+from flashbuild.pipeline.driver import BuildReport, build, stage_rows
 from flashbuild.platforms.contain import CMAKE_OFFLINE
 from flashbuild.proc import ProcessRunner
 from flashbuild.recipes.when import WhenContext, evaluate
 from flashbuild.toolchain_facts import pypi_toolkit_requirement
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from pathlib import Path
 
     from flashbuild.arch import Arch
@@ -131,13 +132,6 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
     loaded = artifacts_for(loaded, ctx)
     defines, args, recipe_env = recipe_settings(loaded, ctx, spec)
 
-    def patch(target: Path) -> PatchOutcome:
-        report = patch_tree(loaded, target, ctx)
-        return PatchOutcome(
-            build_excludes=tuple(report.build_excludes),
-            applied=tuple((s.id, s.sha256) for s in report.steps if s.matched),
-            changed_files=len(report.files_written), patched=tuple(report.files_changed))
-
     request = BuildRequest(
         recipe=loaded, source_dir=tree, staged=not in_place, arch=spec, toolkit=toolkit,
         cmake_toolkit_root=cmake_root, pypi_home=chosen_tk.pypi_home,
@@ -151,8 +145,9 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
     def checks() -> list[str]:
         return doctor_blockers(env, runner, plat, spec=spec, cuda=cuda, cache_dir=cache_dir)
 
-    report = build(request, runner=runner, checks=checks, patch=patch, console=ui.err,
-                   show_progress=not as_json and ui.err.is_terminal, on_step=ui.say)
+    report, chosen = _build_amending_draft(request, chosen, ctx, lambda req: build(
+        req, runner=runner, checks=checks, patch=_patcher(req.recipe, ctx), console=ui.err,
+        show_progress=not as_json and ui.err.is_terminal, on_step=ui.say))
     if as_json:
         ui.emit_json({**report.to_json(), "recipe": chosen.to_json()})
     else:
@@ -162,6 +157,45 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
         ui.say_wrapped(f"{report.jobs.reason}; launcher: {report.launcher}")
         ui.table("seconds per stage", STAGE_COLUMNS, stage_rows(report.steps))
     return 0
+
+
+def _patcher(recipe: Recipe, ctx: WhenContext) -> Callable[[Path], PatchOutcome]:
+    """`patch(tree)` for driver.build: applies `recipe` for `ctx` to the tree it is given."""
+    def patch(target: Path) -> PatchOutcome:
+        report = patch_tree(recipe, target, ctx)
+        return PatchOutcome(
+            build_excludes=tuple(report.build_excludes),
+            applied=tuple((s.id, s.sha256) for s in report.steps if s.matched),
+            changed_files=len(report.files_written), patched=tuple(report.files_changed))
+    return patch
+
+
+def _build_amending_draft(request: BuildRequest, chosen: Chosen, ctx: WhenContext,
+                          build_once: Callable[[BuildRequest], BuildReport],
+                          ) -> tuple[BuildReport, Chosen]:
+    """`build_once(request)`; when the recipe is flashbuild's own draft and the build failed
+    on standard headers the tree's files forgot, the steps GCC's notes give go into the
+    draft and the build runs again (ninja recompiles only what they change). Any other
+    recipe is the user's: the error's paragraph shows the steps."""
+    for rounds in range(HEADER_ROUNDS + 1):
+        try:
+            return build_once(request), chosen
+        except MissingStdHeaders as exc:
+            amended = add_to_draft(chosen, exc.steps) if rounds < HEADER_ROUNDS else None
+            if amended is None:
+                raise
+            chosen = amended
+            for step in exc.steps:
+                ui.say_wrapped(f"GCC: {step.file} uses {step.name} without including "
+                               f"<{step.header}>; added the step `{step.id}` to the draft "
+                               f"({chosen.draft}) and building again")
+            request = dataclasses.replace(request, recipe=artifacts_for(chosen.recipe, ctx))
+    raise AssertionError("unreachable: the last round re-raises")
+
+
+#: How many times a zero-config build adds the headers GCC names to its draft and builds
+#: again; each time adds at least one step the draft did not have.
+HEADER_ROUNDS = 8
 
 
 #: The columns of the build's closing table (`driver.stage_rows`).

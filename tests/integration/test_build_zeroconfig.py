@@ -25,6 +25,15 @@ MINIKERN = Path(__file__).resolve().parent.parent / "fixtures" / "build" / "mini
 EXT = __import__("sysconfig").get_config_var("EXT_SUFFIX")
 
 
+HELPERS = """#include <vector>
+
+int helper_count(int n) {
+    std::unique_ptr<std::vector<int>> index(new std::vector<int>(n));
+    return static_cast<int>(index->size());
+}
+"""
+
+
 def _cli(tree: Path, cuda: Path) -> tuple[int, dict[str, object], str]:
     argv = [sys.executable, "-m", "flashbuild", "build", str(tree), "--arch", "sm_90a",
             "--cuda", str(cuda), "--jobs", "2", "--launcher", "none", "--install", "inplace",
@@ -43,6 +52,12 @@ def test_a_cmake_tree_without_a_recipe_is_drafted_and_built(tmp_path: Path,
     tree = tmp_path / "mk"
     shutil.copytree(MINIKERN, tree)
     (tree / "minikern.toml").unlink()
+    # One of its files uses std::unique_ptr with <vector> alone, as torch-points-kernels'
+    # neighbors.cpp did (GCC 13's <random> no longer includes <memory>; this g++'s <vector>
+    # does not either): GCC names the header, and the build adds it to its own draft.
+    (tree / "helpers.cpp").write_text(HELPERS, encoding="utf-8")
+    with (tree / "CMakeLists.txt").open("a", encoding="utf-8") as cmake:
+        cmake.write("target_sources(_C PRIVATE helpers.cpp)\n")
     code, doc, err = _cli(tree, cuda_toolkit_root)
     assert code == 0, err
     recipe = doc["recipe"]
@@ -51,7 +66,11 @@ def test_a_cmake_tree_without_a_recipe_is_drafted_and_built(tmp_path: Path,
     assert draft.parent == tmp_path / "build" / "flashbuild" and draft.is_file()
     assert "drafting one as `flashbuild recipe init` does" in err
     assert "targets _C, minikern_attn" in err
+    assert "helpers.cpp uses std::unique_ptr without including <memory>" in " ".join(err.split())
+    assert 'anchor = """#include <vector>"""' in draft.read_text(encoding="utf-8")
     assert (tree / "python" / "minikern" / f"_C{EXT}").is_file()
+    # The build patched its own copy of the tree, never the tree.
+    assert (tree / "helpers.cpp").read_text(encoding="utf-8") == HELPERS
     # An unchanged re-run: the draft is reused (no scan), nothing compiled or installed.
     code, doc, err = _cli(tree, cuda_toolkit_root)
     assert code == 0, err

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from flashbuild.building.progress import std_header_fix
+from flashbuild.building.progress import std_header_fix, std_header_steps
 from flashbuild.cli import app
 
 pytestmark = pytest.mark.integration
@@ -52,14 +52,15 @@ def test_gccs_note_becomes_a_recipe_step_that_makes_the_file_compile(tmp_path: P
     failed = _compile(cxx, source)
     assert failed.returncode != 0
 
-    fix = std_header_fix(failed.stderr.splitlines(), tree)
+    fix = std_header_fix(std_header_steps(failed.stderr.splitlines(), tree))
     assert 'file = "cpu/src/neighbors.cpp"' in fix
     assert 'anchor = """#include <vector>"""' in fix
     assert 'block = "#include <memory>"' in fix
     # The machine's own spelling of the note (typographic quotes) gives the same step.
     line = re.search(r"neighbors\.cpp:(\d+):\d+: note:", failed.stderr)
     assert line is not None, failed.stderr
-    assert std_header_fix([RECORDED.format(file=source, line=line[1])], tree) == fix
+    recorded = [RECORDED.format(file=source, line=line[1])]
+    assert std_header_fix(std_header_steps(recorded, tree)) == fix
 
     recipe = tmp_path / "fix.toml"
     recipe.write_text('[recipe]\nname = "stdheader"\n[source]\npath = "tree"\n\n' +
@@ -82,7 +83,7 @@ def test_a_note_for_a_file_outside_the_tree_or_an_ambiguous_anchor_gives_no_step
                                 encoding="utf-8")
     outside = tmp_path / "other.cpp"
     outside.write_text("#include <vector>\nint y;\n", encoding="utf-8")
-    assert std_header_fix([RECORDED.format(file=outside, line=2)], tree) == ""
+    assert std_header_steps([RECORDED.format(file=outside, line=2)], tree) == ()
     # Line 7 is past the end of a.cpp; line 3's anchor (`#include <vector>`) is on two lines.
-    assert std_header_fix([RECORDED.format(file=tree / "a.cpp", line=7)], tree) == ""
-    assert std_header_fix([RECORDED.format(file=tree / "a.cpp", line=3)], tree) == ""
+    assert std_header_steps([RECORDED.format(file=tree / "a.cpp", line=7)], tree) == ()
+    assert std_header_steps([RECORDED.format(file=tree / "a.cpp", line=3)], tree) == ()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from flashbuild.arch import BuildTarget, parse_arch_spec
+from flashbuild.building.progress import IncludeStep
 from flashbuild.errors import RecipeError, UsageError
 from flashbuild.pipeline import choose
 from flashbuild.scanning import draft
@@ -138,6 +139,32 @@ def test_a_draft_is_written_for_review_said_and_reused(tmp_path: Path,
     (tree / "kernels" / "add.cu").write_text((tree / "kernels" / "add.cu").read_text() + "\n")
     mine, said = _choose(tree, tmp_path / "build")
     assert mine.recipe.name == "mine" and "as you edited it" in said[0]
+    assert chosen.draft.read_text() == edited
+
+
+def test_the_headers_gcc_names_go_into_flashbuilds_own_draft_only(tmp_path: Path) -> None:
+    tree = _minikern(tmp_path / "mk")
+    chosen, _ = _choose(tree, tmp_path / "build")
+    assert chosen.draft is not None
+    step = IncludeStep(file="bindings.cpp", anchor="#include <Python.h>", header="memory",
+                       name="std::unique_ptr")
+    amended = choose.add_to_draft(chosen, [step])
+    assert amended is not None and amended.draft == chosen.draft
+    assert [p.id for p in amended.recipe.patch][-1] == "include-bindings-memory"
+    assert "bindings.cpp uses std::unique_ptr without including <memory>" in \
+        chosen.draft.read_text()
+    # Still flashbuild's own draft: reused as it is, not taken for the user's edit.
+    again, said = _choose(tree, tmp_path / "build")
+    assert not any("as you edited it" in s for s in said)
+    assert [p.id for p in again.recipe.patch] == [p.id for p in amended.recipe.patch]
+    assert choose.add_to_draft(again, [step]) is None  # nothing new to add
+    # A recipe that is the user's is never written to: a bundled one, an edited draft.
+    bundled, _ = _choose(_causal_tree(tmp_path / "cc"), tmp_path / "build2")
+    assert choose.add_to_draft(bundled, [step]) is None
+    edited = chosen.draft.read_text() + "\n# mine\n"
+    chosen.draft.write_text(edited)
+    other = IncludeStep(file="attn.cu", anchor="x", header="vector", name="std::vector")
+    assert choose.add_to_draft(again, [other]) is None
     assert chosen.draft.read_text() == edited
 
 
