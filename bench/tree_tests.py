@@ -1,4 +1,5 @@
-"""The trees' own tests that their sdists leave out, as archives for bench/trees.py --tests.
+"""The trees' own tests that their sdists leave out, as archives for bench/trees.py --tests,
+and the trees whose source is a repository commit.
 
     python bench/tree_tests.py --mirrors DIR [--list bench/trees.toml] [--out DIR] [--only a,b]
 
@@ -7,6 +8,10 @@ of those paths at that commit, from a clone of github.com/OWNER/NAME under --mir
 DIR/OWNER+NAME/repo or DIR/OWNER+NAME; a bare clone will do), written to OUT/TREE.tar.gz
 (.devcarry/tests/, git-excluded, carried to the GPU machine). The harness unpacks it into the
 unpacked tree before the tree's `tests` command, and refuses --tests while one is missing.
+
+For each tree with `source = "git:OWNER/NAME@COMMIT"`: `git archive` of the whole commit,
+under one folder, written to .devcarry/trees/NAME-COMMIT12.tar.gz (where bench/gpu_trees.sh
+takes the sdists from; copy it into the harness's WORK/dl to run it here).
 """
 
 from __future__ import annotations
@@ -16,7 +21,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trees import ARCHIVES, TestsFrom, Tree, load_list, parse_tests_from, tests_archive
+from trees import (
+    ARCHIVES,
+    TestsFrom,
+    Tree,
+    git_source,
+    load_list,
+    parse_tests_from,
+    tests_archive,
+)
+
+#: Where the source archives of `git:` trees go (bench/gpu_trees.sh copies them to WORK/dl).
+SOURCES = ARCHIVES.parent / "trees"
 
 
 def mirror_gitdir(mirrors: Path, repo: str) -> Path | None:
@@ -53,6 +69,24 @@ def make_archive(tree: Tree, *, mirrors: Path, out: Path) -> str:
     return ""
 
 
+def make_source(tree: Tree, *, mirrors: Path, out: Path) -> str:
+    """Write a `git:` tree's source archive; "" when written, else why not."""
+    repo, commit, name = git_source(tree.source.partition(":")[2])
+    gitdir = mirror_gitdir(mirrors, repo)
+    if gitdir is None:
+        return f"no clone of {repo} under {mirrors}"
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / name
+    done = subprocess.run(
+        ["git", "--git-dir", str(gitdir), "archive", "--format=tar.gz",
+         f"--prefix={name.removesuffix('.tar.gz')}/", "-o", str(target), commit],
+        capture_output=True, text=True, check=False, timeout=600)
+    if done.returncode != 0:
+        target.unlink(missing_ok=True)
+        return f"git archive exited {done.returncode}: {done.stderr.strip()}"
+    return ""
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--list", type=Path, default=Path(__file__).with_name("trees.toml"))
@@ -61,14 +95,25 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ARCHIVES)
     ap.add_argument("--only", default="", help="comma-separated tree names")
     args = ap.parse_args()
-    trees = [t for t in load_list(args.list) if t.tests_from]
+    listed = load_list(args.list)
+    trees = [t for t in listed if t.tests_from]
+    sources = [t for t in listed if t.source.startswith("git:")]
     if args.only:
         wanted = set(args.only.split(","))
-        unknown = wanted - {t.name for t in trees}
+        unknown = wanted - {t.name for t in [*trees, *sources]}
         if unknown:
-            raise SystemExit(f"no tests_from in {args.list}: {', '.join(sorted(unknown))}")
+            raise SystemExit(f"no tests_from or git: source in {args.list}: "
+                             f"{', '.join(sorted(unknown))}")
         trees = [t for t in trees if t.name in wanted]
+        sources = [t for t in sources if t.name in wanted]
     failed = 0
+    for tree in sources:
+        why = make_source(tree, mirrors=args.mirrors, out=SOURCES)
+        if why:
+            failed += 1
+            print(f"{tree.name:<28} FAILED {why}", file=sys.stderr)
+        else:
+            print(f"{tree.name:<28} {SOURCES / git_source(tree.source[4:])[2]}")
     for tree in trees:
         why = make_archive(tree, mirrors=args.mirrors, out=args.out)
         if why:

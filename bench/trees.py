@@ -57,7 +57,9 @@ _TESTS_FROM = re.compile(r"(?P<repo>[\w.-]+/[\w.-]+)@(?P<commit>[0-9a-f]{40}):(?
 @dataclass(frozen=True)
 class Tree:
     name: str
-    #: `pypi:NAME==VERSION`, `tar:PATH` or `dir:PATH` (relative to the list's folder).
+    #: `pypi:NAME==VERSION`, `tar:PATH` or `dir:PATH` (relative to the list's folder), or
+    #: `git:OWNER/NAME@COMMIT` (a full commit id; `git archive` of it, written by
+    #: bench/tree_tests.py into .devcarry/trees/ and read from WORK/dl).
     source: str
     #: The module to import after the install (the distribution's top-level package).
     module: str
@@ -95,6 +97,18 @@ def parse_tests_from(text: str) -> TestsFrom:
         if not path or path.startswith("/") or ".." in Path(path).parts:
             raise ValueError(f"{text!r}: {path!r} is not a path inside the repository")
     return TestsFrom(repo=match["repo"], commit=match["commit"], paths=paths)
+
+
+_GIT_SOURCE = re.compile(r"(?P<repo>[\w.-]+/[\w.-]+)@(?P<commit>[0-9a-f]{40})")
+
+
+def git_source(what: str) -> tuple[str, str, str]:
+    """`OWNER/NAME@COMMIT` -> (repo, commit, archive file name); ValueError when malformed."""
+    match = _GIT_SOURCE.fullmatch(what)
+    if not match:
+        raise ValueError(f"{what!r} is not OWNER/NAME@COMMIT (COMMIT: the full 40-digit id)")
+    name = match["repo"].split("/")[1]
+    return match["repo"], match["commit"], f"{name}-{match['commit'][:12]}.tar.gz"
 
 
 def tests_archive(tree: Tree, archives: Path) -> Path:
@@ -251,11 +265,16 @@ def fetch(tree: Tree, base: Path, work: Path, logs: Path) -> tuple[Stage, Path]:
             archive = sdist(what, work / "dl")
         elif kind == "tar":
             archive = (base / what).resolve()
+        elif kind == "git":
+            archive = work / "dl" / git_source(what)[2]
+            if not archive.is_file():
+                raise OSError(f"no {archive}: write it with `python bench/tree_tests.py "
+                              f"--mirrors DIR --only {tree.name}` and copy it there")
         elif kind == "dir":
             shutil.copytree((base / what).resolve(), dest / Path(what).name, symlinks=True)
             return Stage("fetch", 0, time.monotonic() - start), _top(dest)
         else:
-            raise SystemExit(f"{tree.name}: unknown source kind {kind!r} (pypi:, tar:, dir:)")
+            raise SystemExit(f"{tree.name}: unknown source kind {kind!r} (pypi:, tar:, dir:, git:)")
         dest.mkdir(parents=True)
         if archive.suffix == ".zip":
             with zipfile.ZipFile(archive) as zf:
