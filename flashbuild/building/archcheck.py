@@ -20,6 +20,7 @@ refused (`check_host_compiler`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,7 +30,7 @@ from flashbuild.errors import BuildError
 from flashbuild.source.nvccflags import ArchFlags, first_arch_option, read_arch_flags
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
 #: The variables nvcc adds to every command line it runs.
 NVCC_FLAG_VARS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
@@ -64,11 +65,54 @@ def merged(*parts: ArchFlags) -> ArchFlags:
 
 
 def ninja_arch_flags(build_ninja: Path) -> ArchFlags:
+    """The arch flags of every nvcc command a generated build.ninja runs, including those of
+    the scripts it runs for FindCUDA's `cuda_add_library` (`findcuda_script_lines`)."""
     try:
         text = build_ninja.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ArchFlags()
-    return read_arch_flags(text.splitlines())
+    lines = text.splitlines()
+    return read_arch_flags([*lines, *findcuda_script_lines(lines)])
+
+
+#: A build.ninja command that runs one of FindCUDA's per-source scripts:
+#: `cmake -D build_configuration:STRING=Release ... -P <dir>/T_generated_k.cu.o.Release.cmake`.
+_FINDCUDA_RUN = re.compile(r"-P\s+(?P<script>\S+_generated_\S+\.cmake)(?:\s|$)")
+_FINDCUDA_CONFIG = re.compile(r"-D\s*build_configuration:STRING=(?P<config>\w*)")
+#: At most this many scripts are read (one per .cu file of a FindCUDA target).
+FINDCUDA_SCRIPTS = 400
+
+
+def findcuda_script_lines(ninja_lines: Sequence[str]) -> list[str]:
+    """The nvcc flags of the FindCUDA scripts `ninja_lines` run, as command-line text.
+
+    FindCUDA (`cuda_add_library`, CMake's legacy CUDA support) compiles each .cu by a custom
+    command that runs a generated script with `cmake -P`; the script, not build.ninja, holds
+    the flags nvcc gets: `set(CUDA_NVCC_FLAGS -arch sm_61 ...)`, `set(nvcc_flags ...)` and
+    `set(CUDA_NVCC_FLAGS_<CONFIG> ...)` for the configuration the command names (libKMCUDA
+    6.2.3 writes `-arch sm_${CUDA_ARCH}` with a default of 61 there, which CMAKE_CUDA_ARCHITECTURES
+    does not change). CMake lists (`a;b`) become spaces."""
+    scripts: dict[str, str] = {}
+    for line in ninja_lines:
+        run = _FINDCUDA_RUN.search(line)
+        if run is None or run["script"] in scripts or len(scripts) >= FINDCUDA_SCRIPTS:
+            continue
+        named = _FINDCUDA_CONFIG.search(line)
+        scripts[run["script"]] = named["config"].upper() if named else ""
+    names = ("CUDA_NVCC_FLAGS", "nvcc_flags")
+    out: list[str] = []
+    for script, config in scripts.items():
+        wanted = (*names, f"CUDA_NVCC_FLAGS_{config}") if config else names
+        try:
+            text = Path(script).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            setting = re.match(r"\s*set\(\s*(\w+)\s+(.*)\)", line.split("#", 1)[0])
+            if setting and setting[1] in wanted:
+                value = setting[2].replace(";", " ").strip()
+                out.append(f"{Path(script).name}: {setting[1]} = {value}")
+    return out
 
 
 def expected_sass(spec: ArchSpec) -> set[str]:

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Task
 
+    from flashbuild.arch import ArchSpec
+
 _STATUS = re.compile(r"^\s*\[(?P<done>\d+)/(?P<total>\d+)\]\s*(?P<what>.*)$")
 # Ordered: the first pattern that matches a line in the log wins for that line; the first
 # line that matches any pattern is the first error.
@@ -53,6 +55,9 @@ _ERRORS: tuple[re.Pattern[str], ...] = (
     re.compile(r"^.+?:\d+(?::\d+)?: (?:fatal )?error: .+"),
     # MSVC compiler and linker: `file.cpp(12): error C2065: ...`, `LINK : fatal error LNK1181`
     re.compile(r"^.*\b(?:fatal )?error (?:C|LNK|D)\d{4}\b.*"),
+    # nvcc's driver itself: `nvcc fatal   : Unsupported gpu architecture 'sm_61'` (before the
+    # `CMake Error` of the FindCUDA script that ran it)
+    re.compile(r"^nvcc (?:fatal|error)\s*: .+"),
     # ptxas / nvlink / cudafe++
     re.compile(r"^(?:ptxas|nvlink|cudafe\+\+|fatbinary)\b.*(?:error|fatal|died).*", re.I),
     # GNU ld / collect2
@@ -335,11 +340,13 @@ def run_tool(argv: Sequence[str], *, runner: ToolRunner, env: Mapping[str, str],
 
 
 def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "",
-            tree: Path | None = None) -> BuildError:
+            tree: Path | None = None, arch: ArchSpec | None = None) -> BuildError:
     """The BuildError for a failed build step: the first compiler error, the log's tail.
     `tree` is the folder the build compiled from (the staged mirror): a fix that names a
-    recipe step names the tree's files relative to it."""
+    recipe step names the tree's files relative to it. `arch`: the build's target."""
     first = first_error(monitor.lines)
+    if not fix and first is not None and arch is not None:
+        fix = _suffix_as_number_fix(first.line, arch)
     headers = std_header_steps(monitor.lines, tree) if first is not None and tree is not None \
         else ()
     if not fix and headers:
@@ -371,6 +378,26 @@ def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "",
         return MissingStdHeaders(what, evidence=evidence, fix=fix, steps=headers,
                                  details={**details, "include_steps": [s.toml() for s in headers]})
     return BuildError(what, evidence=evidence, fix=fix, details=details)
+
+
+#: A preprocessor expression that met an arch with its suffix where it wants a number
+#: (`#if CUDA_ARCH < 60` built with `-DCUDA_ARCH=90a`): GCC's C++ and C spellings.
+_SUFFIX_AS_NUMBER = re.compile(
+    r'user-defined literal in preprocessor expression|invalid suffix "[af]" on integer constant')
+
+
+def _suffix_as_number_fix(line: str, arch: ArchSpec) -> str:
+    """The fix for a tree that reads the arch as a number in its C/C++ (libKMCUDA 6.2.3's
+    `-DCUDA_ARCH=${CUDA_ARCH}` and `#if CUDA_ARCH < 60`) when the target's spelling has a
+    suffix: `90a` is no number, so the tree can build the plain arch only."""
+    suffixed = [t.arch for t in arch.targets if t.arch.suffix]
+    if not suffixed or not _SUFFIX_AS_NUMBER.search(line):
+        return ""
+    plain = ", ".join(a.base.sm for a in suffixed)
+    return (f"the tree reads the arch as a number in its C/C++ (the line above), and "
+            f"{', '.join(a.sm for a in suffixed)} is spelled with a suffix there, which is no "
+            f"number: build for --arch {plain} instead (it runs on the same GPU, without the "
+            "arch-specific instructions), or change that line with a recipe step")
 
 
 def _own_header_fix(line: str) -> str:

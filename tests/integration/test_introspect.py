@@ -81,6 +81,21 @@ def test_cmake_targets_arch_variable_and_bindings_come_from_the_configure(
     assert [(b.module, b.names) for b in model.bindings] == [("archmod", ("scale",))]
 
 
+def test_a_findcuda_trees_arch_variable_is_read_from_the_scripts_build_ninja_runs(
+        tmp_path: Path) -> None:
+    # FindCUDA's flags live in the per-source scripts build.ninja runs, not in build.ninja:
+    # read there, the default (`-arch sm_61`) is not --arch, and GPU_SM is the variable that
+    # makes it so. Before, no arch flag was found at all and nothing was confirmed.
+    tree = _tree(tmp_path, "cmake_findcuda")
+    outcome = _run(tree, "cmake")
+    model = outcome.model
+    assert model is not None, outcome.fallback
+    var = model.arch_variable
+    assert var is not None
+    assert (var.name, var.form, var.value) == ("GPU_SM", "arch_codes", "90a")
+    assert "sm_90a" in var.evidence
+
+
 def test_a_missing_toolkit_component_gets_a_stand_in_and_a_note(tmp_path: Path) -> None:
     tree = _tree(tmp_path, "cmake_archvar")
     outcome = _run(tree, "cmake", extra='[[build.options]]\ndefine = { WITH_ABSENT_LIB = "ON", '

@@ -258,3 +258,40 @@ def test_a_library_header_that_is_missing_keeps_the_compilers_message(tmp_path: 
     mon.feed(f"{folder}/ext.cpp:2:10: fatal error: cusparse.h: No such file or directory")
     err = failure("building the setup.py project failed", mon, tmp_path / "build.log")
     assert "the tree has no" not in err.fix
+
+
+def test_nvccs_own_refusal_is_the_first_error_not_the_script_that_ran_it(
+        tmp_path: Path) -> None:
+    """Recorded (libKMCUDA 6.2.3 on an H200 machine, nvcc 13.0): FindCUDA's script runs nvcc,
+    which refuses the tree's default arch; the script's `CMake Error` after it is the echo."""
+    from flashbuild.building.progress import failure
+
+    mon = NinjaMonitor()
+    for line in _lines("findcuda_unsupported_arch.log"):
+        mon.feed(line)
+    err = failure("compiling failed", mon, tmp_path / "build.log")
+    assert err.what == "compiling failed: nvcc fatal   : Unsupported gpu architecture 'sm_61'"
+
+
+@pytest.mark.parametrize("said", [
+    # g++ 12 here, C++: `#if CUDA_ARCH < 60` with -DCUDA_ARCH=90a
+    "kmcuda.cc:54:5: error: user-defined literal in preprocessor expression",
+    # gcc, C
+    'kmcuda.c:54:5: error: invalid suffix "a" on integer constant',
+])
+def test_an_arch_suffix_where_the_tree_wants_a_number_names_the_plain_arch(
+        said: str, tmp_path: Path) -> None:
+    from flashbuild.arch import parse_arch_spec
+    from flashbuild.building.progress import failure
+
+    mon = NinjaMonitor()
+    for line in ["[1/4] Building CXX object CMakeFiles/KMCUDA.dir/kmcuda.cc.o", said,
+                 "   54 | #if CUDA_ARCH < 60"]:
+        mon.feed(line)
+    err = failure("compiling failed", mon, tmp_path / "build.log",
+                  arch=parse_arch_spec("sm_90a"))
+    assert "build for --arch sm_90 instead" in err.fix
+    # A target without a suffix: the compiler's own words, nothing invented.
+    plain = failure("compiling failed", mon, tmp_path / "build.log",
+                    arch=parse_arch_spec("sm_90"))
+    assert "--arch" not in plain.fix

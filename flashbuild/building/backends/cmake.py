@@ -75,7 +75,8 @@ class CMakeBackend:
                                               log_path=log, console=ctx.console,
                                               show_progress=ctx.show_progress)
         if code != 0:
-            raise progress.failure("compiling failed", monitor, log, tree=ctx.tree)
+            raise progress.failure("compiling failed", monitor, log, tree=ctx.tree,
+                                   arch=request.arch)
         ext = artifacts.ext_suffix(request.python, ctx.runner, request.env)
         defines = dict(a[2:].split("=", 1) for a in setup.argv
                        if a.startswith("-D") and "=" in a)

@@ -57,6 +57,7 @@ from flashbuild.errors import BuildError, ToolchainError
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from flashbuild.arch import ArchSpec
     from flashbuild.building.request import BuildRequest, StreamRunner
     from flashbuild.buildsystems import BackendName
     from flashbuild.platforms.base import Platform
@@ -151,7 +152,8 @@ class SetuptoolsBackend:
                 ctx.notes.append(note)
                 ctx.say(note)
         if code != 0:
-            raise too_long(report, request, folder) or _failure(monitor, log, ctx.tree)
+            raise too_long(report, request, folder) or _failure(monitor, log, ctx.tree,
+                                                                request.arch)
         _check_arch(request, ctx.tree, env, report)
         if inplace:
             modules = _inplace_modules(ctx.tree, report, request, ctx.runner)
@@ -596,7 +598,8 @@ def too_long(report: Path, request: BuildRequest, folder: Path) -> BuildError | 
     )
 
 
-def _failure(monitor: progress.NinjaMonitor, log: Path, tree: Path) -> BuildError:
+def _failure(monitor: progress.NinjaMonitor, log: Path, tree: Path,
+             arch: ArchSpec) -> BuildError:
     downloads = [line.strip() for line in monitor.lines if _DOWNLOAD.search(line)]
     if downloads:
         return BuildError(
@@ -608,7 +611,8 @@ def _failure(monitor: progress.NinjaMonitor, log: Path, tree: Path) -> BuildErro
             "[[build.env]]), and check out submodules before building instead of letting "
             "setup.py `git clone` them",
         )
-    return progress.failure("building the setup.py project failed", monitor, log, tree=tree)
+    return progress.failure("building the setup.py project failed", monitor, log, tree=tree,
+                            arch=arch)
 
 
 # --- the no-op stamp ------------------------------------------------------------------------
