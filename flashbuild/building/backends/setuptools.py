@@ -283,6 +283,9 @@ def build_environment(request: BuildRequest, tree: Path, *, jobs: int, hook_repo
         first = request.arch.targets[0].arch
         env["FLASHBUILD_TARGET_CC"] = f"{first.major}.{first.minor}"
     env["MAX_JOBS"] = str(jobs)
+    # `cmake --build` without -j (CMake >= 3.12 reads it): a setup.py that runs CMake itself
+    # then builds as many at a time as torch's own ninja would.
+    env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(jobs))
     # Several extensions at once where there are cores for it (the hook's FLASHBUILD_EXT_LANES):
     # four jobs a lane, at most four lanes; below eight jobs one extension at a time, as torch
     # builds them.
@@ -422,6 +425,12 @@ def _hook_notes(records: list[dict[str, object]], request: BuildRequest,
         notes.append("the setup.py turns ninja off (use_ninja=False), which compiles one unit "
                      "at a time: built with ninja instead, as many at a time as --jobs "
                      "(FLASHBUILD_SETUP_NINJA=0 in [[build.env]] keeps it off)")
+    for record in records:
+        if "jobs_raised" in record:
+            notes.append(f"the setup.py ran `{record['jobs_raised']} …` with -j "
+                         f"{record.get('from')} ({record.get('where')}); it ran with "
+                         f"{record.get('to')} jobs, flashbuild's plan for this machine "
+                         "(--jobs; FLASHBUILD_OWN_JOBS=0 in [[build.env]] keeps the tree's)")
     asked = [f"{r['gpu_presented']}() ({r.get('where')})" for r in records
              if "gpu_presented" in r]
     if asked:

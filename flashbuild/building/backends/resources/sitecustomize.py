@@ -41,7 +41,8 @@ in its own `build_temp/ext-K` folder (setuptools' `build_ext --parallel` shares 
 torch writes every extension's build.ninja there: two at once would overwrite each other), and
 MAX_JOBS is divided among them. setup.py trees with many small extensions (torch-scatter,
 torch-cluster, pytorch-fast-transformers: one ninja run per extension, a few units each)
-otherwise leave most cores idle.
+otherwise leave most cores idle. A build tool the setup.py runs itself (`cmake --build -j 4`)
+with fewer jobs than MAX_JOBS gets MAX_JOBS (`raise_jobs`; FLASHBUILD_OWN_JOBS=0 keeps them).
 
 Record mode (FLASHBUILD_RECORD = a JSON file; flashbuild/source/setup_record.py reads it): the
 same rewrite, then nothing is compiled or linked. torch writes its build.ninja as usual; the
@@ -508,6 +509,63 @@ def _cmake_build_dir(argv: list[str], cwd: str) -> str:
     return cwd
 
 
+#: The build tools a setup.py may run itself, whose `-j` says how many units at a time.
+_JOBS_TOOLS = ("cmake", "ninja", "make", "gmake")
+
+
+def raise_jobs(argv: list[str], jobs: int) -> tuple[list[str], str]:
+    """`argv` with a parallelism below `jobs` raised to it, and the value it had ("" when
+    nothing changed). A setup.py that runs CMake itself picks its own `-j` (natten 0.21.7:
+    `cmake --build DIR -j <cores // 4>`, 4 on 16 cores, its default for memory), and MAX_JOBS,
+    flashbuild's plan from cores and free memory, never reaches it. `-jN`, `-j N`,
+    `--parallel N`, `--parallel=N`, also after cmake's `--` (the native tool's own)."""
+    if not argv or _program(argv) not in _JOBS_TOOLS or jobs < 1:
+        return argv, ""
+    if _program(argv) == "cmake" and "--build" not in argv[1:]:
+        return argv, ""
+    out = list(argv)
+    old = ""
+    for i in range(1, len(out)):
+        arg = out[i]
+        at, value, spell = -1, "", ""
+        if arg in ("-j", "--parallel") and i + 1 < len(out) and out[i + 1].isdigit():
+            at, value, spell = i + 1, out[i + 1], "{}"
+        elif arg.startswith("-j") and arg[2:].isdigit():
+            at, value, spell = i, arg[2:], "-j{}"
+        elif arg.startswith("--parallel=") and arg[11:].isdigit():
+            at, value, spell = i, arg[11:], "--parallel={}"
+        if at >= 0 and 0 < int(value) < jobs:
+            out[at] = spell.format(jobs)
+            old = old or value
+    return (out, old) if old else (argv, "")
+
+
+def _own_build_jobs() -> None:
+    """Build mode: a build tool the setup.py runs itself with fewer jobs than MAX_JOBS runs
+    with MAX_JOBS (`raise_jobs`), said in the hook report. FLASHBUILD_OWN_JOBS=0 keeps the
+    tree's value."""
+    import subprocess
+
+    real_init = subprocess.Popen.__init__
+
+    def init(self: object, args: object, *rest: object, **kwargs: object) -> None:
+        jobs = os.environ.get("MAX_JOBS", "")
+        if jobs.isdigit() and isinstance(args, (list, tuple)) and not kwargs.get("shell"):
+            argv = _argv(args, False)
+            new, old = raise_jobs(argv, int(jobs))
+            if old:
+                args = new
+                report = os.environ.get("FLASHBUILD_HOOK_REPORT")
+                if report:
+                    record = {"jobs_raised": " ".join(argv[:3]), "from": old, "to": jobs,
+                              "where": _caller_in_tree() or "?"}
+                    with open(report, "a", encoding="utf-8") as fh:
+                        fh.write(json.dumps(record) + "\n")
+        real_init(self, args, *rest, **kwargs)  # type: ignore[call-overload]
+
+    subprocess.Popen.__init__ = init  # type: ignore[method-assign]
+
+
 def _stop_own_builds() -> None:
     """Record mode: a setup.py that runs a build tool itself (its own build_ext calling
     cmake, ninja, make or a compiler) must not compile here. A CMake configure may run, with
@@ -915,6 +973,8 @@ if __name__ == "sitecustomize":  # imported by Python at start-up, not by a test
         sys.meta_path.insert(0, _Finder("torch.cuda", _present_gpu))
     if os.environ.get("FLASHBUILD_VERSION_FILE"):
         sys.meta_path.insert(0, _Finder("setuptools.dist", _freeze_version))
+    if not _recording() and os.environ.get("FLASHBUILD_OWN_JOBS", "1") != "0":
+        _own_build_jobs()
     if _recording():
         _record_env_reads()
         _block_network()
