@@ -180,6 +180,11 @@ def configure_argv(tools: Tools, inputs: ConfigureInputs) -> list[str]:
         "CMAKE_CUDA_COMPILER": _cmake_path(inputs.nvcc),
         "CMAKE_CUDA_ARCHITECTURES": inputs.arch.cmake(),
         "CUDAToolkit_ROOT": _cmake_path(inputs.toolkit_root),
+        # FindCUDA (`find_package(CUDA)`, CMake's legacy module) does not read
+        # CUDAToolkit_ROOT: it takes the nvcc it finds on CUDA_PATH, PATH or /usr/local/cuda,
+        # and libKMCUDA 6.2.3 built with a PyPI toolkit then linked the system toolkit's
+        # libraries (its cuRAND NOTFOUND there, while the chosen toolkit had it).
+        "CUDA_TOOLKIT_ROOT_DIR": _cmake_path(inputs.toolkit_root),
         "Python_EXECUTABLE": _cmake_path(Path(inputs.python)),
         "Python3_EXECUTABLE": _cmake_path(Path(inputs.python)),
     }

@@ -94,6 +94,13 @@ def test_a_findcuda_trees_arch_variable_is_read_from_the_scripts_build_ninja_run
     assert var is not None
     assert (var.name, var.form, var.value) == ("GPU_SM", "arch_codes", "90a")
     assert "sm_90a" in var.evidence
+    # FindCUDA was given the toolkit flashbuild chose, not the first nvcc it would find
+    # itself (here /usr/local/cuda-13.0 beside the venv's PyPI toolkit).
+    (cache,) = (tree.parent / "build").rglob("CMakeCache.txt")
+    entries = {key.split(":")[0]: value for key, _, value in
+               (line.partition("=") for line in cache.read_text().splitlines())
+               if value and not key.startswith(("//", "#"))}
+    assert entries["CUDA_TOOLKIT_ROOT_DIR"] == entries["CUDAToolkit_ROOT"]
 
 
 def test_a_missing_toolkit_component_gets_a_stand_in_and_a_note(tmp_path: Path) -> None:

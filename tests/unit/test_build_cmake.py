@@ -46,6 +46,7 @@ def test_configure_argv_has_every_input(tmp_path: Path) -> None:
     assert d["CMAKE_CUDA_COMPILER"] == "/cuda/bin/nvcc"
     assert d["CMAKE_CUDA_ARCHITECTURES"] == "90a-real"
     assert d["CUDAToolkit_ROOT"] == "/cuda"
+    assert d["CUDA_TOOLKIT_ROOT_DIR"] == "/cuda"  # FindCUDA's own: same toolkit for both
     assert d["Python_EXECUTABLE"] == "/venv/bin/python"
     assert d["pybind11_DIR"] == "/pb/cmake"
     assert d["CMAKE_MAKE_PROGRAM"] == "/venv/bin/ninja"

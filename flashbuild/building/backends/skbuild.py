@@ -219,6 +219,7 @@ def build_defines(request: BuildRequest, settings: SkbuildSettings, *, tools: cm
         "CMAKE_CUDA_ARCHITECTURES": request.arch.cmake(),
         "CMAKE_CUDA_COMPILER": nvcc.as_posix(),
         "CUDAToolkit_ROOT": toolkit_root.as_posix(),
+        "CUDA_TOOLKIT_ROOT_DIR": toolkit_root.as_posix(),  # FindCUDA's (cmake.configure_argv)
         "CMAKE_MAKE_PROGRAM": Path(tools.ninja).as_posix(),
     }
     if launcher is not None:
