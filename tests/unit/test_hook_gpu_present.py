@@ -59,6 +59,34 @@ def test_a_gpu_the_record_run_cannot_open_is_answered_with_the_target(
     assert "flashbuild build target" in props.name
 
 
+def _nvml_counted_gpu() -> SimpleNamespace:
+    """As the H200 machine's contained record run answered (natten 0.21.7's draft there, the
+    session after the hook above): device_count() counts through NVML and says 1, is_available()
+    asks the CUDA runtime and says False, and current_device() raises Error 304."""
+    def current() -> int:
+        raise RuntimeError("Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+                           "functions before calling NumCudaDevices() that might have already "
+                           "set an error? Error 304: OS call failed or operation not supported "
+                           "on this OS")
+
+    def properties(device: object = None) -> object:
+        return current()
+
+    return SimpleNamespace(is_available=lambda: False, device_count=lambda: 1,
+                           get_device_capability=lambda device=None: (9, 0),
+                           current_device=current, get_device_properties=properties)
+
+
+def test_a_gpu_nvml_counts_and_cuda_cannot_open_is_answered_with_the_target(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    hook = _hook(monkeypatch, where="setup.py:84")
+    cuda = _nvml_counted_gpu()
+    hook._present_gpu(cuda)
+    assert cuda.is_available() is True
+    props = cuda.get_device_properties(cuda.current_device())
+    assert (props.major, props.minor) == (9, 0)
+
+
 def test_torchs_own_calls_still_get_the_real_answers(monkeypatch: pytest.MonkeyPatch) -> None:
     hook = _hook(monkeypatch, where=None)
     cuda = _unopenable_gpu()

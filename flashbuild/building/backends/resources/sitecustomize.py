@@ -366,8 +366,12 @@ class _PresentedCuda:
     def gpus(self) -> int:
         # The GPUs CUDA can use here. A GPU the process cannot open counts as none: in
         # introspection's contained run on a GPU machine (new namespaces) the driver is there
-        # but cudaGetDeviceCount fails (Error 304, "OS call failed"), and torch raises.
+        # but cudaGetDeviceCount fails (Error 304, "OS call failed"). torch's device_count()
+        # may still say 1 (it counts through NVML, which works there) while is_available()
+        # asks the CUDA runtime, says False, and current_device() raises: both are asked.
         try:
+            if not self.real["is_available"]():
+                return 0
             return int(self.real["device_count"]())
         except RuntimeError:
             return 0
@@ -403,8 +407,13 @@ class _PresentedCuda:
 
     def current_device(self) -> int:
         where = _caller_in_tree()
-        if where is None or self.gpus():
+        if where is None:
             return self.real["current_device"]()  # type: ignore[no-any-return]
+        if self.gpus():
+            try:
+                return self.real["current_device"]()  # type: ignore[no-any-return]
+            except RuntimeError:
+                pass  # (a GPU that opens for one question and not the next: none)
         self.tell("torch.cuda.current_device", where)
         return 0
 
@@ -416,9 +425,13 @@ class _PresentedCuda:
         if where is None:
             return self.real["get_device_properties"](device)
         self.tell("torch.cuda.get_device_properties", where)
-        return _TargetProperties(self.major, self.minor,
-                                 self.real["get_device_properties"](device) if self.gpus()
-                                 else None)
+        real = None
+        if self.gpus():
+            try:
+                real = self.real["get_device_properties"](device)
+            except RuntimeError:
+                real = None
+        return _TargetProperties(self.major, self.minor, real)
 
 
 class _TargetProperties:
