@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     import os
     from collections.abc import Callable, Iterator, Mapping, Sequence
 
+    from packaging.version import Version
     from rich.console import Console
     from rich.progress import Task
 
@@ -340,13 +341,17 @@ def run_tool(argv: Sequence[str], *, runner: ToolRunner, env: Mapping[str, str],
 
 
 def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "",
-            tree: Path | None = None, arch: ArchSpec | None = None) -> BuildError:
+            tree: Path | None = None, arch: ArchSpec | None = None,
+            cuda: Version | None = None) -> BuildError:
     """The BuildError for a failed build step: the first compiler error, the log's tail.
     `tree` is the folder the build compiled from (the staged mirror): a fix that names a
-    recipe step names the tree's files relative to it. `arch`: the build's target."""
+    recipe step names the tree's files relative to it. `arch`: the build's target; `cuda`:
+    its toolkit's release."""
     first = first_error(monitor.lines)
     if not fix and first is not None and arch is not None:
         fix = _suffix_as_number_fix(first.line, arch)
+    if not fix and first is not None and cuda is not None:
+        fix = _cccl3_fix(first, cuda)
     headers = std_header_steps(monitor.lines, tree) if first is not None and tree is not None \
         else ()
     if not fix and headers:
@@ -398,6 +403,45 @@ def _suffix_as_number_fix(line: str, arch: ArchSpec) -> str:
             f"{', '.join(a.sm for a in suffixed)} is spelled with a suffix there, which is no "
             f"number: build for --arch {plain} instead (it runs on the same GPU, without the "
             "arch-specific instructions), or change that line with a recipe step")
+
+
+#: nvcc's words for a cub/thrust call the toolkit's CCCL does not have.
+_CCCL_CALL = re.compile(r"(?:no instance of (?:overloaded )?function|has no member|is not a "
+                        r"member of|no matching function for call to)[^\n]*\b(?:cub|thrust)::")
+
+
+def _cccl3_fix(first: FirstError, cuda: Version) -> str:
+    """The fix for a cub/thrust call CUDA 13's CCCL refuses (megablocks 0.10.0's
+    `cub::DeviceScan::ExclusiveSum(..., stream, debug_synchronous)`): CCCL 3.0, which CUDA 13
+    ships, removed what CCCL 2 had deprecated, the `debug_synchronous` parameter of cub's
+    device algorithms among it (CCCL 3.0 release notes)."""
+    if cuda.major < 13 or not _CCCL_CALL.search(first.line):
+        return ""
+    named = ("; the call passes `debug_synchronous`, which cub's device algorithms no longer "
+             "take: drop that argument") if "debug_synchronous" in (
+                 first.context + _call_text(first.line)) else ""
+    return (f"the tree calls cub/thrust in a way CUDA {cuda.major}'s CCCL no longer accepts: "
+            "CCCL 3 (CUDA 13) removed the APIs CCCL 2 had deprecated" + named + "; build with "
+            "a CUDA 12 toolkit and a torch built for CUDA 12, use a release of the tree made "
+            "for CUDA 13, or change the call with a recipe step")
+
+
+_WHERE = re.compile(r"^(?P<file>.+?)(?:\((?P<eline>\d+)\)|:(?P<line>\d+)(?::\d+)?): ")
+
+
+def _call_text(line: str, lines: int = 10) -> str:
+    """The source text an error line points at and the lines after it (a call spread over
+    several lines); "" when the file cannot be read."""
+    where = _WHERE.match(line)
+    if where is None:
+        return ""
+    number = int(where["eline"] or where["line"])
+    try:
+        with Path(where["file"]).open(encoding="utf-8", errors="replace") as fh:
+            text = fh.read(4 << 20).splitlines()
+    except OSError:
+        return ""
+    return "\n".join(text[max(0, number - 1):number - 1 + lines])
 
 
 def _own_header_fix(line: str) -> str:

@@ -295,3 +295,32 @@ def test_an_arch_suffix_where_the_tree_wants_a_number_names_the_plain_arch(
     plain = failure("compiling failed", mon, tmp_path / "build.log",
                     arch=parse_arch_spec("sm_90"))
     assert "--arch" not in plain.fix
+
+
+def test_a_cub_call_cuda_13s_cccl_refuses_is_named_with_what_the_tree_needs(
+        tmp_path: Path) -> None:
+    """megablocks 0.10.0 on the GPU machine (nvcc 13.0): `cub::DeviceScan::ExclusiveSum(...,
+    stream, debug_synchronous)`, a parameter CCCL 3 removed. EDG shows the call's first line
+    only; the argument is read from the file."""
+    from packaging.version import Version
+
+    from flashbuild.building.progress import failure
+
+    header = tmp_path / "csrc" / "cumsum.h"
+    header.parent.mkdir()
+    header.write_text("\n" * 33 + "    CUDA_CALL(cub::DeviceScan::ExclusiveSum(d_temp_storage,\n"
+                      "\t\t\t\t\t    stream,\n\t\t\t\t\t    debug_synchronous));\n")
+    mon = NinjaMonitor()
+    for line in [f'{header}(34): error: no instance of overloaded function '
+                 '"cub::DeviceScan::ExclusiveSum" matches the argument list',
+                 "            argument types are: (void *, size_t, int *, int *, int, "
+                 "cudaStream_t, bool)"]:
+        mon.feed(line)
+    err = failure("building the setup.py project failed", mon, tmp_path / "b.log",
+                  cuda=Version("13.0.88"))
+    assert "CCCL 3 (CUDA 13) removed" in err.fix
+    assert "drop that argument" in err.fix
+    # CUDA 12's CCCL still has the overload: the compiler's words, nothing invented.
+    older = failure("building the setup.py project failed", mon, tmp_path / "b.log",
+                    cuda=Version("12.8"))
+    assert "CCCL" not in older.fix

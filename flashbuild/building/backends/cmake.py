@@ -76,7 +76,7 @@ class CMakeBackend:
                                               show_progress=ctx.show_progress)
         if code != 0:
             raise progress.failure("compiling failed", monitor, log, tree=ctx.tree,
-                                   arch=request.arch)
+                                   arch=request.arch, cuda=request.toolkit.release)
         ext = artifacts.ext_suffix(request.python, ctx.runner, request.env)
         defines = dict(a[2:].split("=", 1) for a in setup.argv
                        if a.startswith("-D") and "=" in a)

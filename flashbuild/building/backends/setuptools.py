@@ -57,6 +57,8 @@ from flashbuild.errors import BuildError, ToolchainError
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from packaging.version import Version
+
     from flashbuild.arch import ArchSpec
     from flashbuild.building.request import BuildRequest, StreamRunner
     from flashbuild.buildsystems import BackendName
@@ -152,8 +154,8 @@ class SetuptoolsBackend:
                 ctx.notes.append(note)
                 ctx.say(note)
         if code != 0:
-            raise too_long(report, request, folder) or _failure(monitor, log, ctx.tree,
-                                                                request.arch)
+            raise too_long(report, request, folder) or _failure(
+                monitor, log, ctx.tree, request.arch, request.toolkit.release)
         _check_arch(request, ctx.tree, env, report)
         if inplace:
             modules = _inplace_modules(ctx.tree, report, request, ctx.runner)
@@ -608,7 +610,7 @@ def too_long(report: Path, request: BuildRequest, folder: Path) -> BuildError | 
 
 
 def _failure(monitor: progress.NinjaMonitor, log: Path, tree: Path,
-             arch: ArchSpec) -> BuildError:
+             arch: ArchSpec, cuda: Version | None) -> BuildError:
     downloads = [line.strip() for line in monitor.lines if _DOWNLOAD.search(line)]
     if downloads:
         return BuildError(
@@ -621,7 +623,7 @@ def _failure(monitor: progress.NinjaMonitor, log: Path, tree: Path,
             "setup.py `git clone` them",
         )
     return progress.failure("building the setup.py project failed", monitor, log, tree=tree,
-                            arch=arch)
+                            arch=arch, cuda=cuda)
 
 
 # --- the no-op stamp ------------------------------------------------------------------------

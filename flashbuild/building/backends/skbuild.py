@@ -151,7 +151,8 @@ class SkbuildBackend:
                                               what="building (scikit-build-core)")
         if code != 0:
             raise progress.failure("building the scikit-build-core project failed", monitor,
-                                   log, tree=ctx.tree, arch=request.arch)
+                                   log, tree=ctx.tree, arch=request.arch,
+                                   cuda=request.toolkit.release)
         if not gate.checked:
             _check_arch(request, build_dir, env)
         wheel = _the_wheel(dist, log)
