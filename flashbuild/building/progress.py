@@ -364,7 +364,7 @@ def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "",
     if not fix and first is not None:
         fix = missing_module_fix(first.line) or ""
     if not fix and first is not None:
-        fix = _own_header_fix(first.line)
+        fix = _own_header_fix(first.line) or _python_package_header_fix(first.line)
     missing = _MISSING_INPUT.match(first.line) if first is not None else None
     if not fix and missing is not None:
         fix = (f"the tree has no {missing['path']}, which its build compiles: a source "
@@ -442,6 +442,28 @@ def _call_text(line: str, lines: int = 10) -> str:
     except OSError:
         return ""
     return "\n".join(text[max(0, number - 1):number - 1 + lines])
+
+
+#: Headers that Python packages install, by the folder a tree includes them from: the
+#: package that provides it, as pip names it.
+_PYTHON_PACKAGE_HEADERS = {"numpy": "numpy", "pybind11": "pybind11", "nanobind": "nanobind",
+                           "torch": "torch", "ATen": "torch", "c10": "torch"}
+
+
+def _python_package_header_fix(line: str) -> str:
+    """The fix for a header a Python package provides and the Python that builds lacks
+    (libKMCUDA 6.2.3 includes `<numpy/arrayobject.h>`; its CMakeLists asks `import numpy` for
+    the folder, and without numpy the folder is empty)."""
+    m = _MISSING_HEADER.match(line)
+    if m is None:
+        return ""
+    header = (m["header"] or m["eheader"]).strip()
+    package = _PYTHON_PACKAGE_HEADERS.get(PurePosixPath(header).parts[0])
+    if package is None or len(PurePosixPath(header).parts) < 2:
+        return ""
+    return (f"{header} is {package}'s C/C++ header, and the Python that builds has no "
+            f"{package} (the build asks it for the folder): install it into that environment "
+            f"(`python -m pip install {package}`) and build again")
 
 
 def _own_header_fix(line: str) -> str:

@@ -324,3 +324,18 @@ def test_a_cub_call_cuda_13s_cccl_refuses_is_named_with_what_the_tree_needs(
     older = failure("building the setup.py project failed", mon, tmp_path / "b.log",
                     cuda=Version("12.8"))
     assert "CCCL" not in older.fix
+
+
+def test_a_header_a_python_package_provides_names_the_package(tmp_path: Path) -> None:
+    """Here (libKMCUDA 6.2.3, a venv without numpy): its CMakeLists asks `import numpy` for
+    the include folder, gets nothing, and python.cc stops at numpy's header."""
+    from flashbuild.building.progress import failure
+
+    mon = NinjaMonitor()
+    mon.feed("/b/src/python.cc:10:10: fatal error: numpy/arrayobject.h: No such file or "
+             "directory")
+    err = failure("compiling failed", mon, tmp_path / "build.log")
+    assert "`python -m pip install numpy`" in err.fix
+    other = NinjaMonitor()
+    other.feed("/b/src/x.cc:3:10: fatal error: tbb/tbb.h: No such file or directory")
+    assert "pip install" not in failure("compiling failed", other, tmp_path / "b.log").fix
