@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from flashbuild import platforms
 from flashbuild.arch import parse_arch_spec
-from flashbuild.errors import ToolchainError, UsageError
+from flashbuild.errors import BuildError, ToolchainError, UsageError
 from flashbuild.source.cmake_fileapi import CacheEntry
 from flashbuild.toolchain_facts import pypi_toolkit_requirement
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from flashbuild.arch import ArchSpec
+    from flashbuild.building.request import BuildRequest
     from flashbuild.detect.cuda import Toolkit
     from flashbuild.platforms.base import Platform
     from flashbuild.proc import Runner
@@ -394,6 +395,34 @@ _MISSING_COMPONENT = re.compile(r"links to:\s+(CUDA::\w+)\s+but the target was n
 def missing_toolkit_components(output: str) -> list[str]:
     """The `CUDA::` targets a failed configure could not find (sorted, no duplicates)."""
     return sorted(set(_MISSING_COMPONENT.findall(output)))
+
+
+def missing_components_error(text: str, request: BuildRequest, log_path: Path,
+                             ) -> BuildError | None:
+    """The error for a configure that stopped on toolkit components the chosen toolkit lacks
+    (a `CUDA::` target FindCUDAToolkit did not define, or FindCUDA's `CUDA_<lib>_LIBRARY` left
+    NOTFOUND), with the install that gives them; None for any other failure. One message for
+    the CMake backend's configure and scikit-build-core's (llama-cpp-python's CUDA::cublas)."""
+    components = missing_toolkit_components(text)
+    # FindCUDA's library variables (`CUDA_curand_LIBRARY`, libKMCUDA) left NOTFOUND: the
+    # same missing component, named by the variable instead of a CUDA:: target.
+    notfound = [] if components else notfound_toolkit_libraries(text)
+    if not (components or notfound):
+        return None
+    components = components or [target for _var, target in notfound]
+    toolkit = request.toolkit.root  # the real one, not a shaped cache folder
+    release = request.toolkit.release
+    return BuildError(
+        f"CMake configure failed: the project links {', '.join(components)}, which the "
+        f"toolkit at {toolkit} does not have",
+        evidence=(f"CMake left {', '.join(var for var, _t in notfound)} NOTFOUND"
+                  if notfound else
+                  f"FindCUDAToolkit defines no {', '.join(components)} there")
+        + f"; log: {log_path}",
+        fix=component_fix(components, request.toolkit,
+                          f"{release.major}.{release.minor}.*" if release else "13.0.*",
+                          pypi_home=request.pypi_home, python=request.python),
+        details={"log": str(log_path), "missing": components})
 
 
 #: CMake 4 refuses a project whose cmake_minimum_required is older than 3.5 and names the

@@ -371,3 +371,27 @@ def test_an_unchanged_rerun_is_recognised_and_a_changed_file_is_not(tmp_path: Pa
     assert skbuild._digest(argv, env, tree, request) != digest  # type: ignore[arg-type]
     module.unlink()
     assert skbuild._unchanged(folder, digest) is None  # an artifact gone: build again
+
+
+def test_a_toolkit_component_the_configure_lacks_is_named_with_its_install(
+        tmp_path: Path) -> None:
+    """Here (llama-cpp-python 0.3.36, GGML_CUDA=ON, the cuda extra's toolkit without cuBLAS):
+    scikit-build-core's configure stops where ggml-cuda links CUDA::cublas. The paragraph is
+    the CMake backend's, with the install, not "fix the first error"."""
+    from packaging.version import Version
+
+    from flashbuild.building import cmake
+
+    output = ('CMake Error at vendor/llama.cpp/ggml/src/ggml-cuda/CMakeLists.txt:178 '
+              '(target_link_libraries):\n  Target "ggml-cuda" links to:\n\n    CUDA::cublas\n\n'
+              '  but the target was not found.  Possible reasons include:\n')
+    root = tmp_path / "site-packages" / "nvidia" / "cu13"
+    request = SimpleNamespace(
+        toolkit=SimpleNamespace(root=root, release=Version("13.0.88"), layout="pypi"),
+        pypi_home=root, python="/venv/bin/python")
+    err = cmake.missing_components_error(output, request, tmp_path / "build.log")  # type: ignore[arg-type]
+    assert err is not None
+    assert err.what.endswith(f"links CUDA::cublas, which the toolkit at {root} does not have")
+    assert 'cublas]==13.0.*"' in err.fix and "/venv/bin/python -m pip install" in err.fix
+    assert cmake.missing_components_error("CMake Error: something else", request,  # type: ignore[arg-type]
+                                          tmp_path / "build.log") is None

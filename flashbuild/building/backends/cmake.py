@@ -115,8 +115,6 @@ class _Setup:
     logs: Path
     toolkit_root: Path
     """The toolkit CMake is given (CUDAToolkit_ROOT)."""
-    release: str
-    """`13.0.*`: the cuda-toolkit release a PyPI fix names."""
     request: BuildRequest
     """What the build was asked (the toolkit and interpreter a fix names)."""
 
@@ -148,11 +146,9 @@ def _setup(ctx: BackendContext, tools: cmake.Tools) -> _Setup:
            **request.build_env, "NINJA_STATUS": cmake.NINJA_STATUS}
     logs = folder.path / "logs"
     logs.mkdir(exist_ok=True)
-    release = request.toolkit.release
     return _Setup(folder, source_dir, plan, chosen, output_dir, argv, env,
                   cmake.configure_hash(argv, env, request.platform), logs,
-                  request.cmake_toolkit_root or request.toolkit.root,
-                  f"{release.major}.{release.minor}.*" if release else "13.0.*", request)
+                  request.cmake_toolkit_root or request.toolkit.root, request)
 
 
 def _forget_other_source(setup: _Setup, *, notes: list[str], say: Step) -> None:
@@ -211,24 +207,9 @@ def _configure(setup: _Setup, runner: StreamRunner) -> None:
     cmake.end_configure(build_dir)
     if code != 0:
         text = "\n".join(lines)
-        components = cmake.missing_toolkit_components(text)
-        # FindCUDA's library variables (`CUDA_curand_LIBRARY`, libKMCUDA) left NOTFOUND: the
-        # same missing component, named by the variable instead of a CUDA:: target.
-        notfound = [] if components else cmake.notfound_toolkit_libraries(text)
-        if components or notfound:
-            components = components or [target for _var, target in notfound]
-            toolkit = setup.request.toolkit.root  # the real one, not a shaped cache folder
-            raise BuildError(
-                f"CMake configure failed: the project links {', '.join(components)}, which the "
-                f"toolkit at {toolkit} does not have",
-                evidence=(f"CMake left {', '.join(var for var, _t in notfound)} NOTFOUND"
-                          if notfound else
-                          f"FindCUDAToolkit defines no {', '.join(components)} there")
-                + f"; log: {log_path}",
-                fix=cmake.component_fix(components, setup.request.toolkit, setup.release,
-                                        pypi_home=setup.request.pypi_home,
-                                        python=setup.request.python),
-                details={"log": str(log_path), "missing": components})
+        missing = cmake.missing_components_error(text, setup.request, log_path)
+        if missing is not None:
+            raise missing
         policy = cmake.policy_minimum_needed(text)
         if policy is not None:
             name, value, why = policy

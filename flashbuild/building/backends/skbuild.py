@@ -150,7 +150,10 @@ class SkbuildBackend:
                                               show_progress=ctx.show_progress,
                                               what="building (scikit-build-core)")
         if code != 0:
-            raise progress.failure("building the scikit-build-core project failed", monitor,
+            # A configure that stopped on a toolkit component (ggml-cuda's CUDA::cublas) is
+            # said as the CMake backend says it, with the install that gives it.
+            raise cmake.missing_components_error("\n".join(monitor.lines), request, log) or \
+                progress.failure("building the scikit-build-core project failed", monitor,
                                    log, tree=ctx.tree, arch=request.arch,
                                    cuda=request.toolkit.release)
         if not gate.checked:
