@@ -474,6 +474,16 @@ def component_fix(components: Sequence[str], toolkit: Toolkit, release: str, *,
     is the `cublas` extra of cuda-toolkit; a PyPI toolkit is made CMake-ready by flashbuild).
     `pypi_home`: where `python -m pip` puts that toolkit (named literally; None: unknown)."""
     names = sorted({toolkit_extra(c) for c in components})
+    if "cuda_driver" in names:
+        # The driver library is no toolkit component: a toolkit ships a link stub of it
+        # (lib64/stubs/libcuda.so); the PyPI wheels ship none (nvidia-cuda-runtime 13.0.96
+        # holds libcudart only), and a machine without a GPU driver has no libcuda at all.
+        return ("CUDA::cuda_driver is the GPU driver's library (libcuda.so), which a CUDA "
+                "toolkit installed from NVIDIA's installer or packages ships as a link stub in "
+                f"lib64/stubs; the toolkit at {toolkit.root} has none"
+                + (" (the PyPI wheels ship none)" if toolkit.layout == "pypi" else "")
+                + ": build with such a toolkit (`--cuda /usr/local/cuda-X.Y`), or with the "
+                "tree's switch that leaves the driver API out, if it has one")
     pip = f"`{python} -m pip install \"{pypi_toolkit_requirement(tuple(names), release)}\"`"
     if not all(n in _TOOLKIT_EXTRAS for n in names):
         return f"install {', '.join(names)} into the toolkit at {toolkit.root}"

@@ -395,3 +395,8 @@ def test_a_toolkit_component_the_configure_lacks_is_named_with_its_install(
     assert 'cublas]==13.0.*"' in err.fix and "/venv/bin/python -m pip install" in err.fix
     assert cmake.missing_components_error("CMake Error: something else", request,  # type: ignore[arg-type]
                                           tmp_path / "build.log") is None
+    # ggml-cuda links the driver too (VMM): the PyPI wheels ship no libcuda stub, and no pip
+    # extra gives one.
+    driver = output.replace("CUDA::cublas", "CUDA::cuda_driver")
+    err = cmake.missing_components_error(driver, request, tmp_path / "build.log")  # type: ignore[arg-type]
+    assert err is not None and "lib64/stubs" in err.fix and "pip install" not in err.fix
