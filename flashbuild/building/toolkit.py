@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flashbuild import platforms
-from flashbuild.errors import ToolchainError
+from flashbuild.errors import FlashbuildError, ToolchainError
 from flashbuild.toolchain_facts import CCCL_INCLUDE_SUBDIR, PYPI_TOOLKIT_EXTRAS
 
 if TYPE_CHECKING:
+    from flashbuild.building.request import HostCompiler
     from flashbuild.detect.cuda import Toolkit
     from flashbuild.platforms.base import Platform
+    from flashbuild.runner import Runner
 
 #: Written last into a finished folder; a folder without it is never used.
 _COMPLETE = ".flashbuild-toolkit"
@@ -32,14 +34,22 @@ _COMPLETE = ".flashbuild-toolkit"
 # profile (FACTS.md): these two must be real files (hard links or copies).
 _REAL_FILES = ("nvcc", "nvcc.profile")
 _VERSIONED_SO = re.compile(r"^(lib.+\.so)\.\d+$")
+#: Raised when what a shaped folder holds changes, so folders made before are made again.
+_SHAPE_VERSION = "2"
+#: The driver API functions cuda.h declares, after its preprocessor has mapped each name to
+#: the versioned symbol the driver exports (`cuCtxCreate` -> `cuCtxCreate_v4`).
+_DRIVER_FUNCTION = re.compile(r"\bCUresult\s+(cu\w+)\s*\(")
 
 
-def cmake_toolkit_root(toolkit: Toolkit, cache_dir: Path, platform: Platform | None = None) -> Path:
+def cmake_toolkit_root(toolkit: Toolkit, cache_dir: Path, platform: Platform | None = None,
+                       *, stub_with: tuple[Runner, Path] | None = None) -> Path:
     """The folder to give CMake as CUDAToolkit_ROOT / whose bin/nvcc is CMAKE_CUDA_COMPILER.
 
     Standard layout: the toolkit's own root. PyPI layout on Linux: a toolkit-shaped folder
     under `cache_dir`, created atomically and reused while the installation is unchanged.
-    Raises ToolchainError when the toolkit has no nvcc or the folder cannot be made."""
+    `stub_with` (a runner and the host compiler) also gives it the driver's link stub
+    (`driver_stub`). Raises ToolchainError when the toolkit has no nvcc or the folder cannot
+    be made."""
     if platform is None:
         platform = platforms.current()
     if toolkit.layout == "standard" or platform.pypi_toolkit_usable_as_is:
@@ -58,7 +68,8 @@ def cmake_toolkit_root(toolkit: Toolkit, cache_dir: Path, platform: Platform | N
         libs = sorted(p.name for p in (toolkit.root / "lib").iterdir())
     except OSError:
         libs = []
-    key = hashlib.sha256("\0".join([toolkit.fingerprint, *libs]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([_SHAPE_VERSION, str(stub_with is not None),
+                                    toolkit.fingerprint, *libs]).encode()).hexdigest()[:16]
     version = toolkit.version.public if toolkit.version else "unknown"
     final = cache_dir / f"cuda-{version}-{key}"
     if (final / _COMPLETE).is_file():
@@ -68,6 +79,8 @@ def cmake_toolkit_root(toolkit: Toolkit, cache_dir: Path, platform: Platform | N
     try:
         staging.chmod(0o755)  # mkdtemp makes it private; the toolkit is for every build
         _shape(toolkit.root, staging, platform.toolkit_target_dir())
+        if stub_with is not None and not (staging / "lib" / "libcuda.so").exists():
+            driver_stub(staging, *stub_with)
         (staging / _COMPLETE).write_text(toolkit.fingerprint + "\n", encoding="utf-8")
         try:
             staging.rename(final)
@@ -85,6 +98,48 @@ def cmake_toolkit_root(toolkit: Toolkit, cache_dir: Path, platform: Platform | N
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return final
+
+
+def stub_compiler(runner: Runner, host: HostCompiler) -> tuple[Runner, Path] | None:
+    """What `cmake_toolkit_root(stub_with=...)` needs to write the driver stub: the host
+    compiler when it is GCC or Clang (the PyPI toolkit is shaped on Linux only)."""
+    if host.kind not in ("gcc", "clang") or not host.path:
+        return None
+    return runner, Path(host.path)
+
+
+def driver_stub(root: Path, runner: Runner, cc: Path) -> bool:
+    """Write `<root>/lib/stubs/libcuda.so`, a link stub of the GPU driver's library, as a
+    toolkit from NVIDIA's installer ships one; False when it could not be made.
+
+    Trees link the driver API through CMake's `CUDA::cuda_driver` (ggml-cuda in
+    llama-cpp-python for its virtual memory management), which FindCUDAToolkit finds in the
+    toolkit's `lib/stubs` when no driver is installed. The PyPI wheels ship no stub
+    (nvidia-cuda-runtime 13.0.96 holds libcudart only), so those trees could not configure
+    with the PyPI toolkit. The stub defines every function `include/cuda.h` declares (the
+    versioned symbols, from the host compiler's preprocessor) and names itself `libcuda.so.1`,
+    so what links against it loads the real driver at run time; FindCUDAToolkit marks a
+    library found under `stubs/` as one for linkers only."""
+    header = root / "include" / "cuda.h"
+    stubs = root / "lib" / "stubs"
+    try:
+        stubs.mkdir(parents=True, exist_ok=True)
+        seen = runner.run([cc, "-E", "-P", "-x", "c", header], timeout=120, check=False)
+        names = sorted(set(_DRIVER_FUNCTION.findall(seen.stdout))) if seen.returncode == 0 \
+            else []
+        if not names:
+            return False
+        source = stubs / "libcuda_stub.c"
+        source.write_text("/* flashbuild's link stub of the CUDA driver library: never loaded "
+                          "(its soname is the driver's). */\n" +
+                          "".join(f"int {name}(void) {{ return 999; }}\n" for name in names),
+                          encoding="utf-8")
+        built = runner.run([cc, "-x", "c", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1",
+                            "-o", stubs / "libcuda.so", source], timeout=300, check=False)
+        source.unlink()
+    except (OSError, FlashbuildError):
+        return False
+    return built.returncode == 0
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:

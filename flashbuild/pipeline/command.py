@@ -124,9 +124,13 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
     ui.say(f"toolkit: {chosen_tk.summary}")
     host, build_env, cuda_flags, cxx_flags = host_environment(
         env, runner, plat, toolkit=toolkit, cache_dir=cache_dir, say=ui.say)
-    from flashbuild.building.toolkit import cmake_toolkit_root  # noqa: PLC0415  # start-up
+    from flashbuild.building.toolkit import (  # noqa: PLC0415  # start-up
+        cmake_toolkit_root,
+        stub_compiler,
+    )
 
-    cmake_root = cmake_toolkit_root(toolkit, cache_dir / "toolkits", plat)
+    cmake_root = cmake_toolkit_root(toolkit, cache_dir / "toolkits", plat,
+                                    stub_with=stub_compiler(runner, host))
     ctx = WhenContext(platform=plat.name, arch=spec, cuda=toolkit.release,
                       compiler=host.kind, compiler_version=version_or_none(host.version))
     loaded = artifacts_for(loaded, ctx)

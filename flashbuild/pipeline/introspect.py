@@ -44,7 +44,7 @@ from flashbuild.building.backends import skbuild
 from flashbuild.building.backends.cmake import pybind11_dir
 from flashbuild.building.builddir import default_root
 from flashbuild.building.request import BuildRequest
-from flashbuild.building.toolkit import cmake_toolkit_root
+from flashbuild.building.toolkit import cmake_toolkit_root, stub_compiler
 from flashbuild.console import ui
 from flashbuild.detect.cuda import python_site_packages
 from flashbuild.errors import BuildError, FlashbuildError, ToolchainError, UsageError
@@ -161,7 +161,8 @@ def _request(recipe: Recipe, tree: Path, spec: ArchSpec,
     toolkit = chosen_tk.chosen
     host, build_env, cuda_flags, cxx_flags = host_environment(
         env, runner, plat, toolkit=toolkit, cache_dir=cache_dir, say=lambda _line: None)
-    cmake_root = cmake_toolkit_root(toolkit, cache_dir / "toolkits", plat)
+    cmake_root = cmake_toolkit_root(toolkit, cache_dir / "toolkits", plat,
+                                    stub_with=stub_compiler(runner, host))
     ctx = WhenContext(platform=plat.name, arch=spec, cuda=toolkit.release,
                       compiler=host.kind, compiler_version=version_or_none(host.version))
     defines, args, recipe_env = recipe_settings(recipe, ctx, spec)

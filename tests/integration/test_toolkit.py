@@ -74,3 +74,56 @@ def test_cmake_configures_and_builds_a_cuda_library_with_the_pypi_toolkit(
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
     library = next(build.glob("libprobe.so*"))
     assert library.stat().st_size > 0
+
+
+DRIVER_PROJECT = """cmake_minimum_required(VERSION 3.24)
+project(drv CXX)
+find_package(CUDAToolkit REQUIRED)
+add_library(drv SHARED drv.cpp)
+target_link_libraries(drv PRIVATE CUDA::cuda_driver)
+add_executable(drvexe main.cpp)
+target_link_libraries(drvexe PRIVATE CUDA::cuda_driver)
+"""
+
+
+def test_the_shaped_folder_has_a_driver_stub_that_cmake_links_against(tmp_path: Path) -> None:
+    """The PyPI wheels ship no libcuda stub, so a tree linking `CUDA::cuda_driver`
+    (llama-cpp-python's ggml-cuda) could not configure with them; the shaped folder now has
+    one, made with the host compiler from cuda.h, named as the driver (`libcuda.so.1`)."""
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    toolkit = _pypi_toolkit()
+    cxx = shutil.which("g++")
+    scripts = sysconfig.get_paths()["scripts"]
+    cmake = shutil.which("cmake", path=scripts) or shutil.which("cmake")
+    ninja = shutil.which("ninja", path=scripts) or shutil.which("ninja")
+    if cxx is None or cmake is None or ninja is None:
+        pytest.skip("g++, cmake and ninja are needed")
+    root = cmake_toolkit_root(toolkit, tmp_path / "toolkits",
+                              stub_with=(ProcessRunner(), Path(cxx)))
+    stub = root / "lib" / "stubs" / "libcuda.so"
+    with stub.open("rb") as fh:
+        elf = ELFFile(fh)
+        dynamic = next(s for s in elf.iter_sections() if isinstance(s, DynamicSection))
+        assert [t.soname for t in dynamic.iter_tags() if t.entry.d_tag == "DT_SONAME"] == \
+            ["libcuda.so.1"]
+        names = {s.name for s in elf.get_section_by_name(".dynsym").iter_symbols()}
+    assert {"cuInit", "cuDeviceGetCount", "cuCtxCreate_v4"} <= names
+    assert not list(stub.parent.glob("*.c"))  # only the library stays
+
+    src = tmp_path / "proj"
+    src.mkdir()
+    (src / "CMakeLists.txt").write_text(DRIVER_PROJECT)
+    (src / "drv.cpp").write_text("#include <cuda.h>\nint drv_init() { return cuInit(0); }\n")
+    (src / "main.cpp").write_text("#include <cuda.h>\nint main() { int n = 0; "
+                                  "return cuDeviceGetCount(&n); }\n")
+    build = tmp_path / "build"
+    configure = subprocess.run(
+        [cmake, "-S", str(src), "-B", str(build), "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}",
+         f"-DCMAKE_CXX_COMPILER={cxx}", f"-DCUDAToolkit_ROOT={root}"],
+        capture_output=True, text=True, check=False)
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    built = subprocess.run([cmake, "--build", str(build)], capture_output=True, text=True,
+                           check=False)
+    assert built.returncode == 0, built.stdout + built.stderr
