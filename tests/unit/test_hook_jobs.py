@@ -32,7 +32,7 @@ def hook() -> ModuleType:
     (["cmake", "--build", "b", "--parallel=2"], ["cmake", "--build", "b", "--parallel=16"], "2"),
     (["/usr/bin/cmake", "--build", "b", "--", "-j3"],
      ["/usr/bin/cmake", "--build", "b", "--", "-j16"], "3"),
-    (["ninja", "-C", "b", "-j", "1"], ["ninja", "-C", "b", "-j", "16"], "1"),
+    (["ninja", "-C", "b", "-j", "2"], ["ninja", "-C", "b", "-j", "16"], "2"),
     (["make", "-j8", "all"], ["make", "-j16", "all"], "8"),
 ])
 def test_a_lower_parallelism_is_raised_to_the_plan(hook: ModuleType, argv: list[str],
@@ -46,6 +46,7 @@ def test_a_lower_parallelism_is_raised_to_the_plan(hook: ModuleType, argv: list[
     ["cmake", "--build", "b"],               # no -j: CMAKE_BUILD_PARALLEL_LEVEL says it
     ["g++", "-j", "2", "x.cpp"],             # not a build tool
     ["make", "-j"],                          # unbounded
+    ["make", "-j1", "all"],                  # serial on purpose, perhaps not parallel-safe
 ])
 def test_anything_else_is_left_as_it_is(hook: ModuleType, argv: list[str]) -> None:
     assert hook.raise_jobs(argv, 16) == (argv, "")

@@ -531,7 +531,8 @@ def raise_jobs(argv: list[str], jobs: int) -> tuple[list[str], str]:
     nothing changed). A setup.py that runs CMake itself picks its own `-j` (natten 0.21.7:
     `cmake --build DIR -j <cores // 4>`, 4 on 16 cores, its default for memory), and MAX_JOBS,
     flashbuild's plan from cores and free memory, never reaches it. `-jN`, `-j N`,
-    `--parallel N`, `--parallel=N`, also after cmake's `--` (the native tool's own)."""
+    `--parallel N`, `--parallel=N`, also after cmake's `--` (the native tool's own); never
+    `-j1`."""
     if not argv or _program(argv) not in _JOBS_TOOLS or jobs < 1:
         return argv, ""
     if _program(argv) == "cmake" and "--build" not in argv[1:]:
@@ -547,7 +548,9 @@ def raise_jobs(argv: list[str], jobs: int) -> tuple[list[str], str]:
             at, value, spell = i, arg[2:], "-j{}"
         elif arg.startswith("--parallel=") and arg[11:].isdigit():
             at, value, spell = i, arg[11:], "--parallel={}"
-        if at >= 0 and 0 < int(value) < jobs:
+        # `-j1` is left alone: a tree that asks for one job at a time may have a build that
+        # is not safe to run in parallel; a cap of 2 or more is a choice of how many.
+        if at >= 0 and 1 < int(value) < jobs:
             out[at] = spell.format(jobs)
             old = old or value
     return (out, old) if old else (argv, "")
