@@ -69,3 +69,15 @@ def test_the_running_command_gets_the_plan_and_the_report_says_so(
     assert started == [["make", "-j6", "all"], "make -j2 all"]
     (record,) = [json.loads(line) for line in report.read_text().splitlines()]
     assert (record["jobs_raised"], record["from"], record["to"]) == ("make -j2 all", "2", "6")
+
+
+def test_the_build_says_what_it_raised() -> None:
+    from types import SimpleNamespace
+
+    from flashbuild.building.backends.setuptools import _hook_notes
+
+    record = {"jobs_raised": "cmake --build /tmp/b", "from": "4", "to": "16",
+              "where": "setup.py:491"}
+    (note,) = _hook_notes([record], SimpleNamespace(), None)  # type: ignore[arg-type]
+    assert note.startswith("the setup.py ran `cmake --build /tmp/b …` with -j 4 (setup.py:491)")
+    assert "16 jobs" in note and "FLASHBUILD_OWN_JOBS=0" in note
