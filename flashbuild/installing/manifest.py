@@ -232,13 +232,15 @@ class Manifest:
 
 
 def _inside(path: str) -> bool:
-    """An artifact path the manifest may name: inside the package folder, or one file beside
-    it (`../causal_conv1d_cuda.so`: a setup.py's top-level extension module next to the
-    package it belongs to, in the same site-packages)."""
+    """An artifact path the manifest may name: inside the package folder, or elsewhere in the
+    site-packages that holds it (one leading `..`): `../causal_conv1d_cuda.so`, a setup.py's
+    top-level extension module next to its package; `../lib/libggml-base.so`, a library a
+    scikit-build-core wheel installs at the top of site-packages (llama-cpp-python 0.3.36's
+    CMake installs its libraries both there and into `llama_cpp/lib`)."""
     parts = path.replace("\\", "/").split("/")
     if path.startswith(("/", "\\")) or (len(parts[0]) == 2 and parts[0][1] == ":"):
         return False
-    if parts[0] == ".." and len(parts) == 2:
+    if parts[0] == ".." and len(parts) >= 2:
         parts = parts[1:]
     return all(p not in ("", ".", "..") for p in parts)
 

@@ -489,3 +489,22 @@ def test_a_package_of_shared_libraries_has_no_exports_to_check(tmp_path: Path) -
     assert exports.summary == ("no Python exports to check: libctlib_cuda.so is a shared "
                                "library the package loads itself (ctypes), not an extension "
                                "module")
+
+
+@pytest.mark.parametrize(("path", "ok"), [
+    ("../lib/libggml-base.so", True),   # llama-cpp-python's wheel: site-packages/lib/
+    (f"../topmod{EXT}", True),
+    ("lib/libggml.so", True),
+    ("../../x.so", False), ("../lib/../../x.so", False), ("/abs/x.so", False),
+])
+def test_a_manifest_names_files_of_its_site_packages_and_nothing_beyond(
+        tmp_path: Path, path: str, ok: bool) -> None:
+    from flashbuild.installing.manifest import Artifact
+
+    target = tmp_path / "flashbuild-manifest.json"
+    target.write_bytes(_manifest(artifacts=(Artifact(path=path, kind="plugin"),)))
+    if ok:
+        assert Manifest.load(target).artifacts[0].path == path
+    else:
+        with pytest.raises(VerifyError, match="leaves the package folder"):
+            Manifest.load(target)
