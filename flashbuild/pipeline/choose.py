@@ -187,7 +187,7 @@ def _drafted(tree: Path, *, arch: BuildTarget, platform: str, installing: bool, 
              say: Callable[[str], None]) -> Chosen:
     name = re.sub(r"[^a-z0-9-]+", "-", tree.name.lower()).strip("-") or "tree"
     draft = build_root / f"{name}.draft.toml"
-    key_file = draft.with_name(draft.name + ".key")
+    key_file = _key_file(draft)
     key = _tree_key(tree, arch=arch, platform=platform, skip=build_root)
     stored = _read_json(key_file)
     text = draft.read_bytes() if draft.is_file() else None
@@ -261,7 +261,7 @@ def add_to_draft(chosen: Chosen, steps: Sequence[IncludeStep]) -> Chosen | None:
     if chosen.how != "drafted" or chosen.draft is None:
         return None
     draft = chosen.draft
-    key_file = draft.with_name(draft.name + ".key")
+    key_file = _key_file(draft)
     stored = _read_json(key_file)
     try:
         text = draft.read_bytes()
@@ -403,6 +403,11 @@ def _tree_key(tree: Path, *, arch: BuildTarget, platform: str, skip: Path) -> st
         # hashes as its own bytes instead of raising UnicodeEncodeError (issue 27).
         h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode(errors="surrogateescape"))
     return h.hexdigest()
+
+
+def _key_file(draft: Path) -> Path:
+    """The key kept beside a draft: what it was drafted from and the hash of what was written."""
+    return draft.with_name(draft.name + ".key")
 
 
 def _read_json(path: Path) -> dict[str, object] | None:

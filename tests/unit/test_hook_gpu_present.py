@@ -31,20 +31,30 @@ def _hook(monkeypatch: pytest.MonkeyPatch, where: str | None) -> ModuleType:
     return module
 
 
-def _unopenable_gpu() -> SimpleNamespace:
-    def count() -> int:
-        raise RuntimeError("Unexpected error from cudaGetDeviceCount(). Error 304: OS call "
-                           "failed or operation not supported on this OS")
+ERROR_304 = ("Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions "
+             "before calling NumCudaDevices() that might have already set an error? Error 304: "
+             "OS call failed or operation not supported on this OS")
 
-    def current() -> int:
-        return count()
+
+def _cuda(*, available: bool, count: int | None) -> SimpleNamespace:
+    """A stand-in torch.cuda whose device cannot be opened: `current_device()` raises Error
+    304; `device_count()` raises too when `count` is None, else says `count` (NVML's)."""
+    def raises(*_a: object) -> int:
+        raise RuntimeError(ERROR_304)
 
     def properties(device: object = None) -> object:
-        raise AssertionError("the real properties of a GPU that cannot be opened were read")
+        if count is None:
+            raise AssertionError("the real properties of a GPU that cannot be opened were read")
+        return raises()
 
-    return SimpleNamespace(is_available=lambda: True, device_count=count,
+    return SimpleNamespace(is_available=lambda: available,
+                           device_count=raises if count is None else (lambda: count),
                            get_device_capability=lambda device=None: (9, 0),
-                           current_device=current, get_device_properties=properties)
+                           current_device=raises, get_device_properties=properties)
+
+
+def _unopenable_gpu() -> SimpleNamespace:
+    return _cuda(available=True, count=None)
 
 
 def test_a_gpu_the_record_run_cannot_open_is_answered_with_the_target(
@@ -63,18 +73,7 @@ def _nvml_counted_gpu() -> SimpleNamespace:
     """As the H200 machine's contained record run answered (natten 0.21.7's draft there, the
     session after the hook above): device_count() counts through NVML and says 1, is_available()
     asks the CUDA runtime and says False, and current_device() raises Error 304."""
-    def current() -> int:
-        raise RuntimeError("Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
-                           "functions before calling NumCudaDevices() that might have already "
-                           "set an error? Error 304: OS call failed or operation not supported "
-                           "on this OS")
-
-    def properties(device: object = None) -> object:
-        return current()
-
-    return SimpleNamespace(is_available=lambda: False, device_count=lambda: 1,
-                           get_device_capability=lambda device=None: (9, 0),
-                           current_device=current, get_device_properties=properties)
+    return _cuda(available=False, count=1)
 
 
 def test_a_gpu_nvml_counts_and_cuda_cannot_open_is_answered_with_the_target(
