@@ -501,6 +501,10 @@ def build(
         "namespace (nothing outlives the build), else proxies to a closed port; pip with "
         "--no-build-isolation and no index. A build that downloads fails with one "
         "paragraph saying so.")] = False,
+    deps: Annotated[bool, typer.Option(
+        "--deps/--no-deps", help="Install the tree's missing build requirements and its "
+        "package's missing dependencies, with every installed distribution (torch) pinned "
+        "to its version; --no-deps only names them with the pip command.")] = True,
     json: JsonOpt = False,
 ) -> int:
     """Patch, configure, compile and install a tree for the target GPU.
@@ -514,7 +518,7 @@ def build(
     return run_build(recipe=recipe, source=one_tree(path, source, command="build"), arch=arch,
                      cuda=cuda, platform=platform, jobs_text=jobs, launcher_text=launcher,
                      install_text=install, build_dir=build_dir, as_json=json, in_place=in_place,
-                     contain=contain)
+                     contain=contain, deps=deps)
 
 
 @recipe_app.command(cls=_Command, name="list")

@@ -121,6 +121,10 @@ class BuildRequest:
     contain: bool = False
     """`build --contain`: the configure and compile run as introspection's do
     (platforms/contain.py): no network, every process they start ended with them."""
+    install_requirements: bool = True
+    """Install the tree's missing build requirements and its package's missing dependencies
+    with everything already installed pinned (detect/pinned.py); `build --no-deps` (and
+    `--contain`, which has no index) only names them."""
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 from packaging.utils import canonicalize_name
 
 from flashbuild import platforms
+from flashbuild.detect import pinned
 from flashbuild.errors import FlashbuildError, InstallError
 from flashbuild.installing import shim
 from flashbuild.installing.wheel import build_wheel, dist_info_dir, read_member, repack_wheel
@@ -73,6 +74,11 @@ class InstallPlan:
     module: its file name), the others into the package folder."""
     dll_dirs: tuple[str, ...]
     """Rendered into the loader shim (absolute, existing folders)."""
+    preload: tuple[str, ...] = ()
+    """Wheel libraries the loader shim loads first (Linux), rendered into it."""
+    install_requirements: bool = True
+    """Install the wheel's missing dependencies with everything installed pinned, instead of
+    only naming them."""
     manifest_name: str
     manifest: bytes
     """The manifest file's content, written beside the module."""
@@ -112,7 +118,7 @@ class InstallPlan:
     def shim_text(self) -> str:
         assert self.package is not None, "no package, no loader shim"
         return shim.render(self.dll_dirs, package=self.package, images=dict(self.images),
-                           rebuild=self.rebuild, source=self.source)
+                           rebuild=self.rebuild, source=self.source, preload=self.preload)
 
 
 def top_level_names(artifacts: Sequence[BuiltArtifact]) -> list[str]:
@@ -455,10 +461,11 @@ def _install_wheel(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) ->
     else:
         files = (*installed, platlib / dist_info_dir(wheel) / plan.manifest_name)
     left = pip_leftovers(platlib, plan.name.split(".")[0], plan.distribution or plan.name)
-    unmet = unmet_requirements(plan.python, wheel.name.split("-")[0], runner, env)
-    notes: tuple[str, ...] = ()
+    unmet, installed_deps = install_requirements_of(plan, wheel.name.split("-")[0], runner,
+                                                    env)
+    notes: tuple[str, ...] = installed_deps
     if package is None:
-        notes = (f"top-level module(s) {', '.join(top_level_names(plan.artifacts))} installed "
+        notes += (f"top-level module(s) {', '.join(top_level_names(plan.artifacts))} installed "
                  f"at the top of {platlib}, with no package: no loader shim (no GPU check at "
                  "import, no Windows DLL folders); the manifest is in "
                  f"{dist_info_dir(wheel)}/",)
@@ -472,17 +479,15 @@ _PIP_CHECK = re.compile(r"^(?P<name>\S+) \S+ (?:requires (?P<missing>.+), which 
                         r"installed\.|has requirement (?P<req>.+), but you have (?P<have>.+)\.)$")
 
 
-def unmet_requirements(python: str, distribution: str, runner: Runner,
-                       env: Mapping[str, str] | None = None) -> list[str]:
-    """What the installed distribution requires that this Python lacks, as one warning (or
-    none): the wheel goes in with `--no-deps`, so that pip never replaces the torch it was
-    built against, and its own requirements (scipy, another extension package) are the
-    user's to install. Read from `pip check`, which evaluates the markers in that Python."""
+def pip_check(python: str, distribution: str, runner: Runner,
+              env: Mapping[str, str] | None = None) -> tuple[list[str], list[str]]:
+    """(requirements of the installed distribution this Python lacks, those installed at a
+    version it excludes), from `pip check`, which evaluates the markers in that Python."""
     try:
         done = runner.run([python, "-m", "pip", "check", "--disable-pip-version-check"],
                           env=env, timeout=120, check=False)
     except FlashbuildError:  # a pip that hangs or cannot start: the install itself is done
-        return []
+        return [], []
     key = canonicalize_name(distribution)
     missing: list[str] = []
     conflicts: list[str] = []
@@ -494,6 +499,15 @@ def unmet_requirements(python: str, distribution: str, runner: Runner,
             missing.append(m["missing"])
         else:
             conflicts.append(f"{m['req']} (this Python has {m['have']})")
+    return missing, conflicts
+
+
+def unmet_requirements(python: str, distribution: str, runner: Runner,
+                       env: Mapping[str, str] | None = None, *, why: str = "") -> list[str]:
+    """What the installed distribution requires that this Python lacks, as one warning (or
+    none): the wheel goes in with `--no-deps`, so that pip never replaces the torch it was
+    built against. `why`: why they were not installed for it (pip's refusal)."""
+    missing, conflicts = pip_check(python, distribution, runner, env)
     if not missing and not conflicts:
         return []
     parts = ([f"{', '.join(missing)}, not installed"] if missing else []) + \
@@ -501,8 +515,26 @@ def unmet_requirements(python: str, distribution: str, runner: Runner,
     shown = " ".join(f"'{r}'" for r in missing)
     return [f"{distribution} requires {'; '.join(parts)} (pip check): flashbuild installs the "
             "wheel without its dependencies, so that pip never replaces the torch it was "
-            "built against" + (f"; install them with `{python} -m pip install {shown}`"
-                               if missing else "")]
+            "built against" + (f"; {why}" if why else "")
+            + (f"; install them with `{python} -m pip install {shown}`" if missing else "")]
+
+
+def install_requirements_of(plan: InstallPlan, distribution: str, runner: Runner,
+                            env: Mapping[str, str]) -> tuple[list[str], tuple[str, ...]]:
+    """(warnings, notes) about the installed wheel's own requirements: the missing ones are
+    installed with everything already installed pinned (detect/pinned.py), unless the plan
+    says not to; what is still unmet is a warning with the pip command."""
+    missing, _ = pip_check(plan.python, distribution, runner, env)
+    if not missing or not plan.install_requirements:
+        return unmet_requirements(plan.python, distribution, runner, env), ()
+    done = pinned.install_pinned(plan.python, missing, runner, env)
+    if not done.ok:
+        why = (f"pip could not install them with everything installed pinned "
+               f"({done.error.splitlines()[-1] if done.error else 'no reason given'})")
+        return unmet_requirements(plan.python, distribution, runner, env, why=why), ()
+    note = (f"installed {', '.join(missing)}, which {distribution} requires, with every "
+            "installed distribution pinned to its version")
+    return unmet_requirements(plan.python, distribution, runner, env), (note,)
 
 
 

@@ -113,6 +113,9 @@ class Manifest:
     artifacts: tuple[Artifact, ...] = ()
     dll_dirs: tuple[str, ...] = ()
     """Folders the loader shim registers on Windows."""
+    preload: tuple[str, ...] = ()
+    """Libraries of the environment's PyPI CUDA wheels the loader shim loads first (Linux):
+    the binaries need them and would not find them otherwise."""
     exports: tuple[str, ...] = ()
     """Names the recipe says the package exports (`rms_norm`, `_C.built_archs`)."""
     kernel_smem: tuple[KernelSmem, ...] = ()
@@ -141,7 +144,7 @@ class Manifest:
         data = asdict(self)
         if self.ptxas_info is None:
             del data["ptxas_info"]
-        for key in ("kernels", "binaries", "top_level", "torch_version"):
+        for key in ("kernels", "binaries", "top_level", "torch_version", "preload"):
             if not data[key]:
                 del data[key]  # manifests written before the field existed stay byte-equal
         for artifact in data["artifacts"]:
@@ -205,6 +208,7 @@ class Manifest:
                 gpu_code=a.flag("gpu_code", default=True))
                 for a in r.objs("artifacts")),
             dll_dirs=r.strs("dll_dirs", required=False),
+            preload=r.strs("preload", required=False),
             exports=r.strs("exports", required=False),
             kernel_smem=tuple(KernelSmem(kernel=k.text("kernel"),
                                          dynamic_smem_bytes=k.integer("dynamic_smem_bytes"))
@@ -251,7 +255,7 @@ def _bad(where: Path | str, why: str) -> VerifyError:
 
 
 _KEYS = {"schema_version", "flashbuild", "recipe", "platform", "archs", "toolkit",
-         "host_compiler", "patches", "flags", "artifacts", "dll_dirs", "exports",
+         "host_compiler", "patches", "flags", "artifacts", "dll_dirs", "preload", "exports",
          "kernel_smem", "dynamic_smem_symbols", "ptxas_info", "kernels", "binaries",
          "top_level", "torch_version"}
 

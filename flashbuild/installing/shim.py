@@ -29,6 +29,7 @@ SHIM_MODULE = "_flashbuild_shim"
 BEGIN = "# >>> flashbuild loader shim >>>"
 END = "# <<< flashbuild loader shim <<<"
 _DATA_LINE = "DLL_DIRS: tuple[str, ...] = ()"
+_PRELOAD_LINE = "PRELOAD: tuple[str, ...] = ()"
 _IMAGES_LINE = "IMAGES: dict[str, tuple[str, ...]] = {}"
 _REBUILD_LINE = 'REBUILD: str = "flashbuild build --arch {arch}"'
 _SOURCE_LINE = 'SOURCE: str = ""'
@@ -75,18 +76,41 @@ def folders_for_imports(needed: Iterable[str], site_packages: Iterable[Path]) ->
     return list(found)
 
 
+#: Where pip puts the CUDA libraries a Linux binary may need (`nvidia/cu13/lib`,
+#: `nvidia/cublas/lib` for cu12-era wheels); torch's `lib` is loaded by `import torch`.
+WHEEL_LIBRARY_ROOT = "nvidia"
+
+
+def wheel_libraries(names: Iterable[str], site_packages: Iterable[Path]) -> list[Path]:
+    """The files below the environment's `nvidia/` wheel folders named as one of `names` (a
+    soname, matched exactly as the Linux loader does), the first found for each, in the
+    order of `names`; never a link stub (`stubs/`, which only the linker may see)."""
+    wanted = list(dict.fromkeys(names))
+    found: dict[str, Path] = {}
+    for site in site_packages:
+        base = site / WHEEL_LIBRARY_ROOT
+        if not wanted or not base.is_dir():
+            continue
+        for path in sorted(base.rglob("lib*.so*")):
+            if path.name in wanted and path.name not in found and "stubs" not in \
+                    path.relative_to(base).parts and path.is_file():
+                found[path.name] = path
+    return [found[name] for name in wanted if name in found]
+
+
 def _is_windows_absolute(text: str) -> bool:
     return len(text) > 2 and text[1] == ":" and text[2] in "\\/"
 
 
 def render(folders: Sequence[str], *, package: str,
            images: Mapping[str, Sequence[str]] | None = None, rebuild: str = "",
-           source: str = "") -> str:
+           source: str = "", preload: Sequence[str] = ()) -> str:
     """The template with its data filled in: the DLL folders, the GPU images per binary
     (relative path -> `sm_90a`, `compute_120`, ...), the rebuild command (`{arch}`, and
-    `{source}` for the tree `source`, left for the shim to fill)."""
+    `{source}` for the tree `source`, left for the shim to fill), the wheel libraries to
+    load first on Linux."""
     template = TEMPLATE.read_text(encoding="utf-8")
-    for line in (_DATA_LINE, _IMAGES_LINE, _REBUILD_LINE, _SOURCE_LINE):
+    for line in (_DATA_LINE, _PRELOAD_LINE, _IMAGES_LINE, _REBUILD_LINE, _SOURCE_LINE):
         if template.count(line) != 1:
             raise InstallError(
                 "the loader shim template has no single data line",
@@ -96,6 +120,9 @@ def render(folders: Sequence[str], *, package: str,
     items = "".join(f"    {folder!r},\n" for folder in folders)
     data = f"DLL_DIRS: tuple[str, ...] = (\n{items})" if folders else _DATA_LINE
     text = template.replace(_DATA_LINE, data)
+    if preload:
+        files = "".join(f"    {path!r},\n" for path in preload)
+        text = text.replace(_PRELOAD_LINE, f"PRELOAD: tuple[str, ...] = (\n{files})")
     if images:
         rows = "".join(f"    {path!r}: {tuple(held)!r},\n" for path, held in images.items())
         text = text.replace(_IMAGES_LINE, f"IMAGES: dict[str, tuple[str, ...]] = {{\n{rows}}}")

@@ -72,7 +72,7 @@ def one_tree(path: Path | None, source: Path | None, *, command: str) -> Path | 
 def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda: Path | None,
               platform: str | None, jobs_text: str, launcher_text: str, install_text: str,
               build_dir: Path | None, as_json: bool, in_place: bool = False,
-              contain: bool = False) -> int:
+              contain: bool = False, deps: bool = True) -> int:
     """Resolve the options (recipe, arch, toolkit, host compiler, MSVC environment), then
     `build()`. Printed output and the JSON document are produced here, not in the CLI."""
     # One walk of the user's tree per run (the draft key, the submodule check and the mirror
@@ -81,13 +81,13 @@ def run_build(*, recipe: str | None, source: Path | None, arch: str | None, cuda
         return _run_build(recipe=recipe, source=source, arch=arch, cuda=cuda,
                           platform=platform, jobs_text=jobs_text, launcher_text=launcher_text,
                           install_text=install_text, build_dir=build_dir, as_json=as_json,
-                          in_place=in_place, contain=contain)
+                          in_place=in_place, contain=contain, deps=deps)
 
 
 def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
                cuda: Path | None, platform: str | None, jobs_text: str, launcher_text: str,
                install_text: str, build_dir: Path | None, as_json: bool,
-               in_place: bool, contain: bool) -> int:
+               in_place: bool, contain: bool, deps: bool) -> int:
     from flashbuild.building.launcher import parse_launcher  # noqa: PLC0415  # start-up
     from flashbuild.detect.cuda import python_site_packages  # noqa: PLC0415  # start-up
     jobs_n = parse_jobs(jobs_text)
@@ -142,7 +142,7 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
         platform=plat, host_compiler=host, env=build_env, jobs=jobs_n, launcher=launcher_choice,
         install=mode, build_dir=build_dir, cmake_defines=defines,
         cmake_args=(*args, *(CMAKE_OFFLINE if contain else ())), contain=contain,
-        build_env=recipe_env,
+        install_requirements=deps and not contain, build_env=recipe_env,
         cuda_flags=cuda_flags, cxx_flags=cxx_flags,
         output_dir_var=loaded.build.output_dir_var, exclude_var=loaded.build.exclude_var,
         notes=(arch_note,) if arch_note else ())

@@ -20,7 +20,9 @@ The options of the `flashbuild build` command are resolved in pipeline/command.p
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import posixpath
 import re
 import site
@@ -194,7 +196,9 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     archcheck.check_host_compiler(env, request.build_env, chosen=request.host_compiler.path,
                                   which=lambda name: runner.which(name, env),
                                   user_value=request.env.get("NVCC_CCBIN"))
-    backend.preflight(request, runner)
+    for note in backend.preflight(request, runner):
+        notes.append(note)
+        say(note)
     steps.append(StepTime("checks", time.monotonic() - t0))
 
     # 2. patch (a mirror of the tree in the build folder, or with --in-place the tree)
@@ -233,8 +237,11 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     dll_dirs = shim.dll_dirs([*request.toolkit.dll_dirs, *request.extra_dll_dirs,
                               *(_wheel_dll_dirs(artifacts)
                                 if request.platform.registers_dll_dirs else ())])
+    preload = (_wheel_preloads(artifacts, runner, env, folder.path / PRELOAD_FILE)
+               if request.platform.preloads_wheel_libraries else ())
     ptxas = progress.merge_ptxas(folder.path / "logs" / "ptxas.json", built.ptxas)
-    manifest = build_manifest(request, outcome, built, dll_dirs, ptxas_info=ptxas)
+    manifest = build_manifest(request, outcome, built, dll_dirs, ptxas_info=ptxas,
+                              preload=preload)
     install_plan = _install_plan(request, built, dll_dirs, manifest, folder.path, tree=tree)
     if synced is not None and request.install == "inplace" and _patches_package(request,
                                                                                  outcome):
@@ -386,6 +393,51 @@ def _wheel_dll_dirs(artifacts: Sequence[BuiltArtifact]) -> list[Path]:
     return shim.folders_for_imports(needed, [Path(p) for p in site.getsitepackages()])
 
 
+#: The build folder's record of the last `_wheel_preloads` answer, with the binaries it read.
+PRELOAD_FILE = "preload.json"
+
+
+def _wheel_preloads(artifacts: Sequence[BuiltArtifact], runner: StreamRunner,
+                    env: Mapping[str, str], record: Path) -> tuple[str, ...]:
+    """The PyPI CUDA wheels' libraries (`nvidia/cu13/lib/libcublas.so.13`) that binaries
+    which are not torch extensions need and would not find: the loader shim loads them
+    first (Linux). A torch extension is left out: `import torch`, which its package runs
+    first, loads the CUDA libraries torch was built with. Read from the binaries' dynamic
+    sections once per change of the binaries (`record`: an unchanged re-run reads no ELF)."""
+    sites = [Path(p) for p in site.getsitepackages()]
+    key = [[str(a.path), *_stat_key(a.path)] for a in artifacts] + [[str(s)] for s in sites]
+    try:
+        saved = json.loads(record.read_text(encoding="utf-8"))
+        if saved.get("key") == key and all(Path(f).is_file() for f in saved["preload"]):
+            return tuple(str(f) for f in saved["preload"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    # Imported here: pyelftools and pefile cost ~100 ms, which a no-op re-run never pays.
+    from flashbuild.verifying import binaries  # noqa: PLC0415  # start-up
+
+    infos = []
+    for artifact in artifacts:
+        try:
+            info = binaries.read_link_info(artifact.path)
+        except BinaryFormatError:
+            continue  # verify reports an unreadable binary; install need not guess
+        if not any(binaries.TORCH_LIB.match(name) for name in info.needed):
+            infos.append(info)
+    names = binaries.unresolved(infos, cache=binaries.ld_cache(runner, env)) if infos else []
+    found = tuple(str(p) for p in shim.wheel_libraries(names, sites))
+    with contextlib.suppress(OSError):
+        record.write_text(json.dumps({"key": key, "preload": list(found)}), encoding="utf-8")
+    return found
+
+
+def _stat_key(path: Path) -> list[int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return []
+    return [st.st_size, st.st_mtime_ns]
+
+
 def _binary_images(request: BuildRequest, artifacts: Sequence[BuiltArtifact],
                    ) -> tuple[ManifestBinary, ...]:
     """The GPU images each built binary holds, read from its fatbin headers: the loader shim
@@ -482,7 +534,8 @@ def rebuild_command(request: BuildRequest) -> str:
 
 
 def build_manifest(request: BuildRequest, outcome: PatchOutcome, built: BackendResult,
-                   dll_dirs: Sequence[str], *, ptxas_info: str | None) -> Manifest:
+                   dll_dirs: Sequence[str], *, ptxas_info: str | None,
+                   preload: Sequence[str] = ()) -> Manifest:
     """The manifest beside the module. No timestamps: an unchanged re-run must produce the
     same bytes (so it installs nothing)."""
     tk = request.toolkit
@@ -504,6 +557,7 @@ def build_manifest(request: BuildRequest, outcome: PatchOutcome, built: BackendR
                         for a in built.artifacts),
         top_level=tuple(installing.top_level_names(built.artifacts)),
         dll_dirs=tuple(dll_dirs),
+        preload=tuple(preload),
         exports=tuple(request.recipe.verify.exports),
         kernels=tuple(request.recipe.verify.kernels),
         dynamic_smem_symbols=tuple(
@@ -570,7 +624,8 @@ def _install_plan(request: BuildRequest, built: BackendResult,
     return installing.InstallPlan(
         mode=request.install, package=package, package_dir=package_dir,
         artifacts=built.artifacts, prebuilt=built.wheel,
-        dll_dirs=dll_dirs, manifest_name=MANIFEST_NAME,
+        dll_dirs=dll_dirs, preload=manifest.preload, manifest_name=MANIFEST_NAME,
+        install_requirements=request.install_requirements,
         manifest=manifest.dump().encode(), tree=base.resolve(),
         python=request.python, distribution=spec.name if spec else request.recipe.name,
         version=request.version or _wheel_version(request), work_dir=work_dir,

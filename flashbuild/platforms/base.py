@@ -45,6 +45,10 @@ class Platform(Protocol):
     #: Whether an extension module must register its DLL folders itself (Windows: Python
     #: ignores PATH for a .pyd's dependencies); elsewhere RUNPATH does the job.
     registers_dll_dirs: bool
+    #: Whether the loader shim loads, by path, the PyPI CUDA wheels' libraries a binary needs
+    #: and its RUNPATH and the system would not find (Linux: the loader then matches them by
+    #: soname; Windows registers their folders instead).
+    preloads_wheel_libraries: bool
     #: The host compiler is MSVC, activated by flashbuild: torch's BuildExtension must be told
     #: to use that environment (DISTUTILS_USE_SDK=1), and `.cu` files that include torch's
     #: headers need -DUSE_CUDA (torch >= 2.7: C2872 "'std': ambiguous symbol").

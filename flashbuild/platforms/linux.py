@@ -70,6 +70,7 @@ class LinuxPlatform:
     shared_lib_suffix = ".so"
     pathsep = ":"
     registers_dll_dirs = False
+    preloads_wheel_libraries = True
     msvc_host = False
     path_limit: int | None = None
     host_include_var = "CPLUS_INCLUDE_PATH"

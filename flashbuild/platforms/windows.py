@@ -31,6 +31,7 @@ class WindowsPlatform:
     shared_lib_suffix = ".dll"
     pathsep = ";"
     registers_dll_dirs = True
+    preloads_wheel_libraries = False
     msvc_host = True
     path_limit: int | None = 260
     host_include_var = "INCLUDE"

@@ -93,6 +93,9 @@ class LinkInfo:
     delay_needed: tuple[str, ...] = ()
 
 
+#: torch's own libraries (`libc10.so`, `libtorch_cuda.so`, `c10.dll`): a binary that needs
+#: one is a torch extension, loaded after `import torch`.
+TORCH_LIB = re.compile(r"^(lib)?(c10|torch|shm)(_\w+)?\.(so|dll)$", re.IGNORECASE)
 #: Libraries the NVIDIA driver installs; never part of a build.
 DRIVER_LIBS = frozenset({"nvcuda.dll", "libcuda.so.1", "libcuda.so", "nvml.dll",
                          "libnvidia-ml.so.1"})
@@ -240,6 +243,32 @@ def resolve_linux(info: LinkInfo, *, env: Mapping[str, str], cache: Mapping[str,
             searched = [d for d, _ in dirs] + ["ld.so cache", *default_dirs]
             kind = Resolution.DRIVER_MISSING if name in DRIVER_LIBS else Resolution.MISSING
             out.append(Dependency(name, kind, None, "searched " + ", ".join(searched)))
+    return tuple(out)
+
+
+def unresolved(infos: Sequence[LinkInfo], *, cache: Mapping[str, str]) -> list[str]:
+    """The libraries the binaries need that the Linux loader would find nowhere: not through
+    their RPATH/RUNPATH, the ld.so cache or the default folders, LD_LIBRARY_PATH left out
+    (the build's is not the user's). In order, each once; the driver's are not counted."""
+    names: dict[str, None] = {}
+    for info in infos:
+        for dep in resolve_linux(info, env={}, cache=cache):
+            if dep.resolution is Resolution.MISSING:
+                names.setdefault(dep.name, None)
+    return list(names)
+
+
+def with_shim_preload(deps: Sequence[Dependency], files: Sequence[Path],
+                      ) -> tuple[Dependency, ...]:
+    """Resolve a missing library the package's loader shim loads before the package's code
+    (a PyPI CUDA wheel's file, recorded at install): the loader matches it by soname."""
+    by_name = {f.name: f for f in files if f.is_file()}
+    out = []
+    for dep in deps:
+        hit = by_name.get(dep.name) if dep.resolution is Resolution.MISSING else None
+        out.append(dep if hit is None else Dependency(
+            dep.name, Resolution.FOUND, str(hit),
+            "loaded by the package's loader shim before its binaries"))
     return tuple(out)
 
 

@@ -54,7 +54,6 @@ JIT_COST = ("the driver JIT-compiles PTX at the first launch of each kernel (sec
             "for a large module, cached per user in the CUDA ComputeCache)")
 #: Libraries of torch itself: a module that needs one is a torch extension, loaded after
 #: `import torch` has loaded them (and, through torch's RPATH, the PyPI CUDA libraries).
-_TORCH_LIB = re.compile(r"^(lib)?(c10|torch|shm)(_\w+)?\.(so|dll)$", re.IGNORECASE)
 
 
 class Status(StrEnum):
@@ -275,6 +274,8 @@ class Expectations:
     #: kernel → fixed dynamic shared memory bytes.
     kernel_smem: Mapping[str, int] = field(default_factory=dict)
     dll_dirs: tuple[Path, ...] = ()
+    #: The wheel libraries the loader shim loads before the package's binaries (Linux).
+    preload: tuple[Path, ...] = ()
     ptxas_info: str | None = None
     #: Modules installed by their own top-level name: an export `mod.name` whose `mod` is one
     #: of them is looked up on that module, not on the package.
@@ -294,6 +295,7 @@ def _expectations(subject: Subject, *, exports: Sequence[str] | None,
                           {d.kernel: d.symbol for d in m.dynamic_smem_symbols} if m else {}),
         kernel_smem={k.kernel: k.dynamic_smem_bytes for k in m.kernel_smem} if m else {},
         dll_dirs=tuple(Path(d) for d in m.dll_dirs) if m else (),
+        preload=tuple(Path(f) for f in m.preload) if m else (),
         ptxas_info=m.ptxas_info if m else None)
 
 
@@ -542,26 +544,25 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
                                            sass_codes=sass_codes)
     checks += _kernel_checks(expect.kernels, spec, pkg, names_by_code)
     checks += _placeholder_checks(bodies, spec, pkg, allow_most=allow_placeholders)
+    if limits_checked and spec is not None:
+        checks.append(Check("resources", pkg, Status.OK,
+                            f"{limits_checked} kernel image(s) checked against the limits of "
+                            f"{', '.join(a.sm for a in spec.archs)}"))
+    if subject.package is not None:
+        checks = _beside_the_package([*checks, *_runtime_checks(
+            subject.package, expect, run_gpu=run_gpu, bench=bench, runner=runner,
+            python=python, env=env, search_path=subject.search_path, selfcheck=selfcheck,
+            import_module=import_module, gpu_present=gpu_present, gpus_here=gpus_here,
+            held=held, prior=checks, has_selfcheck=subject.has_selfcheck,
+            plugins=_plugins_only(subject))], subject)
+    else:
+        checks += _not_importable(subject, pkg, expect, run_gpu=run_gpu)
     if subject.binaries and not any_device_code and not any(
             c.status is Status.FAIL for c in checks):
         checks.append(Check("images", pkg, Status.FAIL, "no binary holds GPU code",
                             f"none of {', '.join(b.subject for b in subject.binaries)} has a "
                             ".nv_fatbin / .nv_fatb section",
                             "check that the build compiled the CUDA sources"))
-    if limits_checked and spec is not None:
-        checks.append(Check("resources", pkg, Status.OK,
-                            f"{limits_checked} kernel image(s) checked against the limits of "
-                            f"{', '.join(a.sm for a in spec.archs)}"))
-    if subject.package is not None:
-        checks += _runtime_checks(subject.package, expect, run_gpu=run_gpu, bench=bench,
-                                  runner=runner, python=python, env=env,
-                                  search_path=subject.search_path, selfcheck=selfcheck,
-                                  import_module=import_module, gpu_present=gpu_present,
-                                  gpus_here=gpus_here, held=held,
-                                  prior=checks, has_selfcheck=subject.has_selfcheck,
-                                  plugins=_plugins_only(subject))
-    else:
-        checks += _not_importable(subject, pkg, expect, run_gpu=run_gpu)
     checks += _abi_checks(subject, policy)
     checks += _stable_abi_checks(subject)
     checks += _torch_checks(subject, runner=runner, python=python, env=env)
@@ -570,6 +571,26 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
                         checks=tuple(checks), images=images, subject_kind=subject.kind,
                         subject=subject.label, strict_arch=strict, binaries=tuple(proofs),
                         placeholders=tuple(bodies))
+
+
+def _beside_the_package(checks: list[Check], subject: Subject) -> list[Check]:
+    """A library the wheel installs beside the package, outside its folder (a CMake install
+    rule's copy in `site-packages/lib`: llama-cpp-python's wheel holds each library twice) is
+    not what the package loads: once the package has imported cleanly, such a copy whose
+    libraries would not resolve is a warning, not a failure of the build. Before a clean
+    import, nothing says which copy the package loads, and the failure stands."""
+    if subject.manifest_path is None or not any(
+            c.area == "import" and c.status is Status.OK for c in checks):
+        return checks
+    home = subject.manifest_path.parent.resolve()
+    outside = {b.subject for b in subject.binaries
+               if not b.path.resolve().is_relative_to(home)}
+    return [replace(c, status=Status.WARN,
+                    summary=f"{c.summary} (a copy outside the package, which imported "
+                    "without it)",
+                    fix=f"{c.fix}; or ignore it: nothing the package imports loads it by this "
+                    "path") if c.area == "dependencies" and c.status is Status.FAIL and
+            c.subject in outside else c for c in checks]
 
 
 def _plugins_only(subject: Subject) -> tuple[str, ...]:
@@ -617,7 +638,7 @@ def _with_preloaded(deps: Sequence[binaries.Dependency],
     through torch's RPATH, so the loader matches them by name. Resolve such a missing library
     from those folders, saying so; for a module that is not a torch extension nothing
     changes."""
-    if not any(_TORCH_LIB.match(d.name) for d in deps):
+    if not any(binaries.TORCH_LIB.match(d.name) for d in deps):
         return tuple(deps)
     out: list[binaries.Dependency] = []
     for dep in deps:
@@ -698,6 +719,7 @@ def _artifact_checks(binary: Binary, *, spec: ArchSpec | None, strict: bool,
     deps = binaries.resolve(info, platform=platform, env=env, runner=runner,
                             dll_dirs=list(expect.dll_dirs), cache=cache or {},
                             app_dir=binaries.application_dir(python))
+    deps = binaries.with_shim_preload(deps, expect.preload)
     checks += _dep_checks(_with_preloaded(deps, preloaded), subject)
     checks += damaged
     if expect.ptxas_info:
@@ -982,7 +1004,16 @@ def _runtime_checks(pkg: str, expect: Expectations, *, run_gpu: bool | None, ben
         result = runtime.import_check(pkg, wanted, runner=runner, python=python, env=env,
                                       search_path=search_path, top_level=expect.top_level)
         torch_ok = result.torch
-        if not result.imported:
+        driver = _DRIVER_ABSENT.search(result.error or "") if not result.imported else None
+        if driver is not None:
+            # The binaries link the driver's own library (CUDA::cuda_driver): no import can
+            # succeed on a machine without the driver, however right the build.
+            checks.append(Check(
+                "import", pkg, Status.WARN, f"not imported here: it loads {driver[1]}, the "
+                "NVIDIA driver's library, which this machine does not have",
+                result.error or "", "verify on a machine with the NVIDIA driver to check the "
+                "import (the checks above hold without it)"))
+        elif not result.imported:
             needed = _missing_dependency(result.error or "", pkg, expect.top_level)
             requirement, why = module_provider(needed) if needed else ("", "")
             checks.append(Check(
@@ -1104,6 +1135,11 @@ def _missing_dependency(error: str, pkg: str, top_level: Sequence[str]) -> str |
     module = found[1]
     own = {pkg.split(".", maxsplit=1)[0], *(m.split(".")[0] for m in top_level)}
     return None if module.split(".")[0] in own else module
+
+
+#: The Linux loader's words for a driver library that is not installed.
+_DRIVER_ABSENT = re.compile(r"\b(libcuda\.so\.1|libnvidia-ml\.so\.1): cannot open shared "
+                            r"object file")
 
 
 def _import_fix(checks: Sequence[Check]) -> str:

@@ -94,8 +94,9 @@ class Backend(Protocol):
     def check_tree(self, tree: Path, recipe: Recipe) -> None:
         """Raise UsageError when this backend cannot build the tree (before anything runs)."""
 
-    def preflight(self, request: BuildRequest, runner: StreamRunner) -> None:
-        """Raise ToolchainError for what would make this backend fail (before staging)."""
+    def preflight(self, request: BuildRequest, runner: StreamRunner) -> tuple[str, ...]:
+        """Raise ToolchainError for what would make this backend fail (before staging);
+        return what it did about it that the user should know (one line each)."""
 
     def build(self, ctx: BackendContext) -> BackendResult:
         """Configure and compile; find the binaries. Raises BuildError / Interrupted."""

@@ -49,8 +49,9 @@ class CMakeBackend:
                 fix="add `target = \"<cmake target>\"` to each [[artifact]]",
             )
 
-    def preflight(self, request: BuildRequest, runner: StreamRunner) -> None:
+    def preflight(self, request: BuildRequest, runner: StreamRunner) -> tuple[str, ...]:
         """CMake needs nothing beyond doctor's checks."""
+        return ()
 
     def build(self, ctx: BackendContext) -> BackendResult:
         request = ctx.request

@@ -86,8 +86,9 @@ class SetuptoolsBackend:
             raise wrong_tree(recipe, tree, wanted="setup.py using torch.utils.cpp_extension",
                               looked=str(tree / "setup.py"))
 
-    def preflight(self, request: BuildRequest, runner: StreamRunner) -> None:
+    def preflight(self, request: BuildRequest, runner: StreamRunner) -> tuple[str, ...]:
         check_torch_cuda(probe_torch(request, runner), request)
+        return ()
 
     def build(self, ctx: BackendContext) -> BackendResult:
         request = ctx.request

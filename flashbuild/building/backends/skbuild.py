@@ -48,6 +48,7 @@ from flashbuild.building.backends.cmake import arch_fix
 from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_host
 from flashbuild.building.launcher import Launcher, build_server, choose_launcher, serving
 from flashbuild.building.toolkit import cccl_include_dir
+from flashbuild.detect import pinned
 from flashbuild.errors import BuildError, ToolchainError, UsageError
 from flashbuild.source import skbuild_settings
 
@@ -79,9 +80,10 @@ class SkbuildBackend:
             raise wrong_tree(recipe, tree, wanted="pyproject.toml built by scikit-build-core",
                              looked=f"{tree / 'pyproject.toml'} [build-system] build-backend")
 
-    def preflight(self, request: BuildRequest, runner: StreamRunner) -> None:
+    def preflight(self, request: BuildRequest, runner: StreamRunner) -> tuple[str, ...]:
         """A build without isolation needs the pyproject's build requirements installed for
-        the interpreter that builds: say which are missing before anything is staged."""
+        the interpreter that builds: install the missing ones with everything installed
+        pinned, or say which are missing, before anything is staged."""
         if request.install == "inplace":
             raise UsageError(
                 "--install inplace is not supported for scikit-build-core trees yet",
@@ -89,18 +91,39 @@ class SkbuildBackend:
                 "in-place form is an editable install, which flashbuild does not drive",
                 fix="use the default `--install wheel` (or `--install none` to only build)")
         settings = skbuild_settings.read_settings(request.source_dir)
-        problems = missing_requirements(settings.requires,
-                                        installed_versions(request, runner, settings.requires),
-                                        tools=_tools_found(request, runner))
+        tools = _tools_found(request, runner)
+
+        def unmet() -> list[tuple[Requirement, str]]:
+            return unmet_requirements(settings.requires, installed_versions(
+                request, runner, settings.requires), tools=tools)
+
+        problems = unmet()
+        notes: tuple[str, ...] = ()
+        how = "so pip installs nothing (--no-deps)"
+        if problems and request.install_requirements:
+            # What pip's build isolation would have installed, into this environment instead,
+            # with everything installed (torch) pinned: nothing already there moves.
+            wanted = [str(req) for req, _ in problems]
+            done = pinned.install_pinned(request.python, wanted, runner, request.env)
+            if done.ok:
+                notes = (f"installed the build requirements {', '.join(wanted)} of "
+                         f"{settings.project}, with every installed distribution pinned",)
+                problems = unmet()
+                how = "and pip installed them, but they are still not met"
+            else:
+                how = ("and pip could not install them with everything installed pinned: "
+                       + (done.error.splitlines()[-1] if done.error else "no reason given"))
         if problems:
-            wanted = " ".join(f'"{r}"' for r in settings.requires)
+            wanted_all = " ".join(f'"{r}"' for r in settings.requires)
+            lines = [line for _, line in problems]
             raise ToolchainError(
                 f"the build requirements of {settings.project} are not all installed for "
                 f"{request.python}",
-                evidence="; ".join(problems) + " (pyproject.toml [build-system] requires; "
-                "flashbuild builds with --no-build-isolation, so pip installs nothing)",
-                fix=f"`{request.python} -m pip install {wanted}`, then build again",
-                details={"missing": problems})
+                evidence="; ".join(lines) + " (pyproject.toml [build-system] requires; "
+                f"flashbuild builds with --no-build-isolation, {how})",
+                fix=f"`{request.python} -m pip install {wanted_all}`, then build again",
+                details={"missing": lines})
+        return notes
 
     def build(self, ctx: BackendContext) -> BackendResult:
         request = ctx.request
@@ -315,9 +338,15 @@ def _tools_found(request: BuildRequest, runner: StreamRunner) -> bool:
 
 def missing_requirements(requires: Sequence[Requirement], installed: Mapping[str, str], *,
                          tools: bool = False) -> list[str]:
-    """One line per build requirement that is absent or of a version it excludes (a
-    requirement whose marker does not hold here is not needed; with `tools`, CMake and Ninja
-    were found as programs, and their PyPI packages are not needed)."""
+    """One line per build requirement that is absent or of a version it excludes."""
+    return [line for _, line in unmet_requirements(requires, installed, tools=tools)]
+
+
+def unmet_requirements(requires: Sequence[Requirement], installed: Mapping[str, str], *,
+                       tools: bool = False) -> list[tuple[Requirement, str]]:
+    """Each build requirement that is absent or of a version it excludes, with a line saying
+    which (a requirement whose marker does not hold here is not needed; with `tools`, CMake
+    and Ninja were found as programs, and their PyPI packages are not needed)."""
     problems = []
     for req in requires:
         if req.marker is not None and not req.marker.evaluate():
@@ -326,9 +355,9 @@ def missing_requirements(requires: Sequence[Requirement], installed: Mapping[str
             continue
         version = installed.get(req.name)
         if version is None:
-            problems.append(f"{req} is not installed")
+            problems.append((req, f"{req} is not installed"))
         elif req.specifier and not req.specifier.contains(version, prereleases=True):
-            problems.append(f"{req.name} {version} is installed, {req} is required")
+            problems.append((req, f"{req.name} {version} is installed, {req} is required"))
     return problems
 
 

@@ -14,9 +14,17 @@ the installer's CUDA_PATH_V* variables) for a toolkit folder. A folder found now
 named in the ImportError of this package's extension modules, instead of only "DLL load
 failed".
 
-On Linux this file does nothing: the binaries find their libraries through RPATH ($ORIGIN).
+On Linux the binaries find their libraries through RPATH ($ORIGIN) and the system's folders,
+with one exception this file covers: a library only a PyPI CUDA wheel of this environment
+holds (`nvidia/cu13/lib/libcublas.so.13`), which `import torch` loads for a torch extension
+but nothing loads for a package that opens its own shared libraries (ctypes). PRELOAD names
+those files; each is loaded by its path here, before the package's code runs, and the loader
+then matches the binaries' DT_NEEDED entries to them by soname (glibc looks among the objects
+already loaded before it searches a folder). A recorded file that is gone is looked for below
+this environment's site-packages, as a DLL folder is.
 This file runs inside the installed package, without flashbuild, so it checks the OS itself.
-flashbuild renders DLL_DIRS when it installs the package; edit the build, not this file.
+flashbuild renders DLL_DIRS and PRELOAD when it installs the package; edit the build, not this
+file.
 
 It also checks, before the package's first extension import, that a GPU this process can see
 can run the GPU code the binaries hold (IMAGES, read from them at install): the failure users
@@ -42,6 +50,10 @@ from typing import Any, NamedTuple
 
 #: Absolute folders that may hold the DLLs the binaries need (rendered by flashbuild).
 DLL_DIRS: tuple[str, ...] = ()
+
+#: Libraries of this environment's PyPI CUDA wheels the binaries need and would not find
+#: (Linux; rendered by flashbuild): absolute paths, loaded in this order.
+PRELOAD: tuple[str, ...] = ()
 
 #: The GPU images each binary of the package holds, read from the binaries at install
 #: (rendered by flashbuild): its path relative to this folder -> `sm_90a`, `compute_120`, ...
@@ -168,6 +180,36 @@ def _register(folders: tuple[str, ...]) -> list[str]:
 
 
 REGISTERED: list[str] = _register(DLL_DIRS)
+
+
+def _preload(files: tuple[str, ...]) -> list[str]:
+    """Load each recorded library (or its copy below this environment's site-packages);
+    return the files loaded. One found nowhere is left to the package's own load, whose
+    error names it."""
+    if sys.platform == "win32" or not files:
+        return []
+    sites = site_dirs()
+    loaded = []
+    for recorded in files:
+        if not _is_absolute(recorded):
+            continue
+        name = Path(recorded).name
+        places = [Path(recorded),
+                  *(folder / name for folder in alternatives(str(Path(recorded).parent),
+                                                            sites, []))]
+        for place in places:
+            if not place.is_file():
+                continue
+            try:
+                _HANDLES.append(ctypes.CDLL(str(place)))
+            except OSError:
+                continue
+            loaded.append(str(place))
+            break
+    return loaded
+
+
+PRELOADED: list[str] = _preload(PRELOAD)
 
 
 # --- arch-aware loading ---------------------------------------------------------------------

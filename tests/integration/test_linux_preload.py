@@ -1,0 +1,203 @@
+"""A library a PyPI CUDA wheel holds, loaded by the loader shim before the package's own
+binaries (Linux).
+
+The class: a package that loads its shared libraries itself (ctypes), built against the PyPI
+toolkit, links `libcublas.so.13`, which lives in `site-packages/nvidia/cu13/lib`; its
+RUNPATH is `$ORIGIN` and no system folder has it, so the load fails with "cannot open shared
+object file" unless something loads it first (torch does for its extensions; a package that
+does not import torch has nothing). Here with real ELF files from the host compiler: a
+`libfbdep.so.1` in a fake wheel folder and a `libplug.so` that needs it."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flashbuild.installing import shim
+from flashbuild.platforms import linux
+from flashbuild.verifying import binaries
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(sys.platform != "linux", reason="the Linux loader"),
+              pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")]
+
+INIT = ("import ctypes, pathlib\n"
+        "_lib = ctypes.CDLL(str(pathlib.Path(__file__).parent / 'lib' / 'libplug.so'))\n"
+        "ANSWER = _lib.plug()\n")
+
+
+def _gcc(*args: str | Path) -> None:
+    subprocess.run(["gcc", "-shared", "-fPIC", *map(str, args)], check=True, timeout=120,
+                   capture_output=True)
+
+
+def _tree(tmp_path: Path, site: str) -> tuple[Path, Path, Path]:
+    """(the wheel library, the package folder, the folder to put on sys.path)."""
+    wheel_lib = tmp_path / site / "site-packages" / "nvidia" / "cu13" / "lib"
+    wheel_lib.mkdir(parents=True)
+    (tmp_path / "dep.c").write_text("int fbdep_answer(void) { return 42; }\n")
+    _gcc("-Wl,-soname,libfbdep.so.1", "-o", wheel_lib / "libfbdep.so.1", tmp_path / "dep.c")
+    pkg = tmp_path / "pkgroot" / "plugpkg"
+    (pkg / "lib").mkdir(parents=True)
+    (tmp_path / "plug.c").write_text("int fbdep_answer(void);\n"
+                                     "int plug(void) { return fbdep_answer() + 1; }\n")
+    _gcc("-Wl,-rpath,$ORIGIN", "-o", pkg / "lib" / "libplug.so", tmp_path / "plug.c",
+         f"-L{wheel_lib}", "-l:libfbdep.so.1")
+    (pkg / "__init__.py").write_text(INIT)
+    return wheel_lib / "libfbdep.so.1", pkg, tmp_path / site / "site-packages"
+
+
+def _import(tmp_path: Path, site_packages: Path) -> subprocess.CompletedProcess[str]:
+    # -S: no user or system site folders; the fake site-packages and the package root only.
+    return subprocess.run([sys.executable, "-S", "-c", "import plugpkg; print(plugpkg.ANSWER)"],
+                          env={"PYTHONPATH": f"{tmp_path / 'pkgroot'}:{site_packages}",
+                               "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def _with_shim(pkg: Path, preload: list[str]) -> None:
+    (pkg / f"{shim.SHIM_MODULE}.py").write_text(
+        shim.render([], package="plugpkg", preload=preload), encoding="utf-8")
+    (pkg / "__init__.py").write_text(shim.insert(INIT), encoding="utf-8")
+
+
+def test_without_the_shim_the_wheel_library_is_not_found(tmp_path: Path) -> None:
+    _, _, site = _tree(tmp_path, "venv")
+    done = _import(tmp_path, site)
+    assert done.returncode != 0 and "libfbdep.so.1" in done.stderr, done.stderr
+
+
+def test_the_shim_loads_it_first_and_the_package_loads(tmp_path: Path) -> None:
+    dep, pkg, site = _tree(tmp_path, "venv")
+    _with_shim(pkg, [str(dep)])
+    done = _import(tmp_path, site)
+    assert done.returncode == 0 and done.stdout.strip() == "43", done.stderr
+
+
+def test_a_moved_environment_is_looked_up_below_site_packages(tmp_path: Path) -> None:
+    """Recorded in one venv, imported from another: the same path below site-packages."""
+    dep, pkg, _ = _tree(tmp_path, "venv")
+    moved = tmp_path / "other" / "site-packages" / "nvidia" / "cu13" / "lib"
+    shutil.copytree(dep.parent, moved)
+    recorded = str(dep)
+    shutil.rmtree(tmp_path / "venv")
+    _with_shim(pkg, [recorded])
+    done = _import(tmp_path, tmp_path / "other" / "site-packages")
+    assert done.returncode == 0 and done.stdout.strip() == "43", done.stderr
+
+
+def test_install_finds_what_to_preload_and_verify_resolves_it_so(tmp_path: Path) -> None:
+    """What the build records (the binaries' unresolved names, found in a wheel's folder)
+    and how verify reads the same binary once the shim loads it."""
+    dep, pkg, site = _tree(tmp_path, "venv")
+    info = binaries.read_link_info(pkg / "lib" / "libplug.so")
+    missing = binaries.unresolved([info], cache={})
+    assert missing == ["libfbdep.so.1"]
+    assert shim.wheel_libraries(missing, [site]) == [dep]
+    # Found by the system loader: nothing to preload.
+    assert binaries.unresolved([info], cache={"libfbdep.so.1": "/usr/lib/x"}) == []
+    # A link stub (`stubs/`) is never loaded; the driver's library is never searched for.
+    stub = site / "nvidia" / "cu13" / "lib" / "stubs"
+    stub.mkdir()
+    (stub / "libcuda.so.1").write_bytes(b"\x7fELF")
+    assert shim.wheel_libraries(["libcuda.so.1"], [site]) == []
+    deps = binaries.resolve_linux(info, env={}, cache={})
+    resolved = binaries.with_shim_preload(deps, [dep])
+    (hit,) = [d for d in resolved if d.name == "libfbdep.so.1"]
+    assert hit.resolution is binaries.Resolution.FOUND and hit.path == str(dep)
+    assert "loader shim" in hit.via
+    assert linux.LinuxPlatform.preloads_wheel_libraries
+
+
+def _beside(tmp_path: Path, init: str) -> Path:
+    """site-packages/{pkgx/, lib/libout.so}: the wheel installs a copy of a library outside
+    its package (a CMake install rule's `lib/`), one whose dependency resolves nowhere."""
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (tmp_path / "dep.c").write_text("int nowhere(void) { return 1; }\n")
+    _gcc("-Wl,-soname,libnowhere.so.1", "-o", other / "libnowhere.so.1", tmp_path / "dep.c")
+    site = tmp_path / "site-packages"
+    (site / "lib").mkdir(parents=True)
+    (tmp_path / "out.c").write_text("int nowhere(void);\nint out(void) { return nowhere(); }\n")
+    _gcc("-o", site / "lib" / "libout.so", tmp_path / "out.c", f"-L{other}", "-l:libnowhere.so.1")
+    pkg = site / "pkgx"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(init)
+    manifest = {"schema_version": 1, "flashbuild": "0.1.0", "recipe": "pkgx",
+                "platform": "linux", "archs": ["sm_90a"],
+                "toolkit": {"root": "/usr/local/cuda", "version": "13.0"},
+                "host_compiler": {"kind": "gcc", "version": "12", "path": "/usr/bin/g++"},
+                "artifacts": [{"path": "../lib/libout.so", "kind": "plugin"}]}
+    (pkg / "flashbuild-manifest.json").write_text(json.dumps(manifest))
+    return pkg
+
+
+def _dependency_statuses(pkg: Path) -> list[str]:
+    done = subprocess.run([sys.executable, "-m", "flashbuild", "verify",
+                           str(pkg / "flashbuild-manifest.json"), "--no-gpu", "--json"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    report = json.loads(done.stdout)
+    return [c["status"] + ": " + c["summary"] for c in report["checks"]
+            if c["area"] == "dependencies"]
+
+
+def test_a_copy_beside_the_package_that_would_not_load_is_a_warning_once_it_imports(
+        tmp_path: Path) -> None:
+    """llama-cpp-python's class: its wheel installs every library into its package and again
+    into `site-packages/lib`, where nothing loads the copies (they have no RUNPATH). The
+    package imports: those copies are warnings, not a failed build."""
+    (status,) = _dependency_statuses(_beside(tmp_path, ""))
+    assert status.startswith("warn: needs libnowhere.so.1: not found (a copy outside the "
+                             "package"), status
+
+
+def test_before_a_clean_import_the_failure_stands(tmp_path: Path) -> None:
+    (status,) = _dependency_statuses(_beside(tmp_path, "raise ImportError('broken')\n"))
+    assert status == "fail: needs libnowhere.so.1: not found", status
+
+
+def _driver_present() -> bool:
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(_driver_present(), reason="this machine has the NVIDIA driver")
+def test_a_package_that_links_the_driver_is_not_failed_for_its_absence(tmp_path: Path) -> None:
+    """llama-cpp-python links CUDA::cuda_driver: its libraries need `libcuda.so.1`, so its
+    import cannot succeed where the driver is not installed (a build machine, a CI runner),
+    however right the build. verify says so as a warning, not a failed import."""
+    stub_dir = tmp_path / "stub"
+    stub_dir.mkdir()
+    (tmp_path / "cuda.c").write_text("int cuInit(unsigned int flags) { return 0; }\n")
+    _gcc("-Wl,-soname,libcuda.so.1", "-o", stub_dir / "libcuda.so.1", tmp_path / "cuda.c")
+    site = tmp_path / "site-packages"
+    pkg = site / "drvpkg"
+    (pkg / "lib").mkdir(parents=True)
+    (tmp_path / "k.c").write_text("int cuInit(unsigned int);\nint k(void) { return cuInit(0); }\n")
+    _gcc("-Wl,-rpath,$ORIGIN", "-o", pkg / "lib" / "libk.so", tmp_path / "k.c", f"-L{stub_dir}",
+         "-l:libcuda.so.1")
+    shutil.rmtree(stub_dir)
+    (pkg / "__init__.py").write_text(INIT.replace("libplug.so", "libk.so").replace(
+        "ANSWER = _lib.plug()\n", ""))
+    manifest = {"schema_version": 1, "flashbuild": "0.1.0", "recipe": "drvpkg",
+                "platform": "linux", "archs": ["sm_90a"],
+                "toolkit": {"root": "/usr/local/cuda", "version": "13.0"},
+                "host_compiler": {"kind": "gcc", "version": "12", "path": "/usr/bin/g++"},
+                "artifacts": [{"path": "lib/libk.so", "kind": "plugin"}]}
+    (pkg / "flashbuild-manifest.json").write_text(json.dumps(manifest))
+    done = subprocess.run([sys.executable, "-m", "flashbuild", "verify",
+                           str(pkg / "flashbuild-manifest.json"), "--no-gpu", "--json"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    (check,) = [c for c in json.loads(done.stdout)["checks"] if c["area"] == "import"]
+    assert check["status"] == "warn", check
+    assert check["summary"] == ("not imported here: it loads libcuda.so.1, the NVIDIA "
+                                "driver's library, which this machine does not have")
