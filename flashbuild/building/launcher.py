@@ -94,6 +94,13 @@ def setuptools_env(launcher: Launcher, *, nvcc: Path, wrapper_dir: Path,
         out["PYTORCH_NVCC"] = f'"{launcher.path}" "{nvcc}"' if msvc_host else \
             shlex.join([str(launcher.path), str(nvcc)])
         reached.append("nvcc")
+        # A setup.py that runs CMake itself (natten: `cmake --build` of its own CMakeLists)
+        # never reads PYTORCH_NVCC; CMake >= 3.17 takes a target's CUDA launcher from this
+        # variable on the first configure of a folder (its envvar docs). The host compiles
+        # of such a CMake already go through the CXX wrapper below, which CMake picks as
+        # its C++ compiler. A value the user set wins.
+        if "CMAKE_CUDA_COMPILER_LAUNCHER" not in env:
+            out["CMAKE_CUDA_COMPILER_LAUNCHER"] = str(launcher.path)
     if not msvc_host:
         cxx = env.get("CXX") or "c++"
         wrapper_dir.mkdir(parents=True, exist_ok=True)

@@ -35,6 +35,12 @@ def test_linux_launches_nvcc_and_the_host_compiler(tmp_path: Path) -> None:
     assert env["TORCH_NO_COMPILER_WRAPPER"] == "1"
     assert "/opt/bin/sccache g++-13" in Path(env["CXX"]).read_text()
     assert what == "sccache (nvcc and g++-13)"
+    # A CMake the setup.py runs itself takes the CUDA launcher from the environment.
+    assert env["CMAKE_CUDA_COMPILER_LAUNCHER"] == "/opt/bin/sccache"
+    mine = {"CMAKE_CUDA_COMPILER_LAUNCHER": "ccache"}
+    env, _ = setuptools_env(SCCACHE, nvcc=Path("/cuda/bin/nvcc"), wrapper_dir=tmp_path,
+                            env=mine, msvc_host=False)
+    assert "CMAKE_CUDA_COMPILER_LAUNCHER" not in env  # the user's own stays
 
 
 def test_msvc_launches_nvcc_only(tmp_path: Path) -> None:
@@ -45,3 +51,4 @@ def test_msvc_launches_nvcc_only(tmp_path: Path) -> None:
     env, what = setuptools_env(ccache, nvcc=Path("/cuda/bin/nvcc"), wrapper_dir=tmp_path,
                                env={}, msvc_host=False)
     assert "PYTORCH_NVCC" not in env and what == "ccache (c++)"
+    assert "CMAKE_CUDA_COMPILER_LAUNCHER" not in env  # ccache cannot cache nvcc
