@@ -524,7 +524,8 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
     for binary in subject.binaries:
         result = _artifact_checks(binary, spec=spec, strict=strict, expect=expect,
                                   platform=platform, env=env, runner=runner, python=python,
-                                  cache=cache, preloaded=preloaded)
+                                  cache=cache, preloaded=preloaded,
+                                  outside=_outside(binary, subject))
         cache = result.cache
         checks += result.checks
         if result.proof is not None:
@@ -573,6 +574,17 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
                         placeholders=tuple(bodies))
 
 
+def _outside(binary: Binary, subject: Subject) -> bool:
+    """Whether the manifest lists `binary` outside its package's folder (`../lib/...`)."""
+    return subject.manifest_path is not None and not binary.path.resolve().is_relative_to(
+        subject.manifest_path.parent.resolve())
+
+
+def _outside_the_package(subject: Subject) -> frozenset[str]:
+    """The binaries a manifest lists outside its package's folder."""
+    return frozenset(b.subject for b in subject.binaries if _outside(b, subject))
+
+
 def _beside_the_package(checks: list[Check], subject: Subject) -> list[Check]:
     """A library the wheel installs beside the package, outside its folder (a CMake install
     rule's copy in `site-packages/lib`: llama-cpp-python's wheel holds each library twice) is
@@ -582,9 +594,7 @@ def _beside_the_package(checks: list[Check], subject: Subject) -> list[Check]:
     if subject.manifest_path is None or not any(
             c.area == "import" and c.status is Status.OK for c in checks):
         return checks
-    home = subject.manifest_path.parent.resolve()
-    outside = {b.subject for b in subject.binaries
-               if not b.path.resolve().is_relative_to(home)}
+    outside = _outside_the_package(subject)
     return [replace(c, status=Status.WARN,
                     summary=f"{c.summary} (a copy outside the package, which imported "
                     "without it)",
@@ -675,7 +685,7 @@ class _ArtifactResult:
 def _artifact_checks(binary: Binary, *, spec: ArchSpec | None, strict: bool,
                      expect: Expectations, platform: Platform, env: dict[str, str],
                      runner: Runner, python: str, cache: dict[str, str] | None,
-                     preloaded: Sequence[Path]) -> _ArtifactResult:
+                     preloaded: Sequence[Path], outside: bool = False) -> _ArtifactResult:
     """Images, dependencies and resources of one binary."""
     checks: list[Check] = []
     subject = binary.subject
@@ -720,7 +730,8 @@ def _artifact_checks(binary: Binary, *, spec: ArchSpec | None, strict: bool,
                             dll_dirs=list(expect.dll_dirs), cache=cache or {},
                             app_dir=binaries.application_dir(python))
     deps = binaries.with_shim_preload(deps, expect.preload)
-    checks += _dep_checks(_with_preloaded(deps, preloaded), subject)
+    checks += _dep_checks(_with_preloaded(deps, preloaded), subject,
+                          own_folder=binary.path.parent if outside else None)
     checks += damaged
     if expect.ptxas_info:
         kernels += resources.parse_ptxas_info(expect.ptxas_info)
@@ -1095,9 +1106,24 @@ def _gpus_cannot_run(held: Mapping[str, tuple[str, ...]], gpus: list[Gpu] | None
     return loader_shim.judge(images, gpus, package=package).error
 
 
-def _dep_checks(deps: Sequence[binaries.Dependency], subject: str) -> list[Check]:
+def _dep_checks(deps: Sequence[binaries.Dependency], subject: str, *,
+                own_folder: Path | None = None) -> list[Check]:
+    """`own_folder`: the folder of a library installed outside the package (beside it in
+    site-packages). A library it needs that lies in that same folder, which its RUNPATH does
+    not name, is how a CMake install rule leaves a C/C++ SDK (`lib/` with its `cmake/` and
+    `pkgconfig/` files): its consumers put the folder on their loader path. A warning, not a
+    failure of the package."""
     out: list[Check] = []
     missing = [d for d in deps if d.resolution is binaries.Resolution.MISSING]
+    sdk = [d for d in missing if own_folder is not None and (own_folder / d.name).is_file()]
+    if own_folder is not None:
+        missing = [d for d in missing if d not in sdk]
+        out += [Check("dependencies", subject, Status.WARN,
+                      f"needs {d.name}, which lies beside it and its RUNPATH does not name: a "
+                      "copy outside the package, for C/C++ consumers who put its folder on "
+                      "the loader path", d.via,
+                      "nothing to do for the package; a program that loads this copy needs "
+                      f"{own_folder} on its loader path") for d in sdk]
     driver = [d for d in deps if d.resolution is binaries.Resolution.DRIVER_MISSING]
     # A delay-loaded DLL that is nowhere lets the module import; the first call into it
     # fails. Not a failure of the import, not "resolved" either.
@@ -1118,7 +1144,7 @@ def _dep_checks(deps: Sequence[binaries.Dependency], subject: str) -> list[Check
                          f"install the package that provides {dep.name}, or add its folder "
                          "to the loader shim's DLL folders"))
     if not missing:
-        resolved = len(deps) - len(driver) - len(delayed)
+        resolved = len(deps) - len(driver) - len(delayed) - len(sdk)
         out.append(Check("dependencies", subject, Status.OK,
                          f"{resolved} of {len(deps)} libraries resolve",
                          "; ".join(f"{d.name} → {d.path or d.resolution}" for d in deps)))

@@ -201,3 +201,27 @@ def test_a_package_that_links_the_driver_is_not_failed_for_its_absence(tmp_path:
     assert check["status"] == "warn", check
     assert check["summary"] == ("not imported here: it loads libcuda.so.1, the NVIDIA "
                                 "driver's library, which this machine does not have")
+
+
+def test_a_copy_whose_libraries_lie_beside_it_is_a_c_sdk_not_a_failure(
+        tmp_path: Path) -> None:
+    """The same copies, judged without an import (the driver is missing, the import failed):
+    a library in `site-packages/lib` that needs another library lying in that same folder
+    is how a CMake install rule leaves a C/C++ SDK (with its `cmake/` and `pkgconfig/`
+    files); its consumers put the folder on their loader path. A library found nowhere
+    stays a failure."""
+    pkg = _beside(tmp_path, "raise ImportError('broken')\n")
+    site = pkg.parent
+    (tmp_path / "sib.c").write_text("int sib(void) { return 2; }\n")
+    _gcc("-Wl,-soname,libsib.so.0", "-o", site / "lib" / "libsib.so.0", tmp_path / "sib.c")
+    (tmp_path / "user.c").write_text("int sib(void);\nint user(void) { return sib(); }\n")
+    _gcc("-o", site / "lib" / "libuser.so", tmp_path / "user.c", f"-L{site / 'lib'}",
+         "-l:libsib.so.0")
+    manifest = json.loads((pkg / "flashbuild-manifest.json").read_text())
+    manifest["artifacts"] += [{"path": "../lib/libuser.so", "kind": "plugin"},
+                              {"path": "../lib/libsib.so.0", "kind": "plugin"}]
+    (pkg / "flashbuild-manifest.json").write_text(json.dumps(manifest))
+    statuses = _dependency_statuses(pkg)
+    assert "fail: needs libnowhere.so.1: not found" in statuses, statuses
+    (beside,) = [s for s in statuses if "libsib.so.0" in s]
+    assert beside.startswith("warn: needs libsib.so.0, which lies beside it"), beside
