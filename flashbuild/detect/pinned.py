@@ -44,6 +44,26 @@ class PinnedInstall:
     """pip's last lines when it failed (or why pip did not run)."""
 
 
+def installed_versions(python: str, names: Sequence[str], runner: Runner,
+                       env: Mapping[str, str]) -> dict[str, str]:
+    """The installed version of each distribution in `names`, for `python` (absent: not
+    installed), read through importlib.metadata in that interpreter."""
+    wanted = sorted(set(names))
+    if not wanted:
+        return {}
+    code = ("import importlib.metadata as m, json, sys\nout = {}\n"
+            "for n in json.loads(sys.argv[1]):\n"
+            "    try: out[n] = m.version(n)\n"
+            "    except m.PackageNotFoundError: pass\nprint(json.dumps(out))")
+    try:
+        done = runner.run([python, "-c", code, json.dumps(wanted)], env=env, timeout=120,
+                          check=False)
+        found = json.loads(done.stdout.strip().splitlines()[-1]) if done.ok else {}
+    except (FlashbuildError, ValueError, IndexError):
+        found = {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
 def installed_pins(python: str, runner: Runner, env: Mapping[str, str]) -> list[str] | None:
     """`name==version` for every distribution installed for `python` (pip's own listing),
     or None when pip cannot list them."""

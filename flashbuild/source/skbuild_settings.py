@@ -110,6 +110,24 @@ def read_pyproject(tree: Path) -> dict[str, Any] | None:
                         fix="fix the pyproject.toml: pip could not build the tree either") from exc
 
 
+def build_requirements(tree: Path) -> tuple[Requirement, ...]:
+    """`[build-system] requires` of the tree's pyproject.toml (any backend): what pip's build
+    isolation would install. None there, no file, or a file that is not TOML: nothing; a
+    string that is no PEP 508 requirement is left out."""
+    try:
+        data = read_pyproject(tree)
+    except TreeError:
+        return ()
+    system = data.get("build-system") if data else None
+    found = []
+    for text in system.get("requires", []) if isinstance(system, dict) else []:
+        try:
+            found.append(Requirement(str(text)))
+        except InvalidRequirement:
+            continue
+    return tuple(found)
+
+
 def is_skbuild(tree: Path) -> bool:
     """The tree's pyproject names scikit-build-core as its build backend."""
     try:

@@ -32,6 +32,8 @@ import sysconfig
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from packaging.utils import canonicalize_name
+
 from flashbuild.building import archcheck, builddir, progress, staging, vcs
 from flashbuild.building.artifacts import BuiltArtifact, copy_from_wheel, ext_suffix
 from flashbuild.building.backends import (
@@ -52,7 +54,9 @@ from flashbuild.building.launcher import (
     setuptools_env,
 )
 from flashbuild.building.toolkit import cccl_include_dir
+from flashbuild.detect import pinned
 from flashbuild.errors import BuildError, ToolchainError
+from flashbuild.source import skbuild_settings
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -88,7 +92,7 @@ class SetuptoolsBackend:
 
     def preflight(self, request: BuildRequest, runner: StreamRunner) -> tuple[str, ...]:
         check_torch_cuda(probe_torch(request, runner), request)
-        return ()
+        return absent_build_requirements(request, runner)
 
     def build(self, ctx: BackendContext) -> BackendResult:
         request = ctx.request
@@ -194,6 +198,47 @@ def _launch(ctx: BackendContext, env: dict[str, str]) -> tuple[Launcher | None, 
 
 
 # --- torch ----------------------------------------------------------------------------------
+
+#: Build requirements that are programs to the build as much as packages: one found on PATH
+#: does the job (torch's BuildExtension runs `ninja`, a setup.py that runs CMake `cmake`).
+_TOOLS = ("cmake", "ninja")
+
+
+def absent_build_requirements(request: BuildRequest, runner: StreamRunner) -> tuple[str, ...]:
+    """The pyproject's `[build-system] requires` that this Python lacks altogether (`packaging`,
+    `wheel`, `build`): pip's build isolation would have installed them, flashbuild builds
+    without it. Installed with everything installed pinned (detect/pinned.py), or named in a
+    note. torch is never one of them (the installed torch is the one to build against), and a
+    version the installed one does not meet is left as it is: pip without isolation does not
+    check versions either, and most such pins (`setuptools<79`) build all the same."""
+    wanted = [r for r in skbuild_settings.build_requirements(request.source_dir)
+              if canonicalize_name(r.name) != "torch"
+              and (r.marker is None or r.marker.evaluate())
+              and not (canonicalize_name(r.name) in _TOOLS
+                       and runner.which(canonicalize_name(r.name), request.env))]
+    if not wanted:
+        return ()
+    have = pinned.installed_versions(request.python, [r.name for r in wanted], runner,
+                                     request.env)
+    absent = [str(r) for r in wanted if r.name not in have]
+    if not absent:
+        return ()
+    if request.install_requirements:
+        done = pinned.install_pinned(request.python, absent, runner, request.env)
+        if done.ok:
+            return (f"installed the build requirements {', '.join(absent)} "
+                    "(pyproject.toml [build-system] requires), with every installed "
+                    "distribution pinned",)
+        why = ("pip could not install them with everything installed pinned: "
+               + (done.error.splitlines()[-1] if done.error else "no reason given"))
+    else:
+        why = "--no-deps"
+    shown = " ".join(f'"{r}"' for r in absent)
+    return (f"the build requirements {', '.join(absent)} (pyproject.toml [build-system] "
+            f"requires) are not installed ({why}); the build goes on without them, as pip "
+            f"without build isolation would; if it fails for one: `{request.python} -m pip "
+            f"install {shown}`",)
+
 
 def probe_torch(request: BuildRequest, runner: StreamRunner) -> dict[str, str]:
     """torch's version and CUDA version as the interpreter that builds sees them: its

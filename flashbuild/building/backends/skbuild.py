@@ -306,20 +306,8 @@ def installed_versions(request: BuildRequest, runner: StreamRunner,
                        requires: Sequence[Requirement]) -> dict[str, str]:
     """The installed version of each requirement's distribution, for the interpreter that
     builds (absent: not installed)."""
-    names = sorted({r.name for r in requires})
-    if not names:
-        return {}
-    code = ("import importlib.metadata as m, json, sys\nout = {}\n"
-            "for n in json.loads(sys.argv[1]):\n"
-            "    try: out[n] = m.version(n)\n"
-            "    except m.PackageNotFoundError: pass\nprint(json.dumps(out))")
-    done = runner.run([request.python, "-c", code, json.dumps(names)], env=request.env,
-                      timeout=120, check=False)
-    try:
-        found = json.loads(done.stdout.strip().splitlines()[-1]) if done.ok else {}
-    except (ValueError, IndexError):
-        found = {}
-    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+    return pinned.installed_versions(request.python, [r.name for r in requires], runner,
+                                     request.env)
 
 
 #: Requirements that are tools, not Python packages, to scikit-build-core: it uses a `cmake`
