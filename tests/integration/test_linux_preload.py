@@ -115,6 +115,16 @@ def test_install_finds_what_to_preload_and_verify_resolves_it_so(tmp_path: Path)
     assert linux.LinuxPlatform.preloads_wheel_libraries
 
 
+def _manifest(pkg: Path, plugins: list[str]) -> None:
+    """A manifest as flashbuild writes it for a package whose binaries are `plugins`."""
+    manifest = {"schema_version": 1, "flashbuild": "0.1.0", "recipe": pkg.name,
+                "platform": "linux", "archs": ["sm_90a"],
+                "toolkit": {"root": "/usr/local/cuda", "version": "13.0"},
+                "host_compiler": {"kind": "gcc", "version": "12", "path": "/usr/bin/g++"},
+                "artifacts": [{"path": path, "kind": "plugin"} for path in plugins]}
+    (pkg / "flashbuild-manifest.json").write_text(json.dumps(manifest))
+
+
 def _beside(tmp_path: Path, init: str) -> Path:
     """site-packages/{pkgx/, lib/libout.so}: the wheel installs a copy of a library outside
     its package (a CMake install rule's `lib/`), one whose dependency resolves nowhere."""
@@ -129,12 +139,7 @@ def _beside(tmp_path: Path, init: str) -> Path:
     pkg = site / "pkgx"
     pkg.mkdir()
     (pkg / "__init__.py").write_text(init)
-    manifest = {"schema_version": 1, "flashbuild": "0.1.0", "recipe": "pkgx",
-                "platform": "linux", "archs": ["sm_90a"],
-                "toolkit": {"root": "/usr/local/cuda", "version": "13.0"},
-                "host_compiler": {"kind": "gcc", "version": "12", "path": "/usr/bin/g++"},
-                "artifacts": [{"path": "../lib/libout.so", "kind": "plugin"}]}
-    (pkg / "flashbuild-manifest.json").write_text(json.dumps(manifest))
+    _manifest(pkg, ["../lib/libout.so"])
     return pkg
 
 
@@ -188,12 +193,7 @@ def test_a_package_that_links_the_driver_is_not_failed_for_its_absence(tmp_path:
     shutil.rmtree(stub_dir)
     (pkg / "__init__.py").write_text(INIT.replace("libplug.so", "libk.so").replace(
         "ANSWER = _lib.plug()\n", ""))
-    manifest = {"schema_version": 1, "flashbuild": "0.1.0", "recipe": "drvpkg",
-                "platform": "linux", "archs": ["sm_90a"],
-                "toolkit": {"root": "/usr/local/cuda", "version": "13.0"},
-                "host_compiler": {"kind": "gcc", "version": "12", "path": "/usr/bin/g++"},
-                "artifacts": [{"path": "lib/libk.so", "kind": "plugin"}]}
-    (pkg / "flashbuild-manifest.json").write_text(json.dumps(manifest))
+    _manifest(pkg, ["lib/libk.so"])
     done = subprocess.run([sys.executable, "-m", "flashbuild", "verify",
                            str(pkg / "flashbuild-manifest.json"), "--no-gpu", "--json"],
                           capture_output=True, text=True, timeout=300, check=False)
@@ -217,10 +217,7 @@ def test_a_copy_whose_libraries_lie_beside_it_is_a_c_sdk_not_a_failure(
     (tmp_path / "user.c").write_text("int sib(void);\nint user(void) { return sib(); }\n")
     _gcc("-o", site / "lib" / "libuser.so", tmp_path / "user.c", f"-L{site / 'lib'}",
          "-l:libsib.so.0")
-    manifest = json.loads((pkg / "flashbuild-manifest.json").read_text())
-    manifest["artifacts"] += [{"path": "../lib/libuser.so", "kind": "plugin"},
-                              {"path": "../lib/libsib.so.0", "kind": "plugin"}]
-    (pkg / "flashbuild-manifest.json").write_text(json.dumps(manifest))
+    _manifest(pkg, ["../lib/libout.so", "../lib/libuser.so", "../lib/libsib.so.0"])
     statuses = _dependency_statuses(pkg)
     assert "fail: needs libnowhere.so.1: not found" in statuses, statuses
     (beside,) = [s for s in statuses if "libsib.so.0" in s]

@@ -5,47 +5,17 @@ mamba-ssm's shape: `setuptools>=61`, `wheel`, `packaging`, `ninja`, and torch.""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from packaging.requirements import Requirement
-
 from flashbuild.building.backends import setuptools as st
-from flashbuild.runner import Completed
+from tests.unit.pip_fakes import PipWorld
 
 PYPROJECT = """[build-system]
 requires = ["setuptools>=61.0.0", "wheel", "packaging", "ninja", "torch>=2.7,<2.8",
             "build>=1.3; python_version < '3'"]
 build-backend = "setuptools.build_meta"
 """
-
-
-class _Env:
-    """The interpreter's installed distributions; pip install adds, unless `refuse`."""
-
-    def __init__(self, installed: dict[str, str], *, refuse: bool = False,
-                 on_path: tuple[str, ...] = ()) -> None:
-        self.installed, self.refuse, self.on_path = dict(installed), refuse, on_path
-        self.calls: list[list[str]] = []
-
-    def which(self, program: str, env: object = None) -> str | None:
-        return f"/usr/bin/{program}" if program in self.on_path else None
-
-    def run(self, argv: list[str], **_kw: object) -> Completed:
-        self.calls.append(list(argv))
-        if argv[1:4] == ["-m", "pip", "list"]:
-            rows = [{"name": n, "version": v} for n, v in self.installed.items()]
-            return Completed(tuple(argv), 0, json.dumps(rows) + "\n", "")
-        if argv[1:4] == ["-m", "pip", "install"]:
-            if self.refuse:
-                return Completed(tuple(argv), 1, "", "ERROR: No matching distribution")
-            for req in argv[argv.index("--constraint") + 2:]:
-                self.installed[Requirement(req).name] = "1.0"
-            return Completed(tuple(argv), 0, "", "")
-        names = json.loads(argv[3])
-        found = {n: self.installed[n] for n in names if n in self.installed}
-        return Completed(tuple(argv), 0, json.dumps(found) + "\n", "")
 
 
 def _request(tree: Path, *, install: bool = True) -> SimpleNamespace:
@@ -55,30 +25,30 @@ def _request(tree: Path, *, install: bool = True) -> SimpleNamespace:
 
 
 def test_the_absent_ones_are_installed_pinned_and_nothing_else(tmp_path: Path) -> None:
-    env = _Env({"setuptools": "50.0", "torch": "2.11.0", "wheel": "0.45"}, on_path=("ninja",))
+    env = PipWorld({"setuptools": "50.0", "torch": "2.11.0", "wheel": "0.45"}, on_path=("ninja",))
     (note,) = st.absent_build_requirements(_request(tmp_path), env)  # type: ignore[arg-type]
-    (install,) = [c for c in env.calls if c[1:4] == ["-m", "pip", "install"]]
     # packaging only: setuptools 50 is kept (a version change is never made), torch is the
     # installed one, ninja is on PATH, `build` has a marker that is false here.
-    assert install[install.index("--constraint") + 2:] == ["packaging"]
+    assert env.installs() == [["packaging"]]
     assert note.startswith("installed the build requirements packaging ")
     assert env.installed["torch"] == "2.11.0"
 
 
 def test_refused_or_no_deps_they_are_named_and_the_build_goes_on(tmp_path: Path) -> None:
-    env = _Env({"setuptools": "70", "torch": "2.11.0"}, refuse=True)
+    env = PipWorld({"setuptools": "70", "torch": "2.11.0"}, refuse=True,
+                   refusal="ERROR: No matching distribution")
     (note,) = st.absent_build_requirements(_request(tmp_path), env)  # type: ignore[arg-type]
     assert "wheel, packaging, ninja" in note and "No matching distribution" in note
     assert note.endswith('`python -m pip install "wheel" "packaging" "ninja"`')
-    quiet = _Env({"setuptools": "70", "torch": "2.11.0"})
+    quiet = PipWorld({"setuptools": "70", "torch": "2.11.0"})
     (note,) = st.absent_build_requirements(  # type: ignore[arg-type]
         _request(tmp_path, install=False), quiet)
     assert "(--no-deps)" in note
-    assert not [c for c in quiet.calls if c[1:4] == ["-m", "pip", "install"]]
+    assert quiet.installs() == []
 
 
 def test_a_tree_without_a_pyproject_needs_nothing(tmp_path: Path) -> None:
-    env = _Env({})
+    env = PipWorld({})
     request = SimpleNamespace(source_dir=tmp_path, python="python", env={},
                               install_requirements=True)
     assert st.absent_build_requirements(request, env) == ()  # type: ignore[arg-type]

@@ -6,7 +6,6 @@ tests/integration/test_build_skbuild.py."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import zipfile
 from pathlib import Path
@@ -20,7 +19,6 @@ from flashbuild.arch import parse_arch_spec
 from flashbuild.building.backends import backend_for, detect_backend, skbuild
 from flashbuild.errors import BuildError, ToolchainError, TreeError, UsageError
 from flashbuild.recipes.load import parse_recipe
-from flashbuild.runner import Completed
 from flashbuild.scanning import draft_skbuild
 from flashbuild.scanning.draft import (
     BuildDraft,
@@ -30,6 +28,7 @@ from flashbuild.scanning.draft import (
     _toml,
 )
 from flashbuild.source.skbuild_settings import Host, is_skbuild, read_settings
+from tests.unit.pip_fakes import PipWorld
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "skbuild" / "skcuda"
 LINUX = Host(platform_system="linux", platform_machine="x86_64", python_version="3.11",
@@ -404,34 +403,7 @@ def test_a_toolkit_component_the_configure_lacks_is_named_with_its_install(
     assert err is not None and "lib64/stubs" in err.fix and "pip install" not in err.fix
 
 
-class _PipWorld:
-    """pip and the interpreter as the preflight asks them: `installed` answers the version
-    probe; `pip install` adds what it was asked for, unless `refuse`."""
-
-    def __init__(self, installed: dict[str, str], *, refuse: bool = False) -> None:
-        self.installed, self.refuse = dict(installed), refuse
-        self.calls: list[list[str]] = []
-
-    def run(self, argv: list[str], **_kw: object) -> Completed:
-        self.calls.append(list(argv))
-        if argv[1:4] == ["-m", "pip", "list"]:
-            rows = [{"name": n, "version": v} for n, v in self.installed.items()]
-            return Completed(tuple(argv), 0, json.dumps(rows) + "\n", "")
-        if argv[1:4] == ["-m", "pip", "install"]:
-            if self.refuse:
-                return Completed(tuple(argv), 1, "", "ERROR: Cannot install x because these "
-                                 "package versions have conflicting dependencies.")
-            for req in argv[argv.index("--constraint") + 2:]:
-                self.installed[Requirement(req).name] = "9.9"
-            return Completed(tuple(argv), 0, "", "")
-        if argv[1] == "-c":  # installed_versions
-            names = json.loads(argv[3])
-            found = {n: self.installed[n] for n in names if n in self.installed}
-            return Completed(tuple(argv), 0, json.dumps(found) + "\n", "")
-        raise AssertionError(argv)
-
-
-def _preflight(world: _PipWorld, monkeypatch: pytest.MonkeyPatch, *,
+def _preflight(world: PipWorld, monkeypatch: pytest.MonkeyPatch, *,
                install_requirements: bool = True) -> tuple[str, ...]:
     monkeypatch.setattr(skbuild, "_tools_found", lambda request, runner: True)
     request = SimpleNamespace(install="wheel", source_dir=FIXTURE, python="python",
@@ -444,17 +416,17 @@ def test_a_missing_build_requirement_is_installed_with_everything_pinned(
     """llama-cpp-python's first stop: scikit-build-core, declared and not installed, with
     the build run without isolation. It is installed as isolation would have, into this
     environment, with torch and the rest pinned by a constraints file."""
-    world = _PipWorld({"torch": "2.11.0", "pybind11": "3.1.0"})
+    world = PipWorld({"torch": "2.11.0", "pybind11": "3.1.0"})
     (note,) = _preflight(world, monkeypatch)
     assert note.startswith("installed the build requirements scikit-build-core")
-    (install,) = [c for c in world.calls if c[1:4] == ["-m", "pip", "install"]]
-    assert "--constraint" in install and install[-1].startswith("scikit-build-core")
+    (install,) = world.installs()
+    assert install == ["scikit-build-core>=0.10"]
     assert world.installed["torch"] == "2.11.0"
 
 
 def test_a_build_requirement_pip_refuses_stops_with_the_command(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    world = _PipWorld({"torch": "2.11.0", "pybind11": "3.1.0"}, refuse=True)
+    world = PipWorld({"torch": "2.11.0", "pybind11": "3.1.0"}, refuse=True)
     with pytest.raises(ToolchainError) as caught:
         _preflight(world, monkeypatch)
     assert "pip could not install them with everything installed pinned" in \
@@ -464,8 +436,8 @@ def test_a_build_requirement_pip_refuses_stops_with_the_command(
 
 
 def test_no_deps_only_names_the_build_requirement(monkeypatch: pytest.MonkeyPatch) -> None:
-    world = _PipWorld({"torch": "2.11.0", "pybind11": "3.1.0"})
+    world = PipWorld({"torch": "2.11.0", "pybind11": "3.1.0"})
     with pytest.raises(ToolchainError, match="not all installed") as caught:
         _preflight(world, monkeypatch, install_requirements=False)
     assert "(--no-deps)" in caught.value.evidence
-    assert not [c for c in world.calls if c[1:4] == ["-m", "pip", "install"]]
+    assert world.installs() == []
