@@ -39,10 +39,12 @@ import json
 import os
 import re
 import shutil
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from flashbuild import platforms
@@ -462,7 +464,7 @@ def _install_wheel(plan: InstallPlan, runner: Runner, env: Mapping[str, str]) ->
         files = (*installed, platlib / dist_info_dir(wheel) / plan.manifest_name)
     left = pip_leftovers(platlib, plan.name.split(".")[0], plan.distribution or plan.name)
     unmet, installed_deps = install_requirements_of(plan, wheel.name.split("-")[0], runner,
-                                                    env)
+                                                    env, wheel=wheel)
     notes: tuple[str, ...] = installed_deps
     if package is None:
         notes += (f"top-level module(s) {', '.join(top_level_names(plan.artifacts))} installed "
@@ -508,6 +510,11 @@ def unmet_requirements(python: str, distribution: str, runner: Runner,
     none): the wheel goes in with `--no-deps`, so that pip never replaces the torch it was
     built against. `why`: why they were not installed for it (pip's refusal)."""
     missing, conflicts = pip_check(python, distribution, runner, env)
+    return _unmet_warning(python, distribution, missing, conflicts, why=why)
+
+
+def _unmet_warning(python: str, distribution: str, missing: Sequence[str],
+                   conflicts: Sequence[str], *, why: str = "") -> list[str]:
     if not missing and not conflicts:
         return []
     parts = ([f"{', '.join(missing)}, not installed"] if missing else []) + \
@@ -520,22 +527,48 @@ def unmet_requirements(python: str, distribution: str, runner: Runner,
 
 
 def install_requirements_of(plan: InstallPlan, distribution: str, runner: Runner,
-                            env: Mapping[str, str]) -> tuple[list[str], tuple[str, ...]]:
+                            env: Mapping[str, str], *, wheel: Path | None = None,
+                            ) -> tuple[list[str], tuple[str, ...]]:
     """(warnings, notes) about the installed wheel's own requirements: the missing ones are
-    installed with everything already installed pinned (detect/pinned.py), unless the plan
+    installed with everything already installed pinned (detect/pinned.py), with the version
+    limits the wheel's METADATA gives them (`pip check` names them bare), unless the plan
     says not to; what is still unmet is a warning with the pip command."""
-    missing, _ = pip_check(plan.python, distribution, runner, env)
+    missing, conflicts = pip_check(plan.python, distribution, runner, env)
     if not missing or not plan.install_requirements:
-        return unmet_requirements(plan.python, distribution, runner, env), ()
-    done = pinned.install_pinned(plan.python, missing, runner, env)
+        return _unmet_warning(plan.python, distribution, missing, conflicts), ()
+    wanted = _declared(wheel, missing)
+    done = pinned.install_pinned(plan.python, wanted, runner, env,
+                                 memo=platforms.current().user_cache_dir(env) / pinned.MEMO_NAME)
     if not done.ok:
         why = (f"pip could not install them with everything installed pinned "
                f"({done.error.splitlines()[-1] if done.error else 'no reason given'})")
-        return unmet_requirements(plan.python, distribution, runner, env, why=why), ()
-    note = (f"installed {', '.join(missing)}, which {distribution} requires, with every "
+        return _unmet_warning(plan.python, distribution, missing, conflicts, why=why), ()
+    note = (f"installed {', '.join(wanted)}, which {distribution} requires, with every "
             "installed distribution pinned to its version")
     return unmet_requirements(plan.python, distribution, runner, env), (note,)
 
+
+def _declared(wheel: Path | None, names: Sequence[str]) -> list[str]:
+    """The wheel's `Requires-Dist` entries for `names`, version limits and markers kept;
+    a bare name where the wheel says nothing of it."""
+    raw = None
+    if wheel is not None:
+        try:
+            raw = read_member(wheel, f"{dist_info_dir(wheel)}/METADATA")
+        except (OSError, zipfile.BadZipFile):
+            raw = None
+    declared: dict[str, str] = {}
+    for line in (raw or b"").decode("utf-8", "replace").splitlines():
+        if not line.startswith("Requires-Dist:"):
+            continue
+        text = line.split(":", 1)[1].strip()
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if req.marker is None or req.marker.evaluate({"extra": ""}):
+            declared.setdefault(canonicalize_name(req.name), text)
+    return [declared.get(canonicalize_name(n), n) for n in names]
 
 
 #: The characters pip puts after `~` when it moves a folder aside during an uninstall

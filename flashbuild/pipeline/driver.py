@@ -238,7 +238,7 @@ def build(request: BuildRequest, *, runner: StreamRunner,
                               *(_wheel_dll_dirs(artifacts)
                                 if request.platform.registers_dll_dirs else ())])
     preload = (_wheel_preloads(artifacts, runner, env, folder.path / PRELOAD_FILE)
-               if request.platform.preloads_wheel_libraries else ())
+               if _preloads(request) else ())
     ptxas = progress.merge_ptxas(folder.path / "logs" / "ptxas.json", built.ptxas)
     manifest = build_manifest(request, outcome, built, dll_dirs, ptxas_info=ptxas,
                               preload=preload)
@@ -397,21 +397,41 @@ def _wheel_dll_dirs(artifacts: Sequence[BuiltArtifact]) -> list[Path]:
 PRELOAD_FILE = "preload.json"
 
 
+def _preloads(request: BuildRequest) -> bool:
+    """Whether a loader shim will load wheel libraries first: Linux, and a package to carry
+    the shim (none for `--install none` or top-level modules only)."""
+    spec = request.recipe.install
+    return request.platform.preloads_wheel_libraries and request.install != "none" and \
+        spec is not None and spec.package is not None
+
+
 def _wheel_preloads(artifacts: Sequence[BuiltArtifact], runner: StreamRunner,
                     env: Mapping[str, str], record: Path) -> tuple[str, ...]:
     """The PyPI CUDA wheels' libraries (`nvidia/cu13/lib/libcublas.so.13`) that binaries
     which are not torch extensions need and would not find: the loader shim loads them
     first (Linux). A torch extension is left out: `import torch`, which its package runs
-    first, loads the CUDA libraries torch was built with. Read from the binaries' dynamic
-    sections once per change of the binaries (`record`: an unchanged re-run reads no ELF)."""
+    first, loads the CUDA libraries torch was built with. The unresolved names are read from
+    the binaries' dynamic sections once per change of the binaries (`record`: an unchanged
+    re-run reads no ELF); where they lie is looked up on every build (a wheel installed since
+    the last one counts)."""
     sites = [Path(p) for p in site.getsitepackages()]
-    key = [[str(a.path), *_stat_key(a.path)] for a in artifacts] + [[str(s)] for s in sites]
+    key = [[str(a.path), *_stat_key(a.path)] for a in artifacts]
+    names: list[str] | None = None
     try:
         saved = json.loads(record.read_text(encoding="utf-8"))
-        if saved.get("key") == key and all(Path(f).is_file() for f in saved["preload"]):
-            return tuple(str(f) for f in saved["preload"])
+        if saved.get("key") == key:
+            names = [str(n) for n in saved["unresolved"]]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass
+        names = None
+    if names is None:
+        names = _unresolved(artifacts, runner, env)
+        with contextlib.suppress(OSError):
+            record.write_text(json.dumps({"key": key, "unresolved": names}), encoding="utf-8")
+    return tuple(str(p) for p in shim.wheel_libraries(names, sites)) if names else ()
+
+
+def _unresolved(artifacts: Sequence[BuiltArtifact], runner: StreamRunner,
+                env: Mapping[str, str]) -> list[str]:
     # Imported here: pyelftools and pefile cost ~100 ms, which a no-op re-run never pays.
     from flashbuild.verifying import binaries  # noqa: PLC0415  # start-up
 
@@ -423,11 +443,7 @@ def _wheel_preloads(artifacts: Sequence[BuiltArtifact], runner: StreamRunner,
             continue  # verify reports an unreadable binary; install need not guess
         if not any(binaries.TORCH_LIB.match(name) for name in info.needed):
             infos.append(info)
-    names = binaries.unresolved(infos, cache=binaries.ld_cache(runner, env)) if infos else []
-    found = tuple(str(p) for p in shim.wheel_libraries(names, sites))
-    with contextlib.suppress(OSError):
-        record.write_text(json.dumps({"key": key, "preload": list(found)}), encoding="utf-8")
-    return found
+    return binaries.unresolved(infos, cache=binaries.ld_cache(runner, env)) if infos else []
 
 
 def _stat_key(path: Path) -> list[int]:

@@ -29,6 +29,7 @@ from flashbuild.arch import Arch, ArchSpec, BuildTarget, Suffix, Target, satisfi
 from flashbuild.errors import FlashbuildError, VerifyError
 from flashbuild.installing.manifest import MANIFEST_NAME
 from flashbuild.installing.resources import loader_shim
+from flashbuild.installing.shim import SHIM_MODULE
 from flashbuild.platforms import Platform, current
 from flashbuild.source.setup_record import module_provider
 from flashbuild.toolchain_facts import WHEEL_DLL_SUBDIRS
@@ -295,7 +296,10 @@ def _expectations(subject: Subject, *, exports: Sequence[str] | None,
                           {d.kernel: d.symbol for d in m.dynamic_smem_symbols} if m else {}),
         kernel_smem={k.kernel: k.dynamic_smem_bytes for k in m.kernel_smem} if m else {},
         dll_dirs=tuple(Path(d) for d in m.dll_dirs) if m else (),
-        preload=tuple(Path(f) for f in m.preload) if m else (),
+        # Only a loader shim beside the manifest loads them (an install without a package,
+        # or one whose shim is gone, loads nothing first).
+        preload=tuple(Path(f) for f in m.preload) if m and subject.manifest_path and (
+            subject.manifest_path.parent / f"{SHIM_MODULE}.py").is_file() else (),
         ptxas_info=m.ptxas_info if m else None)
 
 
@@ -575,9 +579,14 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
 
 
 def _outside(binary: Binary, subject: Subject) -> bool:
-    """Whether the manifest lists `binary` outside its package's folder (`../lib/...`)."""
-    return subject.manifest_path is not None and not binary.path.resolve().is_relative_to(
-        subject.manifest_path.parent.resolve())
+    """Whether `binary` is a shared library the manifest lists outside its package's folder
+    (`../lib/libx.so`). Never an extension module (a top-level module beside its package is
+    one the package's users import), never the binaries of an install without a package (its
+    manifest lives in the `.dist-info` folder)."""
+    manifest = subject.manifest_path
+    return (binary.kind != "module" and manifest is not None
+            and not manifest.parent.name.endswith(".dist-info")
+            and not binary.path.resolve().is_relative_to(manifest.parent.resolve()))
 
 
 def _outside_the_package(subject: Subject) -> frozenset[str]:
@@ -729,7 +738,7 @@ def _artifact_checks(binary: Binary, *, spec: ArchSpec | None, strict: bool,
     deps = binaries.resolve(info, platform=platform, env=env, runner=runner,
                             dll_dirs=list(expect.dll_dirs), cache=cache or {},
                             app_dir=binaries.application_dir(python))
-    deps = binaries.with_shim_preload(deps, expect.preload)
+    deps = binaries.with_shim_preload(deps, expect.preload)  # empty without a shim
     checks += _dep_checks(_with_preloaded(deps, preloaded), subject,
                           own_folder=binary.path.parent if outside else None)
     checks += damaged
@@ -1015,7 +1024,8 @@ def _runtime_checks(pkg: str, expect: Expectations, *, run_gpu: bool | None, ben
         result = runtime.import_check(pkg, wanted, runner=runner, python=python, env=env,
                                       search_path=search_path, top_level=expect.top_level)
         torch_ok = result.torch
-        driver = _DRIVER_ABSENT.search(result.error or "") if not result.imported else None
+        driver = (_DRIVER_ABSENT.search(result.error or "")
+                  if not result.imported and not gpu_present() else None)
         if driver is not None:
             # The binaries link the driver's own library (CUDA::cuda_driver): no import can
             # succeed on a machine without the driver, however right the build.

@@ -1,5 +1,6 @@
 """A stand-in for an interpreter's pip, as flashbuild asks it (detect/pinned.py and the
-version probe): `pip list`, `pip install -c … REQ…` and `python -c <importlib.metadata>`."""
+version probe): what is installed, `pip install -c … REQ…` and the version probe, the last
+two through `python -c <importlib.metadata>`."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ class PipWorld:
 
     def __init__(self, installed: dict[str, str], *, refuse: bool = False,
                  refusal: str = "ERROR: Cannot install x because these package versions "
-                 "have conflicting dependencies.", on_path: tuple[str, ...] = ()) -> None:
+                 "have conflicting dependencies.", on_path: tuple[str, ...] = (),
+                 modules: dict[str, str] | None = None) -> None:
         self.installed, self.refuse, self.refusal = dict(installed), refuse, refusal
         self.on_path = on_path
+        #: distribution -> the top-level module it provides, where not its own name.
+        self.modules = dict(modules or {})
         self.calls: list[list[str]] = []
 
     def which(self, program: str, env: object = None) -> str | None:
@@ -41,6 +45,13 @@ class PipWorld:
             for req in argv[argv.index("--constraint") + 2:]:
                 self.installed[Requirement(req).name] = "9.9"
             return Completed(tuple(argv), 0, "", "")
+        if argv[1] == "-c" and len(argv) == 3:  # pinned.installed: what is installed
+            modules: dict[str, list[str]] = {}
+            for name in self.installed:
+                modules.setdefault(self.modules.get(name, name.replace("-", "_")),
+                                   []).append(name)
+            listing = {"dists": self.installed, "modules": modules}
+            return Completed(tuple(argv), 0, json.dumps(listing) + "\n", "")
         if argv[1] == "-c":  # the version probe: a JSON list of names in argv[3]
             names = json.loads(argv[3])
             found = {n: self.installed[n] for n in names if n in self.installed}

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+from flashbuild import platforms
 from flashbuild.building.backends import setuptools as st
 from tests.unit.pip_fakes import PipWorld
 
@@ -20,8 +21,9 @@ build-backend = "setuptools.build_meta"
 
 def _request(tree: Path, *, install: bool = True) -> SimpleNamespace:
     (tree / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
-    return SimpleNamespace(source_dir=tree, python="python", env={},
-                           install_requirements=install)
+    return SimpleNamespace(source_dir=tree, python="python",
+                           env={"XDG_CACHE_HOME": str(tree / "cache")},
+                           platform=platforms.get("linux"), install_requirements=install)
 
 
 def test_the_absent_ones_are_installed_pinned_and_nothing_else(tmp_path: Path) -> None:

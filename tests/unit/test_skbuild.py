@@ -403,21 +403,23 @@ def test_a_toolkit_component_the_configure_lacks_is_named_with_its_install(
     assert err is not None and "lib64/stubs" in err.fix and "pip install" not in err.fix
 
 
-def _preflight(world: PipWorld, monkeypatch: pytest.MonkeyPatch, *,
+def _preflight(world: PipWorld, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *,
                install_requirements: bool = True) -> tuple[str, ...]:
     monkeypatch.setattr(skbuild, "_tools_found", lambda request, runner: True)
     request = SimpleNamespace(install="wheel", source_dir=FIXTURE, python="python",
-                              env={}, install_requirements=install_requirements)
+                              env={"XDG_CACHE_HOME": str(tmp_path)},
+                              platform=platforms.get("linux"),
+                              install_requirements=install_requirements)
     return skbuild.SkbuildBackend().preflight(request, world)  # type: ignore[arg-type]
 
 
 def test_a_missing_build_requirement_is_installed_with_everything_pinned(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """llama-cpp-python's first stop: scikit-build-core, declared and not installed, with
     the build run without isolation. It is installed as isolation would have, into this
     environment, with torch and the rest pinned by a constraints file."""
     world = PipWorld({"torch": "2.11.0", "pybind11": "3.1.0"})
-    (note,) = _preflight(world, monkeypatch)
+    (note,) = _preflight(world, monkeypatch, tmp_path)
     assert note.startswith("installed the build requirements scikit-build-core")
     (install,) = world.installs()
     assert install == ["scikit-build-core>=0.10"]
@@ -425,19 +427,20 @@ def test_a_missing_build_requirement_is_installed_with_everything_pinned(
 
 
 def test_a_build_requirement_pip_refuses_stops_with_the_command(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     world = PipWorld({"torch": "2.11.0", "pybind11": "3.1.0"}, refuse=True)
     with pytest.raises(ToolchainError) as caught:
-        _preflight(world, monkeypatch)
+        _preflight(world, monkeypatch, tmp_path)
     assert "pip could not install them with everything installed pinned" in \
         caught.value.evidence
     assert "conflicting dependencies" in caught.value.evidence
     assert caught.value.fix.startswith("`python -m pip install ")
 
 
-def test_no_deps_only_names_the_build_requirement(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_deps_only_names_the_build_requirement(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path) -> None:
     world = PipWorld({"torch": "2.11.0", "pybind11": "3.1.0"})
     with pytest.raises(ToolchainError, match="not all installed") as caught:
-        _preflight(world, monkeypatch, install_requirements=False)
+        _preflight(world, monkeypatch, tmp_path, install_requirements=False)
     assert "(--no-deps)" in caught.value.evidence
     assert world.installs() == []

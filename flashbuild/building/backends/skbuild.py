@@ -104,7 +104,9 @@ class SkbuildBackend:
             # What pip's build isolation would have installed, into this environment instead,
             # with everything installed (torch) pinned: nothing already there moves.
             wanted = [str(req) for req, _ in problems]
-            done = pinned.install_pinned(request.python, wanted, runner, request.env)
+            done = pinned.install_pinned(
+                request.python, wanted, runner, request.env,
+                memo=request.platform.user_cache_dir(request.env) / pinned.MEMO_NAME)
             if done.ok:
                 notes = (f"installed the build requirements {', '.join(wanted)} of "
                          f"{settings.project}, with every installed distribution pinned",)
