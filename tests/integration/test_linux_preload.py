@@ -222,3 +222,36 @@ def test_a_copy_whose_libraries_lie_beside_it_is_a_c_sdk_not_a_failure(
     assert "fail: needs libnowhere.so.1: not found" in statuses, statuses
     (beside,) = [s for s in statuses if "libsib.so.0" in s]
     assert beside.startswith("warn: needs libsib.so.0, which lies beside it"), beside
+
+
+def test_the_build_keeps_the_names_and_looks_the_files_up_each_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the build records for the shim (pipeline/driver.py): the unresolved names are
+    read from the binaries once per change of them; where they lie is looked up on every
+    build, so a wheel installed after the first build counts. A torch extension is left
+    out (`import torch` loads its CUDA libraries)."""
+    from flashbuild.building.artifacts import BuiltArtifact
+    from flashbuild.pipeline import driver
+    from flashbuild.proc import ProcessRunner
+
+    dep, pkg, site_packages = _tree(tmp_path, "venv")
+    (tmp_path / "ext.c").write_text("int c10_thing(void);\nint ext(void) { return c10_thing(); }\n")
+    torch_lib = tmp_path / "torchlib"
+    torch_lib.mkdir()
+    (tmp_path / "c10.c").write_text("int c10_thing(void) { return 0; }\n")
+    _gcc("-Wl,-soname,libc10.so", "-o", torch_lib / "libc10.so", tmp_path / "c10.c")
+    _gcc("-o", pkg / "ext.so", tmp_path / "ext.c", f"-L{torch_lib}", "-lc10", f"-L{dep.parent}",
+         "-l:libfbdep.so.1")
+    artifacts = [BuiltArtifact(pkg / "lib" / "libplug.so", "plugin", "plug"),
+                 BuiltArtifact(pkg / "ext.so", "module", "ext")]
+    monkeypatch.setattr(driver.site, "getsitepackages", lambda: [str(site_packages)])
+    record = tmp_path / "preload.json"
+    runner = ProcessRunner()
+    # The first build: the wheel is not installed yet (the library is elsewhere).
+    moved = dep.with_name("elsewhere")
+    dep.rename(moved)
+    assert driver._wheel_preloads(artifacts, runner, {}, record) == ()
+    assert json.loads(record.read_text())["unresolved"] == ["libfbdep.so.1"]
+    # Installed since: the next (no-op) build records it.
+    moved.rename(dep)
+    assert driver._wheel_preloads(artifacts, runner, {}, record) == (str(dep),)
