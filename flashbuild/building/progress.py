@@ -348,29 +348,11 @@ def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "",
     recipe step names the tree's files relative to it. `arch`: the build's target; `cuda`:
     its toolkit's release."""
     first = first_error(monitor.lines)
-    if not fix and first is not None and arch is not None:
-        fix = _suffix_as_number_fix(first.line, arch)
-    if not fix and first is not None and cuda is not None:
-        fix = _cccl3_fix(first, cuda)
     headers = std_header_steps(monitor.lines, tree) if first is not None and tree is not None \
         else ()
-    if not fix and headers:
-        fix = std_header_fix(headers)
-    if not fix and first is not None and _DIRECTIVE.search(first.line):
-        fix = ("the tree refuses this target with its own `#error` (an arch allow-list, a "
-               "feature gate): build for an arch it supports (the bundled library's are listed "
-               "in docs/kernels.md), or add a recipe step that extends the list, as the csrc "
-               "recipe's `sm120-allow-list` does for sm_120")
     if not fix and first is not None:
-        fix = missing_module_fix(first.line) or ""
-    if not fix and first is not None:
-        fix = _own_header_fix(first.line) or _python_package_header_fix(first.line)
-    missing = _MISSING_INPUT.match(first.line) if first is not None else None
-    if not fix and missing is not None:
-        fix = (f"the tree has no {missing['path']}, which its build compiles: a source "
-               "distribution that left it out, a submodule not checked out or a file a "
-               "generator step should have written; build from the project's repository at "
-               "this version (with its submodules) instead")
+        seen = _Failed(first, arch, cuda, tuple(headers))
+        fix = next((found for finder in _FIX_FINDERS if (found := finder(seen))), "")
     what = f"{title}{': ' + first.line if first else ''}"
     evidence = ((first.context + "\n\n") if first else "") + f"log: {log_path}\n" \
         "--- last lines ---\n" + monitor.tail(20)
@@ -383,6 +365,50 @@ def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "",
         return MissingStdHeaders(what, evidence=evidence, fix=fix, steps=headers,
                                  details={**details, "include_steps": [s.toml() for s in headers]})
     return BuildError(what, evidence=evidence, fix=fix, details=details)
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """What a fix finder reads of a failed step: its first error, the build's target and
+    toolkit release, and the standard-header steps GCC's notes give."""
+
+    first: FirstError
+    arch: ArchSpec | None
+    cuda: Version | None
+    headers: tuple[IncludeStep, ...]
+
+
+def _directive_fix(seen: _Failed) -> str:
+    if not _DIRECTIVE.search(seen.first.line):
+        return ""
+    return ("the tree refuses this target with its own `#error` (an arch allow-list, a "
+            "feature gate): build for an arch it supports (the bundled library's are listed "
+            "in docs/kernels.md), or add a recipe step that extends the list, as the csrc "
+            "recipe's `sm120-allow-list` does for sm_120")
+
+
+def _missing_input_fix(seen: _Failed) -> str:
+    missing = _MISSING_INPUT.match(seen.first.line)
+    if missing is None:
+        return ""
+    return (f"the tree has no {missing['path']}, which its build compiles: a source "
+            "distribution that left it out, a submodule not checked out or a file a "
+            "generator step should have written; build from the project's repository at "
+            "this version (with its submodules) instead")
+
+
+#: What the first error of a failed step can be recognised as, most specific first: the
+#: first finder that names a fix wins (each returns "" for an error that is not its own).
+_FIX_FINDERS: tuple[Callable[[_Failed], str], ...] = (
+    lambda seen: _suffix_as_number_fix(seen.first.line, seen.arch) if seen.arch else "",
+    lambda seen: _cccl3_fix(seen.first, seen.cuda) if seen.cuda else "",
+    lambda seen: std_header_fix(seen.headers) if seen.headers else "",
+    _directive_fix,
+    lambda seen: missing_module_fix(seen.first.line) or "",
+    lambda seen: _own_header_fix(seen.first.line) or _python_package_header_fix(
+        seen.first.line),
+    _missing_input_fix,
+)
 
 
 #: A preprocessor expression that met an arch with its suffix where it wants a number
