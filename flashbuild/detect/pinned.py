@@ -34,10 +34,16 @@ from flashbuild.proc import quote, tail
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from flashbuild.platforms.base import Platform
     from flashbuild.proc import Runner
 
 #: The file, in flashbuild's user cache folder, that remembers pinned installs that failed.
 MEMO_NAME = "pip-attempts.json"
+
+def memo_file(platform: Platform, env: Mapping[str, str]) -> Path:
+    """Where failed pinned installs are remembered: flashbuild's user cache folder."""
+    return platform.user_cache_dir(env) / MEMO_NAME
+
 
 #: pip's own network patience, cut down: a machine without an index answers within seconds.
 _PIP_NETWORK = ("--retries", "1", "--timeout", "15")

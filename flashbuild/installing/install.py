@@ -538,7 +538,7 @@ def install_requirements_of(plan: InstallPlan, distribution: str, runner: Runner
         return _unmet_warning(plan.python, distribution, missing, conflicts), ()
     wanted = _declared(wheel, missing)
     done = pinned.install_pinned(plan.python, wanted, runner, env,
-                                 memo=platforms.current().user_cache_dir(env) / pinned.MEMO_NAME)
+                                 memo=pinned.memo_file(platforms.current(), env))
     if not done.ok:
         why = (f"pip could not install them with everything installed pinned "
                f"({done.error.splitlines()[-1] if done.error else 'no reason given'})")

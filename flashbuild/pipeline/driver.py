@@ -52,6 +52,7 @@ from flashbuild.building.request import (
     StreamRunner,
 )
 from flashbuild.console import plural
+from flashbuild.detect.cache import file_fingerprint
 from flashbuild.errors import BuildError, ToolchainError, UsageError
 from flashbuild.installing import install as installing
 from flashbuild.installing import shim
@@ -415,7 +416,7 @@ def _wheel_preloads(artifacts: Sequence[BuiltArtifact], runner: StreamRunner,
     re-run reads no ELF); where they lie is looked up on every build (a wheel installed since
     the last one counts)."""
     sites = [Path(p) for p in site.getsitepackages()]
-    key = [[str(a.path), *_stat_key(a.path)] for a in artifacts]
+    key = [file_fingerprint(a.path) for a in artifacts]
     names: list[str] | None = None
     try:
         saved = json.loads(record.read_text(encoding="utf-8"))
@@ -444,14 +445,6 @@ def _unresolved(artifacts: Sequence[BuiltArtifact], runner: StreamRunner,
         if not any(binaries.TORCH_LIB.match(name) for name in info.needed):
             infos.append(info)
     return binaries.unresolved(infos, cache=binaries.ld_cache(runner, env)) if infos else []
-
-
-def _stat_key(path: Path) -> list[int]:
-    try:
-        st = path.stat()
-    except OSError:
-        return []
-    return [st.st_size, st.st_mtime_ns]
 
 
 def _binary_images(request: BuildRequest, artifacts: Sequence[BuiltArtifact],

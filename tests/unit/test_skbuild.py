@@ -221,19 +221,23 @@ def test_the_environment_names_the_toolkit_generator_and_jobs(tmp_path: Path) ->
     assert env["MYLIB_ENV"] == "1"
 
 
+def _lines(requires: list[Requirement], installed: dict[str, str], *,
+           tools: bool = False) -> list[str]:
+    return [line for _, line in skbuild.unmet_requirements(requires, installed, tools=tools)]
+
+
 def test_missing_build_requirements_are_named() -> None:
     reqs = [Requirement("scikit-build-core>=0.10"), Requirement("nanobind>=2"),
             Requirement("cmake>=3.26"), Requirement("never; python_version < '3'")]
-    problems = skbuild.missing_requirements(reqs, {"scikit-build-core": "0.9.1",
-                                                  "cmake": "4.4.5"})
+    problems = _lines(reqs, {"scikit-build-core": "0.9.1", "cmake": "4.4.5"})
     assert problems == ["scikit-build-core 0.9.1 is installed, scikit-build-core>=0.10 is "
                         "required", "nanobind>=2 is not installed"]
     # CMake and Ninja found as programs stand for their PyPI packages (scikit-build-core
     # uses either); a too-old installed package is still named.
     reqs = [Requirement("ninja"), Requirement("cmake>=5")]
-    assert skbuild.missing_requirements(reqs, {"cmake": "4.4.5"}, tools=True) == [
+    assert _lines(reqs, {"cmake": "4.4.5"}, tools=True) == [
         "cmake 4.4.5 is installed, cmake>=5 is required"]
-    assert skbuild.missing_requirements(reqs, {}, tools=False) == [
+    assert _lines(reqs, {}, tools=False) == [
         "ninja is not installed", "cmake>=5 is not installed"]
 
 

@@ -226,7 +226,7 @@ def absent_build_requirements(request: BuildRequest, runner: StreamRunner) -> tu
     if request.install_requirements:
         done = pinned.install_pinned(
             request.python, absent, runner, request.env,
-            memo=request.platform.user_cache_dir(request.env) / pinned.MEMO_NAME)
+            memo=pinned.memo_file(request.platform, request.env))
         if done.ok:
             return (f"installed the build requirements {', '.join(absent)} "
                     "(pyproject.toml [build-system] requires), with every installed "

@@ -106,7 +106,7 @@ class SkbuildBackend:
             wanted = [str(req) for req, _ in problems]
             done = pinned.install_pinned(
                 request.python, wanted, runner, request.env,
-                memo=request.platform.user_cache_dir(request.env) / pinned.MEMO_NAME)
+                memo=pinned.memo_file(request.platform, request.env))
             if done.ok:
                 notes = (f"installed the build requirements {', '.join(wanted)} of "
                          f"{settings.project}, with every installed distribution pinned",)
@@ -324,12 +324,6 @@ def _tools_found(request: BuildRequest, runner: StreamRunner) -> bool:
     except ToolchainError:
         return False
     return True
-
-
-def missing_requirements(requires: Sequence[Requirement], installed: Mapping[str, str], *,
-                         tools: bool = False) -> list[str]:
-    """One line per build requirement that is absent or of a version it excludes."""
-    return [line for _, line in unmet_requirements(requires, installed, tools=tools)]
 
 
 def unmet_requirements(requires: Sequence[Requirement], installed: Mapping[str, str], *,
