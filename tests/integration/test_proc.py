@@ -162,7 +162,11 @@ if len(sys.argv) > 2:
     if os.environ.get("STUBBORN"):  # a process that ignores every polite stop
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    open(sys.argv[1], "w").write(str(os.getpid()))
+    # Written whole, then moved into place: the test reads it as soon as it exists, and an
+    # open() that had created the file but not yet written it read as '' under load.
+    with open(sys.argv[1] + ".tmp", "w") as out:
+        out.write(str(os.getpid()))
+    os.replace(sys.argv[1] + ".tmp", sys.argv[1])
     time.sleep(900)
 subprocess.Popen([sys.executable, __file__, sys.argv[1], "grandchild"])
 while not os.path.exists(sys.argv[1]):
