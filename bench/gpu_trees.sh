@@ -10,6 +10,9 @@
 # from .whl/. Every stage is bounded by TREES_TIMEOUT seconds (400); TREES_TESTS=0 leaves the
 # tests out (a build for an arch this GPU cannot run). A lane written `sm_120:a,b` builds its
 # trees for that arch and runs no tests (this GPU cannot run them); the others take TREES_ARCH.
+# Wheels in .devcarry/env/ go into the machine's Python first, without their dependencies: a
+# tree's runtime requirement that the machine (no index) lacks, whose own requirements it
+# has under other names (mmengine asks for opencv-python; the image has opencv-python-headless).
 # The builds install wheels into the machine's Python: run it on a machine you throw away.
 # What comes back: OUTDIR/lanes.txt, every lane in one file (a call returns few files).
 set -u
@@ -21,6 +24,11 @@ work=/tmp/trees
 
 if [ "$mode" = start ]; then
   gpu_install "$out" || exit 1
+  if compgen -G ".devcarry/env/*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-cache-dir .devcarry/env/*.whl \
+      || exit 1
+    echo "environment: $(cd .devcarry/env && echo *.whl)"
+  fi
   pkill -f "bench/trees.py"; pkill -f "flashbuild build"; pkill -f ninja; sleep 1
   rm -rf "$work" && mkdir -p "$work/dl" && cp .devcarry/trees/* "$work/dl/" || exit 1
   tests=--tests; [ "${TREES_TESTS:-1}" = 0 ] && tests=

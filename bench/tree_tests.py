@@ -12,22 +12,32 @@ unpacked tree before the tree's `tests` command, and refuses --tests while one i
 For each tree with `source = "git:OWNER/NAME@COMMIT"`: `git archive` of the whole commit,
 under one folder, written to .devcarry/trees/NAME-COMMIT12.tar.gz (where bench/gpu_trees.sh
 takes the sdists from; copy it into the harness's WORK/dl to run it here).
+
+    python bench/tree_tests.py --trim DL
+
+For each tree with `carry_drop` (an sdist larger than a device call carries): its sdist from
+DL (the harness's WORK/dl) without those paths, written to .devcarry/trees/ as
+NAME-VERSION-carry.tar.gz; the harness's fetch stage says when it unpacked such a copy.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 from trees import (
     ARCHIVES,
+    CARRY_SUFFIX,
     TestsFrom,
     Tree,
     git_source,
     load_list,
     parse_tests_from,
+    sdist,
     tests_archive,
 )
 
@@ -87,15 +97,47 @@ def make_source(tree: Tree, *, mirrors: Path, out: Path) -> str:
     return ""
 
 
+def dropped(member: str, globs: tuple[str, ...]) -> bool:
+    """Whether an archive member (TOP/PATH) lies at or below one of the globs (on PATH)."""
+    rel = member.partition("/")[2]
+    parts = rel.split("/")
+    return any(fnmatch.fnmatchcase("/".join(parts[:n]), glob)
+               for glob in globs for n in range(1, len(parts) + 1))
+
+
+def make_trimmed(tree: Tree, *, dl: Path, out: Path) -> Path:
+    """Write the tree's sdist without its `carry_drop` paths; the file written."""
+    pristine = sdist(tree.source.partition(":")[2], dl)
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / (pristine.name.removesuffix(".tar.gz") + CARRY_SUFFIX)
+    with tarfile.open(pristine) as src, tarfile.open(target, "w:gz") as dst:
+        for member in src:
+            if dropped(member.name, tree.carry_drop):
+                continue
+            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+    return target
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--list", type=Path, default=Path(__file__).with_name("trees.toml"))
-    ap.add_argument("--mirrors", type=Path, required=True,
+    ap.add_argument("--mirrors", type=Path,
                     help="folder holding the clones, one OWNER+NAME folder each")
+    ap.add_argument("--trim", type=Path, metavar="DL",
+                    help="write the carried copies of the trees with carry_drop from the "
+                         "sdists in DL")
     ap.add_argument("--out", type=Path, default=ARCHIVES)
     ap.add_argument("--only", default="", help="comma-separated tree names")
     args = ap.parse_args()
     listed = load_list(args.list)
+    if args.trim:
+        for tree in listed:
+            if tree.carry_drop:
+                target = make_trimmed(tree, dl=args.trim, out=SOURCES)
+                print(f"{tree.name:<28} {target} ({target.stat().st_size} bytes)")
+        return 0
+    if args.mirrors is None:
+        ap.error("--mirrors DIR (or --trim DL) is required")
     trees = [t for t in listed if t.tests_from]
     sources = [t for t in listed if t.source.startswith("git:")]
     if args.only:

@@ -70,6 +70,10 @@ class Tree:
     #: Where those tests come from when the sdist lacks them: `OWNER/NAME@COMMIT:PATH[,PATH...]`
     #: (a GitHub repository, a full commit id, paths as in the repository).
     tests_from: str = ""
+    #: Paths (globs, relative to the sdist's top folder) its build never reads, left out of the
+    #: copy carried to the GPU machine when the sdist is over what a device call carries
+    #: (`python bench/tree_tests.py --trim DL`, written as NAME-VERSION-carry.tar.gz).
+    carry_drop: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,7 @@ def load_list(path: Path) -> list[Tree]:
         if unknown:
             raise SystemExit(f"{path}: tree {name}: unknown keys {', '.join(unknown)} "
                              f"(known: {', '.join(sorted(known))})")
-        tree = Tree(**entry)
+        tree = Tree(**{**entry, "carry_drop": tuple(entry.get("carry_drop", ()))})
         if tree.tests_from:
             try:
                 parse_tests_from(tree.tests_from)
@@ -222,6 +226,10 @@ def _paragraph(stdout: str, log: Path) -> str:
     return " / ".join(lines[-4:])
 
 
+#: The name ending of an sdist trimmed for carrying (`carry_drop`).
+CARRY_SUFFIX = "-carry.tar.gz"
+
+
 def sdist(spec: str, cache: Path) -> Path:
     """The sdist of `NAME==VERSION`: from `cache` if it is there, else from PyPI's JSON API
     (checked against its sha256). Not `pip download`: that runs the setup.py for its metadata,
@@ -231,7 +239,9 @@ def sdist(spec: str, cache: Path) -> Path:
         raise SystemExit(f"{spec}: pin a version (NAME==VERSION)")
     stem = name.lower().replace("-", "_").replace(".", "_")
     cache.mkdir(parents=True, exist_ok=True)
-    for have in cache.iterdir():
+    # The pristine sdist first; a trimmed copy (NAME-VERSION-carry.tar.gz, its carry_drop
+    # paths left out) is what the GPU machine has instead.
+    for have in sorted(cache.iterdir(), key=lambda p: p.name.endswith(CARRY_SUFFIX)):
         norm = have.name.lower().replace("-", "_").replace(".", "_")
         if norm.startswith(f"{stem}_{version.replace('.', '_')}") and \
                 have.name.endswith((".tar.gz", ".zip", ".tgz")):
@@ -286,7 +296,9 @@ def fetch(tree: Tree, base: Path, work: Path, logs: Path) -> tuple[Stage, Path]:
         log.write_text(f"{type(exc).__name__}: {exc}\n", encoding="utf-8")
         shutil.rmtree(dest, ignore_errors=True)
         return Stage("fetch", 1, time.monotonic() - start, str(log)), dest
-    return Stage("fetch", 0, round(time.monotonic() - start, 1)), _top(dest)
+    note = (f"the carried copy, without {', '.join(tree.carry_drop)}"
+            if archive.name.endswith(CARRY_SUFFIX) else "")
+    return Stage("fetch", 0, round(time.monotonic() - start, 1), note), _top(dest)
 
 
 def _top(dest: Path) -> Path:

@@ -272,3 +272,34 @@ def test_a_second_run_finds_the_tree_beside_the_build_root(trees: ModuleType,
     stage, root = trees.fetch(tree, tmp_path, tmp_path / "work", tmp_path)
     assert (stage.code, stage.log) == (0, "reused")
     assert root == dest / "demo-0.1"
+
+
+# ---- a trimmed copy for the GPU machine (carry_drop) ----------------------------------------
+
+
+def test_a_trimmed_copy_leaves_out_only_the_dropped_paths(trees: ModuleType,
+                                                          tree_tests: ModuleType,
+                                                          tmp_path: Path) -> None:
+    # An sdist over what a device call carries goes without paths its build never reads; the
+    # glob matches the path and everything below it, nothing that merely shares a prefix.
+    dl = tmp_path / "dl"
+    dl.mkdir()
+    _tarball(dl / "demo-0.1.tar.gz", {
+        "demo-0.1/setup.py": "", "demo-0.1/.git/objects/pack": "x",
+        "demo-0.1/.github/ci.yml": "", "demo-0.1/vendor/models/a.gguf": "x",
+        "demo-0.1/vendor/models/keep.txt": "", "demo-0.1/docs2/index.md": ""})
+    tree = trees.Tree(name="demo", source="pypi:demo==0.1", module="demo",
+                      carry_drop=(".git", "vendor/models/*.gguf"))
+    target = tree_tests.make_trimmed(tree, dl=dl, out=tmp_path / "carry")
+    assert target.name == "demo-0.1-carry.tar.gz"
+    with tarfile.open(target) as tf:
+        assert sorted(tf.getnames()) == ["demo-0.1/.github/ci.yml", "demo-0.1/docs2/index.md",
+                                         "demo-0.1/setup.py", "demo-0.1/vendor/models/keep.txt"]
+    # Beside the pristine sdist, the pristine one is taken; alone, the trimmed one, and the
+    # fetch stage says so.
+    (target.parent / target.name).rename(dl / target.name)
+    assert trees.sdist("demo==0.1", dl).name == "demo-0.1.tar.gz"
+    (dl / "demo-0.1.tar.gz").unlink()
+    stage, root = trees.fetch(tree, tmp_path, tmp_path, tmp_path)
+    assert stage.code == 0 and "carried copy, without .git" in stage.log
+    assert (root / "setup.py").is_file() and not (root / ".git").exists()
