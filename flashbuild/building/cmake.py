@@ -425,6 +425,39 @@ def missing_components_error(text: str, request: BuildRequest, log_path: Path,
         details={"log": str(log_path), "missing": components})
 
 
+#: find_package(X) in config mode found neither FindX.cmake nor X's package configuration
+#: file: CMake says `By not providing "FindTBB.cmake" in CMAKE_MODULE_PATH this project has
+#: asked CMake to find a package configuration file provided by "TBB"` (or `Could not find a
+#: package configuration file provided by "TBB"`), each word possibly on its own line, after
+#: `CMake Error at FILE:LINE (find_package):`.
+_NO_PACKAGE = re.compile(r"(?:package\s+configuration\s+file\s+provided\s+by)\s+\"([\w.+-]+)\"")
+_FIND_PACKAGE_AT = re.compile(r"CMake Error at ([^\s:]+):(\d+) \(find_package\)")
+
+
+def missing_package_error(text: str, log_path: Path) -> BuildError | None:
+    """The error for a configure that stopped on `find_package(X REQUIRED)` finding nothing:
+    a library the tree needs and neither it nor this machine holds (atlas-engine's TBB). Says
+    which package, where the tree asks for it, and the recipe line that points CMake at an
+    installed copy; None for any other failure."""
+    found = _NO_PACKAGE.search(text)
+    if found is None:
+        return None
+    name = found[1]
+    at = _FIND_PACKAGE_AT.search(text, 0, found.start()) or _FIND_PACKAGE_AT.search(text)
+    where = f" (find_package at {at[1]}:{at[2]})" if at else ""
+    return BuildError(
+        f"CMake configure failed: the tree needs the {name} library{where}, which CMake found "
+        "neither in the tree nor on this machine",
+        evidence=f"CMake found no {name}Config.cmake, {name.lower()}-config.cmake or "
+        f"Find{name}.cmake; log: {log_path}",
+        fix=f"install {name}'s development files where CMake looks (the system's development "
+        "package of it, or conda's), or point CMake at an "
+        f"installed copy with the recipe line [[build.options]] define = {{ {name}_DIR = "
+        f"\"<prefix>/lib/cmake/{name}\" }} (the folder holding {name}Config.cmake), then "
+        "build again",
+        details={"log": str(log_path), "package": name})
+
+
 #: CMake 4 refuses a project whose cmake_minimum_required is older than 3.5 and names the
 #: cache variable that lets it configure anyway (CMake 4.0 release notes, "Deprecated and
 #: Removed Features"): `… add -DCMAKE_POLICY_VERSION_MINIMUM=3.5 to try configuring anyway.`

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from flashbuild.arch import Arch, Suffix
 from flashbuild.scanning import checks_lang as lang
+from flashbuild.scanning import checks_toolkit as toolkit
 from flashbuild.scanning.facts import (
     AllowListFacts,
     ArchBranchFacts,
@@ -311,7 +312,8 @@ def check_cxx(file: FileText, target: ScanTarget, inherited: Any = None) -> File
     text = file.text
     matches = list(_candidates_for(text).finditer(text))
     bodies = any(h in text for h in HINTS)
-    src = cxx.parse(text, file.path) if matches or bodies or lang.wants_parse(text) else None
+    src = cxx.parse(text, file.path) if matches or bodies or lang.wants_parse(text) \
+        or toolkit.wants(text) else None
     if target.platform == "windows":
         # The per-file half of the `explicit-instantiations` analysis, on this parse, in this
         # worker; `instantiation_findings` does the tree-wide half (only Windows needs it).
@@ -333,6 +335,7 @@ def check_cxx(file: FileText, target: ScanTarget, inherited: Any = None) -> File
         assert m.lastgroup is not None
         groups.setdefault(m.lastgroup if m.lastgroup != "hdr" else "inc", []).append(m)
     lang.include_facts(ctx)
+    toolkit.cub_debug_synchronous(ctx)
     if windows:
         _posix_and_gcc(ctx, groups, host)
         _windows_macros(ctx, groups, host)

@@ -62,6 +62,8 @@ class Category(StrEnum):
     `/std`, constexpr captures, std::filesystem's wide strings)."""
     INCLUDES = "includes"
     """A header a file needs and does not include, or that no folder of the build holds."""
+    TOOLKIT_API = "toolkit-api"
+    """A CUDA library API that a newer toolkit removed (CCCL 3's CUB in CUDA 13)."""
 
 
 class Truth(StrEnum):

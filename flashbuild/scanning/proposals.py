@@ -216,6 +216,28 @@ class ExcludeSources(Proposal):
 
 
 @dataclass(frozen=True, kw_only=True)
+class EditCall(Proposal):
+    """A `replace-block` of the lines of one call, rewritten for the toolkit (CUB's removed
+    `debug_synchronous` argument left out), or None when the call's lines are no unique
+    region of the file: a TODO."""
+
+    rank: ClassVar[int] = 3
+    step: ProposedStep | None
+
+    @classmethod
+    def draft(cls, members: Sequence[tuple[Finding, Self]]) -> Drafted:
+        out = Drafted()
+        seen: set[str] = set()
+        for f, p in members:
+            if p.step is None:
+                out.todos.append(f)
+            elif p.step.id not in seen:
+                seen.add(p.step.id)
+                out.steps.append(p.step)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
 class DeriveTraits(Proposal):
     """An `insert-block` specialisation of a traits struct for the target, or None when the
     check could not derive one (not a primary template of one non-type parameter, no unique

@@ -71,6 +71,13 @@ _RULES = [
          help="On Windows a path holds wchar_t: c_str() and native() give const wchar_t*, "
          "which no const char* parameter takes (docs/scan.md#c-that-msvc-reads-otherwise); "
          "path.string().c_str() is the portable char string."),
+    Rule(id="FB119", name="cub-debug-synchronous", category=Category.TOOLKIT_API,
+         short="a CUB device-wide call passes `debug_synchronous`, which CCCL 3 removed",
+         help="CUB deprecated the trailing `debug_synchronous` argument of its `cub::Device*` "
+         "algorithms in CCCL 2.0 and CCCL 3.0 (CUDA 13) removed it: nvcc stops with \"no "
+         "instance of overloaded function\". The call without it compiles with every CUDA "
+         "(docs/scan.md#cuda-library-apis-cuda-13-removed).",
+         help_uri="https://nvidia.github.io/cccl/cccl/3.0_migration_guide.html"),
     Rule(id="FB117", name="missing-cstdint", category=Category.INCLUDES,
          short="fixed-width integer types in a unit that includes no <cstdint>",
          help="libstdc++ 13 stopped including <cstdint> from <string> and other headers: a "

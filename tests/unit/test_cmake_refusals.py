@@ -1,11 +1,18 @@
 """What a failed CMake configure says, read as introspection reads it: CMake 4's refusal of an
-old `cmake_minimum_required` (and the variable it names to get past it), and the NOTFOUND
-list whose variable names are the news. The outputs are CMake 4.4.5's, recorded on this
-machine from libKMCUDA 6.2.3's CMakeLists.txt (2026-11-28)."""
+old `cmake_minimum_required` (and the variable it names to get past it), the NOTFOUND
+list whose variable names are the news, and a `find_package` that found nothing. The outputs
+are CMake 4.4.5's, recorded on this machine from libKMCUDA 6.2.3's CMakeLists.txt
+(2026-11-28) and, through scikit-build-core, from atlas-engine 0.2.0's (2026-11-29)."""
 
 from __future__ import annotations
 
-from flashbuild.building.cmake import notfound_toolkit_libraries, policy_minimum_needed
+from pathlib import Path
+
+from flashbuild.building.cmake import (
+    missing_package_error,
+    notfound_toolkit_libraries,
+    policy_minimum_needed,
+)
 from flashbuild.pipeline.introspect import _first_cmake_error
 
 REFUSAL = """\
@@ -61,3 +68,37 @@ def test_toolkit_library_variables_left_notfound_are_components() -> None:
     assert notfound_toolkit_libraries(REFUSAL) == []
     # A variable of that shape outside a NOTFOUND report is not one.
     assert notfound_toolkit_libraries("CUDA_curand_LIBRARY (ADVANCED)\n") == []
+
+
+#: scikit-build-core's log of atlas-engine 0.2.0 (its lines indented by two).
+NO_TBB = """\
+  -- [ATLAS] Toolchain: GNU (/usr/bin/g++); no CUDA toolkit or Thrust
+  CMake Error at cmake/Dependencies.cmake:6 (find_package):
+    By not providing "FindTBB.cmake" in CMAKE_MODULE_PATH this project has
+    asked CMake to find a package configuration file provided by "TBB", but
+    CMake did not find one.
+
+    Could not find a package configuration file provided by "TBB" with any of
+    the following names:
+
+      TBB.cps
+      tbb.cps
+      TBBConfig.cmake
+      tbb-config.cmake
+
+    Add the installation prefix of "TBB" to CMAKE_PREFIX_PATH or set "TBB_DIR"
+    to a directory containing one of the above files.  If "TBB" provides a
+    separate development package or SDK, be sure it has been installed.
+  Call Stack (most recent call first):
+    CMakeLists.txt:115 (include)
+"""
+
+
+def test_a_package_nobody_has_is_named_with_where_and_the_recipe_line(tmp_path: Path) -> None:
+    error = missing_package_error(NO_TBB, tmp_path / "build.log")
+    assert error is not None
+    assert "needs the TBB library (find_package at cmake/Dependencies.cmake:6)" in error.what
+    assert '[[build.options]] define = { TBB_DIR = "<prefix>/lib/cmake/TBB" }' in error.fix
+    assert missing_package_error(NOTFOUND, tmp_path / "build.log") is None
+    assert missing_package_error(REFUSAL, tmp_path / "build.log") is None
+

@@ -208,7 +208,8 @@ def _configure(setup: _Setup, runner: StreamRunner) -> None:
     cmake.end_configure(build_dir)
     if code != 0:
         text = "\n".join(lines)
-        missing = cmake.missing_components_error(text, setup.request, log_path)
+        missing = cmake.missing_components_error(text, setup.request, log_path) or \
+            cmake.missing_package_error(text, log_path)
         if missing is not None:
             raise missing
         policy = cmake.policy_minimum_needed(text)

@@ -175,9 +175,11 @@ class SkbuildBackend:
                                               show_progress=ctx.show_progress,
                                               what="building (scikit-build-core)")
         if code != 0:
-            # A configure that stopped on a toolkit component (ggml-cuda's CUDA::cublas) is
-            # said as the CMake backend says it, with the install that gives it.
-            raise cmake.missing_components_error("\n".join(monitor.lines), request, log) or \
+            # A configure that stopped on a toolkit component (ggml-cuda's CUDA::cublas) or
+            # on a library nobody has (TBB) is said as the CMake backend says it.
+            text = "\n".join(monitor.lines)
+            raise cmake.missing_components_error(text, request, log) or \
+                cmake.missing_package_error(text, log) or \
                 progress.failure("building the scikit-build-core project failed", monitor,
                                    log, tree=ctx.tree, arch=request.arch,
                                    cuda=request.toolkit.release)

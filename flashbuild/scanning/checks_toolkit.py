@@ -1,0 +1,108 @@
+"""CUDA library APIs that the toolkit flashbuild builds with removed (issue 30).
+
+* FB119: a `cub::Device*` algorithm called with its trailing `debug_synchronous` argument.
+  CCCL 2.0 deprecated that argument and CCCL 3.0, CUDA 13's, removed the overloads that take
+  it (https://nvidia.github.io/cccl/cccl/3.0_migration_guide.html); the same call without it
+  compiles with every CUB since the argument had a default. A tree written for CUDA 12 stops
+  with nvcc's "no instance of overloaded function" (megablocks' `csrc/cumsum.h`).
+
+The finding proposes the edit (`EditCall`): a `replace-block` of the call's lines with the
+argument left out, drafted only when those lines are a region the transform finds once.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from flashbuild.scanning.findings import Category, Fix, Severity
+from flashbuild.scanning.proposals import EditCall, ProposedStep
+from flashbuild.source import cxx
+from flashbuild.source.pp import host_pass
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+    from flashbuild.scanning.checks_cxx import _Ctx
+
+#: `cub::DeviceScan::ExclusiveSum`, `::cub::DeviceRadixSort::SortPairs<K, V>`, spaces removed.
+_CUB_DEVICE_CALL = re.compile(r"(?:::)?cub::Device\w+::\w+(?:<.*>)?")
+#: The smallest device-wide CUB call that still passed `debug_synchronous` has seven
+#: arguments (`DeviceReduce::Sum(temp, bytes, in, out, n, stream, debug)`).
+_MIN_ARGS = 7
+_BOOL_LITERALS = ("true", "false")
+
+
+def wants(text: str) -> bool:
+    """Whether the file can hold a finding (cheap, before a parse)."""
+    return "cub::Device" in text
+
+
+def cub_debug_synchronous(ctx: _Ctx) -> None:
+    """FB119 at each `cub::Device*::*(…, stream, debug_synchronous)` call the host pass may
+    compile: the last argument an identifier naming `debug` or a bool literal."""
+    if not wants(ctx.file.text):
+        return
+    host = host_pass(ctx.target.platform)
+    for call in cxx.nodes_of_type(ctx.src.root, ("call_expression",)):
+        function = call.child_by_field_name("function")
+        arguments = call.child_by_field_name("arguments")
+        if function is None or arguments is None:
+            continue
+        name = "".join(ctx.src.node_text(function).split())
+        if not _CUB_DEVICE_CALL.fullmatch(name):
+            continue
+        args = [a for a in arguments.named_children if a.type != "comment"]
+        if len(args) < _MIN_ARGS or not _is_debug_flag(ctx, args[-1]) or \
+                ctx.active(call, host) == 0:
+            continue
+        last = ctx.src.node_text(args[-1])
+        step = _drop_last_argument(ctx, call, args)
+        ctx.add(call.start_byte, "FB119", Category.TOOLKIT_API, Severity.ERROR,
+                f"`{name}` is called with CUB's `debug_synchronous` argument (`{last}`), which "
+                "CCCL 3 (CUDA 13) removed: nvcc stops with \"no instance of overloaded "
+                "function\"",
+                f"{len(args)} arguments, the last `{last}` after the stream",
+                Fix(manual=f"leave out the last argument (`{last}`): the call without it "
+                    "compiles with every CUDA" + ("" if step else " (not drafted: the call's "
+                    "first line repeats in the file, and an edit anchored on it would change "
+                    "each)"),
+                    step=EditCall(step=step)))
+
+
+def _is_debug_flag(ctx: _Ctx, node: Node) -> bool:
+    text = ctx.src.node_text(node).strip()
+    if node.type in ("true", "false") or text in _BOOL_LITERALS:
+        return True
+    return node.type == "identifier" and "debug" in text.lower()
+
+
+def _drop_last_argument(ctx: _Ctx, call: Node, args: list[Node]) -> ProposedStep | None:
+    """The `replace-block` of the lines from the call's first to its last, with the last
+    argument and the comma before it left out; None when the transform would not find those
+    lines as one region of their own (the first line's text repeats in the file, or the end
+    anchor matches before the call's last line)."""
+    src = ctx.src
+    first_line, last_line = src.line_of(call.start_byte), src.line_of(call.end_byte - 1)
+    start = src.line_start(call.start_byte)
+    end = src.data.find(b"\n", call.end_byte)
+    end = len(src.data) if end < 0 else end
+    cut_from, cut_to = args[-2].end_byte, args[-1].end_byte
+    block = (src.slice(start, cut_from) + src.slice(cut_to, end)).replace("\r\n", "\n")
+    block = block.removesuffix("\r")
+    lines = [ln.rstrip("\r") for ln in src.data.decode("utf-8", errors="replace").split("\n")]
+    anchor = lines[first_line - 1].strip()
+    end_anchor = lines[last_line - 1].strip() if last_line > first_line else ""
+    if not anchor or sum(ln.strip() == anchor for ln in lines) != 1:
+        return None
+    if end_anchor and next(n for n in range(first_line, last_line + 1)
+                           if lines[n - 1].strip() == end_anchor) != last_line:
+        return None
+    stem = re.sub(r"[^a-z0-9]+", "-", f"{ctx.file.path.rsplit('/', 1)[-1]}-{first_line}".lower())
+    return ProposedStep(
+        id=f"cub-no-debug-synchronous-{stem.strip('-')}", transform="replace-block",
+        description=f"{ctx.file.path}:{first_line} passes CUB's debug_synchronous argument, "
+        "which CCCL 3 (CUDA 13) removed (scan FB119)",
+        params={"file": ctx.file.path, "anchor": anchor,
+                **({"end_anchor": end_anchor} if end_anchor else {}), "block": block},
+        when={"platform": ["linux", "windows"]})
