@@ -26,6 +26,8 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from packaging.metadata import Metadata
+
 from flashbuild import buildsystems
 from flashbuild.scanning.draft import (
     BuildDraft,
@@ -90,7 +92,7 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
             "arch and platform, or patch the check; flashbuild drafts no environment it "
             "cannot confirm"))
     else:
-        _from_record(b, model, python_files)
+        _from_record(b, model, python_files, root)
     if model.jit:
         b.notes["build"].append(
             "kernels compiled at run time (not by this build): " + "; ".join(
@@ -104,6 +106,33 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
     _exports(b, model, root)
 
 
+#: The labels of a PKG-INFO `Project-URL` that name where the sources live, in that order.
+_SOURCE_LABELS = ("source", "source code", "repository", "code", "github", "homepage")
+
+
+def repository_fix(root: Path, what: str) -> str:
+    """The fix for files a source distribution left out: build from the project's repository
+    at this version, named from the tree's PKG-INFO (a `Project-URL` for its sources, else
+    `Home-page`) where it has one; `what` is what the copy left out."""
+    url, version = "", ""
+    try:
+        raw = (root / "PKG-INFO").read_bytes()
+        meta = Metadata.from_email(raw, validate=False)
+    except (OSError, ValueError, ExceptionGroup):
+        meta = None
+    if meta is not None:
+        version = str(meta.version or "")
+        urls = {k.lower(): v for k, v in (meta.project_urls or {}).items()}
+        url = next((urls[k] for k in _SOURCE_LABELS if k in urls), "") or \
+            str(meta.home_page or "")
+    where = f" ({url})" if url.startswith(("https://", "http://")) else ""
+    at = f"at version {version}" if version else "at this version"
+    return (f"build from the project's repository{where} {at}, with its submodules (`git "
+            f"clone --recursive`, then check out that version's tag): this copy of the tree, "
+            f"a source distribution perhaps, left {what} out; then `flashbuild build "
+            "<checkout>` (or a recipe's [source] path = \"<checkout>\")")
+
+
 def missing_file_todo(exc: RaisedError, root: Path) -> BuildTodo | None:
     """A blocking `source` TODO when setup.py stopped because a file of the tree is not
     there (its run's copy lacked it, and so does the tree): a source distribution that left
@@ -114,11 +143,10 @@ def missing_file_todo(exc: RaisedError, root: Path) -> BuildTodo | None:
         table="source",
         what=f"the tree lacks `{exc.missing}`, which setup.py opens as it runs ({exc.where})",
         evidence=str(exc),
-        fix="build from the project's repository at this version (with its submodules): "
-        f"this copy of the tree, a source distribution perhaps, left `{exc.missing}` out")
+        fix=repository_fix(root, f"`{exc.missing}`"))
 
 
-def _missing_sources(b: BuildDraft, model: TreeModel) -> None:
+def _missing_sources(b: BuildDraft, model: TreeModel, root: Path) -> None:
     """Sources the configured build compiles that the tree does not have (a source
     distribution that left its csrc/ out): no step can fix that, and the compile would stop
     at the first with ninja's "missing and no known rule". A TODO of table `source` blocks."""
@@ -132,8 +160,7 @@ def _missing_sources(b: BuildDraft, model: TreeModel) -> None:
         what=f"the tree lacks {len(shown)} source file(s) its build compiles: "
         + ", ".join(shown[:4]) + (" …" if len(shown) > 4 else ""),
         evidence=f"{model.via}: " + "; ".join(f"{missing[p]} compiles {p}" for p in shown[:4]),
-        fix="build from the project's repository at this version (with its submodules): "
-        "this copy of the tree, a source distribution perhaps, left them out"))
+        fix=repository_fix(root, "them")))
 
 
 def _configured_top_level(b: BuildDraft, configured: Sequence[str]) -> None:
@@ -188,7 +215,8 @@ def _cmake_targets(b: BuildDraft, model: TreeModel) -> None:
             fix="add an [[artifact]] per binary the build must install"))
 
 
-def _from_record(b: BuildDraft, model: TreeModel, python_files: Sequence[str]) -> None:
+def _from_record(b: BuildDraft, model: TreeModel, python_files: Sequence[str],
+                 root: Path) -> None:
     """The build tables from a setup.py record that ran through."""
     built = [t for t in model.targets if t.sources]
     cuda = [t for t in built if any(u.language == "CUDA" for u in t.sources)]
@@ -202,7 +230,7 @@ def _from_record(b: BuildDraft, model: TreeModel, python_files: Sequence[str]) -
             "check to also read an environment variable, then set it in [[build.env]]"))
     if not built and model.jit:
         b.todos.insert(0, _run_time_only(model))
-    _missing_sources(b, model)
+    _missing_sources(b, model, root)
     if b.package is None:
         _install_from_record(b, built, python_files)
     b.notes["build"].append(
@@ -232,7 +260,9 @@ def _run_time_only(model: TreeModel) -> BuildTodo:
         fix="nothing for flashbuild to compile as the tree stands: install it with pip and "
         "its kernels compile on first use (with the CUDA toolkit and a host compiler "
         "present); to build them ahead of time, set the project's switch in [[build.env]]"
-        + (f" (its setup.py reads {', '.join(switches[:4])})" if switches else ""))
+        + (f" (its setup.py reads {', '.join(switches[:4])}; e.g. the recipe lines "
+           f"[[build.env]] set = {{ {switches[0]} = \"1\" }}, if 1 turns it on)"
+           if switches else ""))
 
 
 def _install_from_record(b: BuildDraft, built: Sequence[BuildTarget],

@@ -424,7 +424,8 @@ def test_a_source_the_tree_lacks_is_a_blocking_todo_and_a_generated_one_is_not(
     assert [t.what for t in todos] == [
         "the tree lacks 1 source file(s) its build compiles: csrc/kernel.cu"], text
     assert "msrcpkg._cuda compiles csrc/kernel.cu" in todos[0].evidence
-    assert "repository" in todos[0].fix
+    # The sdist's PKG-INFO names where its sources live: the Source URL over the Homepage.
+    assert "repository (https://github.com/example/msrcpkg) at version 0.3.1" in todos[0].fix
     assert blocks(todos[0], parse_recipe(text, out), installing=False)
 
 

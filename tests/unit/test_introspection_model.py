@@ -448,7 +448,8 @@ def test_a_setup_py_that_builds_nothing_in_a_jit_tree_says_so_first(tmp_path: Pa
     first, second = parse_todos(render(d))
     assert first.table == "build" and "compiles its" in first.what, first
     assert "cpp_extension.load at op_builder/builder.py:102" in first.evidence
-    assert "(its setup.py reads DS_BUILD_OPS, DS_BUILD_AIO)" in first.fix
+    assert "(its setup.py reads DS_BUILD_OPS, DS_BUILD_AIO; e.g. the recipe lines "\
+        "[[build.env]] set = { DS_BUILD_OPS = \"1\" }" in first.fix
     assert second.table == "install"
     recipe = parse_recipe(render(d), None)
     assert [blocks(t, recipe, installing=True) for t in (first, second)] == [True, True]
