@@ -336,6 +336,7 @@ def check_cxx(file: FileText, target: ScanTarget, inherited: Any = None) -> File
         groups.setdefault(m.lastgroup if m.lastgroup != "hdr" else "inc", []).append(m)
     lang.include_facts(ctx)
     toolkit.cub_debug_synchronous(ctx)
+    toolkit.bare_conditions(ctx)
     if windows:
         _posix_and_gcc(ctx, groups, host)
         _windows_macros(ctx, groups, host)

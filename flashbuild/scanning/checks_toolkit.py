@@ -1,4 +1,4 @@
-"""CUDA library APIs that the toolkit flashbuild builds with removed (issue 30).
+"""Library APIs that newer releases changed under a tree's feet (issue 30).
 
 * FB119: a `cub::Device*` algorithm called with its trailing `debug_synchronous` argument.
   CCCL 2.0 deprecated that argument and CCCL 3.0, CUDA 13's, removed the overloads that take
@@ -6,8 +6,14 @@
   compiles with every CUB since the argument had a default. A tree written for CUDA 12 stops
   with nvcc's "no instance of overloaded function" (megablocks' `csrc/cumsum.h`).
 
-The finding proposes the edit (`EditCall`): a `replace-block` of the call's lines with the
-argument left out, drafted only when those lines are a region the transform finds once.
+* FB123: a condition written without its parentheses, `if PyTuple_Check(o) {`, which
+  compiles only while the name is a macro whose expansion brings its own. Python 3.10 made
+  `PyType_HasFeature` a static inline function, so with 3.11's headers `PyTuple_Check(o)`
+  expands to a plain call and g++ stops with "expected '(' before" (libKMCUDA 6.2.3's
+  python.cc:202). The parenthesised condition compiles with every release.
+
+Each finding proposes its edit (`EditCall`): a `replace-block` of the lines involved,
+drafted only when those lines are a region the transform finds once.
 """
 
 from __future__ import annotations
@@ -33,9 +39,51 @@ _MIN_ARGS = 7
 _BOOL_LITERALS = ("true", "false")
 
 
+#: `if NAME(` / `while NAME(` with no parenthesis of the statement's own; `if constexpr`
+#: and `if consteval` are C++ and have theirs after the keyword.
+_BARE_CONDITION = re.compile(
+    rb"(?<![\w#])(?P<kw>if|while)[ \t]+(?!constexpr\b|consteval\b)(?P<name>[A-Za-z_]\w*)"
+    rb"[ \t]*\(")
+
+
 def wants(text: str) -> bool:
     """Whether the file can hold a finding (cheap, before a parse)."""
-    return "cub::Device" in text
+    return "cub::Device" in text or _BARE_CONDITION.search(text.encode("utf-8")) is not None
+
+
+def bare_conditions(ctx: _Ctx) -> None:
+    """FB123 at each `if NAME(…)` / `while NAME(…)` in code the host pass may compile whose
+    condition is that one call, followed by `{` or the end of its line."""
+    data = ctx.src.data
+    skip = cxx.comment_ranges(ctx.src) + [
+        (n.start_byte, n.end_byte) for n in cxx.nodes_of_type(
+            ctx.src.root, ("string_literal", "raw_string_literal", "char_literal"))]
+    host = host_pass(ctx.target.platform)
+    for m in _BARE_CONDITION.finditer(data):
+        start = m.start("name")
+        line_start = data.rfind(b"\n", 0, m.start()) + 1
+        if data[line_start:m.start()].lstrip().startswith(b"#") or \
+                any(a <= m.start() < b for a, b in skip):
+            continue
+        close = cxx.matching_paren(data, m.end() - 1)
+        if close is None:
+            continue
+        after = data[close + 1:].lstrip(b" \t")
+        if not after.startswith((b"{", b"\n", b"\r\n")):
+            continue  # `if F(a) && G(b)`: more than the one call, not read here
+        if ctx.active(ctx.node_at(start, close + 1), host) == 0:
+            continue
+        call = data[start:close + 1].decode("utf-8", errors="replace")
+        keyword = m["kw"].decode()
+        step = _parenthesise(ctx, start, close + 1, keyword)
+        ctx.add(m.start(), "FB123", Category.LIBRARY_API, Severity.WARNING,
+                f"`{keyword} {call}` has no parentheses of its own: it compiles only while "
+                f"`{m['name'].decode()}` is a macro whose expansion brings them (Python "
+                "3.11's PyTuple_Check and friends no longer do)",
+                f"`{keyword}` is followed by `{m['name'].decode()}(`, not `(`",
+                Fix(manual=f"write `{keyword} ({call})`" + ("" if step else " (not drafted: "
+                    "the line repeats in the file, or the call spans lines)"),
+                    step=EditCall(step=step)))
 
 
 def cub_debug_synchronous(ctx: _Ctx) -> None:
@@ -58,7 +106,7 @@ def cub_debug_synchronous(ctx: _Ctx) -> None:
             continue
         last = ctx.src.node_text(args[-1])
         step = _drop_last_argument(ctx, call, args)
-        ctx.add(call.start_byte, "FB119", Category.TOOLKIT_API, Severity.ERROR,
+        ctx.add(call.start_byte, "FB119", Category.LIBRARY_API, Severity.ERROR,
                 f"`{name}` is called with CUB's `debug_synchronous` argument (`{last}`), which "
                 "CCCL 3 (CUDA 13) removed: nvcc stops with \"no instance of overloaded "
                 "function\"",
@@ -68,6 +116,30 @@ def cub_debug_synchronous(ctx: _Ctx) -> None:
                     "first line repeats in the file, and an edit anchored on it would change "
                     "each)"),
                     step=EditCall(step=step)))
+
+
+def _parenthesise(ctx: _Ctx, start: int, end: int, keyword: str) -> ProposedStep | None:
+    """The `replace-block` of the one line holding the condition `data[start:end]`, with the
+    condition in parentheses; None when the condition spans lines or the line repeats."""
+    src = ctx.src
+    line = src.line_of(start)
+    if src.line_of(end - 1) != line:
+        return None
+    first = src.line_start(start)
+    nl = src.data.find(b"\n", first)
+    text = src.slice(first, len(src.data) if nl < 0 else nl).removesuffix("\r")
+    col_a, col_b = len(src.slice(first, start)), len(src.slice(first, end))
+    block = text[:col_a] + "(" + text[col_a:col_b] + ")" + text[col_b:]
+    lines = [ln.strip() for ln in src.data.decode("utf-8", errors="replace").splitlines()]
+    if not text.strip() or lines.count(text.strip()) != 1:
+        return None
+    stem = re.sub(r"[^a-z0-9]+", "-", f"{ctx.file.path.rsplit('/', 1)[-1]}-{line}".lower())
+    return ProposedStep(
+        id=f"parenthesise-{keyword}-{stem.strip('-')}", transform="replace-block",
+        description=f"{ctx.file.path}:{line} writes its `{keyword}` condition without "
+        "parentheses (scan FB123)",
+        params={"file": ctx.file.path, "anchor": text.strip(), "block": block},
+        when={"platform": ["linux", "windows"]})
 
 
 def _is_debug_flag(ctx: _Ctx, node: Node) -> bool:

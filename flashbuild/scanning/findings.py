@@ -62,8 +62,9 @@ class Category(StrEnum):
     `/std`, constexpr captures, std::filesystem's wide strings)."""
     INCLUDES = "includes"
     """A header a file needs and does not include, or that no folder of the build holds."""
-    TOOLKIT_API = "toolkit-api"
-    """A CUDA library API that a newer toolkit removed (CCCL 3's CUB in CUDA 13)."""
+    LIBRARY_API = "library-api"
+    """An API of a library the tree compiles against that a newer release changed: CCCL 3's
+    CUB (CUDA 13), Python's C-API macros that became functions."""
 
 
 class Truth(StrEnum):

@@ -71,13 +71,20 @@ _RULES = [
          help="On Windows a path holds wchar_t: c_str() and native() give const wchar_t*, "
          "which no const char* parameter takes (docs/scan.md#c-that-msvc-reads-otherwise); "
          "path.string().c_str() is the portable char string."),
-    Rule(id="FB119", name="cub-debug-synchronous", category=Category.TOOLKIT_API,
+    Rule(id="FB119", name="cub-debug-synchronous", category=Category.LIBRARY_API,
          short="a CUB device-wide call passes `debug_synchronous`, which CCCL 3 removed",
          help="CUB deprecated the trailing `debug_synchronous` argument of its `cub::Device*` "
          "algorithms in CCCL 2.0 and CCCL 3.0 (CUDA 13) removed it: nvcc stops with \"no "
          "instance of overloaded function\". The call without it compiles with every CUDA "
-         "(docs/scan.md#cuda-library-apis-cuda-13-removed).",
+         "(docs/scan.md#library-apis-newer-releases-changed).",
          help_uri="https://nvidia.github.io/cccl/cccl/3.0_migration_guide.html"),
+    Rule(id="FB123", name="condition-without-parentheses", category=Category.LIBRARY_API,
+         short="an if/while condition that is one macro call, without parentheses of its own",
+         help="`if PyTuple_Check(o) {` compiles only while the name is a macro whose expansion "
+         "is parenthesised; Python 3.10 made PyType_HasFeature a function, so with 3.11's "
+         "headers it is a plain call and g++ stops with \"expected '(' before\" "
+         "(docs/scan.md#library-apis-newer-releases-changed). `if (PyTuple_Check(o))` "
+         "compiles with every release."),
     Rule(id="FB117", name="missing-cstdint", category=Category.INCLUDES,
          short="fixed-width integer types in a unit that includes no <cstdint>",
          help="libstdc++ 13 stopped including <cstdint> from <string> and other headers: a "

@@ -572,6 +572,11 @@ def _call_extent(data: bytes, pos: int) -> tuple[int, int, bool] | None:
     return args_end, args_end, False
 
 
+def matching_paren(data: bytes, i: int) -> int | None:
+    """Offset of the `)` closing the `(` at byte `i`, or None (string literals skipped)."""
+    return _matching_paren(data, i)
+
+
 def _matching_paren(data: bytes, i: int) -> int | None:
     """Offset of the `)` closing the `(` at `i`, skipping string and character literals."""
     depth = 0
