@@ -74,6 +74,9 @@ class Tree:
     #: copy carried to the GPU machine when the sdist is over what a device call carries
     #: (`python bench/tree_tests.py --trim DL`, written as NAME-VERSION-carry.tar.gz).
     carry_drop: tuple[str, ...] = ()
+    #: The folder of the source that is the tree (a repository whose kernels are one folder
+    #: of it, with their own setup.py), relative to its top folder.
+    subdir: str = ""
 
 
 @dataclass(frozen=True)
@@ -317,6 +320,11 @@ def run_tree(tree: Tree, *, base: Path, work: Path, logs: Path, arch: str, until
     if stage.code != 0:
         row.error = _paragraph("", logs / f"{tree.name}.fetch.txt")
         return row
+    if tree.subdir:
+        root = root / tree.subdir
+        if not root.is_dir():
+            row.error = f"the source has no folder {tree.subdir} (subdir)"
+            return row
     row.reached = "fetch"
     fb = [sys.executable, "-m", "flashbuild"]
     platform = "windows" if os.name == "nt" else "linux"

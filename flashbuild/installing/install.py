@@ -77,6 +77,7 @@ class InstallPlan:
     dll_dirs: tuple[str, ...]
     """Rendered into the loader shim (absolute, existing folders)."""
     preload: tuple[str, ...] = ()
+    import_torch: bool = False
     """Wheel libraries the loader shim loads first (Linux), rendered into it."""
     install_requirements: bool = True
     """Install the wheel's missing dependencies with everything installed pinned, instead of
@@ -120,7 +121,8 @@ class InstallPlan:
     def shim_text(self) -> str:
         assert self.package is not None, "no package, no loader shim"
         return shim.render(self.dll_dirs, package=self.package, images=dict(self.images),
-                           rebuild=self.rebuild, source=self.source, preload=self.preload)
+                           rebuild=self.rebuild, source=self.source, preload=self.preload,
+                           import_torch=self.import_torch)
 
 
 def top_level_names(artifacts: Sequence[BuiltArtifact]) -> list[str]:

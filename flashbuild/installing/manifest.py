@@ -116,6 +116,10 @@ class Manifest:
     preload: tuple[str, ...] = ()
     """Libraries of the environment's PyPI CUDA wheels the loader shim loads first (Linux):
     the binaries need them and would not find them otherwise."""
+    import_torch: bool = False
+    """Whether the package's binaries link torch's libraries (libc10, libtorch_cpu) that no
+    loader path of theirs holds (Linux): the loader shim imports torch first, which loads
+    them, as a caller of a torch extension would have to."""
     exports: tuple[str, ...] = ()
     """Names the recipe says the package exports (`rms_norm`, `_C.built_archs`)."""
     kernel_smem: tuple[KernelSmem, ...] = ()
@@ -144,7 +148,8 @@ class Manifest:
         data = asdict(self)
         if self.ptxas_info is None:
             del data["ptxas_info"]
-        for key in ("kernels", "binaries", "top_level", "torch_version", "preload"):
+        for key in ("kernels", "binaries", "top_level", "torch_version", "preload",
+                    "import_torch"):
             if not data[key]:
                 del data[key]  # manifests written before the field existed stay byte-equal
         for artifact in data["artifacts"]:
@@ -209,6 +214,7 @@ class Manifest:
                 for a in r.objs("artifacts")),
             dll_dirs=r.strs("dll_dirs", required=False),
             preload=r.strs("preload", required=False),
+            import_torch=r.flag("import_torch", default=False),
             exports=r.strs("exports", required=False),
             kernel_smem=tuple(KernelSmem(kernel=k.text("kernel"),
                                          dynamic_smem_bytes=k.integer("dynamic_smem_bytes"))
@@ -255,8 +261,8 @@ def _bad(where: Path | str, why: str) -> VerifyError:
 
 
 _KEYS = {"schema_version", "flashbuild", "recipe", "platform", "archs", "toolkit",
-         "host_compiler", "patches", "flags", "artifacts", "dll_dirs", "preload", "exports",
-         "kernel_smem", "dynamic_smem_symbols", "ptxas_info", "kernels", "binaries",
+         "host_compiler", "patches", "flags", "artifacts", "dll_dirs", "preload", "import_torch",
+         "exports", "kernel_smem", "dynamic_smem_symbols", "ptxas_info", "kernels", "binaries",
          "top_level", "torch_version"}
 
 

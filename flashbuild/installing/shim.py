@@ -30,6 +30,7 @@ BEGIN = "# >>> flashbuild loader shim >>>"
 END = "# <<< flashbuild loader shim <<<"
 _DATA_LINE = "DLL_DIRS: tuple[str, ...] = ()"
 _PRELOAD_LINE = "PRELOAD: tuple[str, ...] = ()"
+_IMPORT_TORCH_LINE = "IMPORT_TORCH: bool = False"
 _IMAGES_LINE = "IMAGES: dict[str, tuple[str, ...]] = {}"
 _REBUILD_LINE = 'REBUILD: str = "flashbuild build --arch {arch}"'
 _SOURCE_LINE = 'SOURCE: str = ""'
@@ -104,13 +105,14 @@ def _is_windows_absolute(text: str) -> bool:
 
 def render(folders: Sequence[str], *, package: str,
            images: Mapping[str, Sequence[str]] | None = None, rebuild: str = "",
-           source: str = "", preload: Sequence[str] = ()) -> str:
+           source: str = "", preload: Sequence[str] = (), import_torch: bool = False) -> str:
     """The template with its data filled in: the DLL folders, the GPU images per binary
     (relative path -> `sm_90a`, `compute_120`, ...), the rebuild command (`{arch}`, and
     `{source}` for the tree `source`, left for the shim to fill), the wheel libraries to
-    load first on Linux."""
+    load first on Linux, and whether torch is imported before them (`import_torch`)."""
     template = TEMPLATE.read_text(encoding="utf-8")
-    for line in (_DATA_LINE, _PRELOAD_LINE, _IMAGES_LINE, _REBUILD_LINE, _SOURCE_LINE):
+    for line in (_DATA_LINE, _PRELOAD_LINE, _IMPORT_TORCH_LINE, _IMAGES_LINE, _REBUILD_LINE,
+                 _SOURCE_LINE):
         if template.count(line) != 1:
             raise InstallError(
                 "the loader shim template has no single data line",
@@ -123,6 +125,8 @@ def render(folders: Sequence[str], *, package: str,
     if preload:
         files = "".join(f"    {path!r},\n" for path in preload)
         text = text.replace(_PRELOAD_LINE, f"PRELOAD: tuple[str, ...] = (\n{files})")
+    if import_torch:
+        text = text.replace(_IMPORT_TORCH_LINE, "IMPORT_TORCH: bool = True")
     if images:
         rows = "".join(f"    {path!r}: {tuple(held)!r},\n" for path, held in images.items())
         text = text.replace(_IMAGES_LINE, f"IMAGES: dict[str, tuple[str, ...]] = {{\n{rows}}}")

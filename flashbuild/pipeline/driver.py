@@ -238,11 +238,12 @@ def build(request: BuildRequest, *, runner: StreamRunner,
     dll_dirs = shim.dll_dirs([*request.toolkit.dll_dirs, *request.extra_dll_dirs,
                               *(_wheel_dll_dirs(artifacts)
                                 if request.platform.registers_dll_dirs else ())])
-    preload = (_wheel_preloads(artifacts, runner, env, folder.path / PRELOAD_FILE)
-               if _preloads(request) else ())
+    preload, import_torch = (
+        _wheel_preloads(artifacts, runner, env, folder.path / PRELOAD_FILE)
+        if _preloads(request) else ((), False))
     ptxas = progress.merge_ptxas(folder.path / "logs" / "ptxas.json", built.ptxas)
     manifest = build_manifest(request, outcome, built, dll_dirs, ptxas_info=ptxas,
-                              preload=preload)
+                              preload=preload, import_torch=import_torch)
     install_plan = _install_plan(request, built, dll_dirs, manifest, folder.path, tree=tree)
     if synced is not None and request.install == "inplace" and _patches_package(request,
                                                                                  outcome):
@@ -407,44 +408,58 @@ def _preloads(request: BuildRequest) -> bool:
 
 
 def _wheel_preloads(artifacts: Sequence[BuiltArtifact], runner: StreamRunner,
-                    env: Mapping[str, str], record: Path) -> tuple[str, ...]:
-    """The PyPI CUDA wheels' libraries (`nvidia/cu13/lib/libcublas.so.13`) that binaries
-    which are not torch extensions need and would not find: the loader shim loads them
-    first (Linux). A torch extension is left out: `import torch`, which its package runs
-    first, loads the CUDA libraries torch was built with. The unresolved names are read from
-    the binaries' dynamic sections once per change of the binaries (`record`: an unchanged
-    re-run reads no ELF); where they lie is looked up on every build (a wheel installed since
-    the last one counts)."""
+                    env: Mapping[str, str], record: Path) -> tuple[tuple[str, ...], bool]:
+    """(the PyPI CUDA wheels' libraries (`nvidia/cu13/lib/libcublas.so.13`) that binaries
+    which are not torch extensions need and would not find, whether a torch extension needs
+    torch's own libraries and would not find them): the loader shim imports torch, then
+    loads the libraries (Linux). A torch extension's CUDA libraries are left out: `import
+    torch` loads the ones torch was built with. A package whose `__init__.py` imports torch
+    first needs no shim for that, but one whose modules are imported by name (`from
+    simple_knn._C import f`, its `__init__.py` empty) fails with `libc10.so: cannot open
+    shared object file` without it. Read from the binaries' dynamic sections once per
+    change of the binaries (`record`: an unchanged re-run reads no ELF); where the wheel
+    libraries lie is looked up on every build (a wheel installed since the last one counts)."""
     sites = [Path(p) for p in site.getsitepackages()]
     key = [file_fingerprint(a.path) for a in artifacts]
     names: list[str] | None = None
+    torch = False
     try:
         saved = json.loads(record.read_text(encoding="utf-8"))
         if saved.get("key") == key:
             names = [str(n) for n in saved["unresolved"]]
+            torch = saved["torch"] is True
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         names = None
     if names is None:
-        names = _unresolved(artifacts, runner, env)
+        names, torch = _unresolved(artifacts, runner, env)
         with contextlib.suppress(OSError):
-            record.write_text(json.dumps({"key": key, "unresolved": names}), encoding="utf-8")
-    return tuple(str(p) for p in shim.wheel_libraries(names, sites)) if names else ()
+            record.write_text(json.dumps({"key": key, "unresolved": names, "torch": torch}),
+                              encoding="utf-8")
+    return (tuple(str(p) for p in shim.wheel_libraries(names, sites)) if names else (),
+            torch)
 
 
 def _unresolved(artifacts: Sequence[BuiltArtifact], runner: StreamRunner,
-                env: Mapping[str, str]) -> list[str]:
+                env: Mapping[str, str]) -> tuple[list[str], bool]:
+    """(what the binaries that are not torch extensions would not find, whether a torch
+    extension would not find torch's own libraries)."""
     # Imported here: pyelftools and pefile cost ~100 ms, which a no-op re-run never pays.
     from flashbuild.verifying import binaries  # noqa: PLC0415  # start-up
 
-    infos = []
+    plain: list[binaries.LinkInfo] = []
+    torch_ext: list[binaries.LinkInfo] = []
     for artifact in artifacts:
         try:
             info = binaries.read_link_info(artifact.path)
         except BinaryFormatError:
             continue  # verify reports an unreadable binary; install need not guess
-        if not any(binaries.TORCH_LIB.match(name) for name in info.needed):
-            infos.append(info)
-    return binaries.unresolved(infos, cache=binaries.ld_cache(runner, env)) if infos else []
+        linked = any(binaries.TORCH_LIB.match(name) for name in info.needed)
+        (torch_ext if linked else plain).append(info)
+    cache = binaries.ld_cache(runner, env) if plain or torch_ext else {}
+    names = binaries.unresolved(plain, cache=cache) if plain else []
+    torch = bool(torch_ext) and any(binaries.TORCH_LIB.match(name) for name in
+                                    binaries.unresolved(torch_ext, cache=cache))
+    return names, torch
 
 
 def _binary_images(request: BuildRequest, artifacts: Sequence[BuiltArtifact],
@@ -544,7 +559,7 @@ def rebuild_command(request: BuildRequest) -> str:
 
 def build_manifest(request: BuildRequest, outcome: PatchOutcome, built: BackendResult,
                    dll_dirs: Sequence[str], *, ptxas_info: str | None,
-                   preload: Sequence[str] = ()) -> Manifest:
+                   preload: Sequence[str] = (), import_torch: bool = False) -> Manifest:
     """The manifest beside the module. No timestamps: an unchanged re-run must produce the
     same bytes (so it installs nothing)."""
     tk = request.toolkit
@@ -567,6 +582,7 @@ def build_manifest(request: BuildRequest, outcome: PatchOutcome, built: BackendR
         top_level=tuple(installing.top_level_names(built.artifacts)),
         dll_dirs=tuple(dll_dirs),
         preload=tuple(preload),
+        import_torch=import_torch,
         exports=tuple(request.recipe.verify.exports),
         kernels=tuple(request.recipe.verify.kernels),
         dynamic_smem_symbols=tuple(
@@ -633,7 +649,8 @@ def _install_plan(request: BuildRequest, built: BackendResult,
     return installing.InstallPlan(
         mode=request.install, package=package, package_dir=package_dir,
         artifacts=built.artifacts, prebuilt=built.wheel,
-        dll_dirs=dll_dirs, preload=manifest.preload, manifest_name=MANIFEST_NAME,
+        dll_dirs=dll_dirs, preload=manifest.preload, import_torch=manifest.import_torch,
+        manifest_name=MANIFEST_NAME,
         install_requirements=request.install_requirements,
         manifest=manifest.dump().encode(), tree=base.resolve(),
         python=request.python, distribution=spec.name if spec else request.recipe.name,

@@ -20,7 +20,7 @@ import json
 import os
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
@@ -39,7 +39,7 @@ _T = TypeVar("_T")
 _PROBE = r"""
 import importlib, importlib.machinery, importlib.util, json, os, sys, traceback
 pkg, tops, names = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]
-out = {"imported": False, "missing": [], "error": None, "file": None,
+out = {"imported": False, "missing": [], "why": {}, "error": None, "file": None,
        "torch": importlib.util.find_spec("torch") is not None, "torch_first": False}
 
 
@@ -77,6 +77,15 @@ def beside(first):
     return bool(origin) and os.path.dirname(os.path.abspath(origin)) == here
 
 
+def missed(name, exc):
+    # The first line of why a name was not found: an ImportError of the module that holds
+    # it (`libc10.so: cannot open shared object file`) is not the same as a missing binding.
+    out["missing"].append(name)
+    if not isinstance(exc, LookupError):
+        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        out["why"][name] = text.splitlines()[-1][:300] if text else type(exc).__name__
+
+
 def resolve(base, path, parts):
     obj = base
     for part in parts:
@@ -109,20 +118,22 @@ if out["imported"]:
             try:
                 top = mod if parts[0] == pkg else importlib.import_module(parts[0])
                 resolve(top, parts[0], parts[1:])
-            except BaseException:
-                out["missing"].append(name)
+            except BaseException as exc:
+                missed(name, exc)
             continue
         try:
             resolve(mod, pkg, parts)
             continue
-        except BaseException:
-            pass
+        except AttributeError:
+            first = None
+        except BaseException as exc:
+            first = exc
         try:
             if not (len(parts) > 1 and "." not in pkg and beside(parts[0])):
-                raise LookupError(name)
+                raise first or LookupError(name)
             resolve(importlib.import_module(parts[0]), parts[0], parts[1:])
-        except BaseException:
-            out["missing"].append(name)
+        except BaseException as exc:
+            missed(name, exc)
 print("FLASHBUILD-PROBE " + json.dumps(out))
 """
 
@@ -149,6 +160,9 @@ class ImportResult:
     #: torch was imported first: the module imported is a top-level extension module, which
     #: (a torch extension) needs torch's libraries loaded before it, as its users do.
     torch_first: bool = False
+    #: Why a missing export was not found, where it was more than an absent name (the
+    #: module holding it failed to import: `ImportError: libc10.so: cannot open …`).
+    why: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -255,7 +269,8 @@ def import_check(package: str, exports: Sequence[str], *, runner: Runner,
             data = json.loads(line[len("FLASHBUILD-PROBE "):])
             return ImportResult(bool(data["imported"]), tuple(data["missing"]),
                                 data["error"], data["file"], bool(data.get("torch")),
-                                bool(data.get("torch_first")))
+                                bool(data.get("torch_first")),
+                                why={str(k): str(v) for k, v in data.get("why", {}).items()})
     # The interpreter died before printing (a crash inside the extension's init).
     return ImportResult(False, (), f"the interpreter exited with code {done.returncode}: "
                         f"{tail(done.output, 12)}", None)

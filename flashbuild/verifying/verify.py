@@ -1051,11 +1051,17 @@ def _runtime_checks(pkg: str, expect: Expectations, *, run_gpu: bool | None, ben
                                 + (" (after `import torch`, as a top-level torch extension "
                                    "module needs)" if result.torch_first else "")))
             if result.missing_exports:
+                reasons = sorted({why for why in result.why.values()})
                 checks.append(Check("exports", pkg, Status.FAIL,
                                     "missing exports: " + ", ".join(result.missing_exports),
                                     f"the recipe lists {', '.join(wanted)}"
                                     + (f"; top-level modules: {', '.join(expect.top_level)}"
-                                       if expect.top_level else ""),
+                                       if expect.top_level else "")
+                                    + "".join(f"; importing them raised {why}"
+                                              for why in reasons[:2]),
+                                    "the module that holds them does not import: fix what "
+                                    "the error names (a library its loader cannot find), "
+                                    "then verify again" if reasons else
                                     "check the bindings and the recipe's `exports`"))
             elif wanted:
                 checks.append(Check("exports", pkg, Status.OK,

@@ -15,13 +15,17 @@ import json
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
 
+from flashbuild.building.artifacts import BuiltArtifact
 from flashbuild.installing import shim
+from flashbuild.pipeline.driver import _unresolved
 from flashbuild.platforms import linux
-from flashbuild.verifying import binaries
+from flashbuild.proc import ProcessRunner
+from flashbuild.verifying import binaries, runtime
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(sys.platform != "linux", reason="the Linux loader"),
@@ -250,8 +254,83 @@ def test_the_build_keeps_the_names_and_looks_the_files_up_each_time(
     # The first build: the wheel is not installed yet (the library is elsewhere).
     moved = dep.with_name("elsewhere")
     dep.rename(moved)
-    assert driver._wheel_preloads(artifacts, runner, {}, record) == ()
+    # The torch extension's libc10.so is in no loader path: the shim imports torch first.
+    assert driver._wheel_preloads(artifacts, runner, {}, record) == ((), True)
     assert json.loads(record.read_text())["unresolved"] == ["libfbdep.so.1"]
     # Installed since: the next (no-op) build records it.
     moved.rename(dep)
-    assert driver._wheel_preloads(artifacts, runner, {}, record) == (str(dep),)
+    assert driver._wheel_preloads(artifacts, runner, {}, record) == ((str(dep),), True)
+
+
+# ---- a torch extension imported by its module's name ---------------------------------------
+
+TORCH_INIT = ("import ctypes, pathlib\n"
+              "_c10 = ctypes.CDLL(str(pathlib.Path(__file__).parent / 'lib' / 'libc10.so'),"
+              " mode=ctypes.RTLD_GLOBAL)\n")
+
+
+def _torch_extension(tmp_path: Path) -> tuple[Path, Path]:
+    """(the package folder, site-packages) for a package whose one module links a stand-in
+    `libc10.so` that only `import torch` loads (torch's own lib folder is on no loader path
+    of the module), and whose `__init__.py` is empty (simple-knn's `simple_knn._C`)."""
+    site = tmp_path / "venv" / "site-packages"
+    torch_lib = site / "torch" / "lib"
+    torch_lib.mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text(TORCH_INIT)
+    (tmp_path / "c10.c").write_text("int c10_answer(void) { return 41; }\n")
+    _gcc("-Wl,-soname,libc10.so", "-o", torch_lib / "libc10.so", tmp_path / "c10.c")
+    pkg = tmp_path / "pkgroot" / "knnpkg"
+    pkg.mkdir(parents=True)
+    (tmp_path / "mod.c").write_text(
+        "#include <Python.h>\nint c10_answer(void);\n"
+        "static struct PyModuleDef m = {PyModuleDef_HEAD_INIT, \"_C\", 0, -1, 0};\n"
+        "PyMODINIT_FUNC PyInit__C(void) { PyObject* o = PyModule_Create(&m);\n"
+        "  PyModule_AddIntConstant(o, \"ANSWER\", c10_answer() + 1); return o; }\n")
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    _gcc(f"-I{sysconfig.get_paths()['include']}", "-o", pkg / f"_C{suffix}", tmp_path / "mod.c",
+         f"-L{torch_lib}", "-lc10")
+    (pkg / "__init__.py").write_text("")
+    return pkg, site
+
+
+def _import_module(tmp_path: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-S", "-c",
+                           "from knnpkg._C import ANSWER; print(ANSWER)"],
+                          env={"PYTHONPATH": f"{tmp_path / 'pkgroot'}:{site}",
+                               "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_a_torch_extension_imported_by_name_needs_torch_first(tmp_path: Path) -> None:
+    pkg, site = _torch_extension(tmp_path)
+    # As pip installs it: the module cannot load on its own (simple-knn seen here, verify
+    # then failed its exports for it).
+    done = _import_module(tmp_path, site)
+    assert done.returncode != 0 and "libc10.so" in done.stderr, done.stderr
+    # verify's export check says why the export is not there: the module does not load.
+    probe = runtime.import_check("knnpkg", ["_C.ANSWER"], runner=ProcessRunner(),
+                                 env={"PYTHONPATH": f"{tmp_path / 'pkgroot'}:{site}",
+                                      "PATH": "/usr/bin:/bin"})
+    assert probe.imported and probe.missing_exports == ("_C.ANSWER",)
+    assert "libc10.so" in probe.why["_C.ANSWER"], probe
+    # The build reads that the module needs torch's library and finds it nowhere.
+    module = next(pkg.glob("_C*.so"))
+    names, torch = _unresolved([BuiltArtifact(path=module, kind="module", name="knnpkg._C")],
+                               ProcessRunner(), {"PATH": "/usr/bin:/bin"})
+    assert (names, torch) == ([], True)
+    # The shim rendered with it imports torch first: the module loads by its name.
+    (pkg / f"{shim.SHIM_MODULE}.py").write_text(
+        shim.render([], package="knnpkg", import_torch=True), encoding="utf-8")
+    (pkg / "__init__.py").write_text(shim.insert(""), encoding="utf-8")
+    done = _import_module(tmp_path, site)
+    assert done.returncode == 0 and done.stdout.strip() == "42", done.stderr
+    probe = runtime.import_check("knnpkg", ["_C.ANSWER"], runner=ProcessRunner(),
+                                 env={"PYTHONPATH": f"{tmp_path / 'pkgroot'}:{site}",
+                                      "PATH": "/usr/bin:/bin"})
+    assert probe.missing_exports == (), probe
+    # Without torch installed the package still imports; the module's own load says why not.
+    shutil.rmtree(site / "torch")
+    done = subprocess.run([sys.executable, "-S", "-c", "import knnpkg"],
+                          env={"PYTHONPATH": f"{tmp_path / 'pkgroot'}:{site}"},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr

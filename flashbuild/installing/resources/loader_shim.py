@@ -55,6 +55,11 @@ DLL_DIRS: tuple[str, ...] = ()
 #: (Linux; rendered by flashbuild): absolute paths, loaded in this order.
 PRELOAD: tuple[str, ...] = ()
 
+#: Whether the package's binaries link torch's libraries (libc10.so, libtorch_cpu.so) that
+#: no loader path of theirs holds (rendered by flashbuild): `import torch` loads them, as
+#: the package's callers would have to before importing one of its modules.
+IMPORT_TORCH: bool = False
+
 #: The GPU images each binary of the package holds, read from the binaries at install
 #: (rendered by flashbuild): its path relative to this folder -> `sm_90a`, `compute_120`, ...
 IMAGES: dict[str, tuple[str, ...]] = {}
@@ -209,6 +214,19 @@ def _preload(files: tuple[str, ...]) -> list[str]:
     return loaded
 
 
+def _import_torch() -> bool:
+    """`import torch` when the binaries need its libraries; a torch that is not installed is
+    left to the module's own load, whose error names the library."""
+    if not IMPORT_TORCH:
+        return False
+    try:
+        import torch  # noqa: F401, PLC0415  (loads libc10 and libtorch for the binaries)
+    except ImportError:
+        return False
+    return True
+
+
+TORCH_IMPORTED: bool = _import_torch()
 PRELOADED: list[str] = _preload(PRELOAD)
 
 
