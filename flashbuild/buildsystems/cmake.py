@@ -33,6 +33,51 @@ _DEFINES_LIBRARY = re.compile(r"^[ \t]*(add_library|add_subdirectory|include|\w+
                               r"[ \t]*\(", re.I | re.M)
 
 
+def _serves_something_else(text: str) -> str:
+    """Why a CMakeLists.txt compiles something other than what the Python package loads
+    ('' when it may be the binaries' build)."""
+    if _CPP_PACKAGE.search(text):
+        return ("CMakeLists.txt packages a C++ library for CMake users (a package config or "
+                "install(EXPORT))")
+    code = _code(text)
+    if not _DEFINES_LIBRARY.search(code):
+        return ("CMakeLists.txt defines no library or module target (no add_library, "
+                "*_add_module, add_subdirectory or include)")
+    static = _only_static_libraries(code)
+    if static:
+        return (f"CMakeLists.txt defines only static libraries ({', '.join(static[:3])}), "
+                "which no Python package loads")
+    return ""
+
+
+#: add_library's types whose target no Python package loads; SHARED and MODULE are loaded.
+_NOT_LOADED = frozenset({"STATIC", "OBJECT", "INTERFACE", "IMPORTED", "ALIAS"})
+_ADD_LIBRARY = re.compile(r"^[ \t]*add_library[ \t]*\(([^)]*)\)", re.I | re.M)
+
+
+def _only_static_libraries(code: str) -> list[str]:
+    """The names of the libraries the CMakeLists defines when every target-defining command
+    is an `add_library` of a static kind (STATIC, OBJECT, INTERFACE, …, or no type in a file
+    that never names BUILD_SHARED_LIBS, whose default is STATIC): a C++ library for C++
+    consumers (diff-gaussian-rasterization's CudaRasterizer beside its setup.py's
+    CUDAExtension). Empty when anything else may define a loadable target (a SHARED or
+    MODULE library, `pybind11_add_module`, an add_subdirectory or include that can hide
+    one)."""
+    commands = [m[1].lower() for m in _DEFINES_LIBRARY.finditer(code)]
+    if not commands or any(c != "add_library" for c in commands):
+        return []
+    names = []
+    shared_default = "BUILD_SHARED_LIBS" in code
+    for m in _ADD_LIBRARY.finditer(code):
+        args = m[1].split()
+        kind = args[1].upper() if len(args) > 1 else ""
+        if kind in _NOT_LOADED or (kind not in {"SHARED", "MODULE"} and not shared_default):
+            names.append(args[0] if args else "?")
+        else:
+            return []
+    return names if len(names) == len(commands) else []
+
+
 def ide_only(text: str) -> bool:
     """Whether a top-level CMakeLists.txt says, in its leading comments, that it exists for
     IDE indexing (then the tree's setup.py is the build)."""
@@ -78,16 +123,12 @@ class CMake:
         if ide_only(text):
             return Detection(Confidence.SECONDARY,
                              "CMakeLists.txt says in its leading comments that it serves IDEs")
-        if _CPP_PACKAGE.search(text):
-            return Detection(Confidence.SIDE, "CMakeLists.txt packages a C++ library for CMake "
-                             "users (a package config or install(EXPORT))")
+        side = _serves_something_else(text)
+        if side:
+            return Detection(Confidence.SIDE, side)
         defines = _DEFINES_LIBRARY.search(_code(text))
-        if not defines:
-            return Detection(Confidence.SIDE, "CMakeLists.txt defines no library or module "
-                             "target (no add_library, *_add_module, add_subdirectory or "
-                             "include)")
         return Detection(Confidence.PROJECT, "CMakeLists.txt defines the project's targets "
-                         f"({defines[1]}(…))")
+                         f"({defines[1] if defines else '?'}(…))")
 
 
 CMAKE = CMake()

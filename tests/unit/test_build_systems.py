@@ -182,6 +182,16 @@ def test_the_recipe_takes_the_names_the_registry_holds(tmp_path: Path) -> None:
     # … and one that defines its targets wins over it (a plugin the package loads).
     ({"CMakeLists.txt": "project(x)\nadd_library(p SHARED p.cu)\n", "setup.py": TORCH_SETUP},
      "cmake"),
+    # … unless every target it defines is a static library, which no package loads (a C++
+    # library beside the torch extension: diff-gaussian-rasterization).
+    ({"CMakeLists.txt": "project(x)\nadd_library(r\n  a.cu\n  b.cu)\n"
+                        "add_library(o OBJECT o.cu)\n", "setup.py": TORCH_SETUP},
+     "setuptools"),
+    ({"CMakeLists.txt": "project(x)\nadd_library(r STATIC a.cu)\n"}, "cmake"),
+    ({"CMakeLists.txt": "project(x)\noption(BUILD_SHARED_LIBS \"\" ON)\nadd_library(r a.cu)\n",
+      "setup.py": TORCH_SETUP}, "cmake"),
+    ({"CMakeLists.txt": "project(x)\nadd_library(r STATIC a.cu)\nadd_library(p MODULE p.cu)\n",
+      "setup.py": TORCH_SETUP}, "cmake"),
     # Targets defined in a subfolder count.
     ({"CMakeLists.txt": "project(x)\nadd_subdirectory(csrc)\n", "setup.py": TORCH_SETUP},
      "cmake"),
