@@ -146,6 +146,8 @@ class ConfigureInputs:
     python: str
     """The interpreter the module is built for (its headers, its extension suffix)."""
     pybind11_dir: str | None = None
+    torch_dir: str | None = None
+    """torch's CMake package folder, given as Torch_DIR (a recipe's define wins)."""
     output_dir_var: str | None = None
     """The project's own output-folder variable (the recipe names it); None = CMake's."""
     options: Mapping[str, str] = field(default_factory=dict)
@@ -196,8 +198,9 @@ def configure_argv(tools: Tools, inputs: ConfigureInputs) -> list[str]:
         # its own wins; find_artifacts then searches the build folder).
         defs["CMAKE_LIBRARY_OUTPUT_DIRECTORY"] = _cmake_path(inputs.output_dir)
         defs["CMAKE_RUNTIME_OUTPUT_DIRECTORY"] = _cmake_path(inputs.output_dir)
-    if inputs.pybind11_dir:
-        defs["pybind11_DIR"] = _cmake_path(Path(inputs.pybind11_dir))
+    # The CMake packages of this interpreter's pybind11 and torch (find_package(Torch)).
+    defs.update({name: _cmake_path(Path(folder)) for name, folder in (
+        ("pybind11_DIR", inputs.pybind11_dir), ("Torch_DIR", inputs.torch_dir)) if folder})
     if inputs.exclude_var is not None:
         # Always set (possibly empty) so removing an exclusion reaches the cache too.
         defs[inputs.exclude_var] = ";".join(sorted(inputs.excludes))

@@ -41,7 +41,7 @@ from flashbuild.arch import Arch, ArchSpec, Target
 from flashbuild.building import cmake, cmake_seed
 from flashbuild.building.archcheck import expected_sass, ninja_arch_flags
 from flashbuild.building.backends import skbuild
-from flashbuild.building.backends.cmake import pybind11_dir
+from flashbuild.building.backends.cmake import pybind11_dir, torch_dir
 from flashbuild.building.builddir import default_root
 from flashbuild.building.request import BuildRequest
 from flashbuild.building.toolkit import cmake_toolkit_root, stub_compiler
@@ -324,7 +324,7 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
     base = cmake.ConfigureInputs(
         source_dir=source_dir, build_dir=build_dir, output_dir=scratch / "out", nvcc=nvcc,
         toolkit_root=request.cmake_toolkit_root or request.toolkit.root, arch=request.arch,
-        python=request.python, pybind11_dir=pybind11_dir(),
+        python=request.python, pybind11_dir=pybind11_dir(), torch_dir=torch_dir(),
         output_dir_var=request.output_dir_var, options=request.cmake_defines,
         exclude_var=request.exclude_var, cuda_flags=request.cuda_flags,
         cxx_flags=request.cxx_flags, ptxas_verbose=False, extra_args=request.cmake_args)

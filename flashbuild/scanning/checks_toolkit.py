@@ -12,12 +12,20 @@
   expands to a plain call and g++ stops with "expected '(' before" (libKMCUDA 6.2.3's
   python.cc:202). The parenthesised condition compiles with every release.
 
+* FB124: `AT_DISPATCH_FLOATING_TYPES(x.type(), …)`: torch's dispatch macros take a
+  ScalarType, and `Tensor::type()` (deprecated since torch 1.x) returns
+  `DeprecatedTypeProperties`, which no longer converts to one: nvcc stops with "no suitable
+  conversion function from \"const at::DeprecatedTypeProperties\" to \"c10::ScalarType\""
+  (Deformable-DETR's ms_deform_attn_cuda.cu:64 with torch 2.14). `x.scalar_type()` compiles
+  with every torch since 1.0.
+
 Each finding proposes its edit (`EditCall`): a `replace-block` of the lines involved,
 drafted only when those lines are a region the transform finds once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import TYPE_CHECKING
 
@@ -46,9 +54,64 @@ _BARE_CONDITION = re.compile(
     rb"[ \t]*\(")
 
 
+#: A dispatch macro's first argument written `EXPR.type()` (EXPR a name, member or call).
+_DISPATCH_TYPE = re.compile(
+    r"\b(?P<macro>AT_DISPATCH_\w+)[ \t]*\([ \t]*(?P<expr>[A-Za-z_][\w.]*(?:\(\))?(?:->"
+    r"[A-Za-z_]\w*)?)(?P<call>\.type\(\))[ \t]*,")
+#: What a TOML multi-line string or the transform's line anchor cannot carry as is.
+_UNSAFE_IN_ANCHOR = ("\\", '"""', "'''")
+
+
 def wants(text: str) -> bool:
     """Whether the file can hold a finding (cheap, before a parse)."""
-    return "cub::Device" in text or _BARE_CONDITION.search(text.encode("utf-8")) is not None
+    return "cub::Device" in text or "AT_DISPATCH_" in text or \
+        _BARE_CONDITION.search(text.encode("utf-8")) is not None
+
+
+def dispatch_type(ctx: _Ctx) -> None:
+    """FB124 at each `AT_DISPATCH_*(EXPR.type(), …)` in code, with the line's edit."""
+    text = ctx.file.text
+    if "AT_DISPATCH_" not in text or ".type()" not in text:
+        return
+    skip = cxx.comment_ranges(ctx.src)
+    host = host_pass(ctx.target.platform)
+    lines = text.splitlines()
+    for m in _DISPATCH_TYPE.finditer(text):
+        start = ctx.byte(m.start())
+        if any(a <= start < b for a, b in skip) or \
+                ctx.active(ctx.node_at(start, start + 1), host) == 0:
+            continue
+        line = text.count("\n", 0, m.start()) + 1
+        old = lines[line - 1]
+        new = old.replace(m.group(0), m.group(0).replace(".type()", ".scalar_type()", 1), 1)
+        step = _line_step(ctx, line, old, new, kind="torch-scalar-type",
+                          what=f"passes `{m['expr']}.type()` to {m['macro']}, which takes a "
+                          "ScalarType (scan FB124)")
+        ctx.add(start, "FB124", Category.LIBRARY_API, Severity.ERROR,
+                f"`{m['macro']}({m['expr']}.type(), …)`: torch's dispatch macros take a "
+                "ScalarType, and the DeprecatedTypeProperties `type()` returns no longer "
+                "converts to one",
+                f"the first argument is `{m['expr']}.type()`",
+                Fix(manual=f"pass `{m['expr']}.scalar_type()`" + ("" if step else
+                    " (not drafted: the line holds what a recipe anchor cannot carry)"),
+                    step=EditCall(step=step)))
+
+
+def _line_step(ctx: _Ctx, line: int, old: str, new: str, *, kind: str,
+               what: str) -> ProposedStep | None:
+    """A `replace-block` of every line of the file that reads `old` (the same text gets the
+    same edit), anchored on that text; None for a blank line or one that holds what a TOML
+    string or the transform's anchor cannot carry."""
+    anchor = old.strip()
+    if not anchor or old == new or any(bad in anchor for bad in _UNSAFE_IN_ANCHOR):
+        return None
+    digest = hashlib.sha256(anchor.encode("utf-8")).hexdigest()[:8]
+    stem = re.sub(r"[^a-z0-9]+", "-", ctx.file.path.rsplit("/", 1)[-1].lower()).strip("-")
+    return ProposedStep(
+        id=f"{kind}-{stem}-{digest}", transform="replace-block",
+        description=f"{ctx.file.path}:{line} {what}",
+        params={"file": ctx.file.path, "anchor": anchor, "block": new.rstrip("\r")},
+        when={"platform": ["linux", "windows"]})
 
 
 def bare_conditions(ctx: _Ctx) -> None:

@@ -28,6 +28,7 @@ preprocessed bindings, no `[[build.env]]` the setup.py rejects.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import errno
 import itertools
 import json
@@ -1297,7 +1298,7 @@ def draft_tree(source: Path, *, platform: str | None, arch: str | BuildTarget,
                      source_path=rel)
     d.build = draft_build(root, d, result.setup, result.findings)
     if introspect is not None:
-        _introspect(d, root, target.spec, target.platform, introspect)
+        _introspect(d, root, target.spec, target.platform, introspect, result.read)
     else:
         d.introspection = "build tables: static reading (recipe init --static executes nothing)"
     from flashbuild.scanning.draft_check import reconcile  # noqa: PLC0415  # cycle
@@ -1377,8 +1378,9 @@ def outcome_rows(d: Draft) -> list[list[str]]:
     return rows
 
 
-def _introspect(d: Draft, root: Path, spec: ArchSpec, platform: str,
-                introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection]) -> None:
+def _introspect(d: Draft, root: Path, spec: ArchSpec, platform: str,  # noqa: PLR0917
+                introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection],
+                read: frozenset[str] | None = None) -> None:
     """Ask the configured build (see draft_check.apply_model). For a setup.py, the record runs
     with the drafted environment; if it raises, once more without the drafted [[build.env]]:
     when that passes, those tables are dropped and a TODO quotes the exception."""
@@ -1449,6 +1451,37 @@ def _introspect(d: Draft, root: Path, spec: ArchSpec, platform: str,
     d.separable = separable.from_units(u for t in model.targets for u in t.sources)
     walk = walk_tree(root)
     apply_model(d, model, root, [rel for rel, kind in walk.files if kind == "python"])
+    if read is not None:
+        unread = {u.path for t in model.targets for u in t.sources} - read - \
+            set(model.missing_sources)
+        if unread:
+            _merge_findings(d, scan_tree(root, d.target, model=model), sorted(unread))
+
+
+def _merge_findings(d: Draft, result: ScanResult, unread: Sequence[str]) -> None:
+    """What the scan with the configured build's model finds that the first scan, which read
+    the build files statically, could not: a source the build compiles through a glob or a
+    computed list (Deformable-DETR's `glob(…/*.cu)`). Their steps and TODOs join the draft;
+    what the first scan drafted stays. A finding whose step would merge into one the draft
+    already has (the same id, other params) is a TODO rather than an edit left out."""
+    seen = {(f.rule, f.path, f.line) for f in [
+        *d.todos, *(f for f, _w in d.handled), *(f for f, _w in d.refused),
+        *(f for f, _ids in d.drafted)]}
+    new = [f for f in result.findings if (f.rule, f.path, f.line) not in seen]
+    if not new:
+        return
+    extra = draft_recipe(dataclasses.replace(result, findings=tuple(new)), name=d.name,
+                         source_path=d.source_path)
+    have = {s.id: s for s in d.steps}
+    clashing = {s.id for s in extra.steps if s.id in have and have[s.id].params != s.params}
+    d.steps += [s for s in extra.steps if s.id not in have]
+    d.todos += extra.todos + [f for f, ids in extra.drafted if set(ids) & clashing]
+    d.drafted += [(f, ids) for f, ids in extra.drafted if not set(ids) & clashing]
+    d.handled += extra.handled
+    d.refused += extra.refused
+    ui.say_wrapped(f"recipe init: the configured build compiles {len(unread)} source(s) the "
+                   f"first reading did not check ({', '.join(unread[:3])}"
+                   f"{' …' if len(unread) > 3 else ''}); scanned again with its model")
 
 
 #: Variables a setup.py reads that are the build's own, not the project's switches.

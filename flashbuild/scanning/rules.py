@@ -85,6 +85,12 @@ _RULES = [
          "headers it is a plain call and g++ stops with \"expected '(' before\" "
          "(docs/scan.md#library-apis-newer-releases-changed). `if (PyTuple_Check(o))` "
          "compiles with every release."),
+    Rule(id="FB124", name="dispatch-deprecated-type", category=Category.LIBRARY_API,
+         short="a torch AT_DISPATCH macro is given `tensor.type()` instead of a ScalarType",
+         help="`Tensor::type()` returns DeprecatedTypeProperties, which current torch no "
+         "longer converts to the ScalarType AT_DISPATCH_* takes: nvcc stops with \"no "
+         "suitable conversion function\" (docs/scan.md#library-apis-newer-releases-changed). "
+         "`tensor.scalar_type()` compiles with every torch since 1.0."),
     Rule(id="FB117", name="missing-cstdint", category=Category.INCLUDES,
          short="fixed-width integer types in a unit that includes no <cstdint>",
          help="libstdc++ 13 stopped including <cstdint> from <string> and other headers: a "

@@ -395,7 +395,8 @@ def scan_tree(root: Path, target: ScanTarget, options: ScanOptions | None = None
         files_scanned=sum(1 for r in reports if not r.skipped),
         seconds=time.perf_counter() - start,
         setup=reach.setup if reach is not None else None, vendored=tuple(walk.vendored),
-        setup_unreadable=unread, truth=truth, kernels=kernels)
+        setup_unreadable=unread, truth=truth, kernels=kernels,
+        read=frozenset(r.path for r in reports if not r.skipped))
 
 
 def mark_handled(findings: list[Finding], *, backend: str | None) -> list[Finding]:

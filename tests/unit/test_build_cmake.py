@@ -49,6 +49,7 @@ def test_configure_argv_has_every_input(tmp_path: Path) -> None:
     assert d["CUDA_TOOLKIT_ROOT_DIR"] == "/cuda"  # FindCUDA's own: same toolkit for both
     assert d["Python_EXECUTABLE"] == "/venv/bin/python"
     assert d["pybind11_DIR"] == "/pb/cmake"
+    assert "Torch_DIR" not in d  # no torch found: nothing passed
     assert d["CMAKE_MAKE_PROGRAM"] == "/venv/bin/ninja"
     assert d["FLASHKERN_OUTPUT_DIR"] == (tmp_path / "b" / "out").as_posix()
     assert d["FLASHKERN_SOURCES_EXCLUDE"] == "a/b.cu;sm90/hopper.cu"

@@ -7,6 +7,7 @@ hash) are in building/cmake.py.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import time
@@ -92,6 +93,23 @@ class CMakeBackend:
             ptxas=monitor.ptxas, configure_seconds=configure_seconds)
 
 
+def torch_dir() -> str | None:
+    """torch's CMake package folder (`<torch>/share/cmake/Torch`, what
+    `torch.utils.cmake_prefix_path` points at) for this interpreter's torch, found without
+    importing it; None without torch. A CMakeLists.txt that says `find_package(Torch)`
+    expects the user to pass it (torchmcubes: "Could not find a package configuration file
+    provided by \"Torch\""); flashbuild does, as it passes pybind11's."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        found = Path(folder) / "share" / "cmake" / "Torch"
+        if (found / "TorchConfig.cmake").is_file():
+            return str(found)
+    return None
+
+
 def pybind11_dir() -> str | None:
     try:
         import pybind11  # noqa: PLC0415  # optional
@@ -135,6 +153,7 @@ def _setup(ctx: BackendContext, tools: cmake.Tools) -> _Setup:
         build_dir=folder.path, output_dir=output_dir, nvcc=ctx.nvcc,
         toolkit_root=request.cmake_toolkit_root or request.toolkit.root,
         arch=request.arch, python=request.python, pybind11_dir=pybind11_dir(),
+        torch_dir=torch_dir(),
         output_dir_var=request.output_dir_var, options=request.cmake_defines,
         excludes=ctx.outcome.build_excludes, exclude_var=request.exclude_var,
         launcher=chosen.path if chosen else None, launch_cuda=chosen.cuda if chosen else True,

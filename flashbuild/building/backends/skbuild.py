@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 from flashbuild.building import archcheck, builddir, cmake, progress, staging, vcs
 from flashbuild.building.artifacts import BuiltArtifact, copy_from_wheel
 from flashbuild.building.backends import BackendContext, BackendResult, wrong_tree
-from flashbuild.building.backends.cmake import arch_fix
+from flashbuild.building.backends.cmake import arch_fix, torch_dir
 from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_host
 from flashbuild.building.launcher import Launcher, build_server, choose_launcher, serving
 from flashbuild.building.toolkit import cccl_include_dir
@@ -259,6 +259,9 @@ def build_defines(request: BuildRequest, settings: SkbuildSettings, *, tools: cm
             defines["CMAKE_CUDA_COMPILER_LAUNCHER"] = launcher.path.as_posix()
     if request.exclude_var is not None:
         defines[request.exclude_var] = ";".join(sorted(excludes))
+    found_torch = torch_dir()
+    if found_torch is not None and "Torch_DIR" not in settings.defines:
+        defines["Torch_DIR"] = Path(found_torch).as_posix()  # as the CMake backend passes it
     cccl = cccl_include_dir(toolkit_root)
     if cccl is not None and not cmake.cmake_gives_cccl(tools.cmake):
         defines["CMAKE_CXX_STANDARD_INCLUDE_DIRECTORIES"] = cccl.as_posix()
