@@ -27,7 +27,10 @@ def runs_cmake(setup_text: str) -> bool:
     argument list or f-string in its code holds `cmake` or a `-DCMAKE_…` define. Then the
     CMakeLists.txt is what setup.py configures, with the variables it passes, and the build
     is setup.py's (record mode reads that configure). Docstrings and comments do not count:
-    FlashRT's setup.py mentions `cmake ..` in its docstring only."""
+    FlashRT's setup.py mentions `cmake ..` in its docstring only. `detect` counts it only in
+    a setup.py whose build_ext it is (the step pip's build runs and record mode reads): one
+    that runs CMake from build_py and copies the library (libKMCUDA) leaves the CMakeLists.txt
+    the build, as recipe init drafts it."""
     if "cmake" not in setup_text.lower():
         return False
     try:
@@ -73,7 +76,7 @@ class Setuptools:
         text = read_text(path)
         if not text:
             return Detection(Confidence.EMPTY, "setup.py (empty or not readable)")
-        if runs_cmake(text):
+        if runs_cmake(text) and "build_ext" in text:
             return Detection(Confidence.DRIVER, "setup.py runs CMake itself")
         torch = _TORCH_EXTENSION.search(text)
         if torch:

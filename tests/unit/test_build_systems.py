@@ -195,9 +195,16 @@ def test_the_recipe_takes_the_names_the_registry_holds(tmp_path: Path) -> None:
     # Targets defined in a subfolder count.
     ({"CMakeLists.txt": "project(x)\nadd_subdirectory(csrc)\n", "setup.py": TORCH_SETUP},
      "cmake"),
-    # A setup.py that runs CMake itself (vllm) is the build.
+    # A setup.py that runs CMake itself as its build_ext (vllm) is the build …
     ({"CMakeLists.txt": "project(x)\nadd_library(_C MODULE a.cu)\n",
-      "setup.py": "import subprocess\nsubprocess.check_call(['cmake', '..'])\n"}, "setuptools"),
+      "setup.py": "import subprocess\nfrom setuptools.command.build_ext import build_ext\n"
+                  "class B(build_ext):\n    def run(self):\n"
+                  "        subprocess.check_call(['cmake', '..'])\n"}, "setuptools"),
+    # … one that runs it from build_py and copies the library is not (libKMCUDA).
+    ({"CMakeLists.txt": "project(x)\nadd_library(K SHARED a.cu)\n",
+      "setup.py": "import subprocess\nfrom setuptools.command.build_py import build_py\n"
+                  "class B(build_py):\n    def run(self):\n"
+                  "        subprocess.check_call(['cmake', '..'])\n"}, "cmake"),
     # A CMakeLists.txt for IDE indexing, beside any readable setup.py, is not the build.
     ({"CMakeLists.txt": "# for CLion indexing only\nproject(x)\nadd_library(x x.cu)\n",
       "setup.py": "from setuptools import setup\nsetup()\n"}, "setuptools"),
