@@ -372,9 +372,12 @@ def run_tree(tree: Tree, *, base: Path, work: Path, logs: Path, arch: str, until
     neutral.mkdir(exist_ok=True)
     log = logs / f"{tree.name}.import.txt"
     # A bare extension module at the top level links torch's libraries (libc10.so) without
-    # loading them: its callers import torch first, and so does this stage. A package is
-    # imported alone, since its __init__ is what loads torch for its users.
-    statement = f"import {tree.module}" if is_package else f"import torch; import {tree.module}"
+    # loading them: its callers import torch first, and so does this stage. The package the
+    # build installed is imported alone, since its __init__ is what loads torch for its users;
+    # a top-level module beside it (Deformable-DETR's MultiScaleDeformableAttention beside
+    # its `functions` package) is not that package.
+    own = is_package and Path(str(location)).name == tree.module.split(".")[0]
+    statement = f"import {tree.module}" if own else f"import torch; import {tree.module}"
     code, seconds, out = _run([sys.executable, "-c", statement], cwd=neutral, log=log,
                               timeout=600)
     row.stages.append(Stage("import", code, round(seconds, 1), str(log)))

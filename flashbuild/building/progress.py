@@ -351,7 +351,7 @@ def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "",
     headers = std_header_steps(monitor.lines, tree) if first is not None and tree is not None \
         else ()
     if not fix and first is not None:
-        seen = _Failed(first, arch, cuda, tuple(headers))
+        seen = _Failed(first, arch, cuda, tuple(headers), tree)
         fix = next((found for finder in _FIX_FINDERS if (found := finder(seen))), "")
     what = f"{title}{': ' + first.line if first else ''}"
     evidence = ((first.context + "\n\n") if first else "") + f"log: {log_path}\n" \
@@ -376,6 +376,7 @@ class _Failed:
     arch: ArchSpec | None
     cuda: Version | None
     headers: tuple[IncludeStep, ...]
+    tree: Path | None = None
 
 
 def _directive_fix(seen: _Failed) -> str:
@@ -405,6 +406,7 @@ _FIX_FINDERS: tuple[Callable[[_Failed], str], ...] = (
     lambda seen: std_header_fix(seen.headers) if seen.headers else "",
     _directive_fix,
     lambda seen: missing_module_fix(seen.first.line) or "",
+    lambda seen: _submodule_fix(seen.first.line, seen.tree) if seen.tree else "",
     lambda seen: _own_header_fix(seen.first.line) or _python_package_header_fix(
         seen.first.line),
     _missing_input_fix,
@@ -490,6 +492,45 @@ def _python_package_header_fix(line: str) -> str:
     return (f"{header} is {package}'s C/C++ header, and the Python that builds has no "
             f"{package} (the build asks it for the folder): install it into that environment "
             f"(`python -m pip install {package}`) and build again")
+
+
+#: `.gitmodules`: each submodule's `path = …` and `url = …` lines.
+_SUBMODULE = re.compile(r"^\s*\[submodule\s+\"[^\"]*\"\]\s*$((?:\n(?!\s*\[).*)*)", re.M)
+_SUBMODULE_KEY = re.compile(r"^\s*(path|url)\s*=\s*(\S.*?)\s*$", re.M)
+
+
+def empty_submodules(tree: Path) -> list[tuple[str, str]]:
+    """(path, url) of each submodule `.gitmodules` names whose folder is missing or empty:
+    a checkout without `--recursive`, or an archive of the repository, leaves them out."""
+    try:
+        text = (tree / ".gitmodules").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    out = []
+    for block in _SUBMODULE.finditer(text):
+        keys = {m[1]: m[2] for m in _SUBMODULE_KEY.finditer(block[1])}
+        rel = PurePosixPath(keys.get("path", ""))
+        if not rel.parts or rel.is_absolute() or ".." in rel.parts:
+            continue
+        folder = tree / rel
+        if not folder.is_dir() or not any(p.name != ".git" for p in folder.iterdir()):
+            out.append((rel.as_posix(), keys.get("url", "")))
+    return out
+
+
+def _submodule_fix(line: str, tree: Path) -> str:
+    """The fix for a header or source that is not there in a tree whose git submodules are
+    empty (diff-gaussian-rasterization's `glm/glm.hpp`, from its third_party/glm)."""
+    if "No such file or directory" not in line and "cannot open source file" not in line:
+        return ""
+    empty = empty_submodules(tree)
+    if not empty:
+        return ""
+    shown = ", ".join(f"{p} ({u})" if u else p for p, u in empty[:3])
+    return (f"the tree's git submodule{'s' if len(empty) > 1 else ''} {shown} "
+            f"{'are' if len(empty) > 1 else 'is'} empty (a checkout without --recursive, or "
+            "an archive of the repository, leaves submodules out): run `git submodule update "
+            "--init --recursive` in the tree, or put each at its path, then build again")
 
 
 def _own_header_fix(line: str) -> str:

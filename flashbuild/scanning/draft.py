@@ -540,6 +540,31 @@ def _install(root: Path, python_files: Sequence[str], b: BuildDraft) -> ast.Modu
     return tree
 
 
+def install_beside_importer(root: Path, python_files: Sequence[str], b: BuildDraft,
+                           modules: Sequence[str]) -> None:
+    """A module the build installs at the top of site-packages (CMake's `install(TARGETS m
+    DESTINATION .)`) that a package's `__init__.py` imports by its own name (torchmcubes:
+    `import torchmcubes_module as mc`): the package gets the loader shim and the manifest,
+    and the module is `top_level`, as setup.py's top-level extensions are."""
+    files = set(python_files)
+    for rel in sorted(f for f in python_files if PurePosixPath(f).name == "__init__.py"):
+        text = _read(root, rel) or ""
+        used = [m for m in modules if "." not in m and re.search(
+            rf"^\s*(?:import|from)\s+{re.escape(m)}\b", text, re.M)]
+        if not used:
+            continue
+        package, folder = _package_of(rel, files)
+        if "." in package:
+            continue
+        b.package, b.package_dir = package, folder
+        b.top_level = list(dict.fromkeys([*b.top_level, *used]))
+        b.todos = [t for t in b.todos if t.table != "install"]
+        b.notes["install"].append(
+            f"REVIEW: `{used[0]}` is a top-level module; {rel} imports it by that name: the "
+            f"loader shim and the manifest go into `{package}`")
+        return
+
+
 def install_from_imports(root: Path, python_files: Sequence[str], b: BuildDraft,
                           modules: Sequence[str]) -> None:
     """The package the tree's Python imports a module from (`from pkg import mod`, `import

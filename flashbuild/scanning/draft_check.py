@@ -36,6 +36,7 @@ from flashbuild.scanning.draft import (
     DraftArtifact,
     _bound_names,
     _read,
+    install_beside_importer,
     install_from_imports,
     package_folder,
     plugin_exports_note,
@@ -71,6 +72,8 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
         if b.package is None:
             install_from_imports(root, python_files, b, configured)
         _configured_top_level(b, configured)
+        if b.package is None:
+            install_beside_importer(root, python_files, b, configured)
         if b.package is None and not b.top_level and configured and not any(
                 PurePosixPath(f).name == "__init__.py" for f in python_files):
             # Modules of a tree with no Python package (libKMCUDA's, a C-API module built as

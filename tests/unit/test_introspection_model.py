@@ -453,3 +453,28 @@ def test_a_setup_py_that_builds_nothing_in_a_jit_tree_says_so_first(tmp_path: Pa
     assert second.table == "install"
     recipe = parse_recipe(render(d), None)
     assert [blocks(t, recipe, installing=True) for t in (first, second)] == [True, True]
+
+
+def test_a_top_level_module_a_package_imports_by_name_installs_beside_it(
+        tmp_path: Path) -> None:
+    """torchmcubes 0.1.0: CMake installs `torchmcubes_module` at the top of site-packages
+    (`install(TARGETS … DESTINATION .)`) and torchmcubes/__init__.py runs `import
+    torchmcubes_module as mc`: the package gets the shim and the manifest, the module is
+    top_level (before: an [install] TODO that stopped the build)."""
+    root = tmp_path / "tree"
+    (root / "mc").mkdir(parents=True)
+    (root / "mc" / "__init__.py").write_text("import torch\nimport mcmod as _m\n",
+                                             encoding="utf-8")
+    d = Draft(name="t", source_path="tree", target=make_target("linux", "sm_90a"))
+    d.build = BuildDraft(backend="skbuild", notes=defaultdict(list), todos=[BuildTodo(
+        table="install", what="no CMake module target, and no package imports an extension "
+        "module", evidence="searched every __init__.py of the tree", fix="add [install]")])
+    model = TreeModel(
+        system="skbuild", via="CMake File API", targets=(
+            BuildTarget(name="mcmod", kind="module", artifact="mcmod.so",
+                        sources=(_unit("mc.cu"),), defined_at="cxx/CMakeLists.txt:2"),))
+    apply_model(d, model, root, ["mc/__init__.py"])
+    recipe = parse_recipe(render(d), None)
+    assert recipe.install is not None
+    assert (recipe.install.package, recipe.install.top_level) == ("mc", ("mcmod",))
+    assert "mc/__init__.py imports it by that name" in render(d)

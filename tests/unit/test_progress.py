@@ -339,3 +339,35 @@ def test_a_header_a_python_package_provides_names_the_package(tmp_path: Path) ->
     other = NinjaMonitor()
     other.feed("/b/src/x.cc:3:10: fatal error: tbb/tbb.h: No such file or directory")
     assert "pip install" not in failure("compiling failed", other, tmp_path / "b.log").fix
+
+
+def test_a_header_from_an_empty_submodule_names_the_submodule(tmp_path: Path) -> None:
+    """diff-gaussian-rasterization from an archive of its repository: third_party/glm, a git
+    submodule, is an empty folder, and the first error is glm/glm.hpp not found (the line as
+    the build printed it here, 2026-11-29)."""
+    from flashbuild.building.progress import empty_submodules, failure
+
+    tree = tmp_path / "tree"
+    (tree / "third_party" / "glm").mkdir(parents=True)
+    (tree / "third_party" / "fmt").mkdir()
+    (tree / "third_party" / "fmt" / "core.h").write_text("")
+    (tree / ".gitmodules").write_text(
+        '[submodule "third_party/glm"]\n\tpath = third_party/glm\n'
+        "\turl = https://github.com/g-truc/glm.git\n"
+        '[submodule "fmt"]\n\tpath = third_party/fmt\n\turl = https://github.com/fmtlib/fmt\n'
+        '[submodule "gone"]\n\turl = x\n\tpath = ../outside\n')
+    assert empty_submodules(tree) == [("third_party/glm", "https://github.com/g-truc/glm.git")]
+    mon = NinjaMonitor()
+    for line in ["[1/5] /usr/local/cuda/bin/nvcc -c forward.cu",
+                 f"{tree}/cuda_rasterizer/forward.h:19:10: fatal error: glm/glm.hpp: No such "
+                 "file or directory", "compilation terminated.",
+                 "ninja: build stopped: subcommand failed."]:
+        mon.feed(line)
+    err = failure("building the setup.py project failed", mon, tmp_path / "build.log",
+                  tree=tree)
+    assert "glm/glm.hpp: No such file" in err.what
+    assert "submodule third_party/glm (https://github.com/g-truc/glm.git) is empty" in err.fix
+    assert "git submodule update --init --recursive" in err.fix
+    # No .gitmodules: the compiler's own message stays.
+    (tree / ".gitmodules").unlink()
+    assert "submodule" not in failure("x", mon, tmp_path / "build.log", tree=tree).fix
