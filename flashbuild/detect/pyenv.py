@@ -180,6 +180,22 @@ def parse_torch_version_file(text: str) -> dict[str, str | None]:
     return out
 
 
+def torch_version(site_packages: Sequence[Path]) -> str | None:
+    """`torch.__version__` of the first site-packages holding torch, read from its
+    version.py without importing it (a recipe step's `when = { torch = ">=2.14" }`); None
+    without torch or when the file does not say."""
+    for sp in site_packages:
+        try:
+            text = (sp / "torch" / "version.py").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        try:
+            return parse_torch_version_file(text).get("__version__") or None
+        except ValueError:
+            return None
+    return None
+
+
 def _decode_arch(value: object) -> tuple[str, ...] | None:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return tuple(value)

@@ -20,6 +20,7 @@ from flashbuild.building.progress import MissingStdHeaders
 from flashbuild.building.request import BuildRequest, HostCompiler, PatchOutcome, Step
 from flashbuild.building.staging import source_walks
 from flashbuild.console import Column, ui
+from flashbuild.detect.pyenv import torch_version
 from flashbuild.errors import ToolchainError, UsageError
 from flashbuild.installing.install import recover_tree
 from flashbuild.patching.engine import patch_tree
@@ -132,7 +133,8 @@ def _run_build(*, recipe: str | None, source: Path | None, arch: str | None,
     cmake_root = cmake_toolkit_root(toolkit, cache_dir / "toolkits", plat,
                                     stub_with=stub_compiler(runner, host))
     ctx = WhenContext(platform=plat.name, arch=spec, cuda=toolkit.release,
-                      compiler=host.kind, compiler_version=version_or_none(host.version))
+                      compiler=host.kind, compiler_version=version_or_none(host.version),
+                      torch=version_or_none(torch_version(python_site_packages()) or ""))
     loaded = artifacts_for(loaded, ctx)
     defines, args, recipe_env = recipe_settings(loaded, ctx, spec)
 

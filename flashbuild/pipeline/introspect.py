@@ -47,6 +47,7 @@ from flashbuild.building.request import BuildRequest
 from flashbuild.building.toolkit import cmake_toolkit_root, stub_compiler
 from flashbuild.console import ui
 from flashbuild.detect.cuda import python_site_packages
+from flashbuild.detect.pyenv import torch_version
 from flashbuild.errors import BuildError, FlashbuildError, ToolchainError, UsageError
 from flashbuild.pipeline.command import (
     choose_toolkit,
@@ -164,7 +165,8 @@ def _request(recipe: Recipe, tree: Path, spec: ArchSpec,
     cmake_root = cmake_toolkit_root(toolkit, cache_dir / "toolkits", plat,
                                     stub_with=stub_compiler(runner, host))
     ctx = WhenContext(platform=plat.name, arch=spec, cuda=toolkit.release,
-                      compiler=host.kind, compiler_version=version_or_none(host.version))
+                      compiler=host.kind, compiler_version=version_or_none(host.version),
+                      torch=version_or_none(torch_version(python_site_packages()) or ""))
     defines, args, recipe_env = recipe_settings(recipe, ctx, spec)
     request = BuildRequest(
         recipe=recipe, source_dir=tree, arch=spec, toolkit=toolkit, cmake_toolkit_root=cmake_root,

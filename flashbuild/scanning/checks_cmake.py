@@ -42,6 +42,7 @@ from flashbuild.scanning.gates import (
     gate_from_words,
     same_generation,
 )
+from flashbuild.scanning.proposals import EditCall, ProposedStep
 from flashbuild.toolchain_facts import MSVC_HOST_FLAGS, ZC_PREPROCESSOR
 
 if TYPE_CHECKING:
@@ -179,6 +180,7 @@ def check_cmake(file: FileText, target: ScanTarget) -> FileReport:
         report.findings += _gcc_warning_flags(file, commands, target)
     report.findings += _strequal_gates(file, commands, target)
     report.findings += _arch_from_gpu(file, commands)
+    report.findings += _standard_below_torch(file, commands)
     return report
 
 
@@ -283,6 +285,51 @@ def _gcc_warning_flags(file: FileText, commands: Sequence[Command],
             snippet=_snippet(file, line),
             fix=Fix(manual=f"give {m[1]} to GCC/Clang only: `$<$<NOT:$<CXX_COMPILER_ID:MSVC>>:"
                     f"-Xcompiler={m[1]}>` or an `if(NOT MSVC)` block")))
+    return out
+
+
+#: The torch release whose headers first `#error` below C++20 outside MSVC (torch/all.h:
+#: `__cplusplus < 202002L`); 2.13's ask for C++17 (both read from their wheels' headers).
+TORCH_NEEDS_CXX20 = "2.14"
+_STANDARD_SET = frozenset({"CMAKE_CXX_STANDARD", "CMAKE_CUDA_STANDARD"})
+
+
+def _standard_below_torch(file: FileText, commands: Sequence[Command]) -> list[Finding]:
+    """FB195: `set(CMAKE_CXX_STANDARD 17)` (or CUDA's) in a CMakeLists.txt that finds torch:
+    the compile of any unit that includes torch's headers stops at their `#error` with torch
+    2.14 and later (torchmcubes 0.1.0 with torch 2.14.1). The drafted step raises it to 20
+    for those torch releases only (`when = { torch = ">=2.14" }`)."""
+    if not any(cmd.name == "find_package" and cmd.args and cmd.args[0] == "Torch"
+               for cmd in commands):
+        return []
+    lines = file.text.splitlines()
+    out: list[Finding] = []
+    for cmd in commands:
+        if cmd.name != "set" or len(cmd.args) < 2 or cmd.args[0] not in _STANDARD_SET or \
+                not cmd.args[1].isdigit() or _year(cmd.args[1]) >= 2020:
+            continue
+        line, col = _pos(cmd.node)
+        old = lines[line - 1]
+        value = cmd.args[1]
+        new = re.sub(rf"\b{cmd.args[0]}(\s+){value}\b", rf"{cmd.args[0]}\g<1>20", old, count=1)
+        anchor = old.strip()
+        step = None if new == old or "\\" in anchor or '"""' in anchor else ProposedStep(
+            id=f"cxx20-for-torch-{cmd.args[0].lower().replace('_', '-')}",
+            transform="replace-block",
+            description=f"{file.path}:{line} pins C++{value}; torch {TORCH_NEEDS_CXX20} and "
+            "later need C++20 (scan FB195)",
+            params={"file": file.path, "anchor": anchor, "block": new},
+            when={"torch": f">={TORCH_NEEDS_CXX20}"})
+        out.append(Finding(
+            rule="FB195", category=Category.CMAKE, path=file.path, line=line, col=col,
+            severity=Severity.WARNING,
+            message=f"{cmd.args[0]} is {value} in a project that finds torch: torch "
+            f"{TORCH_NEEDS_CXX20} and later stop its units with \"C++20 or later compatible "
+            "compiler is required to use PyTorch\"",
+            evidence=f"set({cmd.args[0]} {value}) and find_package(Torch) in {file.path}",
+            snippet=_snippet(file, line),
+            fix=Fix(manual=f"set({cmd.args[0]} 20) when building against torch "
+                    f"{TORCH_NEEDS_CXX20} or later", step=EditCall(step=step))))
     return out
 
 

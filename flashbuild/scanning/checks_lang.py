@@ -285,7 +285,7 @@ def designated_initializers(ctx: _Ctx) -> None:
         ctx.add(pair.start_byte, "FB114", Category.MSVC_CXX, Severity.ERROR,
                 "designated initialiser: MSVC accepts it only from /std:c++20 (C7555)",
                 f"`{text[:60]}` in a braced initialiser list",
-                Fix(manual="build with C++20 (-std=c++20, which torch 2.10 and later need "
+                Fix(manual="build with C++20 (-std=c++20, which torch 2.14 and later need "
                     "anyway), or initialise the members by position or by assignment"),
                 DesignatedInitFacts(language=language))
 

@@ -211,6 +211,12 @@ _RULES = [
          "`-W` as a warning level and stops with D8021 \"invalid numeric argument\" (unlike "
          "`-O3`, which it only warns about). Give the flag only to GCC/Clang, e.g. under "
          "`if(NOT MSVC)`."),
+    Rule(id="FB195", name="cmake-standard-below-torch", category=Category.CMAKE,
+         short="the CMakeLists pins a C++ standard older than torch's headers need",
+         help="torch 2.14's headers `#error` below C++20 outside MSVC (torch/all.h; 2.13's ask "
+         "for C++17): a project that finds torch and sets CMAKE_CXX_STANDARD (or "
+         "CMAKE_CUDA_STANDARD) to 17 compiles none of its units that include them. The "
+         "drafted step sets 20 for torch 2.14 and later only."),
     Rule(id="FB194", name="cmake-arch-from-build-machine", category=Category.ARCH_SELECTION,
          short="the arch variable comes from the build machine's GPU, with a fixed fallback",
          help="An arch read from `nvidia-smi` at configure time builds for whatever GPU the "
