@@ -13,7 +13,8 @@
 # Wheels in .devcarry/env/ go into the machine's Python first, without their dependencies: a
 # tree's runtime requirement that the machine (no index) lacks, whose own requirements it
 # has under other names (mmengine asks for opencv-python; the image has opencv-python-headless).
-# The builds install wheels into the machine's Python: run it on a machine you throw away.
+# The builds install wheels into the machine's Python: run it on a machine you throw away, and
+# never put one tree in two lanes (an sm_120 lane's install overwrites the other's modules).
 # What comes back: OUTDIR/lanes.txt, every lane in one file (a call returns few files).
 set -u
 mode=${1:?start|poll}; out=${2:?OUTDIR}

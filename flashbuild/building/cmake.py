@@ -201,6 +201,11 @@ def configure_argv(tools: Tools, inputs: ConfigureInputs) -> list[str]:
     # The CMake packages of this interpreter's pybind11 and torch (find_package(Torch)).
     defs.update({name: _cmake_path(Path(folder)) for name, folder in (
         ("pybind11_DIR", inputs.pybind11_dir), ("Torch_DIR", inputs.torch_dir)) if folder})
+    if inputs.torch_dir:
+        # torch's CMake config appends -gencode flags for TORCH_CUDA_ARCH_LIST (its CMake
+        # variable over the environment's), else for every arch its own build had (sm_50 to
+        # sm_120a, torchmcubes with torch 2.14): the target's, as the setuptools backend sets.
+        defs["TORCH_CUDA_ARCH_LIST"] = inputs.arch.torch_informational()
     if inputs.exclude_var is not None:
         # Always set (possibly empty) so removing an exclusion reaches the cache too.
         defs[inputs.exclude_var] = ";".join(sorted(inputs.excludes))

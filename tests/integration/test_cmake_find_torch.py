@@ -40,6 +40,8 @@ def test_find_package_torch_finds_the_torch_flashbuild_passes(tmp_path: Path) ->
     argv = cmake.configure_argv(cmake.Tools(cmake=Path(exe), ninja=Path("ninja")), inputs)
     defines = [a for a in argv if a.startswith("-DTorch_DIR=")]
     assert defines == [f"-DTorch_DIR={Path(found).as_posix()}"]
+    # torch's config would add -gencode flags for every arch of its own build otherwise.
+    assert "-DTORCH_CUDA_ARCH_LIST=9.0a" in argv
     done = subprocess.run([exe, "-S", str(tmp_path), "-B", str(tmp_path / "b"), *defines],
                           capture_output=True, text=True, check=False, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr

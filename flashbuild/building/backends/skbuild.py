@@ -261,7 +261,9 @@ def build_defines(request: BuildRequest, settings: SkbuildSettings, *, tools: cm
         defines[request.exclude_var] = ";".join(sorted(excludes))
     found_torch = torch_dir()
     if found_torch is not None and "Torch_DIR" not in settings.defines:
-        defines["Torch_DIR"] = Path(found_torch).as_posix()  # as the CMake backend passes it
+        # As the CMake backend passes them (cmake.configure_argv says why).
+        defines["Torch_DIR"] = Path(found_torch).as_posix()
+        defines["TORCH_CUDA_ARCH_LIST"] = request.arch.torch_informational()
     cccl = cccl_include_dir(toolkit_root)
     if cccl is not None and not cmake.cmake_gives_cccl(tools.cmake):
         defines["CMAKE_CXX_STANDARD_INCLUDE_DIRECTORIES"] = cccl.as_posix()
