@@ -19,8 +19,10 @@
   (Deformable-DETR's ms_deform_attn_cuda.cu:64 with torch 2.14). `x.scalar_type()` compiles
   with every torch since 1.0.
 
-Each finding proposes its edit (`EditCall`): a `replace-block` of the lines involved,
-drafted only when those lines are a region the transform finds once.
+Each finding proposes its edit (`EditCall`): a `replace-block` of the lines involved. A
+one-line edit is anchored on the line's text, and every line of the file that reads the same
+gets the same edit; a call over several lines is drafted only when its lines are a region the
+transform finds once.
 """
 
 from __future__ import annotations
@@ -106,12 +108,21 @@ def _line_step(ctx: _Ctx, line: int, old: str, new: str, *, kind: str,
     if not anchor or old == new or any(bad in anchor for bad in _UNSAFE_IN_ANCHOR):
         return None
     digest = hashlib.sha256(anchor.encode("utf-8")).hexdigest()[:8]
+    # replace-block expects one region unless told: each identical line is one.
+    same = sum(ln.strip() == anchor for ln in ctx.file.text.splitlines())
+    return _step(ctx, line, kind=kind, tag=digest, what=what,
+                 params={"file": ctx.file.path, "anchor": anchor, "block": new.rstrip("\r"),
+                         **({"expect": same} if same > 1 else {})})
+
+
+def _step(ctx: _Ctx, line: int, *, kind: str, tag: str, what: str,
+          params: dict[str, object]) -> ProposedStep:
+    """A `replace-block` step for every platform (each edit here holds for every release of
+    the library), its id `kind-file-tag`."""
     stem = re.sub(r"[^a-z0-9]+", "-", ctx.file.path.rsplit("/", 1)[-1].lower()).strip("-")
-    return ProposedStep(
-        id=f"{kind}-{stem}-{digest}", transform="replace-block",
-        description=f"{ctx.file.path}:{line} {what}",
-        params={"file": ctx.file.path, "anchor": anchor, "block": new.rstrip("\r")},
-        when={"platform": ["linux", "windows"]})
+    return ProposedStep(id=f"{kind}-{stem}-{tag}", transform="replace-block",
+                        description=f"{ctx.file.path}:{line} {what}", params=params,
+                        when={"platform": ["linux", "windows"]})
 
 
 def bare_conditions(ctx: _Ctx) -> None:
@@ -145,7 +156,8 @@ def bare_conditions(ctx: _Ctx) -> None:
                 "3.11's PyTuple_Check and friends no longer do)",
                 f"`{keyword}` is followed by `{m['name'].decode()}(`, not `(`",
                 Fix(manual=f"write `{keyword} ({call})`" + ("" if step else " (not drafted: "
-                    "the line repeats in the file, or the call spans lines)"),
+                    "the condition spans lines, or its line holds what a recipe anchor cannot "
+                    "carry)"),
                     step=EditCall(step=step)))
 
 
@@ -182,8 +194,8 @@ def cub_debug_synchronous(ctx: _Ctx) -> None:
 
 
 def _parenthesise(ctx: _Ctx, start: int, end: int, keyword: str) -> ProposedStep | None:
-    """The `replace-block` of the one line holding the condition `data[start:end]`, with the
-    condition in parentheses; None when the condition spans lines or the line repeats."""
+    """The `replace-block` of the line holding the condition `data[start:end]`, with the
+    condition in parentheses; None when the condition spans lines."""
     src = ctx.src
     line = src.line_of(start)
     if src.line_of(end - 1) != line:
@@ -193,16 +205,8 @@ def _parenthesise(ctx: _Ctx, start: int, end: int, keyword: str) -> ProposedStep
     text = src.slice(first, len(src.data) if nl < 0 else nl).removesuffix("\r")
     col_a, col_b = len(src.slice(first, start)), len(src.slice(first, end))
     block = text[:col_a] + "(" + text[col_a:col_b] + ")" + text[col_b:]
-    lines = [ln.strip() for ln in src.data.decode("utf-8", errors="replace").splitlines()]
-    if not text.strip() or lines.count(text.strip()) != 1:
-        return None
-    stem = re.sub(r"[^a-z0-9]+", "-", f"{ctx.file.path.rsplit('/', 1)[-1]}-{line}".lower())
-    return ProposedStep(
-        id=f"parenthesise-{keyword}-{stem.strip('-')}", transform="replace-block",
-        description=f"{ctx.file.path}:{line} writes its `{keyword}` condition without "
-        "parentheses (scan FB123)",
-        params={"file": ctx.file.path, "anchor": text.strip(), "block": block},
-        when={"platform": ["linux", "windows"]})
+    return _line_step(ctx, line, text, block, kind=f"parenthesise-{keyword}",
+                      what=f"writes its `{keyword}` condition without parentheses (scan FB123)")
 
 
 def _is_debug_flag(ctx: _Ctx, node: Node) -> bool:
@@ -233,11 +237,8 @@ def _drop_last_argument(ctx: _Ctx, call: Node, args: list[Node]) -> ProposedStep
     if end_anchor and next(n for n in range(first_line, last_line + 1)
                            if lines[n - 1].strip() == end_anchor) != last_line:
         return None
-    stem = re.sub(r"[^a-z0-9]+", "-", f"{ctx.file.path.rsplit('/', 1)[-1]}-{first_line}".lower())
-    return ProposedStep(
-        id=f"cub-no-debug-synchronous-{stem.strip('-')}", transform="replace-block",
-        description=f"{ctx.file.path}:{first_line} passes CUB's debug_synchronous argument, "
-        "which CCCL 3 (CUDA 13) removed (scan FB119)",
-        params={"file": ctx.file.path, "anchor": anchor,
-                **({"end_anchor": end_anchor} if end_anchor else {}), "block": block},
-        when={"platform": ["linux", "windows"]})
+    return _step(ctx, first_line, kind="cub-no-debug-synchronous", tag=str(first_line),
+                 what="passes CUB's debug_synchronous argument, which CCCL 3 (CUDA 13) "
+                 "removed (scan FB119)",
+                 params={"file": ctx.file.path, "anchor": anchor,
+                         **({"end_anchor": end_anchor} if end_anchor else {}), "block": block})
