@@ -15,6 +15,7 @@ not judged.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -24,6 +25,9 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from flashbuild.arch import Arch, ArchSpec, BuildTarget, Suffix, Target, satisfies
 from flashbuild.errors import FlashbuildError, VerifyError
@@ -1036,16 +1040,12 @@ def _runtime_checks(pkg: str, expect: Expectations, *, run_gpu: bool | None, ben
                 "import (the checks above hold without it)"))
         elif not result.imported:
             needed = _missing_dependency(result.error or "", pkg, expect.top_level)
-            requirement, why = module_provider(needed) if needed else ("", "")
             checks.append(Check(
                 "import", pkg, Status.FAIL, "does not import in a fresh interpreter" + (
-                    f": it imports `{needed}`, which is not installed in this Python{why}"
+                    f": it imports `{needed}`, which is not installed in this Python"
                     if needed else ""),
                 result.error or "",
-                f"install it into this Python (`{python} -m pip install \"{requirement}\"`, "
-                f"if that is the distribution that provides `{needed}`), then verify again; "
-                f"if `{needed}` is a module this tree builds, the install left it out"
-                if needed else _import_fix(prior)))
+                _missing_module_fix(needed, pkg, python) if needed else _import_fix(prior)))
         else:
             checks.append(Check("import", pkg, Status.OK, f"imports from {result.file}"
                                 + (" (after `import torch`, as a top-level torch extension "
@@ -1182,6 +1182,51 @@ def _missing_dependency(error: str, pkg: str, top_level: Sequence[str]) -> str |
 #: The Linux loader's words for a driver library that is not installed.
 _DRIVER_ABSENT = re.compile(r"\b(libcuda\.so\.1|libnvidia-ml\.so\.1): cannot open shared "
                             r"object file")
+
+
+def _missing_module_fix(needed: str, package: str, python: str) -> str:
+    """The install for a module the package's import did not find: the requirements the
+    package's own metadata declares and this Python lacks (megablocks declares stanford-stk,
+    whose module is `stk`), else the distribution the module's name suggests."""
+    declared = _declared_missing(package) if python == sys.executable else []
+    if declared:
+        shown = " ".join(f'"{r}"' for r in declared)
+        return (f"{package.partition('.')[0]} declares {', '.join(declared)}, not installed: "
+                f"install {'it' if len(declared) == 1 else 'them'} into this Python (`{python} "
+                f"-m pip install {shown}`), then verify again")
+    requirement, why = module_provider(needed)
+    return (f"install it into this Python (`{python} -m pip install \"{requirement}\"`, if "
+            f"that is the distribution that provides `{needed}`){why}, then verify again; if "
+            f"`{needed}` is a module this tree builds, the install left it out")
+
+
+def _declared_missing(package: str) -> list[str]:
+    """The requirements the installed distribution of `package` declares (Requires-Dist, its
+    markers evaluated here, extras left out) that no installed distribution meets; empty
+    when the package has no distribution or needs nothing missing."""
+    top = package.partition(".")[0]
+    try:
+        dists = importlib.metadata.packages_distributions().get(top, [])
+    except (OSError, ValueError):
+        return []
+    installed = {canonicalize_name(d.metadata["Name"] or "") for d in
+                 importlib.metadata.distributions()}
+    out: list[str] = []
+    for dist in dict.fromkeys(dists):
+        try:
+            required = importlib.metadata.requires(dist) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for text in required:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue
+            if canonicalize_name(req.name) not in installed:
+                out.append(req.name)
+    return list(dict.fromkeys(out))
 
 
 def _import_fix(checks: Sequence[Check]) -> str:

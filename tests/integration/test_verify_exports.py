@@ -122,3 +122,30 @@ def test_an_import_stopped_by_another_distribution_names_it(tmp_path: Path) -> N
     assert f"`{sys.executable} -m pip install \"scattery_absent\"`" in sparsy.fix
     assert owny.summary == "does not import in a fresh interpreter"
     assert "pip install" not in owny.fix
+
+
+def test_a_missing_module_the_package_declares_names_the_declared_distribution(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # megablocks on the offline H200 (2026-11-29): it imports `stk`, which its declared
+    # `stanford-stk` provides; the fix named `pip install "stk"`, a guess from the module.
+    from flashbuild.verifying.verify import Expectations, Status, _runtime_checks
+
+    site = tmp_path / "site"
+    (site / "megay").mkdir(parents=True)
+    (site / "megay" / "__init__.py").write_text("import stky_absent\n")
+    info = site / "megay-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: megay\nVersion: 1.0\n"
+                                   "Requires-Dist: stanfordy-stk-absent>=0.1\n"
+                                   "Requires-Dist: pytest-absent; extra == 'testing'\n")
+    (info / "top_level.txt").write_text("megay\n")
+    (info / "RECORD").write_text("megay/__init__.py,,\n")
+    monkeypatch.syspath_prepend(str(site))
+    checks = _runtime_checks("megay", Expectations(), run_gpu=False, bench=False,
+                             runner=ProcessRunner(), python=sys.executable,
+                             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site)},
+                             search_path=None, selfcheck=(), import_module=True,
+                             gpu_present=lambda: False, prior=())
+    (failed,) = [c for c in checks if c.area == "import" and c.status is Status.FAIL]
+    assert "megay declares stanfordy-stk-absent, not installed" in failed.fix, failed.fix
+    assert f'`{sys.executable} -m pip install "stanfordy-stk-absent"`' in failed.fix
