@@ -24,7 +24,9 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "cub" / "debugsync"
 
 
 def _nvcc(cuda: Path, source: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(cuda / "bin" / "nvcc"), "-c", "-arch=sm_90", str(source),
+    # The device pass only (`--ptx`): its front end reads the whole unit, host code too, and
+    # resolves the overloads there; the host compile would add 10 s and decide nothing more.
+    return subprocess.run([str(cuda / "bin" / "nvcc"), "--ptx", "-arch=sm_90", str(source),
                            "-o", str(out)], capture_output=True, text=True, check=False,
                           timeout=300)
 
@@ -53,7 +55,7 @@ def test_the_drafted_edit_makes_cuda_13_compile_the_file(tmp_path: Path,
     assert "# TODO: FB119" in text and "not drafted: the call's first line repeats" in text
 
     pristine = (tree / "csrc" / "scan.cu").read_text(encoding="utf-8")
-    refused = _nvcc(cuda_toolkit_root, tree / "csrc" / "scan.cu", tmp_path / "a.o")
+    refused = _nvcc(cuda_toolkit_root, tree / "csrc" / "scan.cu", tmp_path / "a.ptx")
     assert refused.returncode != 0
     assert "no instance of" in refused.stdout + refused.stderr
 
@@ -63,7 +65,7 @@ def test_the_drafted_edit_makes_cuda_13_compile_the_file(tmp_path: Path,
     now = (tree / "csrc" / "scan.cu").read_text(encoding="utf-8")
     assert now == pristine.replace("stream,\n                                debug_synchronous)",
                                    "stream)").replace("n, stream, false)", "n, stream)")
-    built = _nvcc(cuda_toolkit_root, tree / "csrc" / "scan.cu", tmp_path / "b.o")
+    built = _nvcc(cuda_toolkit_root, tree / "csrc" / "scan.cu", tmp_path / "b.ptx")
     assert built.returncode == 0, built.stdout + built.stderr
     # twice.cu is untouched: its TODO is not an edit.
     assert (tree / "csrc" / "twice.cu").read_bytes() == \
