@@ -316,7 +316,12 @@ def find_artifacts(request: BuildRequest, output_dir: Path, ext: str, *,
     found: list[artifacts.BuiltArtifact] = []
     for art in request.recipe.artifact:
         if art.kind == "module":
-            names = [f"{art.name}{ext}"]
+            # Python also imports a module from `<name>.so` / `<name>.pyd` and, on Linux,
+            # `<name>.abi3.so` (importlib.machinery.EXTENSION_SUFFIXES): a C-API module built
+            # as a plain SHARED library (libKMCUDA's `libKMCUDA.so`), a stable-ABI one.
+            plain = "." + ext.rsplit(".", 1)[-1]
+            names = list(dict.fromkeys([f"{art.name}{ext}", *(
+                [f"{art.name}.abi3{plain}"] if plain == ".so" else []), f"{art.name}{plain}"]))
         else:
             suffix = request.platform.shared_lib_suffix
             names = [f"lib{art.name}{suffix}", f"{art.name}{suffix}"]
