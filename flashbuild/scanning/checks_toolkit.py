@@ -77,14 +77,14 @@ def dispatch_type(ctx: _Ctx) -> None:
         return
     skip = cxx.comment_ranges(ctx.src)
     host = host_pass(ctx.target.platform)
-    lines = text.splitlines()
+    lines = text.split("\n")  # numbered as `count("\n")` numbers them, whatever else a line holds
     for m in _DISPATCH_TYPE.finditer(text):
         start = ctx.byte(m.start())
         if any(a <= start < b for a, b in skip) or \
                 ctx.active(ctx.node_at(start, start + 1), host) == 0:
             continue
         line = text.count("\n", 0, m.start()) + 1
-        old = lines[line - 1]
+        old = lines[line - 1].removesuffix("\r")
         new = old.replace(m.group(0), m.group(0).replace(".type()", ".scalar_type()", 1), 1)
         step = _line_step(ctx, line, old, new, kind="torch-scalar-type",
                           what=f"passes `{m['expr']}.type()` to {m['macro']}, which takes a "
@@ -109,7 +109,7 @@ def _line_step(ctx: _Ctx, line: int, old: str, new: str, *, kind: str,
         return None
     digest = hashlib.sha256(anchor.encode("utf-8")).hexdigest()[:8]
     # replace-block expects one region unless told: each identical line is one.
-    same = sum(ln.strip() == anchor for ln in ctx.file.text.splitlines())
+    same = sum(ln.strip() == anchor for ln in ctx.file.text.split("\n"))
     return _step(ctx, line, kind=kind, tag=digest, what=what,
                  params={"file": ctx.file.path, "anchor": anchor, "block": new.rstrip("\r"),
                          **({"expect": same} if same > 1 else {})})
@@ -188,8 +188,8 @@ def cub_debug_synchronous(ctx: _Ctx) -> None:
                 f"{len(args)} arguments, the last `{last}` after the stream",
                 Fix(manual=f"leave out the last argument (`{last}`): the call without it "
                     "compiles with every CUDA" + ("" if step else " (not drafted: the call's "
-                    "first line repeats in the file, and an edit anchored on it would change "
-                    "each)"),
+                    "lines are no region of their own in the file, so an edit anchored there "
+                    "could change another)"),
                     step=EditCall(step=step)))
 
 

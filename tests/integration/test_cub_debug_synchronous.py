@@ -52,7 +52,7 @@ def test_the_drafted_edit_makes_cuda_13_compile_the_file(tmp_path: Path,
     text = draft.read_text(encoding="utf-8")
     assert text.count('transform = "replace-block"') == 2
     # The repeated line is left to a person, and says why.
-    assert "# TODO: FB119" in text and "not drafted: the call's first line repeats" in text
+    assert "# TODO: FB119" in text and "not drafted: the call's lines are no region" in text
 
     pristine = (tree / "csrc" / "scan.cu").read_text(encoding="utf-8")
     refused = _nvcc(cuda_toolkit_root, tree / "csrc" / "scan.cu", tmp_path / "a.ptx")
