@@ -319,7 +319,7 @@ def _standard_below_torch(file: FileText, commands: Sequence[Command]) -> list[F
             description=f"{file.path}:{line} pins C++{value}; torch {TORCH_NEEDS_CXX20} and "
             "later need C++20 (scan FB195)",
             params={"file": file.path, "anchor": anchor, "block": new},
-            when={"torch": f">={TORCH_NEEDS_CXX20}"})
+            when={"torch": f">={TORCH_NEEDS_CXX20}.0.dev0"})
         out.append(Finding(
             rule="FB195", category=Category.CMAKE, path=file.path, line=line, col=col,
             severity=Severity.WARNING,

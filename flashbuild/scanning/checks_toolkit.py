@@ -47,6 +47,10 @@ _CUB_DEVICE_CALL = re.compile(r"(?:::)?cub::Device\w+::\w+(?:<.*>)?")
 #: arguments (`DeviceReduce::Sum(temp, bytes, in, out, n, stream, debug)`).
 _MIN_ARGS = 7
 _BOOL_LITERALS = ("true", "false")
+#: The argument before `debug_synchronous` is the stream (`s`, `stream`, `0`,
+#: `at::cuda::getCurrentCUDAStream()`). `DeviceReduce::Reduce(…, cub::Max(), false)` has 7
+#: arguments and a bool `init` last, after an operator object: no finding there.
+_OPERATOR_LIKE = re.compile(r"^(?!.*(?i:stream)).*[({]")
 
 
 #: `if NAME(` / `while NAME(` with no parenthesis of the statement's own; `if constexpr`
@@ -177,6 +181,7 @@ def cub_debug_synchronous(ctx: _Ctx) -> None:
             continue
         args = [a for a in arguments.named_children if a.type != "comment"]
         if len(args) < _MIN_ARGS or not _is_debug_flag(ctx, args[-1]) or \
+                _OPERATOR_LIKE.search(ctx.src.node_text(args[-2])) or \
                 ctx.active(call, host) == 0:
             continue
         last = ctx.src.node_text(args[-1])

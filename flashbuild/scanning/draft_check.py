@@ -121,13 +121,13 @@ def repository_fix(root: Path, what: str) -> str:
     try:
         raw = (root / "PKG-INFO").read_bytes()
         meta = Metadata.from_email(raw, validate=False)
-    except (OSError, ValueError, ExceptionGroup):
-        meta = None
-    if meta is not None:
+        # With validate=False a field is checked when read: a bad one raises here.
         version = str(meta.version or "")
         urls = {k.lower(): v for k, v in (meta.project_urls or {}).items()}
         url = next((urls[k] for k in _SOURCE_LABELS if k in urls), "") or \
             str(meta.home_page or "")
+    except (OSError, ValueError, ExceptionGroup):
+        url, version = "", ""
     where = f" ({url})" if url.startswith(("https://", "http://")) else ""
     at = f"at version {version}" if version else "at this version"
     return (f"build from the project's repository{where} {at}, with its submodules (`git "

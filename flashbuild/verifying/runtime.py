@@ -81,7 +81,11 @@ def missed(name, exc):
     # The first line of why a name was not found: an ImportError of the module that holds
     # it (`libc10.so: cannot open shared object file`) is not the same as a missing binding.
     out["missing"].append(name)
-    if not isinstance(exc, LookupError):
+    # resolve() ends in import_module(path): a plain missing name raises ModuleNotFoundError
+    # for a dotted path ending in that name, which is no import failure of a real module.
+    absent = isinstance(exc, ModuleNotFoundError) and (exc.name or "").endswith(
+        name.replace(":", ".").split(".")[-1])
+    if not isinstance(exc, LookupError) and not absent:
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         out["why"][name] = text.splitlines()[-1][:300] if text else type(exc).__name__
 

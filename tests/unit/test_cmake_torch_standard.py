@@ -39,18 +39,21 @@ def test_a_pinned_cxx17_beside_find_package_torch_gets_a_step_for_new_torch() ->
     assert isinstance(step, EditCall) and step.step is not None
     assert step.step.params == {"file": "CMakeLists.txt", "anchor": "set(CMAKE_CXX_STANDARD 17)",
                                 "block": "set(CMAKE_CXX_STANDARD 20)"}
-    assert step.step.when == {"torch": ">=2.14"}
+    assert step.step.when == {"torch": ">=2.14.0.dev0"}
     # No torch in the project, or C++20 already: nothing to say.
     assert _findings(LISTS.replace("find_package(Torch CONFIG REQUIRED)", "")) == []
     assert _findings(LISTS.replace(" 17)", " 20)")) == []
 
 
 def test_the_step_applies_with_torch_2_14_and_not_with_2_13(tmp_path: Path) -> None:
-    when = When(torch=">=2.14")
+    when = When(torch=">=2.14.0.dev0")
     spec = parse_arch_spec("sm_90a")
     new = WhenContext(platform="linux", arch=spec, torch=Version("2.14.1+cu130"))
     old = WhenContext(platform="linux", arch=spec, torch=Version("2.13.0+cpu"))
     assert evaluate(when, new).matched and not evaluate(when, old).matched
+    # An NGC-style pre-release of 2.14 needs C++20 too.
+    pre = WhenContext(platform="linux", arch=spec, torch=Version("2.14.0a0+git1234"))
+    assert evaluate(when, pre).matched
     site = tmp_path / "site-packages"
     (site / "torch").mkdir(parents=True)
     (site / "torch" / "version.py").write_text(
