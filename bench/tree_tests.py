@@ -10,8 +10,10 @@ DIR/OWNER+NAME/repo or DIR/OWNER+NAME; a bare clone will do), written to OUT/TRE
 unpacked tree before the tree's `tests` command, and refuses --tests while one is missing.
 
 For each tree with `source = "git:OWNER/NAME@COMMIT"`: `git archive` of the whole commit,
-under one folder, written to .devcarry/trees/NAME-COMMIT12.tar.gz (where bench/gpu_trees.sh
-takes the sdists from; copy it into the harness's WORK/dl to run it here).
+under one folder, with its GitHub submodules at their pinned commits from their own clones
+under DIR (what `git clone --recursive` checks out), written to
+.devcarry/trees/NAME-COMMIT12.tar.gz (where bench/gpu_trees.sh takes the sdists from; copy it
+into the harness's WORK/dl to run it here).
 
     python bench/tree_tests.py --trim DL
 
@@ -24,9 +26,11 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import re
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 from trees import (
@@ -79,21 +83,74 @@ def make_archive(tree: Tree, *, mirrors: Path, out: Path) -> str:
     return ""
 
 
+def submodules(gitdir: Path, commit: str) -> list[tuple[str, str, str]]:
+    """The commit's git submodules as (path, OWNER/NAME, pinned commit), from its gitlinks
+    and .gitmodules; a submodule whose URL is not on GitHub is left out (no mirror names it)."""
+    listed = subprocess.run(["git", "--git-dir", str(gitdir), "ls-tree", "-r", commit],
+                            capture_output=True, text=True, check=True, timeout=600).stdout
+    pinned = {}
+    for line in listed.splitlines():
+        meta, _, path = line.partition("\t")
+        mode, kind, sha = meta.split()
+        if mode == "160000" and kind == "commit":
+            pinned[path] = sha
+    if not pinned:
+        return []
+    config = subprocess.run(
+        ["git", "--git-dir", str(gitdir), "config", "--blob", f"{commit}:.gitmodules",
+         "--get-regexp", r"^submodule\..*\.(path|url)$"],
+        capture_output=True, text=True, check=True, timeout=60).stdout
+    fields: dict[str, dict[str, str]] = {}
+    for line in config.splitlines():
+        key, _, value = line.partition(" ")
+        name, _, field = key.removeprefix("submodule.").rpartition(".")
+        fields.setdefault(name, {})[field] = value
+    found = []
+    for entry in fields.values():
+        path, url = entry.get("path", ""), entry.get("url", "")
+        repo = _GITHUB_URL.fullmatch(url)
+        if path in pinned and repo:
+            found.append((path, repo["repo"], pinned[path]))
+    return found
+
+
+#: A GitHub clone URL (https or ssh, with or without .git): its OWNER/NAME.
+_GITHUB_URL = re.compile(r"(?:https://github\.com/|git@github\.com:)(?P<repo>[\w.-]+/[\w.-]+?)"
+                         r"(?:\.git)?/?")
+
+
 def make_source(tree: Tree, *, mirrors: Path, out: Path) -> str:
-    """Write a `git:` tree's source archive; "" when written, else why not."""
+    """Write a `git:` tree's source archive, with its git submodules at their pinned commits
+    (what `git clone --recursive` checks out); "" when written, else why not."""
     repo, commit, name = git_source(tree.source.partition(":")[2])
     gitdir = mirror_gitdir(mirrors, repo)
     if gitdir is None:
         return f"no clone of {repo} under {mirrors}"
+    top = name.removesuffix(".tar.gz")
+    parts = [(gitdir, commit, f"{top}/")]
+    for path, sub_repo, sub_commit in submodules(gitdir, commit):
+        sub_dir = mirror_gitdir(mirrors, sub_repo)
+        if sub_dir is None:
+            return (f"no clone of {sub_repo} (the submodule {path}) under {mirrors}")
+        parts.append((sub_dir, sub_commit, f"{top}/{path}/"))
     out.mkdir(parents=True, exist_ok=True)
     target = out / name
-    done = subprocess.run(
-        ["git", "--git-dir", str(gitdir), "archive", "--format=tar.gz",
-         f"--prefix={name.removesuffix('.tar.gz')}/", "-o", str(target), commit],
-        capture_output=True, text=True, check=False, timeout=600)
-    if done.returncode != 0:
-        target.unlink(missing_ok=True)
-        return f"git archive exited {done.returncode}: {done.stderr.strip()}"
+    with tempfile.TemporaryDirectory() as scratch, tarfile.open(target, "w:gz") as dst:
+        for number, (source, at, prefix) in enumerate(parts):
+            piece = Path(scratch) / f"{number}.tar"
+            done = subprocess.run(
+                ["git", "--git-dir", str(source), "archive", "--format=tar",
+                 f"--prefix={prefix}", "-o", str(piece), at],
+                capture_output=True, text=True, check=False, timeout=600)
+            if done.returncode != 0:
+                dst.close()
+                target.unlink(missing_ok=True)
+                return f"git archive of {at} exited {done.returncode}: {done.stderr.strip()}"
+            with tarfile.open(piece) as src:
+                for member in src:
+                    # The outer archive's empty folder for a submodule is the one the
+                    # submodule's own archive fills; tar keeps the last of a name.
+                    dst.addfile(member, src.extractfile(member) if member.isfile() else None)
     return ""
 
 

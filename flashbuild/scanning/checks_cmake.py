@@ -48,6 +48,8 @@ from flashbuild.toolchain_facts import MSVC_HOST_FLAGS, ZC_PREPROCESSOR
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
+    from flashbuild.arch import Arch
+
 #: The flags MSVC builds of CUDA code need (toolchain_facts says which CUDA needs which).
 MSVC_FLAGS = (ZC_PREPROCESSOR, *MSVC_HOST_FLAGS)
 SOURCE_SUFFIX = re.compile(r"\.(cu|cuh|cpp|cc|cxx|c|h|hpp)$|[*?]")
@@ -181,6 +183,7 @@ def check_cmake(file: FileText, target: ScanTarget) -> FileReport:
     report.findings += _strequal_gates(file, commands, target)
     report.findings += _arch_from_gpu(file, commands)
     report.findings += _standard_below_torch(file, commands)
+    report.findings += _arch_define_with_suffix(file, commands, target)
     return report
 
 
@@ -331,6 +334,72 @@ def _standard_below_torch(file: FileText, commands: Sequence[Command]) -> list[F
             fix=Fix(manual=f"set({cmd.args[0]} 20) when building against torch "
                     f"{TORCH_NEEDS_CXX20} or later", step=EditCall(step=step))))
     return out
+
+
+#: An arch flag built from a variable: `-arch sm_${V}`, `arch=compute_${V},code=sm_${V}`.
+_ARCH_FLAG_VAR = re.compile(r"\b(?:sm|compute)_\$\{(\w+)\}")
+_DASH_D = re.compile(r"-D(?P<name>\w+)=\$\{(?P<var>\w+)\}")
+_DEFINITION = re.compile(r"(?:^|-D)(?P<name>\w+)=\$\{(?P<var>\w+)\}")
+
+
+def _arch_define_with_suffix(file: FileText, commands: Sequence[Command],
+                             target: ScanTarget) -> list[Finding]:
+    """FB196: the arch variable of the nvcc flags (`-arch sm_${CUDA_ARCH}`) also given to
+    C/C++ as a define (`-DCUDA_ARCH=${CUDA_ARCH}`), for a target spelled with a suffix:
+    `-DCUDA_ARCH=90a` is no number, and the tree's `#if CUDA_ARCH < 60` stops the compile
+    (libKMCUDA 6.2.3). The drafted step gives C/C++ the number and leaves the suffix in the
+    arch flag, so the build still makes the requested SASS; a numeric arch is unchanged."""
+    suffixed = [t.arch for t in target.spec.targets if t.arch.suffix]
+    arch_vars = set(_ARCH_FLAG_VAR.findall(file.text))
+    if not suffixed or not arch_vars:
+        return []
+    lines = file.text.splitlines()
+    out: list[Finding] = []
+    for cmd in commands:
+        for arg in cmd.args:
+            # `-DNAME=${V}` anywhere (a flags string); a bare `NAME=${V}` in a definitions
+            # command (add_compile_definitions, target_compile_definitions).
+            pattern = _DASH_D if cmd.name not in DEFINE_COMMANDS else _DEFINITION
+            for m in pattern.finditer(arg):
+                if m["var"] in arch_vars:
+                    out.append(_arch_define_finding(file, cmd, lines, name=m["name"],
+                                                    var=m["var"], suffixed=suffixed))
+    return out
+
+
+def _arch_define_finding(file: FileText, cmd: Command, lines: list[str], *, name: str,
+                         var: str, suffixed: Sequence[Arch]) -> Finding:
+    line, col = _pos(cmd.node)
+    used = f"{name}=${{{var}}}"
+    number = f"{var}_NUMBER"
+    row = next((n for n in range(line, cmd.node.end_point[0] + 2)
+                if used in lines[n - 1]), line)
+    old = lines[row - 1]
+    indent = old[:len(old) - len(old.lstrip())]
+    # The step rewrites the command's first line only: a `string()` put before a later line
+    # would land inside the command.
+    step = None if row != line or "\\" in old or '"""' in old else ProposedStep(
+        id=f"arch-number-for-{name.lower().replace('_', '-')}-"
+           f"{re.sub(r'[^a-z0-9]+', '-', file.path.lower()).strip('-')}-{line}",
+        transform="replace-block",
+        description=f"{file.path}:{line} gives C/C++ the arch variable {var} as {name}, "
+        "which the target's suffix makes no number (scan FB196)",
+        params={"file": file.path, "anchor": old.strip(),
+                "block": f'{indent}string(REGEX REPLACE "[a-z]+$" "" {number} "${{{var}}}")\n'
+                         + old.replace(used, f"{name}=${{{number}}}")},
+        when={"platform": ["linux", "windows"]})
+    example = suffixed[0]
+    return Finding(
+        rule="FB196", category=Category.ARCH_SELECTION, path=file.path, line=row, col=col,
+        severity=Severity.WARNING,
+        message=f"{var}, the arch variable of the nvcc flags, also reaches C/C++ as "
+        f"`{name}={example.code}{example.suffix}` for {example.sm}: with the suffix it is no "
+        f"number, and an `#if {name} < …` stops the compile",
+        evidence=f"`{used}` at line {row}; `sm_${{{var}}}` in an arch flag of {file.path}",
+        snippet=_snippet(file, row),
+        fix=Fix(manual=f"give C/C++ the number: `string(REGEX REPLACE \"[a-z]+$\" \"\" "
+                f"{number} \"${{{var}}}\")` and `{name}=${{{number}}}`; the arch flag keeps "
+                "the suffix", step=EditCall(step=step)))
 
 
 def _arch_from_gpu(file: FileText, commands: Sequence[Command]) -> list[Finding]:

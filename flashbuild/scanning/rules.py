@@ -223,6 +223,14 @@ _RULES = [
          "build box has, and for the fallback when it has none (a CI runner, a container "
          "without the driver): the module then has no code for the GPU it runs on. Pass the "
          "variable with -D (a recipe's cmake defines)."),
+    Rule(id="FB196", name="cmake-arch-define-with-suffix", category=Category.ARCH_SELECTION,
+         short="the arch variable reaches C/C++ as a define that a suffixed arch makes no "
+         "number",
+         help="A CMakeLists that builds `-arch sm_${V}` and also passes `-DNAME=${V}` to the "
+         "compilers gives C/C++ `NAME=90a` for sm_90a, and `#if NAME < 60` then stops (g++: "
+         "\"user-defined literal in preprocessor expression\"). The drafted step strips the "
+         "suffix for the define only, so the arch flag still asks for the arch-specific "
+         "SASS."),
 ]
 
 _RULES += [
