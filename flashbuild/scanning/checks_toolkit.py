@@ -19,6 +19,14 @@
   (Deformable-DETR's ms_deform_attn_cuda.cu:64 with torch 2.14). `x.scalar_type()` compiles
   with every torch since 1.0.
 
+* FB125: THC, torch's old CUDA library (`#include <THC/THC.h>`, `THCState_getCurrentStream
+  (state)`, `THCudaCheck`), which torch 1.11 removed: a tree written for torch 1.x stops
+  with "THC/THC.h: No such file or directory" (Pointnet2.PyTorch's src/*.cpp). Each line
+  that uses what has a one-for-one ATen/c10 successor gets its edit (the header, the current
+  stream, the error check, ceil_div, the caching allocator's raw_alloc / raw_delete; the
+  `extern THCState *state;` declaration is commented out); a line with any other THC name is
+  a finding without a step.
+
 Each finding proposes its edit (`EditCall`): a `replace-block` of the lines involved. A
 one-line edit is anchored on the line's text, and every line of the file that reads the same
 gets the same edit; a call over several lines is drafted only when its lines are a region the
@@ -70,7 +78,7 @@ _UNSAFE_IN_ANCHOR = ("\\", '"""', "'''")
 
 def wants(text: str) -> bool:
     """Whether the file can hold a finding (cheap, before a parse)."""
-    return "cub::Device" in text or "AT_DISPATCH_" in text or \
+    return "cub::Device" in text or "AT_DISPATCH_" in text or "THC" in text or \
         _BARE_CONDITION.search(text.encode("utf-8")) is not None
 
 
@@ -101,6 +109,102 @@ def dispatch_type(ctx: _Ctx) -> None:
                 Fix(manual=f"pass `{m['expr']}.scalar_type()`" + ("" if step else
                     " (not drafted: the line holds what a recipe anchor cannot carry)"),
                     step=EditCall(step=step)))
+
+
+#: What THC.h's successors need: the headers of every call edit below. THC.h brought all of
+#: THC, and a file that includes it through another header gets its calls edited too.
+_THC_SUCCESSORS = ("ATen/cuda/CUDAContext.h", "c10/cuda/CUDAException.h",
+                   "c10/cuda/CUDACachingAllocator.h", "ATen/ceil_div.h")
+#: THC headers with a successor in ATen, and what replaces each (torch 1.11 removed THC).
+_THC_HEADERS = {
+    "THC/THC.h": _THC_SUCCESSORS,
+    "THC/THCGeneral.h": _THC_SUCCESSORS,
+    "THC/THCAtomics.cuh": ("ATen/cuda/Atomic.cuh",),
+    "THC/THCDeviceUtils.cuh": ("ATen/cuda/DeviceUtils.cuh",),
+}
+_THC_INCLUDE = re.compile(
+    r'^(?P<indent>[ \t]*)#[ \t]*include[ \t]*[<"](?P<header>THC/\w+\.\w+)[>"]')
+#: THC calls with a one-for-one successor: (pattern, replacement, header the successor needs).
+_THC_CALLS = (
+    (re.compile(r"\bTHCState_getCurrentStream[ \t]*\([ \t]*\w+[ \t]*\)"),
+     "at::cuda::getCurrentCUDAStream()", "ATen/cuda/CUDAContext.h"),
+    (re.compile(r"\bTHCudaCheck[ \t]*\("), "C10_CUDA_CHECK(", "c10/cuda/CUDAException.h"),
+    (re.compile(r"\bTHCCeilDiv[ \t]*\("), "at::ceil_div(", "ATen/ceil_div.h"),
+    (re.compile(r"\bTHCudaMalloc[ \t]*\([ \t]*\w+[ \t]*,[ \t]*"),
+     "c10::cuda::CUDACachingAllocator::raw_alloc(", "c10/cuda/CUDACachingAllocator.h"),
+    (re.compile(r"\bTHCudaFree[ \t]*\([ \t]*\w+[ \t]*,[ \t]*"),
+     "c10::cuda::CUDACachingAllocator::raw_delete(", "c10/cuda/CUDACachingAllocator.h"),
+)
+#: The THCState a translation unit declared or fetched, which nothing needs once the calls
+#: above no longer take it: `extern THCState *state;`,
+#: `THCState *state = at::globalContext().lazyInitCUDA();`.
+_THC_STATE_LINE = re.compile(
+    r"^[ \t]*(?:extern[ \t]+THCState[ \t]*\*[ \t]*\w+|THCState[ \t]*\*[ \t]*\w+[ \t]*=[ \t]*"
+    r"at::globalContext\(\)\.(?:lazyInitCUDA|getTHCState)\(\))[ \t]*;[ \t]*$")
+_THC_NAME = re.compile(r"\bTH(?:C\w*|Arg\w*|Error\w*)\b|[<\"]THC/")
+
+
+def thc(ctx: _Ctx) -> None:
+    """FB125 at each line of code that uses THC, with the line's edit where every THC name
+    on it has a successor."""
+    text = ctx.file.text
+    if "THC" not in text:
+        return
+    skip = cxx.comment_ranges(ctx.src)
+    host = host_pass(ctx.target.platform)
+    lines = text.split("\n")
+    offset = 0
+    wanted: set[str] = set()
+    sites: list[tuple[int, int, str, str]] = []  # byte, line, old, new ("" when not drafted)
+    for number, raw in enumerate(lines, start=1):
+        start_char, offset = offset, offset + len(raw) + 1
+        old = raw.removesuffix("\r")
+        first = _THC_NAME.search(old)
+        if first is None:
+            continue
+        start = ctx.byte(start_char + first.start())
+        if any(a <= start < b for a, b in skip) or \
+                ctx.active(ctx.node_at(start, start + 1), host) == 0:
+            continue
+        edited, needs = _thc_line(old)
+        wanted.update(needs)
+        sites.append((start, number, old, edited))
+    for start, number, old, edited in sites:
+        include = _THC_INCLUDE.match(old)
+        # An include becomes its successors and what the file's own call edits need.
+        block = "\n".join(
+            f"{include['indent']}#include <{h}>" for h in dict.fromkeys(
+                (*_THC_HEADERS[include["header"]], *sorted(wanted)))) \
+            if include and include["header"] in _THC_HEADERS else edited
+        step = _line_step(ctx, number, old, block, kind="thc",
+                          what="uses THC, which torch 1.11 removed (scan FB125)") \
+            if block else None
+        ctx.add(start, "FB125", Category.LIBRARY_API, Severity.ERROR,
+                "THC, torch's CUDA library before ATen, was removed in torch 1.11: this line "
+                "does not compile against any torch since",
+                f"`{old.strip()}`",
+                Fix(manual="use the ATen/c10 successor: <ATen/cuda/CUDAContext.h>, "
+                    "at::cuda::getCurrentCUDAStream(), C10_CUDA_CHECK, at::ceil_div, "
+                    "c10::cuda::CUDACachingAllocator::raw_alloc/raw_delete" + (
+                        "" if step else " (not drafted: a THC name here has no one-for-one "
+                        "successor, or the line cannot be an anchor)"),
+                    step=EditCall(step=step)))
+
+
+def _thc_line(old: str) -> tuple[str, set[str]]:
+    """The line with every THC call that has a successor replaced, and the headers those
+    successors need; a THCState declaration line becomes a comment. "" when a THC name is
+    left that has no successor here (an include is judged by its caller)."""
+    if _THC_STATE_LINE.match(old):
+        indent = old[:len(old) - len(old.lstrip())]
+        return f"{indent}// {old.strip()}  (THC was removed in torch 1.11)", set()
+    needs: set[str] = set()
+    new = old
+    for pattern, successor, header in _THC_CALLS:
+        new, count = pattern.subn(successor, new)
+        if count:
+            needs.add(header)
+    return ("" if _THC_NAME.search(new) and not _THC_INCLUDE.match(old) else new), needs
 
 
 def _line_step(ctx: _Ctx, line: int, old: str, new: str, *, kind: str,

@@ -91,6 +91,14 @@ _RULES = [
          "longer converts to the ScalarType AT_DISPATCH_* takes: nvcc stops with \"no "
          "suitable conversion function\" (docs/scan.md#library-apis-newer-releases-changed). "
          "`tensor.scalar_type()` compiles with every torch since 1.0."),
+    Rule(id="FB125", name="torch-thc-removed", category=Category.LIBRARY_API,
+         short="uses THC, torch's CUDA library that torch 1.11 removed",
+         help="`#include <THC/THC.h>`, `THCState_getCurrentStream(state)`, `THCudaCheck` and "
+         "the rest of THC went away in torch 1.11: such a tree stops at \"THC/THC.h: No such "
+         "file or directory\". The drafted edits use the ATen/c10 successors "
+         "(ATen/cuda/CUDAContext.h, at::cuda::getCurrentCUDAStream(), C10_CUDA_CHECK, "
+         "at::ceil_div, CUDACachingAllocator::raw_alloc/raw_delete); a line with another THC "
+         "name is left for a person."),
     Rule(id="FB117", name="missing-cstdint", category=Category.INCLUDES,
          short="fixed-width integer types in a unit that includes no <cstdint>",
          help="libstdc++ 13 stopped including <cstdint> from <string> and other headers: a "

@@ -1,0 +1,83 @@
+"""THC, torch's CUDA library before ATen, which torch 1.11 removed
+(tests/fixtures/torchapi/thc; Pointnet2.PyTorch's src/*.cpp, whose build stopped at
+"THC/THC.h: No such file or directory"): scan FB125 finds each line of code that uses it,
+recipe init drafts the edits that have a one-for-one successor, `flashbuild patch` applies
+them, and where a CUDA build of torch's headers is at hand g++ compiles the patched unit."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flashbuild.cli import app
+from flashbuild.scanning.findings import ScanOptions, make_target
+from flashbuild.scanning.scan import scan_tree
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "torchapi" / "thc"
+
+
+def _headers() -> list[Path] | None:
+    """torch's include folders and a CUDA include folder with cuBLAS's and cuSPARSE's headers
+    (ATen/cuda/Exceptions.h includes them), from this Python's wheels; None when missing."""
+    site = next((Path(p) for p in sys.path if (Path(p) / "torch" / "include").is_dir()), None)
+    if site is None:
+        return None
+    cuda = next((p.parent for p in (site / "nvidia").glob("*/include/cublas_v2.h")
+                 if (p.parent / "cusparse.h").is_file() and
+                 (p.parent / "cuda_runtime.h").is_file()), None)
+    if cuda is None:
+        return None
+    include = site / "torch" / "include"
+    return [include, include / "torch" / "csrc" / "api" / "include", cuda,
+            Path(sysconfig.get_paths()["include"])]
+
+
+def _patched(tmp_path: Path) -> Path:
+    """The fixture copied and patched with recipe init's draft; the patched tree."""
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURE, tree)
+    draft = tmp_path / "draft.toml"
+    runner = CliRunner()
+    made = runner.invoke(app, ["recipe", "init", "--source", str(tree), "--platform", "linux",
+                               "--arch", "sm_90a", "--static", "-o", str(draft)])
+    assert made.exit_code == 0, made.output
+    done = runner.invoke(app, ["patch", "--recipe", str(draft), "--source", str(tree),
+                               "--platform", "linux", "--arch", "sm_90a"])
+    assert done.exit_code == 0, done.output
+    return tree
+
+
+def test_thc_lines_are_found_and_drafted(tmp_path: Path) -> None:
+    result = scan_tree(FIXTURE, make_target("linux", "sm_90a"), ScanOptions(static=True, jobs=1))
+    found = {(f.path, f.line): f for f in result.findings if f.rule == "FB125"}
+    # Every line of code with a THC name, none in the comment.
+    assert sorted(found) == [("src/legacy.cpp", 1), ("src/legacy.cpp", 3),
+                             ("src/ops.cpp", 2), ("src/ops.cpp", 5), ("src/ops.cpp", 9),
+                             ("src/ops.cpp", 10), ("src/ops.cpp", 11), ("src/ops.cpp", 12),
+                             ("src/ops.cpp", 13), ("src/ops.cpp", 18), ("src/ops.cpp", 19)]
+    # THCudaTensor has no one-for-one successor: a finding for a person.
+    assert found[("src/legacy.cpp", 3)].fix.step.step is None  # type: ignore[union-attr]
+    ops = (_patched(tmp_path) / "src" / "ops.cpp").read_text(encoding="utf-8")
+    assert [ln for ln in ops.splitlines() if "THC" in ln.split("//")[0]] == []
+    assert ops.count("at::cuda::getCurrentCUDAStream()") == 2
+    assert "c10::cuda::CUDACachingAllocator::raw_alloc(n * sizeof(float))" in ops
+    assert "c10::cuda::CUDACachingAllocator::raw_delete(scratch)" in ops
+    assert "at::ceil_div(n, 256)" in ops and ops.count("C10_CUDA_CHECK(") == 2
+
+
+def test_the_patched_unit_compiles_against_torch(tmp_path: Path) -> None:
+    headers = _headers()
+    if headers is None or shutil.which("g++") is None:
+        pytest.skip("needs g++ and a CUDA build of torch with cuBLAS's headers in this Python")
+    tree = _patched(tmp_path)
+    compiled = subprocess.run(
+        ["g++", "-std=c++20", "-fsyntax-only", *(f"-I{h}" for h in headers),
+         str(tree / "src" / "ops.cpp")], capture_output=True, text=True, timeout=600,
+        check=False)
+    assert compiled.returncode == 0, compiled.stderr[-3000:]
