@@ -408,7 +408,7 @@ _FIX_FINDERS: tuple[Callable[[_Failed], str], ...] = (
     lambda seen: missing_module_fix(seen.first.line) or "",
     lambda seen: _submodule_fix(seen.first.line, seen.tree) if seen.tree else "",
     lambda seen: _own_header_fix(seen.first.line) or _python_package_header_fix(
-        seen.first.line),
+        seen.first.line) or _removed_torch_header_fix(seen.first.line),
     _missing_input_fix,
 )
 
@@ -492,6 +492,20 @@ def _python_package_header_fix(line: str) -> str:
     return (f"{header} is {package}'s C/C++ header, and the Python that builds has no "
             f"{package} (the build asks it for the folder): install it into that environment "
             f"(`python -m pip install {package}`) and build again")
+
+
+def _removed_torch_header_fix(line: str) -> str:
+    """The fix for a header of TH/THC, the C libraries under torch before ATen, which torch
+    1.11 removed (Pointnet2.PyTorch's `#include <THC/THC.h>`): no package brings them back."""
+    m = _MISSING_HEADER.match(line)
+    if m is None or PurePosixPath((m["header"] or m["eheader"]).strip()).parts[0] not in (
+            "THC", "TH"):
+        return ""
+    return ("TH/THC, torch's C libraries before ATen, were removed in torch 1.11: the tree was "
+            "written for torch 1.x. `flashbuild scan` (FB125) names each line that uses them, "
+            "and the zero-config build drafts the ATen/c10 successor of each that has one "
+            "one-for-one; the lines it names without a step need a person "
+            "(docs/scan.md#library-apis-newer-releases-changed)")
 
 
 #: `.gitmodules`: each submodule's `path = …` and `url = …` lines.

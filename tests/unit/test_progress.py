@@ -341,6 +341,21 @@ def test_a_header_a_python_package_provides_names_the_package(tmp_path: Path) ->
     assert "pip install" not in failure("compiling failed", other, tmp_path / "b.log").fix
 
 
+def test_a_thc_header_says_torch_removed_it(tmp_path: Path) -> None:
+    """Pointnet2.PyTorch before FB125's steps (the line as the build printed it here,
+    2026-11-29): THC/THC.h is no missing package, torch 1.11 removed it."""
+    from flashbuild.building.progress import failure
+
+    mon = NinjaMonitor()
+    mon.feed("/b/src/src/ball_query.cpp:3:10: fatal error: THC/THC.h: No such file or "
+             "directory")
+    err = failure("building the setup.py project failed", mon, tmp_path / "build.log")
+    assert "removed in torch 1.11" in err.fix and "FB125" in err.fix
+    other = NinjaMonitor()
+    other.feed("/b/src/x.cc:3:10: fatal error: THCustom/x.h: No such file or directory")
+    assert "torch 1.11" not in failure("compiling failed", other, tmp_path / "b.log").fix
+
+
 def test_a_header_from_an_empty_submodule_names_the_submodule(tmp_path: Path) -> None:
     """diff-gaussian-rasterization from an archive of its repository: third_party/glm, a git
     submodule, is an empty folder, and the first error is glm/glm.hpp not found (the line as
