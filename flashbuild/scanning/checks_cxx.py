@@ -339,6 +339,7 @@ def check_cxx(file: FileText, target: ScanTarget, inherited: Any = None) -> File
     toolkit.bare_conditions(ctx)
     toolkit.dispatch_type(ctx)
     toolkit.thc(ctx)
+    toolkit.at_check(ctx)
     if windows:
         _posix_and_gcc(ctx, groups, host)
         _windows_macros(ctx, groups, host)

@@ -27,6 +27,10 @@
   `extern THCState *state;` declaration is commented out); a line with any other THC name is
   a finding without a step.
 
+* FB126: `AT_CHECK(cond, msg…)`, deprecated for `TORCH_CHECK` (same arguments) and gone
+  since torch 1.5 (pytorch/pytorch#36581): "'AT_CHECK' was not declared in this scope"
+  (Pointnet2.PyTorch's `CHECK_CUDA` macros, once FB125's edits were in).
+
 Each finding proposes its edit (`EditCall`): a `replace-block` of the lines involved. A
 one-line edit is anchored on the line's text, and every line of the file that reads the same
 gets the same edit; a call over several lines is drafted only when its lines are a region the
@@ -79,6 +83,7 @@ _UNSAFE_IN_ANCHOR = ("\\", '"""', "'''")
 def wants(text: str) -> bool:
     """Whether the file can hold a finding (cheap, before a parse)."""
     return "cub::Device" in text or "AT_DISPATCH_" in text or "THC" in text or \
+        "AT_CHECK" in text or \
         _BARE_CONDITION.search(text.encode("utf-8")) is not None
 
 
@@ -205,6 +210,34 @@ def _thc_line(old: str) -> tuple[str, set[str]]:
         if count:
             needs.add(header)
     return ("" if _THC_NAME.search(new) and not _THC_INCLUDE.match(old) else new), needs
+
+
+_AT_CHECK = re.compile(r"\bAT_CHECK(?=[ \t]*\()")
+
+
+def at_check(ctx: _Ctx) -> None:
+    """FB126 at each line of code that calls `AT_CHECK`, with the line's edit."""
+    text = ctx.file.text
+    if "AT_CHECK" not in text:
+        return
+    skip = cxx.comment_ranges(ctx.src)
+    lines = text.split("\n")
+    done: set[int] = set()
+    for m in _AT_CHECK.finditer(text):
+        start = ctx.byte(m.start())
+        line = text.count("\n", 0, m.start()) + 1
+        if line in done or any(a <= start < b for a, b in skip):
+            continue
+        done.add(line)
+        old = lines[line - 1].removesuffix("\r")
+        step = _line_step(ctx, line, old, _AT_CHECK.sub("TORCH_CHECK", old), kind="torch-check",
+                          what="calls AT_CHECK, which torch 1.5 removed (scan FB126)")
+        ctx.add(start, "FB126", Category.LIBRARY_API, Severity.ERROR,
+                "`AT_CHECK` was removed in torch 1.5: `TORCH_CHECK` takes the same arguments",
+                f"`{old.strip()}`",
+                Fix(manual="call TORCH_CHECK" + ("" if step else
+                    " (not drafted: the line holds what a recipe anchor cannot carry)"),
+                    step=EditCall(step=step)))
 
 
 def _line_step(ctx: _Ctx, line: int, old: str, new: str, *, kind: str,

@@ -99,6 +99,11 @@ _RULES = [
          "(ATen/cuda/CUDAContext.h, at::cuda::getCurrentCUDAStream(), C10_CUDA_CHECK, "
          "at::ceil_div, CUDACachingAllocator::raw_alloc/raw_delete); a line with another THC "
          "name is left for a person."),
+    Rule(id="FB126", name="torch-at-check-removed", category=Category.LIBRARY_API,
+         short="calls AT_CHECK, which torch 1.5 removed",
+         help="AT_CHECK was deprecated for TORCH_CHECK, which takes the same arguments, and "
+         "is undefined since torch 1.5 (pytorch/pytorch#36581): \"'AT_CHECK' was not "
+         "declared in this scope\". The drafted edit calls TORCH_CHECK."),
     Rule(id="FB117", name="missing-cstdint", category=Category.INCLUDES,
          short="fixed-width integer types in a unit that includes no <cstdint>",
          help="libstdc++ 13 stopped including <cstdint> from <string> and other headers: a "

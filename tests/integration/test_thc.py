@@ -1,4 +1,4 @@
-"""THC, torch's CUDA library before ATen, which torch 1.11 removed
+"""THC, torch's CUDA library before ATen, which torch 1.11 removed, and AT_CHECK, which 1.5 did
 (tests/fixtures/torchapi/thc; Pointnet2.PyTorch's src/*.cpp, whose build stopped at
 "THC/THC.h: No such file or directory"): scan FB125 finds each line of code that uses it,
 recipe init drafts the edits that have a one-for-one successor, `flashbuild patch` applies
@@ -58,12 +58,18 @@ def test_thc_lines_are_found_and_drafted(tmp_path: Path) -> None:
     found = {(f.path, f.line): f for f in result.findings if f.rule == "FB125"}
     # Every line of code with a THC name, none in the comment.
     assert sorted(found) == [("src/legacy.cpp", 1), ("src/legacy.cpp", 3),
-                             ("src/ops.cpp", 2), ("src/ops.cpp", 5), ("src/ops.cpp", 9),
-                             ("src/ops.cpp", 10), ("src/ops.cpp", 11), ("src/ops.cpp", 12),
-                             ("src/ops.cpp", 13), ("src/ops.cpp", 18), ("src/ops.cpp", 19)]
+                             ("src/ops.cpp", 2), ("src/ops.cpp", 6), ("src/ops.cpp", 10),
+                             ("src/ops.cpp", 11), ("src/ops.cpp", 12), ("src/ops.cpp", 13),
+                             ("src/ops.cpp", 14), ("src/ops.cpp", 19), ("src/ops.cpp", 20)]
+    # AT_CHECK (FB126): each line of code, the spaced call too, none in the comment.
+    assert sorted(f.line for f in result.findings if f.rule == "FB126") == [5, 6, 8]
     # THCudaTensor has no one-for-one successor: a finding for a person.
     assert found[("src/legacy.cpp", 3)].fix.step.step is None  # type: ignore[union-attr]
-    ops = (_patched(tmp_path) / "src" / "ops.cpp").read_text(encoding="utf-8")
+    tree = _patched(tmp_path)
+    ops = (tree / "src" / "ops.cpp").read_text(encoding="utf-8")
+    checks = (tree / "src" / "checks.h").read_text(encoding="utf-8")
+    assert [ln for ln in checks.splitlines() if "AT_CHECK" in ln.split("//")[0]] == []
+    assert checks.count("TORCH_CHECK") == 3
     assert [ln for ln in ops.splitlines() if "THC" in ln.split("//")[0]] == []
     assert ops.count("at::cuda::getCurrentCUDAStream()") == 2
     assert "c10::cuda::CUDACachingAllocator::raw_alloc(n * sizeof(float))" in ops
