@@ -127,20 +127,22 @@ def make_source(tree: Tree, *, mirrors: Path, out: Path) -> str:
     if gitdir is None:
         return f"no clone of {repo} under {mirrors}"
     top = name.removesuffix(".tar.gz")
-    parts = [(gitdir, commit, f"{top}/")]
+    # `carry_drop` leaves paths out here too (a mirror may lack a large file's blob).
+    parts = [(gitdir, commit, f"{top}/", [f":(exclude){glob}" for glob in tree.carry_drop])]
     for path, sub_repo, sub_commit in submodules(gitdir, commit):
         sub_dir = mirror_gitdir(mirrors, sub_repo)
         if sub_dir is None:
             return (f"no clone of {sub_repo} (the submodule {path}) under {mirrors}")
-        parts.append((sub_dir, sub_commit, f"{top}/{path}/"))
+        parts.append((sub_dir, sub_commit, f"{top}/{path}/", []))
     out.mkdir(parents=True, exist_ok=True)
     target = out / name
     with tempfile.TemporaryDirectory() as scratch, tarfile.open(target, "w:gz") as dst:
-        for number, (source, at, prefix) in enumerate(parts):
+        for number, (source, at, prefix, excluded) in enumerate(parts):
             piece = Path(scratch) / f"{number}.tar"
             done = subprocess.run(
                 ["git", "--git-dir", str(source), "archive", "--format=tar",
-                 f"--prefix={prefix}", "-o", str(piece), at],
+                 f"--prefix={prefix}", "-o", str(piece), at,
+                 *(["--", ".", *excluded] if excluded else [])],
                 capture_output=True, text=True, check=False, timeout=600)
             if done.returncode != 0:
                 dst.close()

@@ -119,7 +119,7 @@ def dispatch_type(ctx: _Ctx) -> None:
 #: What THC.h's successors need: the headers of every call edit below. THC.h brought all of
 #: THC, and a file that includes it through another header gets its calls edited too.
 _THC_SUCCESSORS = ("ATen/cuda/CUDAContext.h", "c10/cuda/CUDAException.h",
-                   "c10/cuda/CUDACachingAllocator.h", "ATen/ceil_div.h")
+                   "c10/cuda/CUDACachingAllocator.h", "ATen/ceil_div.h", "ATen/cuda/CUDABlas.h")
 #: THC headers with a successor in ATen, and what replaces each (torch 1.11 removed THC).
 _THC_HEADERS = {
     "THC/THC.h": _THC_SUCCESSORS,
@@ -139,7 +139,13 @@ _THC_CALLS = (
      "c10::cuda::CUDACachingAllocator::raw_alloc(", "c10/cuda/CUDACachingAllocator.h"),
     (re.compile(r"\bTHCudaFree[ \t]*\([ \t]*\w+[ \t]*,[ \t]*"),
      "c10::cuda::CUDACachingAllocator::raw_delete(", "c10/cuda/CUDACachingAllocator.h"),
+    # ATen's cuBLAS wrappers take THC's arguments in THC's order, less the state.
+    *((re.compile(rf"\bTHCudaBlas_{letter}{op}[ \t]*\([ \t]*\w+[ \t]*,[ \t]*"),
+       f"at::cuda::blas::{op}<{ctype}>(", "ATen/cuda/CUDABlas.h")
+      for letter, ctype in (("S", "float"), ("D", "double")) for op in ("gemm", "gemv")),
 )
+#: `THArgCheck(cond, argument_number, message…)`: TORCH_CHECK without the number.
+_TH_ARG_CHECK = re.compile(r"\bTHArgCheck[ \t]*\(")
 #: The THCState a translation unit declared or fetched, which nothing needs once the calls
 #: above no longer take it: `extern THCState *state;`,
 #: `THCState *state = at::globalContext().lazyInitCUDA();`.
@@ -189,8 +195,10 @@ def thc(ctx: _Ctx) -> None:
                 "does not compile against any torch since",
                 f"`{old.strip()}`",
                 Fix(manual="use the ATen/c10 successor: <ATen/cuda/CUDAContext.h>, "
-                    "at::cuda::getCurrentCUDAStream(), C10_CUDA_CHECK, at::ceil_div, "
-                    "c10::cuda::CUDACachingAllocator::raw_alloc/raw_delete" + (
+                    "at::cuda::getCurrentCUDAStream(), C10_CUDA_CHECK, TORCH_CHECK (for "
+                    "THArgCheck, without its argument number), at::ceil_div, "
+                    "c10::cuda::CUDACachingAllocator::raw_alloc/raw_delete, "
+                    "at::cuda::blas::gemm/gemv<T> (THC's arguments less the state)" + (
                         "" if step else " (not drafted: a THC name here has no one-for-one "
                         "successor, or the line cannot be an anchor)"),
                     step=EditCall(step=step)))
@@ -209,7 +217,39 @@ def _thc_line(old: str) -> tuple[str, set[str]]:
         new, count = pattern.subn(successor, new)
         if count:
             needs.add(header)
+    while (check := _TH_ARG_CHECK.search(new)) is not None:
+        commas = _top_level_commas(new, check.end())
+        if len(commas) < 2 or not new[commas[0] + 1:commas[1]].strip().isdigit():
+            break
+        new = f"{new[:check.start()]}TORCH_CHECK({new[check.end():commas[0] + 1]}" \
+              f"{new[commas[1] + 1:]}"
     return ("" if _THC_NAME.search(new) and not _THC_INCLUDE.match(old) else new), needs
+
+
+def _top_level_commas(line: str, start: int) -> list[int]:
+    """The offsets of the commas of one call's argument list that opens before `start`,
+    up to its closing parenthesis or the line's end (quotes and nested brackets skipped)."""
+    depth, quote, out = 0, "", []
+    i = start
+    while i < len(line):
+        ch = line[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                break
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(i)
+        i += 1
+    return out
 
 
 _AT_CHECK = re.compile(r"\bAT_CHECK(?=[ \t]*\()")

@@ -60,7 +60,8 @@ def test_thc_lines_are_found_and_drafted(tmp_path: Path) -> None:
     assert sorted(found) == [("src/legacy.cpp", 1), ("src/legacy.cpp", 3),
                              ("src/ops.cpp", 2), ("src/ops.cpp", 6), ("src/ops.cpp", 10),
                              ("src/ops.cpp", 11), ("src/ops.cpp", 12), ("src/ops.cpp", 13),
-                             ("src/ops.cpp", 14), ("src/ops.cpp", 19), ("src/ops.cpp", 20)]
+                             ("src/ops.cpp", 14), ("src/ops.cpp", 19), ("src/ops.cpp", 20),
+                             ("src/ops.cpp", 25), ("src/ops.cpp", 26)]
     # AT_CHECK (FB126): each line of code, the spaced call too, none in the comment.
     assert sorted(f.line for f in result.findings if f.rule == "FB126") == [5, 6, 8]
     # THCudaTensor has no one-for-one successor: a finding for a person.
@@ -75,6 +76,9 @@ def test_thc_lines_are_found_and_drafted(tmp_path: Path) -> None:
     assert "c10::cuda::CUDACachingAllocator::raw_alloc(n * sizeof(float))" in ops
     assert "c10::cuda::CUDACachingAllocator::raw_delete(scratch)" in ops
     assert "at::ceil_div(n, 256)" in ops and ops.count("C10_CUDA_CHECK(") == 2
+    # THArgCheck loses its argument number, not a comma inside the condition.
+    assert 'TORCH_CHECK(n > 0 && (n % 2, true), "n must be positive, got ", n);' in ops
+    assert "at::cuda::blas::gemm<float>('n', 't', n, n, n, 1.0f," in ops
 
 
 def test_the_patched_unit_compiles_against_torch(tmp_path: Path) -> None:
