@@ -372,9 +372,35 @@ def registered_names(preprocessed: str, source_name: str, var: str) -> tuple[str
             continue
         if mine:
             own.append(line)
-    text = "\n".join(own)
+    text = _without_torch_libraries("\n".join(own))
     names = re.findall(rf"\b{re.escape(var)}\s*\.\s*def\s*\(\s*\"(\w+)\"", text)
     return tuple(dict.fromkeys(names))
+
+
+#: The function a `TORCH_LIBRARY(ns, m)` / `TORCH_LIBRARY_FRAGMENT(ns, m)` block expands to:
+#: its `m.def("name", …)` calls register operators (`torch.ops.ns.name`), not attributes of
+#: the Python module (detectron2's vision.cpp names its var `m` in both blocks).
+_TORCH_LIBRARY_BODY = re.compile(
+    r"\bTORCH_LIBRARY(?:_FRAGMENT)?_init_\w+\s*\(\s*(?:::)?torch\s*::\s*Library\s*&\s*\(?\w+\)?"
+    r"\s*\)\s*\{")
+
+
+def _without_torch_libraries(text: str) -> str:
+    """`text` less the bodies of its TORCH_LIBRARY blocks (brace-matched; a body left open
+    runs to the end)."""
+    out: list[str] = []
+    pos = 0
+    for m in _TORCH_LIBRARY_BODY.finditer(text):
+        if m.start() < pos:
+            continue
+        out.append(text[pos:m.start()])
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        pos = i
+    out.append(text[pos:])
+    return "".join(out)
 
 
 _JIT_CALLS = {"load": "torch.utils.cpp_extension.load",

@@ -92,6 +92,23 @@ def test_registered_names_keep_only_the_bindings_own_lines() -> None:
     assert treemodel.registered_names(pre, "bindings.cpp", "m") == ("scale", "twice")
 
 
+def test_torch_library_operators_are_no_module_attributes() -> None:
+    """detectron2's vision.cpp (GPU machine, 2026-11-29): `TORCH_LIBRARY(detectron2, m)` with
+    the same var as its PYBIND11_MODULE registered `nms_rotated` & co. as `torch.ops`
+    operators; drafted as `_C.nms_rotated`, they failed a correct build's verify."""
+    pre = ('# 1 "vision.cpp"\n'
+           'static void pybind11_init__C(::pybind11::module_ & (m)) {\n'
+           '  m.def("deform_conv_forward", &f);\n}\n'
+           'static void TORCH_LIBRARY_init_detectron2(torch::Library&);\n'
+           'void TORCH_LIBRARY_init_detectron2(torch::Library& m) {\n'
+           '  m.def("nms_rotated", &nms_rotated);\n  { m.def("box_iou_rotated", &b); }\n}\n'
+           'void TORCH_LIBRARY_FRAGMENT_init_detectron2_3(torch::Library & m) {\n'
+           '  m.def("more", &g);\n}\n'
+           'static void other(pybind11::module_ & m) { m.def("after", &h); }\n')
+    assert treemodel.registered_names(pre, "vision.cpp", "m") == ("deform_conv_forward",
+                                                                   "after")
+
+
 # --- setup.py records ---------------------------------------------------------------------
 
 RECORD = {
