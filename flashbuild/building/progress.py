@@ -585,6 +585,32 @@ _STD_HEADER_NOTE = re.compile(
     rf"{_QUOTE} is defined in header {_QUOTE}<(?P<header>[\w./]+)>{_QUOTE}; did you forget to")
 
 
+#: nvcc's front end (EDG) names no header: `f.h(24): error: namespace "std" has no member
+#: "uintptr_t"`, `f.cu(9): error: identifier "uint32_t" is undefined` (diff-gaussian-
+#: rasterization's rasterizer_impl.h with GCC 13's libstdc++ on the H200 machine).
+_EDG_STD_NAME = re.compile(
+    r'^(?P<file>.+?)\((?P<line>\d+)\): error: (?:namespace "std" has no member '
+    r'"(?P<std>\w+)"|identifier "(?P<plain>\w+)" is undefined)')
+#: The header of each standard name that libstdc++ releases stopped including through their
+#: other headers and trees relied on (the header GCC's own notes name for it). A name not
+#: here keeps the compiler's words.
+_STD_NAME_HEADER = {
+    **dict.fromkeys((f"{sign}int{bits}_t" for sign in ("", "u") for bits in (8, 16, 32, 64)),
+                    "cstdint"),
+    **dict.fromkeys(("intptr_t", "uintptr_t", "intmax_t", "uintmax_t"), "cstdint"),
+    **dict.fromkeys(("unique_ptr", "shared_ptr", "make_unique", "make_shared", "weak_ptr"),
+                    "memory"),
+    **dict.fromkeys(("runtime_error", "invalid_argument", "out_of_range", "logic_error",
+                     "domain_error", "length_error", "overflow_error"), "stdexcept"),
+    "numeric_limits": "limits", "function": "functional", "optional": "optional",
+    "string": "string", "vector": "vector", "array": "array", "tuple": "tuple",
+}
+#: Names that are also C's, declared unqualified by <stdint.h> too (`identifier "uint32_t"
+#: is undefined`): only those are read from EDG's unqualified form.
+_PLAIN_C_NAMES = frozenset(n for n, h in _STD_NAME_HEADER.items() if h == "cstdint")
+_INCLUDE_LINE = re.compile(r"^\s*#\s*include\b")
+
+
 @dataclass(frozen=True)
 class IncludeStep:
     """`#include <header>` added to a tree file after the line `anchor`: what GCC's note asks
@@ -627,23 +653,39 @@ def std_header_steps(lines: Sequence[str], tree: Path) -> tuple[IncludeStep, ...
     with GCC 13 on an H200 machine). The step inserts `#include <header>` after the line GCC
     points at, anchored on that line's text; none when no note names a file of the tree or the
     anchor is not one line of its file."""
-    wanted: dict[tuple[str, str], tuple[int, str]] = {}
+    wanted: dict[tuple[str, str], tuple[int, str, bool]] = {}
     root = tree.resolve()
     for line in lines:
         m = _STD_HEADER_NOTE.match(line.strip())
-        if m is None:
+        edg = _EDG_STD_NAME.match(line.strip()) if m is None else None
+        if m is not None:
+            file, number, header, name = m["file"], int(m["line"]), m["header"], \
+                f"std::{m['name']}"
+        elif edg is not None and (edg["std"] in _STD_NAME_HEADER or
+                                  edg["plain"] in _PLAIN_C_NAMES):
+            bare = edg["std"] or edg["plain"]
+            file, number, header = edg["file"], int(edg["line"]), _STD_NAME_HEADER[bare]
+            name = f"std::{bare}" if edg["std"] else bare
+        else:
             continue
         try:
-            rel = Path(m["file"]).resolve().relative_to(root).as_posix()
+            rel = Path(file).resolve().relative_to(root).as_posix()
         except (OSError, ValueError):
             continue
-        wanted.setdefault((rel, m["header"]), (int(m["line"]), f"std::{m['name']}"))
+        # GCC's note points at where the include goes (after the file's last one); EDG's
+        # error at the use, and the include goes after the last one above it.
+        wanted.setdefault((rel, header), (number, name, edg is not None))
     steps: list[IncludeStep] = []
-    for (rel, header), (number, name) in wanted.items():
+    for (rel, header), (pointed, name, at_use) in wanted.items():
         try:
             text = (root / rel).read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             continue
+        number = pointed
+        if at_use:
+            above = [i for i in range(min(pointed - 1, len(text)))
+                     if _INCLUDE_LINE.match(text[i])]
+            number = above[-1] + 2 if above else 0
         anchor = text[number - 2].strip() if 2 <= number <= len(text) + 1 else ""
         # A backslash would be a TOML escape in the step, and ends a line continued into the
         # next (a macro): no step then.
@@ -657,7 +699,7 @@ def std_header_steps(lines: Sequence[str], tree: Path) -> tuple[IncludeStep, ...
 def std_header_fix(steps: Sequence[IncludeStep]) -> str:
     """The paragraph's fix for `steps` (std_header_steps): the recipe lines that add them."""
     return ("the tree's own sources use standard-library names without including their "
-            "headers (GCC's notes above name them; older C++ libraries included them through "
+            "headers (the compiler names them above; older C++ libraries included them through "
             "other headers): add to the recipe (`recipe init` drafts one)\n" +
             "\n\n".join(step.toml() for step in steps))
 

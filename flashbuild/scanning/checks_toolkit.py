@@ -25,7 +25,7 @@
   that uses what has a one-for-one ATen/c10 successor gets its edit (the header, the current
   stream, the error check, ceil_div, the caching allocator's raw_alloc / raw_delete; the
   `extern THCState *state;` declaration is commented out); a line with any other THC name is
-  a finding without a step.
+  a finding without a step. `<TH/TH.h>`, THC's CPU half, becomes `<ATen/ATen.h>`.
 
 * FB126: `AT_CHECK(cond, msg…)`, deprecated for `TORCH_CHECK` (same arguments) and gone
   since torch 1.5 (pytorch/pytorch#36581): "'AT_CHECK' was not declared in this scope"
@@ -82,7 +82,8 @@ _UNSAFE_IN_ANCHOR = ("\\", '"""', "'''")
 
 def wants(text: str) -> bool:
     """Whether the file can hold a finding (cheap, before a parse)."""
-    return "cub::Device" in text or "AT_DISPATCH_" in text or "THC" in text or \
+    return "cub::Device" in text or "AT_DISPATCH_" in text or \
+        _THC_NAME.search(text) is not None or \
         "AT_CHECK" in text or \
         _BARE_CONDITION.search(text.encode("utf-8")) is not None
 
@@ -126,9 +127,11 @@ _THC_HEADERS = {
     "THC/THCGeneral.h": _THC_SUCCESSORS,
     "THC/THCAtomics.cuh": ("ATen/cuda/Atomic.cuh",),
     "THC/THCDeviceUtils.cuh": ("ATen/cuda/DeviceUtils.cuh",),
+    # TH, THC's CPU half: what trees took from it was THArgCheck (TORCH_CHECK, in ATen).
+    "TH/TH.h": ("ATen/ATen.h",),
 }
 _THC_INCLUDE = re.compile(
-    r'^(?P<indent>[ \t]*)#[ \t]*include[ \t]*[<"](?P<header>THC/\w+\.\w+)[>"]')
+    r'^(?P<indent>[ \t]*)#[ \t]*include[ \t]*[<"](?P<header>THC?/\w+\.\w+)[>"]')
 #: THC calls with a one-for-one successor: (pattern, replacement, header the successor needs).
 _THC_CALLS = (
     (re.compile(r"\bTHCState_getCurrentStream[ \t]*\([ \t]*\w+[ \t]*\)"),
@@ -152,14 +155,14 @@ _TH_ARG_CHECK = re.compile(r"\bTHArgCheck[ \t]*\(")
 _THC_STATE_LINE = re.compile(
     r"^[ \t]*(?:extern[ \t]+THCState[ \t]*\*[ \t]*\w+|THCState[ \t]*\*[ \t]*\w+[ \t]*=[ \t]*"
     r"at::globalContext\(\)\.(?:lazyInitCUDA|getTHCState)\(\))[ \t]*;[ \t]*$")
-_THC_NAME = re.compile(r"\bTH(?:C\w*|Arg\w*|Error\w*)\b|[<\"]THC/")
+_THC_NAME = re.compile(r"\bTH(?:C\w*|Arg\w*|Error\w*|(?:Float|Double)Blas\w*)\b|[<\"]THC?/")
 
 
 def thc(ctx: _Ctx) -> None:
     """FB125 at each line of code that uses THC, with the line's edit where every THC name
     on it has a successor."""
     text = ctx.file.text
-    if "THC" not in text:
+    if _THC_NAME.search(text) is None:
         return
     skip = cxx.comment_ranges(ctx.src)
     host = host_pass(ctx.target.platform)

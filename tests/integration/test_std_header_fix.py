@@ -87,3 +87,47 @@ def test_a_note_for_a_file_outside_the_tree_or_an_ambiguous_anchor_gives_no_step
     # Line 7 is past the end of a.cpp; line 3's anchor (`#include <vector>`) is on two lines.
     assert std_header_steps([RECORDED.format(file=tree / "a.cpp", line=7)], tree) == ()
     assert std_header_steps([RECORDED.format(file=tree / "a.cpp", line=3)], tree) == ()
+
+
+IMPL = """#pragma once
+
+#include <iostream>
+#include <vector>
+#include "rasterizer.h"
+
+namespace CudaRasterizer
+{
+	static void obtain(char*& chunk, std::size_t alignment)
+	{
+		std::size_t offset = (reinterpret_cast<std::uintptr_t>(chunk) + alignment - 1);
+	}
+}
+"""
+
+
+def test_nvccs_error_without_a_note_becomes_the_same_step(tmp_path: Path) -> None:
+    """diff-gaussian-rasterization's rasterizer_impl.h on the H200 machine (GCC 13's
+    libstdc++, 2026-11-29): nvcc's front end names no header, only the name; the step puts
+    `<cstdint>` after the last include above the use. A name the table does not know, or one
+    used above every include, gives no step."""
+    tree = tmp_path / "tree"
+    source = tree / "cuda_rasterizer" / "rasterizer_impl.h"
+    source.parent.mkdir(parents=True)
+    source.write_text(IMPL, encoding="utf-8")
+    recorded = [f'{source}(11): error: namespace "std" has no member "uintptr_t"',
+                f'{source}(11): error: namespace "std" has no member "frobnicate"']
+    steps = std_header_steps(recorded, tree)
+    assert [(s.file, s.anchor, s.header, s.name) for s in steps] == [
+        ("cuda_rasterizer/rasterizer_impl.h", '#include "rasterizer.h"', "cstdint",
+         "std::uintptr_t")]
+    plain = std_header_steps([f'{source}(11): error: identifier "uint32_t" is undefined'],
+                             tree)
+    assert [(s.header, s.name) for s in plain] == [("cstdint", "uint32_t")]
+    assert std_header_steps([f'{source}(1): error: identifier "uint32_t" is undefined'],
+                            tree) == ()
+    recipe = tmp_path / "fix.toml"
+    recipe.write_text('[recipe]\nname = "stdheader"\n[source]\npath = "tree"\n\n' +
+                      std_header_fix(steps).split("\n", 1)[1] + "\n", encoding="utf-8")
+    patched = CliRunner().invoke(app, ["patch", "--recipe", str(recipe)])
+    assert patched.exit_code == 0, patched.output
+    assert '#include "rasterizer.h"\n#include <cstdint>\n' in source.read_text(encoding="utf-8")

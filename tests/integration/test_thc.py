@@ -57,7 +57,8 @@ def test_thc_lines_are_found_and_drafted(tmp_path: Path) -> None:
     result = scan_tree(FIXTURE, make_target("linux", "sm_90a"), ScanOptions(static=True, jobs=1))
     found = {(f.path, f.line): f for f in result.findings if f.rule == "FB125"}
     # Every line of code with a THC name, none in the comment.
-    assert sorted(found) == [("src/legacy.cpp", 1), ("src/legacy.cpp", 3),
+    assert sorted(found) == [("src/cpu.cpp", 1), ("src/cpu.cpp", 5),
+                             ("src/legacy.cpp", 1), ("src/legacy.cpp", 3),
                              ("src/ops.cpp", 2), ("src/ops.cpp", 6), ("src/ops.cpp", 10),
                              ("src/ops.cpp", 11), ("src/ops.cpp", 12), ("src/ops.cpp", 13),
                              ("src/ops.cpp", 14), ("src/ops.cpp", 19), ("src/ops.cpp", 20),
@@ -79,6 +80,9 @@ def test_thc_lines_are_found_and_drafted(tmp_path: Path) -> None:
     # THArgCheck loses its argument number, not a comma inside the condition.
     assert 'TORCH_CHECK(n > 0 && (n % 2, true), "n must be positive, got ", n);' in ops
     assert "at::cuda::blas::gemm<float>('n', 't', n, n, n, 1.0f," in ops
+    cpu = (tree / "src" / "cpu.cpp").read_text(encoding="utf-8")
+    assert cpu.startswith("#include <ATen/ATen.h>\n")
+    assert 'TORCH_CHECK(t.dim() == 2, "2-D input expected");' in cpu
 
 
 def test_the_patched_unit_compiles_against_torch(tmp_path: Path) -> None:
@@ -86,8 +90,9 @@ def test_the_patched_unit_compiles_against_torch(tmp_path: Path) -> None:
     if headers is None or shutil.which("g++") is None:
         pytest.skip("needs g++ and a CUDA build of torch with cuBLAS's headers in this Python")
     tree = _patched(tmp_path)
-    compiled = subprocess.run(
-        ["g++", "-std=c++20", "-fsyntax-only", *(f"-I{h}" for h in headers),
-         str(tree / "src" / "ops.cpp")], capture_output=True, text=True, timeout=600,
-        check=False)
-    assert compiled.returncode == 0, compiled.stderr[-3000:]
+    for unit in ("ops.cpp", "cpu.cpp"):
+        compiled = subprocess.run(
+            ["g++", "-std=c++20", "-fsyntax-only", *(f"-I{h}" for h in headers),
+             str(tree / "src" / unit)], capture_output=True, text=True, timeout=600,
+            check=False)
+        assert compiled.returncode == 0, compiled.stderr[-3000:]
