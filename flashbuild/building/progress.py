@@ -494,12 +494,21 @@ def _python_package_header_fix(line: str) -> str:
             f"(`python -m pip install {package}`) and build again")
 
 
+#: A TH/THC name the compiler does not know: g++'s `'THFloatBlas_gemm' was not declared in
+#: this scope` (typographic quotes in a UTF-8 locale), nvcc's `identifier "THCState" is
+#: undefined`.
+_TH_NAME_UNKNOWN = re.compile(
+    r"error: (?:['`\u2018]TH(?:C\w*|Arg\w*|Error\w*|(?:Float|Double)Blas\w*)['\u2019] was not "
+    r'declared|identifier "TH(?:C\w*|Arg\w*|Error\w*|(?:Float|Double)Blas\w*)" is undefined)')
+
+
 def _removed_torch_header_fix(line: str) -> str:
-    """The fix for a header of TH/THC, the C libraries under torch before ATen, which torch
-    1.11 removed (Pointnet2.PyTorch's `#include <THC/THC.h>`): no package brings them back."""
+    """The fix for a header or a name of TH/THC, the C libraries under torch before ATen,
+    which torch 1.11 removed (Pointnet2.PyTorch's `#include <THC/THC.h>`, DCNv2's
+    `THFloatBlas_gemm`): no package brings them back."""
     m = _MISSING_HEADER.match(line)
-    if m is None or PurePosixPath((m["header"] or m["eheader"]).strip()).parts[0] not in (
-            "THC", "TH"):
+    if (m is None or PurePosixPath((m["header"] or m["eheader"]).strip()).parts[0] not in (
+            "THC", "TH")) and _TH_NAME_UNKNOWN.search(line) is None:
         return ""
     return ("TH/THC, torch's C libraries before ATen, were removed in torch 1.11: the tree was "
             "written for torch 1.x. `flashbuild scan` (FB125) names each line that uses them, "

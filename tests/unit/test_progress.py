@@ -354,6 +354,11 @@ def test_a_thc_header_says_torch_removed_it(tmp_path: Path) -> None:
     other = NinjaMonitor()
     other.feed("/b/src/x.cc:3:10: fatal error: THCustom/x.h: No such file or directory")
     assert "torch 1.11" not in failure("compiling failed", other, tmp_path / "b.log").fix
+    # DCNv2 on the H200 once FB125's steps were in: a TH name with no one-for-one successor.
+    name = NinjaMonitor()
+    name.feed("/b/src/src/cpu/dcn_v2_cpu.cpp:82:9: error: \u2018THFloatBlas_gemm\u2019 was not "
+              "declared in this scope")
+    assert "removed in torch 1.11" in failure("compiling failed", name, tmp_path / "c.log").fix
 
 
 def test_a_header_from_an_empty_submodule_names_the_submodule(tmp_path: Path) -> None:
