@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flashbuild import interrupts
-from flashbuild.building import archcheck, artifacts, builddir, cmake, cmake_seed, progress
+from flashbuild.building import archcheck, artifacts, builddir, cmake, cmake_seed, ipo, progress
 from flashbuild.building.backends import BackendContext, BackendResult, wrong_tree
 from flashbuild.building.jobs import HostResources, JobPlan, plan_jobs, probe_host
 from flashbuild.building.launcher import Launcher, build_server, choose_launcher, serving
@@ -148,13 +148,18 @@ def _setup(ctx: BackendContext, tools: cmake.Tools) -> _Setup:
         ctx.notes.append(chosen.note)
     output_dir = folder.path / "out"
     source_dir = (ctx.tree / request.recipe.build.cmake_source).resolve()
+    options = dict(request.cmake_defines)
+    no_ipo = ipo.without_ipo(source_dir, folder.path, ctx.runner, request.env, options)
+    if no_ipo is not None:
+        options["CMAKE_PROJECT_INCLUDE"], message = no_ipo
+        ctx.notes.append(message)
     inputs = cmake.ConfigureInputs(
         source_dir=source_dir,
         build_dir=folder.path, output_dir=output_dir, nvcc=ctx.nvcc,
         toolkit_root=request.cmake_toolkit_root or request.toolkit.root,
         arch=request.arch, python=request.python, pybind11_dir=pybind11_dir(),
         torch_dir=torch_dir(),
-        output_dir_var=request.output_dir_var, options=request.cmake_defines,
+        output_dir_var=request.output_dir_var, options=options,
         excludes=ctx.outcome.build_excludes, exclude_var=request.exclude_var,
         launcher=chosen.path if chosen else None, launch_cuda=chosen.cuda if chosen else True,
         pools=cmake.JobPools(plan.nvcc_jobs, plan.link_jobs, request.cuda_job_pool_hook),

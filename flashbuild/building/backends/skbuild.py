@@ -41,7 +41,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flashbuild.building import archcheck, builddir, cmake, progress, staging, vcs
+from flashbuild.building import archcheck, builddir, cmake, ipo, progress, staging, vcs
 from flashbuild.building.artifacts import BuiltArtifact, copy_from_wheel
 from flashbuild.building.backends import BackendContext, BackendResult, wrong_tree
 from flashbuild.building.backends.cmake import arch_fix, torch_dir
@@ -149,6 +149,11 @@ class SkbuildBackend:
             ctx.notes.append(chosen.note)
         defines = build_defines(request, settings, tools=tools, nvcc=ctx.nvcc,
                                 launcher=chosen, excludes=ctx.outcome.build_excludes)
+        no_ipo = ipo.without_ipo(ctx.tree, folder, ctx.runner, request.env,
+                                 {**settings.defines, **defines})
+        if no_ipo is not None:
+            defines["CMAKE_PROJECT_INCLUDE"], message = no_ipo
+            ctx.notes.append(message)
         argv = pip_argv(request.python, config_settings(defines, build_dir), dist)
         env = build_environment(request, folder, nvcc=ctx.nvcc, jobs=plan.ninja_jobs)
         (logs / "build-env.json").write_text(json.dumps(
