@@ -159,18 +159,38 @@ def draft_recipe(result: ScanResult, *, name: str, source_path: str) -> Draft:
             groups[(f.fix.step.order, type(f.fix.step))].append((f, f.fix.step))
     for (_order, kind), members in sorted(groups.items(), key=lambda g: g[0][0]):
         drafted = kind.draft(members)
-        d.steps += [DraftStep(id=s.id, description=s.description, transform=s.transform,
-                              params=dict(s.params), when=dict(s.when), comment=s.comment)
-                    for s in drafted.steps]
+        ids = tuple(dict.fromkeys(_add_step(d.steps, DraftStep(
+            id=s.id, description=s.description, transform=s.transform, params=dict(s.params),
+            when=dict(s.when), comment=s.comment)) for s in drafted.steps))
         d.refused += drafted.refused
         d.handled += drafted.handled
         d.todos += drafted.todos
         decided = {id(f) for f, _why in [*drafted.refused, *drafted.handled]}
         decided |= {id(f) for f in drafted.todos}
-        ids = tuple(s.id for s in drafted.steps)
         d.drafted += [(f, ids) for f, _p in members if id(f) not in decided and ids]
     d.todos += todos
     return d
+
+
+def _add_step(steps: list[DraftStep], step: DraftStep) -> str:
+    """Add `step` to the draft's `steps` under an id no other step has, and return that id. A
+    step that makes the same edit as one already there (same transform, params and `when`)
+    is that step; one whose id is taken by another edit (the same line in two files of one
+    basename, `set(CMAKE_CXX_STANDARD 17)` in two CMakeLists.txt) gets `-2`, `-3`, … after
+    it, so neither edit is lost and each finding names the step that makes its own."""
+    def same(other: DraftStep) -> bool:
+        return (other.transform, other.params, other.when) == \
+            (step.transform, step.params, step.when)
+
+    taken = {s.id: s for s in steps}
+    candidate, n = step.id, 1
+    while candidate in taken:
+        if same(taken[candidate]):
+            return candidate
+        n += 1
+        candidate = f"{step.id}-{n}"
+    steps.append(dataclasses.replace(step, id=candidate))
+    return candidate
 
 
 # --- the build side: [build], [[artifact]], [install], [verify] ----------------------------
