@@ -1500,19 +1500,26 @@ def _introspect(d: Draft, root: Path, spec: ArchSpec, platform: str,  # noqa: PL
         unread = {u.path for t in model.targets for u in t.sources} - read - \
             set(model.missing_sources)
         if unread:
-            _merge_findings(d, scan_tree(root, d.target, model=model), sorted(unread))
+            _merge_findings(d, scan_tree(root, d.target, model=model), sorted(unread),
+                            read=read)
 
 
-def _merge_findings(d: Draft, result: ScanResult, unread: Sequence[str]) -> None:
+def _merge_findings(d: Draft, result: ScanResult, unread: Sequence[str], *,
+                    read: frozenset[str]) -> None:
     """What the scan with the configured build's model finds that the first scan, which read
     the build files statically, could not: a source the build compiles through a glob or a
-    computed list (Deformable-DETR's `glob(…/*.cu)`). Their steps and TODOs join the draft;
-    what the first scan drafted stays. A finding whose step would merge into one the draft
-    already has (the same id, other params) is a TODO rather than an edit left out."""
+    computed list (Deformable-DETR's `glob(…/*.cu)`), and what only it includes. Their steps
+    and TODOs join the draft; what the first scan drafted stays. The second scan reads the
+    whole tree, so its findings in the files the first one `read` are left out: that scan's
+    word on them stands (with the build's defines another site of the same file can show,
+    which would be a second, overlapping edit). A finding whose step would merge into one
+    the draft already has (the same id, other params) is a TODO rather than an edit left
+    out."""
     seen = {(f.rule, f.path, f.line) for f in [
         *d.todos, *(f for f, _w in d.handled), *(f for f, _w in d.refused),
         *(f for f, _ids in d.drafted)]}
-    new = [f for f in result.findings if (f.rule, f.path, f.line) not in seen]
+    new = [f for f in result.findings
+           if f.path not in read and (f.rule, f.path, f.line) not in seen]
     if not new:
         return
     extra = draft_recipe(dataclasses.replace(result, findings=tuple(new)), name=d.name,
