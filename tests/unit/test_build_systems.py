@@ -205,6 +205,26 @@ def test_the_recipe_takes_the_names_the_registry_holds(tmp_path: Path) -> None:
       "setup.py": "import subprocess\nfrom setuptools.command.build_py import build_py\n"
                   "class B(build_py):\n    def run(self):\n"
                   "        subprocess.check_call(['cmake', '..'])\n"}, "cmake"),
+    # … also when a comment or a string names build_ext: the code decides, not the text.
+    ({"CMakeLists.txt": "project(x)\nadd_library(K SHARED a.cu)\n",
+      "setup.py": "import subprocess\nfrom setuptools.command.build_py import build_py\n"
+                  "# no build_ext here: the library is copied\n"
+                  "class B(build_py):\n    \"\"\"Runs cmake, not build_ext.\"\"\"\n"
+                  "    def run(self):\n"
+                  "        subprocess.check_call(['cmake', '..'])\n"}, "cmake"),
+    # build_ext under another name, by module path, or a command given as cmdclass's
+    # build_ext is setup.py's build_ext.
+    *[({"CMakeLists.txt": "project(x)\nadd_library(_C MODULE a.cu)\n",
+        "setup.py": f"import subprocess\n{head}\n"
+                    f"class B({base}):\n    def run(self):\n"
+                    f"        subprocess.check_call(['cmake', '..'])\n{tail}"}, "setuptools")
+      for head, base, tail in [
+          ("from setuptools.command.build_ext import build_ext as _be", "_be", ""),
+          ("import setuptools.command.build_ext as be", "be.build_ext", ""),
+          ("from setuptools import Command, setup", "Command",
+           "setup(cmdclass={'build_ext': B})\n"),
+          ("from setuptools import Command, setup", "Command",
+           "setup(cmdclass=dict(build_ext=B))\n")]],
     # A CMakeLists.txt for IDE indexing, beside any readable setup.py, is not the build.
     ({"CMakeLists.txt": "# for CLion indexing only\nproject(x)\nadd_library(x x.cu)\n",
       "setup.py": "from setuptools import setup\nsetup()\n"}, "setuptools"),
