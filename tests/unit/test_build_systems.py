@@ -188,6 +188,19 @@ def test_the_recipe_takes_the_names_the_registry_holds(tmp_path: Path) -> None:
                         "add_library(o OBJECT o.cu)\n", "setup.py": TORCH_SETUP},
      "setuptools"),
     ({"CMakeLists.txt": "project(x)\nadd_library(r STATIC a.cu)\n"}, "cmake"),
+    # A library type from a variable is not known to be static: a cache entry, a -D or the
+    # project's logic may make it SHARED (the package then loads it) …
+    ({"CMakeLists.txt": "project(x)\nadd_library(m ${LIB_TYPE} a.cu)\n",
+      "setup.py": TORCH_SETUP}, "cmake"),
+    ({"CMakeLists.txt": "project(x)\nset(LIB_TYPE SHARED)\nadd_library(m ${LIB_TYPE} a.cu)\n",
+      "setup.py": TORCH_SETUP}, "cmake"),
+    # … unless the file sets it to a static kind, or it holds the sources (no type given).
+    ({"CMakeLists.txt": "project(x)\nset(LIB_TYPE STATIC)\nadd_library(m ${LIB_TYPE} a.cu)\n",
+      "setup.py": TORCH_SETUP}, "setuptools"),
+    ({"CMakeLists.txt": "project(x)\nset(SRCS a.cu b.cu)\nadd_library(m ${SRCS})\n",
+      "setup.py": TORCH_SETUP}, "setuptools"),
+    ({"CMakeLists.txt": "project(x)\nfile(GLOB SRCS *.cu)\nadd_library(m ${SRCS})\n",
+      "setup.py": TORCH_SETUP}, "setuptools"),
     ({"CMakeLists.txt": "project(x)\noption(BUILD_SHARED_LIBS \"\" ON)\nadd_library(r a.cu)\n",
       "setup.py": TORCH_SETUP}, "cmake"),
     ({"CMakeLists.txt": "project(x)\nadd_library(r STATIC a.cu)\nadd_library(p MODULE p.cu)\n",
