@@ -25,7 +25,7 @@ from flashbuild.source.cmake_fileapi import CacheEntry
 from flashbuild.toolchain_facts import pypi_toolkit_requirement
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
     from flashbuild.arch import ArchSpec
     from flashbuild.building.request import BuildRequest
@@ -436,23 +436,39 @@ def missing_components_error(text: str, request: BuildRequest, log_path: Path,
 #: find_package(X) in config mode found neither FindX.cmake nor X's package configuration
 #: file: CMake says `By not providing "FindTBB.cmake" in CMAKE_MODULE_PATH this project has
 #: asked CMake to find a package configuration file provided by "TBB"` (or `Could not find a
-#: package configuration file provided by "TBB"`), each word possibly on its own line, after
-#: `CMake Error at FILE:LINE (find_package):`.
+#: package configuration file provided by "TBB"`), each word possibly on its own line, in the
+#: body of `CMake Error at FILE:LINE (find_package):`. The same words under `CMake Warning at`
+#: are an optional find_package (no REQUIRED) that the configure went on without.
 _NO_PACKAGE = re.compile(r"(?:package\s+configuration\s+file\s+provided\s+by)\s+\"([\w.+-]+)\"")
-_FIND_PACKAGE_AT = re.compile(r"CMake Error at ([^\s:]+):(\d+) \(find_package\)")
+#: The header of a find_package error, with its indent (scikit-build-core indents CMake's
+#: output by two); the message's body is the lines indented deeper than it, and blank lines.
+_FIND_PACKAGE_ERROR = re.compile(
+    r"^([ \t]*)CMake Error at (.+?):(\d+) \(find_package\):[ \t\r]*$", re.MULTILINE)
+
+
+def _find_package_errors(text: str) -> Iterator[tuple[str, str, str]]:
+    """(file, line, body) of each `CMake Error at FILE:LINE (find_package):` in a log."""
+    for header in _FIND_PACKAGE_ERROR.finditer(text):
+        indent = len(header[1])
+        body: list[str] = []
+        for line in text[header.end():].splitlines()[1:]:
+            if line.strip() and len(line) - len(line.lstrip()) <= indent:
+                break  # the next message (`Call Stack`, `-- Configuring incomplete`)
+            body.append(line)
+        yield header[2], header[3], "\n".join(body)
 
 
 def missing_package_error(text: str, log_path: Path) -> BuildError | None:
     """The error for a configure that stopped on `find_package(X REQUIRED)` finding nothing:
     a library the tree needs and neither it nor this machine holds (atlas-engine's TBB). Says
     which package, where the tree asks for it, and the recipe line that points CMake at an
-    installed copy; None for any other failure."""
-    found = _NO_PACKAGE.search(text)
-    if found is None:
+    installed copy; None for any other failure (an optional package's warning included)."""
+    first = next(((file, line, found[1]) for file, line, body in _find_package_errors(text)
+                  if (found := _NO_PACKAGE.search(body)) is not None), None)
+    if first is None:
         return None
-    name = found[1]
-    at = _FIND_PACKAGE_AT.search(text, 0, found.start()) or _FIND_PACKAGE_AT.search(text)
-    where = f" (find_package at {at[1]}:{at[2]})" if at else ""
+    file, line, name = first
+    where = f" (find_package at {file}:{line})"
     return BuildError(
         f"CMake configure failed: the tree needs the {name} library{where}, which CMake found "
         "neither in the tree nor on this machine",

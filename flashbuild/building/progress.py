@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import re
 import time
 from contextlib import contextmanager
@@ -37,7 +38,6 @@ from flashbuild.errors import BuildError, Interrupted
 from flashbuild.source.setup_record import missing_module_fix
 
 if TYPE_CHECKING:
-    import os
     from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from packaging.version import Version
@@ -351,7 +351,8 @@ def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "",
     headers = std_header_steps(monitor.lines, tree) if first is not None and tree is not None \
         else ()
     if not fix and first is not None:
-        seen = _Failed(first, arch, cuda, tuple(headers), tree)
+        seen = _Failed(first, arch, cuda, tuple(headers), tree,
+                       _command_before(monitor.lines, first.line))
         fix = next((found for finder in _FIX_FINDERS if (found := finder(seen))), "")
     what = f"{title}{': ' + first.line if first else ''}"
     evidence = ((first.context + "\n\n") if first else "") + f"log: {log_path}\n" \
@@ -377,6 +378,8 @@ class _Failed:
     cuda: Version | None
     headers: tuple[IncludeStep, ...]
     tree: Path | None = None
+    command: str = ""
+    """The failed step's command line, when the log shows it (its `-I` folders)."""
 
 
 def _directive_fix(seen: _Failed) -> str:
@@ -406,7 +409,7 @@ _FIX_FINDERS: tuple[Callable[[_Failed], str], ...] = (
     lambda seen: std_header_fix(seen.headers) if seen.headers else "",
     _directive_fix,
     lambda seen: missing_module_fix(seen.first.line) or "",
-    lambda seen: _submodule_fix(seen.first.line, seen.tree) if seen.tree else "",
+    lambda seen: _submodule_fix(seen.first.line, seen.tree, seen.command) if seen.tree else "",
     lambda seen: _own_header_fix(seen.first.line) or _python_package_header_fix(
         seen.first.line) or _removed_torch_header_fix(seen.first.line),
     _missing_input_fix,
@@ -536,17 +539,69 @@ def empty_submodules(tree: Path) -> list[tuple[str, str]]:
         if not rel.parts or rel.is_absolute() or ".." in rel.parts:
             continue
         folder = tree / rel
-        if not folder.is_dir() or not any(p.name != ".git" for p in folder.iterdir()):
+        try:
+            empty = not folder.is_dir() or not any(p.name != ".git" for p in folder.iterdir())
+        except OSError:
+            continue  # a folder that cannot be listed is not known to be empty
+        if empty:
             out.append((rel.as_posix(), keys.get("url", "")))
     return out
 
 
-def _submodule_fix(line: str, tree: Path) -> str:
+#: The file a compile could not open: GCC/Clang (`fatal error: glm/glm.hpp: No such file or
+#: directory`), nvcc's EDG front end (`cannot open source file "glm/glm.hpp"`) and MSVC
+#: (`fatal error C1083: Cannot open include file: 'glm/glm.hpp': No such file or directory`).
+_MISSING_FILE = re.compile(
+    r"fatal error: (?P<gcc>[^:]+): No such file or directory"
+    r'|cannot open source file "(?P<edg>[^"]+)"'
+    r"|Cannot open (?:include|source) file: '(?P<msvc>[^']+)'")
+#: An include folder on a compile's command line: `-Idir`, `-I dir`, `-isystem dir`, MSVC's
+#: `/Idir` (each possibly quoted).
+_INCLUDE_FLAG = re.compile(
+    r"""(?:^|\s)(?:-I|-isystem|/I)\s*(?:"(?P<dq>[^"]+)"|'(?P<sq>[^']+)'|(?P<bare>[^\s"']+))""")
+
+
+def _command_before(lines: Sequence[str], error: str) -> str:
+    """The command line of the step that printed `error`: the nearest line before it that
+    passes include folders (ninja's line after `FAILED:`, or a verbose status line)."""
+    index = next((i for i, line in enumerate(lines) if line.strip() == error), len(lines))
+    return next((line for line in reversed(lines[:index]) if _INCLUDE_FLAG.search(line)), "")
+
+
+def _could_come_from(header: str, submodule: str, url: str, tree: Path, command: str) -> bool:
+    """Whether a missing `header` could be a file of the (empty) submodule at `submodule`: an
+    include folder of the failed command (or the path itself, a missing source) puts it under
+    the submodule's path, or the header's folder or name is the submodule's (`glm/glm.hpp` and
+    third_party/glm; `json.hpp` and a submodule whose repository is json)."""
+    root = os.path.normpath(tree / submodule)
+    # The path as spelled (a missing source, `third_party/glm/x.cu`), then under each folder.
+    folders = [".", *(f["dq"] or f["sq"] or f["bare"] for f in _INCLUDE_FLAG.finditer(command))]
+    for folder in folders:
+        found = os.path.normpath(tree / folder / header)
+        if found == root or found.startswith(root.rstrip(os.sep) + os.sep):
+            return True
+    spelled = PurePosixPath(header.replace("\\", "/"))
+    if spelled.is_absolute() or re.match(r"[A-Za-z]:", header):
+        return False  # an absolute path's folders are the machine's, not the header's
+    names = {part.lower() for part in spelled.parent.parts if part not in (".", "..")}
+    names.add(spelled.stem.lower())
+    own = {PurePosixPath(submodule).name.lower(),
+           url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git").lower()}
+    return bool(names & (own - {""}))
+
+
+def _submodule_fix(line: str, tree: Path, command: str = "") -> str:
     """The fix for a header or source that is not there in a tree whose git submodules are
-    empty (diff-gaussian-rasterization's `glm/glm.hpp`, from its third_party/glm)."""
-    if "No such file or directory" not in line and "cannot open source file" not in line:
+    empty (diff-gaussian-rasterization's `glm/glm.hpp`, from its third_party/glm): only the
+    empty submodules the missing file could come from (`_could_come_from`) are named; an
+    empty submodule that has nothing to do with the missing file is not blamed. `command`:
+    the failed step's command line, whose include folders say where the file was looked for."""
+    missing = _MISSING_FILE.search(line)
+    if missing is None:
         return ""
-    empty = empty_submodules(tree)
+    header = (missing["gcc"] or missing["edg"] or missing["msvc"]).strip()
+    empty = [(path, url) for path, url in empty_submodules(tree)
+             if _could_come_from(header, path, url, tree, command)]
     if not empty:
         return ""
     shown = ", ".join(f"{p} ({u})" if u else p for p, u in empty[:3])

@@ -58,7 +58,8 @@ _ADD_LIBRARY = re.compile(r"^[ \t]*add_library[ \t]*\(([^)]*)\)", re.I | re.M)
 def _only_static_libraries(code: str) -> list[str]:
     """The names of the libraries the CMakeLists defines when every target-defining command
     is an `add_library` of a static kind (STATIC, OBJECT, INTERFACE, …, or no type in a file
-    that never names BUILD_SHARED_LIBS, whose default is STATIC): a C++ library for C++
+    that never names BUILD_SHARED_LIBS, whose default is STATIC; a type from a variable only
+    when the file sets it, `_variable_kind`): a C++ library for C++
     consumers (diff-gaussian-rasterization's CudaRasterizer beside its setup.py's
     CUDAExtension). Empty when anything else may define a loadable target (a SHARED or
     MODULE library, `pybind11_add_module`, an add_subdirectory or include that can hide
@@ -71,11 +72,40 @@ def _only_static_libraries(code: str) -> list[str]:
     for m in _ADD_LIBRARY.finditer(code):
         args = m[1].split()
         kind = args[1].upper() if len(args) > 1 else ""
+        variable = _VARIABLE.fullmatch(args[1]) if len(args) > 1 else None
+        if variable is not None:
+            kind = _variable_kind(code, variable[1])
+            if kind is None:
+                return []  # `${LIB_TYPE}`: a type the file does not decide, maybe SHARED
         if kind in _NOT_LOADED or (kind not in {"SHARED", "MODULE"} and not shared_default):
             names.append(args[0] if args else "?")
         else:
             return []
     return names if len(names) == len(commands) else []
+
+
+#: A whole argument that is one variable's value (`${LIB_TYPE}`).
+_VARIABLE = re.compile(r"\$\{(\w+)\}")
+_LIBRARY_TYPES = _NOT_LOADED | {"SHARED", "MODULE"}
+
+
+def _variable_kind(code: str, name: str) -> str | None:
+    """What `add_library(m ${name} …)` gets from the variable in its type's place: the type
+    the file `set()`s it to (SHARED if any of its values is loadable), "" when the file makes
+    it a source list (`set` to other values, `file(GLOB …)`, `list(APPEND …)`,
+    `aux_source_directory`: no type given, the default), None when the file does not decide
+    it (a cache entry, a -D, a parent's value: a type that may be SHARED)."""
+    word = re.escape(name)
+    values = [m[1].split() for m in re.finditer(
+        rf"^[ \t]*set[ \t]*\([ \t]*{word}\b([^)]*)\)", code, re.I | re.M)]
+    kinds = {v[0].strip("\"'").upper() for v in values if v} & _LIBRARY_TYPES
+    if kinds:
+        return "SHARED" if kinds & {"SHARED", "MODULE"} else sorted(kinds)[0]
+    if any(values) or re.search(
+            rf"^[ \t]*(?:file[ \t]*\([ \t]*GLOB(?:_RECURSE)?|list[ \t]*\([ \t]*APPEND|"
+            rf"aux_source_directory[ \t]*\([^)\s]+)[ \t]+{word}\b", code, re.I | re.M):
+        return ""
+    return None
 
 
 def ide_only(text: str) -> bool:

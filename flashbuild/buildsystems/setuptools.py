@@ -52,6 +52,46 @@ def runs_cmake(setup_text: str) -> bool:
     return False
 
 
+def has_build_ext(setup_text: str) -> bool:
+    """Whether setup.py's code gives it a build_ext of its own: a class deriving from
+    `build_ext` (under any name it was imported as, or by module path, or from such a class
+    of the file), or a `cmdclass` entry named `build_ext` (`{"build_ext": C}`,
+    `dict(build_ext=C)`, `cmdclass["build_ext"] = C`). A comment or string that names
+    build_ext is no build_ext."""
+    try:
+        tree = ast.parse(setup_text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    if any(_cmdclass_entry(node) for node in ast.walk(tree)):
+        return True
+    names = {"build_ext"} | {a.asname for node in ast.walk(tree)
+                             if isinstance(node, ast.ImportFrom) for a in node.names
+                             if a.name == "build_ext" and a.asname}
+    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    grew = True
+    while grew:  # a class deriving from one of the file's build_ext classes is one too
+        grew = False
+        for cls in classes:
+            if cls.name not in names and any(
+                    (isinstance(b, ast.Name) and b.id in names) or
+                    (isinstance(b, ast.Attribute) and b.attr == "build_ext")
+                    for b in cls.bases):
+                names.add(cls.name)
+                grew = True
+    return any(c.name in names for c in classes)
+
+
+def _cmdclass_entry(node: ast.AST) -> bool:
+    """Whether `node` names a `build_ext` command entry: `{"build_ext": C}`,
+    `dict(build_ext=C)` or `cmdclass["build_ext"] = C`."""
+    if isinstance(node, ast.Dict):
+        return any(isinstance(k, ast.Constant) and k.value == "build_ext" for k in node.keys)
+    if isinstance(node, ast.Call):
+        return any(k.arg == "build_ext" for k in node.keywords)
+    return isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) and \
+        isinstance(node.slice, ast.Constant) and node.slice.value == "build_ext"
+
+
 class Setuptools:
     name: BackendName = "setuptools"
     title = "setup.py project built with torch.utils.cpp_extension"
@@ -76,7 +116,7 @@ class Setuptools:
         text = read_text(path)
         if not text:
             return Detection(Confidence.EMPTY, "setup.py (empty or not readable)")
-        if runs_cmake(text) and "build_ext" in text:
+        if runs_cmake(text) and has_build_ext(text):
             return Detection(Confidence.DRIVER, "setup.py runs CMake itself")
         torch = _TORCH_EXTENSION.search(text)
         if torch:

@@ -77,8 +77,10 @@ class InstallPlan:
     dll_dirs: tuple[str, ...]
     """Rendered into the loader shim (absolute, existing folders)."""
     preload: tuple[str, ...] = ()
-    import_torch: bool = False
     """Wheel libraries the loader shim loads first (Linux), rendered into it."""
+    import_torch: bool = False
+    """Whether the loader shim imports torch first (Linux), which loads the torch libraries
+    (libc10, libtorch_cpu) the binaries link and no loader path of theirs holds."""
     install_requirements: bool = True
     """Install the wheel's missing dependencies with everything installed pinned, instead of
     only naming them."""

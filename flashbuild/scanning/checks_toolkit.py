@@ -72,9 +72,10 @@ _BARE_CONDITION = re.compile(
     rb"[ \t]*\(")
 
 
-#: A dispatch macro's first argument written `EXPR.type()` (EXPR a name, member or call).
+#: A dispatch macro's first argument written `EXPR.type()` (EXPR a name, member or call),
+#: on the macro's line or a later one.
 _DISPATCH_TYPE = re.compile(
-    r"\b(?P<macro>AT_DISPATCH_\w+)[ \t]*\([ \t]*(?P<expr>[A-Za-z_][\w.]*(?:\(\))?(?:->"
+    r"\b(?P<macro>AT_DISPATCH_\w+)\s*\(\s*(?P<expr>[A-Za-z_][\w.]*(?:\(\))?(?:->"
     r"[A-Za-z_]\w*)?)(?P<call>\.type\(\))[ \t]*,")
 #: What a TOML multi-line string or the transform's line anchor cannot carry as is.
 _UNSAFE_IN_ANCHOR = ("\\", '"""', "'''")
@@ -96,24 +97,36 @@ def dispatch_type(ctx: _Ctx) -> None:
     skip = cxx.comment_ranges(ctx.src)
     host = host_pass(ctx.target.platform)
     lines = text.split("\n")  # numbered as `count("\n")` numbers them, whatever else a line holds
+    arguments = [lines[text.count("\n", 0, m.start("call"))].strip()
+                 for m in _DISPATCH_TYPE.finditer(text)]
     for m in _DISPATCH_TYPE.finditer(text):
         start = ctx.byte(m.start())
         if any(a <= start < b for a, b in skip) or \
                 ctx.active(ctx.node_at(start, start + 1), host) == 0:
             continue
-        line = text.count("\n", 0, m.start()) + 1
+        # The edit is on the line that holds `.type()`: the macro's, or a later one.
+        line = text.count("\n", 0, m.start("call")) + 1
         old = lines[line - 1].removesuffix("\r")
-        new = old.replace(m.group(0), m.group(0).replace(".type()", ".scalar_type()", 1), 1)
-        step = _line_step(ctx, line, old, new, kind="torch-scalar-type",
-                          what=f"passes `{m['expr']}.type()` to {m['macro']}, which takes a "
-                          "ScalarType (scan FB124)")
+        col = m.start("call") - (text.rfind("\n", 0, m.start("call")) + 1)
+        new = old[:col] + ".scalar_type()" + old[col + len(".type()"):]
+        # `_line_step` edits every line that reads the same: on an argument's own line (no
+        # macro name on it) that must be a dispatch's argument line each time.
+        ambiguous = m["macro"] not in old and \
+            sum(ln.strip() == old.strip() for ln in lines) != arguments.count(old.strip())
+        step = None if ambiguous else _line_step(
+            ctx, line, old, new, kind="torch-scalar-type",
+            what=f"passes `{m['expr']}.type()` to {m['macro']}, which takes a ScalarType "
+            "(scan FB124)")
         ctx.add(start, "FB124", Category.LIBRARY_API, Severity.ERROR,
                 f"`{m['macro']}({m['expr']}.type(), …)`: torch's dispatch macros take a "
                 "ScalarType, and the DeprecatedTypeProperties `type()` returns no longer "
                 "converts to one",
                 f"the first argument is `{m['expr']}.type()`",
-                Fix(manual=f"pass `{m['expr']}.scalar_type()`" + ("" if step else
-                    " (not drafted: the line holds what a recipe anchor cannot carry)"),
+                Fix(manual=f"pass `{m['expr']}.scalar_type()`" + (
+                    "" if step else " (not drafted: a line outside a dispatch reads the same "
+                    "as the argument's, and an edit anchored there would change it too)"
+                    if ambiguous else " (not drafted: the line holds what a recipe anchor "
+                    "cannot carry)"),
                     step=EditCall(step=step)))
 
 
@@ -403,9 +416,10 @@ def _is_debug_flag(ctx: _Ctx, node: Node) -> bool:
 
 def _drop_last_argument(ctx: _Ctx, call: Node, args: list[Node]) -> ProposedStep | None:
     """The `replace-block` of the lines from the call's first to its last, with the last
-    argument and the comma before it left out; None when the transform would not find those
-    lines as one region of their own (the first line's text repeats in the file, or the end
-    anchor matches before the call's last line)."""
+    argument and the comma before it left out: a call on one line is `_line_step`'s edit of
+    every line that reads the same. None when the transform would not find a call's lines as
+    one region of their own (its first line's text repeats in the file, or the end anchor
+    matches before the call's last line)."""
     src = ctx.src
     first_line, last_line = src.line_of(call.start_byte), src.line_of(call.end_byte - 1)
     start = src.line_start(call.start_byte)
@@ -414,6 +428,13 @@ def _drop_last_argument(ctx: _Ctx, call: Node, args: list[Node]) -> ProposedStep
     cut_from, cut_to = args[-2].end_byte, args[-1].end_byte
     block = (src.slice(start, cut_from) + src.slice(cut_to, end)).replace("\r\n", "\n")
     block = block.removesuffix("\r")
+    what = "passes CUB's debug_synchronous argument, which CCCL 3 (CUDA 13) removed (scan FB119)"
+    if first_line == last_line:
+        # One line: every line of the file that reads the same gets the same edit (a call
+        # repeated word for word in two branches is one step that expects each).
+        old = src.slice(start, end).removesuffix("\r")
+        return _line_step(ctx, first_line, old, block, kind="cub-no-debug-synchronous",
+                          what=what)
     lines = [ln.rstrip("\r") for ln in src.data.decode("utf-8", errors="replace").split("\n")]
     anchor = lines[first_line - 1].strip()
     end_anchor = lines[last_line - 1].strip() if last_line > first_line else ""
@@ -423,7 +444,5 @@ def _drop_last_argument(ctx: _Ctx, call: Node, args: list[Node]) -> ProposedStep
                            if lines[n - 1].strip() == end_anchor) != last_line:
         return None
     return _step(ctx, first_line, kind="cub-no-debug-synchronous", tag=str(first_line),
-                 what="passes CUB's debug_synchronous argument, which CCCL 3 (CUDA 13) "
-                 "removed (scan FB119)",
-                 params={"file": ctx.file.path, "anchor": anchor,
+                 what=what, params={"file": ctx.file.path, "anchor": anchor,
                          **({"end_anchor": end_anchor} if end_anchor else {}), "block": block})

@@ -159,18 +159,38 @@ def draft_recipe(result: ScanResult, *, name: str, source_path: str) -> Draft:
             groups[(f.fix.step.order, type(f.fix.step))].append((f, f.fix.step))
     for (_order, kind), members in sorted(groups.items(), key=lambda g: g[0][0]):
         drafted = kind.draft(members)
-        d.steps += [DraftStep(id=s.id, description=s.description, transform=s.transform,
-                              params=dict(s.params), when=dict(s.when), comment=s.comment)
-                    for s in drafted.steps]
+        ids = tuple(dict.fromkeys(_add_step(d.steps, DraftStep(
+            id=s.id, description=s.description, transform=s.transform, params=dict(s.params),
+            when=dict(s.when), comment=s.comment)) for s in drafted.steps))
         d.refused += drafted.refused
         d.handled += drafted.handled
         d.todos += drafted.todos
         decided = {id(f) for f, _why in [*drafted.refused, *drafted.handled]}
         decided |= {id(f) for f in drafted.todos}
-        ids = tuple(s.id for s in drafted.steps)
         d.drafted += [(f, ids) for f, _p in members if id(f) not in decided and ids]
     d.todos += todos
     return d
+
+
+def _add_step(steps: list[DraftStep], step: DraftStep) -> str:
+    """Add `step` to the draft's `steps` under an id no other step has, and return that id. A
+    step that makes the same edit as one already there (same transform, params and `when`)
+    is that step; one whose id is taken by another edit (the same line in two files of one
+    basename, `set(CMAKE_CXX_STANDARD 17)` in two CMakeLists.txt) gets `-2`, `-3`, … after
+    it, so neither edit is lost and each finding names the step that makes its own."""
+    def same(other: DraftStep) -> bool:
+        return (other.transform, other.params, other.when) == \
+            (step.transform, step.params, step.when)
+
+    taken = {s.id: s for s in steps}
+    candidate, n = step.id, 1
+    while candidate in taken:
+        if same(taken[candidate]):
+            return candidate
+        n += 1
+        candidate = f"{step.id}-{n}"
+    steps.append(dataclasses.replace(step, id=candidate))
+    return candidate
 
 
 # --- the build side: [build], [[artifact]], [install], [verify] ----------------------------
@@ -1480,19 +1500,26 @@ def _introspect(d: Draft, root: Path, spec: ArchSpec, platform: str,  # noqa: PL
         unread = {u.path for t in model.targets for u in t.sources} - read - \
             set(model.missing_sources)
         if unread:
-            _merge_findings(d, scan_tree(root, d.target, model=model), sorted(unread))
+            _merge_findings(d, scan_tree(root, d.target, model=model), sorted(unread),
+                            read=read)
 
 
-def _merge_findings(d: Draft, result: ScanResult, unread: Sequence[str]) -> None:
+def _merge_findings(d: Draft, result: ScanResult, unread: Sequence[str], *,
+                    read: frozenset[str]) -> None:
     """What the scan with the configured build's model finds that the first scan, which read
     the build files statically, could not: a source the build compiles through a glob or a
-    computed list (Deformable-DETR's `glob(…/*.cu)`). Their steps and TODOs join the draft;
-    what the first scan drafted stays. A finding whose step would merge into one the draft
-    already has (the same id, other params) is a TODO rather than an edit left out."""
+    computed list (Deformable-DETR's `glob(…/*.cu)`), and what only it includes. Their steps
+    and TODOs join the draft; what the first scan drafted stays. The second scan reads the
+    whole tree, so its findings in the files the first one `read` are left out: that scan's
+    word on them stands (with the build's defines another site of the same file can show,
+    which would be a second, overlapping edit). A finding whose step would merge into one
+    the draft already has (the same id, other params) is a TODO rather than an edit left
+    out."""
     seen = {(f.rule, f.path, f.line) for f in [
         *d.todos, *(f for f, _w in d.handled), *(f for f, _w in d.refused),
         *(f for f, _ids in d.drafted)]}
-    new = [f for f in result.findings if (f.rule, f.path, f.line) not in seen]
+    new = [f for f in result.findings
+           if f.path not in read and (f.rule, f.path, f.line) not in seen]
     if not new:
         return
     extra = draft_recipe(dataclasses.replace(result, findings=tuple(new)), name=d.name,

@@ -272,11 +272,11 @@ class ScanResult:
     """The bundled recipe that matches the tree by content (set by the pipeline, which
     chooses recipes: pipeline/choose.py); None when none does."""
     kernels: tuple[KernelCount, ...] = ()
+    """Per arch of the target, the kernels the compiled files define (empty when the scan
+    read no C++)."""
     read: frozenset[str] = frozenset()
     """The files the checks read (tree-relative): what a configured build compiles beyond
     them was not checked (recipe init scans again with that build's model)."""
-    """Per arch of the target, the kernels the compiled files define (empty when the scan
-    read no C++)."""
 
     @property
     def blocking(self) -> tuple[Finding, ...]:

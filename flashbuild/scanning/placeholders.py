@@ -91,9 +91,9 @@ class Body:
     """First line of the trap the target's pass keeps; 0 for an empty body."""
     trap: str = ""
     written_for: tuple[str, ...] = ()
+    """The archs (`sm_90`) whose device passes keep the work."""
     head: str = ""
     """The function's first line, as written (the finding's snippet)."""
-    """The archs (`sm_90`) whose device passes keep the work."""
 
 
 def file_bodies(ctx: _Ctx, arch: Arch, dev: Pass) -> tuple[list[Body], list[str]]:

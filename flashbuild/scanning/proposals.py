@@ -227,12 +227,13 @@ class EditCall(Proposal):
     @classmethod
     def draft(cls, members: Sequence[tuple[Finding, Self]]) -> Drafted:
         out = Drafted()
-        seen: set[str] = set()
         for f, p in members:
             if p.step is None:
                 out.todos.append(f)
-            elif p.step.id not in seen:
-                seen.add(p.step.id)
+            elif p.step not in out.steps:
+                # Each line of a file that reads the same gets one edit (`_line_step`): one
+                # step for all of them. Another edit under the same id (another file of that
+                # basename) is a step of its own; the draft gives it an id of its own.
                 out.steps.append(p.step)
         return out
 

@@ -188,6 +188,19 @@ def test_the_recipe_takes_the_names_the_registry_holds(tmp_path: Path) -> None:
                         "add_library(o OBJECT o.cu)\n", "setup.py": TORCH_SETUP},
      "setuptools"),
     ({"CMakeLists.txt": "project(x)\nadd_library(r STATIC a.cu)\n"}, "cmake"),
+    # A library type from a variable is not known to be static: a cache entry, a -D or the
+    # project's logic may make it SHARED (the package then loads it) …
+    ({"CMakeLists.txt": "project(x)\nadd_library(m ${LIB_TYPE} a.cu)\n",
+      "setup.py": TORCH_SETUP}, "cmake"),
+    ({"CMakeLists.txt": "project(x)\nset(LIB_TYPE SHARED)\nadd_library(m ${LIB_TYPE} a.cu)\n",
+      "setup.py": TORCH_SETUP}, "cmake"),
+    # … unless the file sets it to a static kind, or it holds the sources (no type given).
+    ({"CMakeLists.txt": "project(x)\nset(LIB_TYPE STATIC)\nadd_library(m ${LIB_TYPE} a.cu)\n",
+      "setup.py": TORCH_SETUP}, "setuptools"),
+    ({"CMakeLists.txt": "project(x)\nset(SRCS a.cu b.cu)\nadd_library(m ${SRCS})\n",
+      "setup.py": TORCH_SETUP}, "setuptools"),
+    ({"CMakeLists.txt": "project(x)\nfile(GLOB SRCS *.cu)\nadd_library(m ${SRCS})\n",
+      "setup.py": TORCH_SETUP}, "setuptools"),
     ({"CMakeLists.txt": "project(x)\noption(BUILD_SHARED_LIBS \"\" ON)\nadd_library(r a.cu)\n",
       "setup.py": TORCH_SETUP}, "cmake"),
     ({"CMakeLists.txt": "project(x)\nadd_library(r STATIC a.cu)\nadd_library(p MODULE p.cu)\n",
@@ -205,6 +218,26 @@ def test_the_recipe_takes_the_names_the_registry_holds(tmp_path: Path) -> None:
       "setup.py": "import subprocess\nfrom setuptools.command.build_py import build_py\n"
                   "class B(build_py):\n    def run(self):\n"
                   "        subprocess.check_call(['cmake', '..'])\n"}, "cmake"),
+    # … also when a comment or a string names build_ext: the code decides, not the text.
+    ({"CMakeLists.txt": "project(x)\nadd_library(K SHARED a.cu)\n",
+      "setup.py": "import subprocess\nfrom setuptools.command.build_py import build_py\n"
+                  "# no build_ext here: the library is copied\n"
+                  "class B(build_py):\n    \"\"\"Runs cmake, not build_ext.\"\"\"\n"
+                  "    def run(self):\n"
+                  "        subprocess.check_call(['cmake', '..'])\n"}, "cmake"),
+    # build_ext under another name, by module path, or a command given as cmdclass's
+    # build_ext is setup.py's build_ext.
+    *[({"CMakeLists.txt": "project(x)\nadd_library(_C MODULE a.cu)\n",
+        "setup.py": f"import subprocess\n{head}\n"
+                    f"class B({base}):\n    def run(self):\n"
+                    f"        subprocess.check_call(['cmake', '..'])\n{tail}"}, "setuptools")
+      for head, base, tail in [
+          ("from setuptools.command.build_ext import build_ext as _be", "_be", ""),
+          ("import setuptools.command.build_ext as be", "be.build_ext", ""),
+          ("from setuptools import Command, setup", "Command",
+           "setup(cmdclass={'build_ext': B})\n"),
+          ("from setuptools import Command, setup", "Command",
+           "setup(cmdclass=dict(build_ext=B))\n")]],
     # A CMakeLists.txt for IDE indexing, beside any readable setup.py, is not the build.
     ({"CMakeLists.txt": "# for CLion indexing only\nproject(x)\nadd_library(x x.cu)\n",
       "setup.py": "from setuptools import setup\nsetup()\n"}, "setuptools"),

@@ -102,3 +102,38 @@ def test_a_package_nobody_has_is_named_with_where_and_the_recipe_line(tmp_path: 
     assert missing_package_error(NOTFOUND, tmp_path / "build.log") is None
     assert missing_package_error(REFUSAL, tmp_path / "build.log") is None
 
+
+
+#: An optional `find_package(NCCL)` that found nothing is a warning (CMake 4.4.5's wording);
+#: the configure then stops somewhere else.
+NO_NCCL_WARNING = """\
+CMake Warning at CMakeLists.txt:3 (find_package):
+  By not providing "FindNCCL.cmake" in CMAKE_MODULE_PATH this project has
+  asked CMake to find a package configuration file provided by "NCCL", but
+  CMake did not find one.
+
+  Could not find a package configuration file provided by "NCCL" with any of
+  the following names:
+
+    NCCLConfig.cmake
+    nccl-config.cmake
+
+  Add the installation prefix of "NCCL" to CMAKE_PREFIX_PATH or set "NCCL_DIR"
+  to a directory containing one of the above files.  If "NCCL" provides a
+  separate development package or SDK, be sure it has been installed.
+
+
+"""
+
+
+def test_an_optional_package_s_warning_is_not_the_failure(tmp_path: Path) -> None:
+    log = tmp_path / "build.log"
+    assert missing_package_error(NO_NCCL_WARNING + REFUSAL, log) is None
+    # A warning before the real find_package error: the error's package is named, not NCCL.
+    error = missing_package_error(NO_NCCL_WARNING + NO_TBB, log)
+    assert error is not None
+    assert error.details["package"] == "TBB"
+    assert "(find_package at cmake/Dependencies.cmake:6)" in error.what
+    # A log written with CRLF (Windows) reads the same.
+    crlf = missing_package_error(NO_TBB.replace("\n", "\r\n"), log)
+    assert crlf is not None and crlf.details["package"] == "TBB"

@@ -188,3 +188,33 @@ def test_csrc_draft_for_a_suffixed_arch_keeps_the_suffix_and_loads(tmp_path: Pat
     assert by_id["sm120a-traits"].when.arch == ("sm_120a",)
     assert "sm_120a allows" in by_id["sm120a-traits"].params.block
     assert {s.when.arch for s in recipe.patch if s.transform == "macro-edit"} == {("sm_120a",)}
+
+
+# --- step ids: unique across the draft --------------------------------------------------------
+
+DISPATCH = ("#include <torch/extension.h>\n"
+            "void run(at::Tensor x) {\n"
+            '  AT_DISPATCH_FLOATING_TYPES(x.type(), "run", [&] { });\n'
+            "}\n")
+TORCH_CXX17 = ("cmake_minimum_required(VERSION 3.18)\nproject(m LANGUAGES CXX)\n"
+               "find_package(Torch CONFIG REQUIRED)\nset(CMAKE_CXX_STANDARD 17)\n")
+
+
+def test_steps_that_would_share_an_id_each_keep_their_edit(tmp_path: Path) -> None:
+    """Two files of one basename with the same line (a/ops.cu, b/ops.cu), and two
+    CMakeLists.txt that pin C++17: each file's edit is a step of its own, under an id no other
+    step has, and each finding names a step the draft keeps."""
+    root = _tree(tmp_path, {"a/ops.cu": DISPATCH, "b/ops.cu": DISPATCH,
+                            "CMakeLists.txt": TORCH_CXX17 + "add_subdirectory(sub)\n",
+                            "sub/CMakeLists.txt": TORCH_CXX17})
+    d = draft_recipe(_scan(root, "linux", "sm_90a"), name="t", source_path="tree")
+    ids = [s.id for s in d.steps]
+    assert len(ids) == len(set(ids)), ids
+    edited = sorted((s.transform, s.params["file"]) for s in d.steps)
+    assert edited == [("replace-block", "CMakeLists.txt"), ("replace-block", "a/ops.cu"),
+                      ("replace-block", "b/ops.cu"), ("replace-block", "sub/CMakeLists.txt")]
+    drafted = {(f.rule, f.path) for f, step_ids in d.drafted if set(step_ids) <= set(ids)}
+    assert {("FB124", "a/ops.cu"), ("FB124", "b/ops.cu"), ("FB195", "CMakeLists.txt"),
+            ("FB195", "sub/CMakeLists.txt")} <= drafted
+    # The rendered recipe loads: ids unique there too.
+    parse_recipe(render(d), Path("recipe.toml"))

@@ -3,6 +3,7 @@ and what recipe init does with a model (draft_check)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from pathlib import Path
 from typing import Literal
@@ -495,3 +496,24 @@ def test_a_top_level_module_a_package_imports_by_name_installs_beside_it(
     assert recipe.install is not None
     assert (recipe.install.package, recipe.install.top_level) == ("mc", ("mcmod",))
     assert "mc/__init__.py imports it by that name" in render(d)
+
+
+def test_the_second_scan_adds_findings_only_in_files_the_first_did_not_read() -> None:
+    """recipe init scans again with the configured build's model for the sources the first
+    scan did not read (a glob's). That scan reads the whole tree: with the build's defines it
+    can report, in a file the first scan already judged, a site at another line (another
+    branch live). The first scan's word on its files stands; only the unread files' findings
+    join the draft."""
+    from flashbuild.scanning.draft import _merge_findings
+    from flashbuild.scanning.findings import Finding, ScanResult
+
+    first: Finding = _finding("FB124", "a.cu")  # type: ignore[assignment]
+    d = Draft(name="t", source_path="tree", target=make_target("linux", "sm_90a"))
+    d.todos = [first]
+    again = dataclasses.replace(first, line=9)  # the read file, another line
+    glob = dataclasses.replace(first, path="glob/b.cu")  # a source only the build names
+    result = ScanResult(root=Path("/nonexistent"), target=d.target,
+                        findings=(first, again, glob), skipped=(), files_scanned=2,
+                        seconds=0.0, read=frozenset({"a.cu", "glob/b.cu"}))
+    _merge_findings(d, result, ["glob/b.cu"], read=frozenset({"a.cu"}))
+    assert [(f.path, f.line) for f in d.todos] == [("a.cu", 1), ("glob/b.cu", 1)]

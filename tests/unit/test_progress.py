@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from flashbuild.building.progress import (
     NinjaMonitor,
     estimate_left,
+    failure,
     first_error,
     format_left,
     merge_ptxas,
     parse_status,
     short_description,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 LOGS = Path(__file__).resolve().parent.parent / "fixtures" / "build" / "logs"
 
@@ -391,3 +396,70 @@ def test_a_header_from_an_empty_submodule_names_the_submodule(tmp_path: Path) ->
     # No .gitmodules: the compiler's own message stays.
     (tree / ".gitmodules").unlink()
     assert "submodule" not in failure("x", mon, tmp_path / "build.log", tree=tree).fix
+
+
+def _submodule_tree(tmp_path: Path) -> Path:
+    """A tree with two empty git submodules: third_party/glm and csrc/cutlass."""
+    tree = tmp_path / "tree"
+    (tree / "third_party" / "glm").mkdir(parents=True)
+    (tree / "csrc" / "cutlass").mkdir(parents=True)
+    (tree / ".gitmodules").write_text(
+        '[submodule "glm"]\n\tpath = third_party/glm\n\turl = https://github.com/g-truc/glm\n'
+        '[submodule "cutlass"]\n\tpath = csrc/cutlass\n'
+        "\turl = https://github.com/NVIDIA/cutlass.git\n")
+    return tree
+
+
+def _failed_fix(tree: Path, lines: list[str], log: Path) -> str:
+    mon = NinjaMonitor()
+    for line in lines:
+        mon.feed(line)
+    return failure("compiling failed", mon, log, tree=tree).fix
+
+
+def test_only_a_submodule_the_missing_header_could_come_from_is_blamed(tmp_path: Path) -> None:
+    """An empty submodule is named only when the missing header could be one of its files: by
+    its name (glm/glm.hpp and third_party/glm) or an include folder of the failed command that
+    points into it (cute/tensor.hpp through -I csrc/cutlass/include)."""
+    tree = _submodule_tree(tmp_path)
+    log = tmp_path / "build.log"
+    glm = _failed_fix(tree, [f"{tree}/k.cu:3:10: fatal error: glm/glm.hpp: No such file or "
+                             "directory"], log)
+    assert "submodule third_party/glm (https://github.com/g-truc/glm) is empty" in glm
+    assert "cutlass" not in glm
+    # A header neither submodule could hold: the empty submodules are not the failure.
+    tbb = _failed_fix(tree, [f"{tree}/k.cu:3:10: fatal error: tbb/tbb.h: No such file or "
+                             "directory"], log)
+    assert "submodule" not in tbb
+    # cute/ is cutlass's, which only the command's include folder tells.
+    cute = [f"{tree}/k.cu:3:10: fatal error: cute/tensor.hpp: No such file or directory"]
+    assert "submodule" not in _failed_fix(tree, cute, log)
+    for flags in (f"-I{tree}/csrc/cutlass/include", "-I csrc/cutlass/include",
+                  '-isystem "csrc/cutlass/include"'):
+        fix = _failed_fix(tree, ["FAILED: k.o", f"/usr/local/cuda/bin/nvcc {flags} -c k.cu "
+                                 "-o k.o", *cute], log)
+        assert "submodule csrc/cutlass (https://github.com/NVIDIA/cutlass.git) is empty" in fix
+        assert "glm" not in fix
+    # An include folder elsewhere does not tie it to the submodule.
+    assert "submodule" not in _failed_fix(
+        tree, ["FAILED: k.o", "nvcc -I/opt/cutlass/include -c k.cu", *cute], log)
+    # MSVC's spelling of the same failure.
+    msvc = _failed_fix(tree, [f"{tree}\\k.cu(3): fatal error C1083: Cannot open include file: "
+                              "'glm/glm.hpp': No such file or directory"], log)
+    assert "submodule third_party/glm" in msvc
+
+
+def test_a_submodule_folder_that_cannot_be_listed_is_not_called_empty(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashbuild.building.progress import empty_submodules
+
+    tree = _submodule_tree(tmp_path)
+    listing = Path.iterdir
+
+    def iterdir(self: Path) -> Iterator[Path]:
+        if self.name == "glm":
+            raise PermissionError(13, "Permission denied", str(self))
+        return listing(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    assert empty_submodules(tree) == [("csrc/cutlass", "https://github.com/NVIDIA/cutlass.git")]

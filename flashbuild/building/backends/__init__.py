@@ -80,10 +80,10 @@ class BackendResult:
     ptxas: dict[str, list[str]] = field(default_factory=dict)
     """`ptxas info` lines of this run, per compiled file."""
     wheel: Path | None = None
+    """The wheel the build produced (setuptools), installed as it is plus the shim."""
     torch_version: str = ""
     """The torch the build compiled against (setuptools trees: `2.13.0+cu130`), for the
     wheel's local version label."""
-    """The wheel the build produced (setuptools), installed as it is plus the shim."""
     configure_seconds: float = 0.0
     """How long CMake's configure took (0 when it did not run; setuptools has none)."""
 
