@@ -26,7 +26,27 @@ def cuda_toolkit_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     toolkit = pypi[0] if pypi else search.chosen
     if toolkit is None or toolkit.nvcc is None:
         pytest.skip("no CUDA toolkit with nvcc on this machine")
-    return cmake_toolkit_root(toolkit, tmp_path_factory.mktemp("cuda-toolkits"))
+    return cmake_toolkit_root(toolkit, run_folder(tmp_path_factory, "cuda-toolkits"))
+
+
+def run_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder shared by every xdist worker of this run: `<pytest-N>/<name>` (each worker's
+    base temp is `<pytest-N>/popen-gwX`), or `<pytest-N>/<name>` itself without xdist.
+
+    For cuda_toolkit_root: its folder is part of the key of flashbuild's CMake compiler-check
+    probe (CUDAToolkit_ROOT, flashbuild/building/cmake_seed.py; about 4 s of CPU each here).
+    With one folder per worker, and one more per module that imports the fixture (a separate
+    fixture definition, so a second session instance), the same probe ran again in each of
+    them: ten probes in a default run, where one folder for the run needs about half. The
+    folder is made by cmake_toolkit_root, which builds it under a staging name and renames it
+    into place, so workers making it at once need no lock (the first rename wins, the others
+    use it); tests only read it."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    folder = base / name
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="session")

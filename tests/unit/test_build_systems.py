@@ -21,6 +21,7 @@ from flashbuild.buildsystems.base import NOT_FOUND
 from flashbuild.recipes.load import parse_recipe
 from flashbuild.scanning import draft as draft_module
 from flashbuild.scanning.proposals import handled_by_build
+from tests.pysource import parse, parse_file
 
 PACKAGE = Path(__file__).resolve().parents[2] / "flashbuild"
 
@@ -61,7 +62,7 @@ def _names_in(node: ast.expr, names: frozenset[str]) -> list[str]:
 def name_comparisons(source: str, names: frozenset[str]) -> list[tuple[int, str]]:
     """(line, name) for each comparison or `case` of a value with a build system's name."""
     found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):  # once per process: tests/pysource.py
         if isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
             if any(_operand_name(o) in OTHER_MEANINGS for o in operands):
@@ -142,7 +143,7 @@ def test_a_build_system_is_its_module_and_one_registry_line(system: BuildSystem)
     assert path.parent == PACKAGE / "buildsystems"
     importers = []
     for other in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(other.read_text(encoding="utf-8"))
+        tree = parse_file(other)  # once per process: tests/pysource.py
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (
                     node.module == module.__name__ or (

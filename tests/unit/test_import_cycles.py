@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.pysource import parse
 from tests.unit.test_layers import _modules, _sccs
 
 #: Each cycle the function-level imports still close, and why it is not broken yet.
@@ -93,7 +94,8 @@ def _graphs(modules: dict[str, Path],
     for name, path in modules.items():
         text = path.read_text(encoding="utf-8") if path.is_file() else ""
         lines = text.splitlines()
-        for node, deferred in _statements(ast.parse(text).body, False):
+        # Parsed once per process (tests/pysource.py): all three tests read the whole package.
+        for node, deferred in _statements(parse(text).body, False):
             targets = _targets(name, path, node, modules)
             every[name] |= targets
             if not deferred:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.pysource import parse_file
+
 PACKAGE = Path(__file__).resolve().parents[2] / "flashbuild"
 
 #: Lowest first. A unit is a subpackage (`building`) or a top-level module (`proc`); the
@@ -56,7 +58,7 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The flashbuild modules `name` imports; `from pkg import mod` counts as `pkg.mod`."""
     found: set[str] = set()
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parse_file(path)):  # once per process: tests/pysource.py
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -12,6 +12,7 @@ from pathlib import Path
 from flashbuild.arch import FIRST_CUDA, MAX_SMEM_PER_BLOCK, REMOVED_IN, Arch, Suffix
 from flashbuild.scanning.ptx_table import INSTRUCTIONS
 from flashbuild.scanning.rules import RULES
+from tests.pysource import parse_file
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "flashbuild"
@@ -33,7 +34,7 @@ def message_strings() -> list[tuple[str, int, str]]:
     (f-string parts included; comments are not strings)."""
     found: list[tuple[str, int, str]] = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parse_file(path)  # once per process: tests/pysource.py
         docs = _docstrings(tree)
         for node in ast.walk(tree):
             if (isinstance(node, ast.Constant) and isinstance(node.value, str)

@@ -16,6 +16,7 @@ from packaging.version import Version
 from flashbuild import toolchain_facts as facts
 from flashbuild.detect.compilers import cuda_accepting_msc, host_window
 from flashbuild.platforms.windows import WindowsPlatform
+from tests.pysource import parse
 
 PACKAGE = Path(__file__).resolve().parents[2] / "flashbuild"
 FACTS = PACKAGE / "toolchain_facts.py"
@@ -42,7 +43,7 @@ def _div_chain(node: ast.BinOp) -> list[str]:
 def restated_facts(source: str) -> list[tuple[int, str]]:
     """(line, what) for each toolchain fact `source` spells itself."""
     found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):  # once per process: tests/pysource.py
         line = getattr(node, "lineno", 0)
         if isinstance(node, ast.Tuple):
             values = [e.value for e in node.elts if isinstance(e, ast.Constant)]
