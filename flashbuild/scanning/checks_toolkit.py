@@ -305,11 +305,23 @@ def _line_step(ctx: _Ctx, line: int, old: str, new: str, *, kind: str,
     if not anchor or old == new or any(bad in anchor for bad in _UNSAFE_IN_ANCHOR):
         return None
     digest = hashlib.sha256(anchor.encode("utf-8")).hexdigest()[:8]
-    # replace-block expects one region unless told: each identical line is one.
-    same = sum(ln.strip() == anchor for ln in ctx.file.text.split("\n"))
-    return _step(ctx, line, kind=kind, tag=digest, what=what,
-                 params={"file": ctx.file.path, "anchor": anchor, "block": new.rstrip("\r"),
-                         **({"expect": same} if same > 1 else {})})
+    # replace-block expects one region unless told: each identical line is one. The anchor
+    # matches them whatever their indentation, so every finding on such a line drafts the same
+    # step, written as at the first of them (its line, its indentation): one step edits all.
+    lines = ctx.file.text.split("\n")
+    same = [i for i, ln in enumerate(lines) if ln.strip() == anchor]
+    first = lines[same[0]] if same else old
+    own, indent = _indent(old), _indent(first)
+    block = new.rstrip("\r")
+    if block.startswith(own):
+        block = indent + block[len(own):]
+    return _step(ctx, same[0] + 1 if same else line, kind=kind, tag=digest, what=what,
+                 params={"file": ctx.file.path, "anchor": anchor, "block": block,
+                         **({"expect": len(same)} if len(same) > 1 else {})})
+
+
+def _indent(line: str) -> str:
+    return line[:len(line) - len(line.lstrip())]
 
 
 def _step(ctx: _Ctx, line: int, *, kind: str, tag: str, what: str,

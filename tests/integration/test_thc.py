@@ -47,6 +47,7 @@ def _patched(tmp_path: Path) -> Path:
     made = runner.invoke(app, ["recipe", "init", "--source", str(tree), "--platform", "linux",
                                "--arch", "sm_90a", "--static", "-o", str(draft)])
     assert made.exit_code == 0, made.output
+    assert "could not make this edit" not in draft.read_text(encoding="utf-8")
     done = runner.invoke(app, ["patch", "--recipe", str(draft), "--source", str(tree),
                                "--platform", "linux", "--arch", "sm_90a"])
     assert done.exit_code == 0, done.output
@@ -62,7 +63,8 @@ def test_thc_lines_are_found_and_drafted(tmp_path: Path) -> None:
                              ("src/ops.cpp", 2), ("src/ops.cpp", 6), ("src/ops.cpp", 10),
                              ("src/ops.cpp", 11), ("src/ops.cpp", 12), ("src/ops.cpp", 13),
                              ("src/ops.cpp", 14), ("src/ops.cpp", 19), ("src/ops.cpp", 20),
-                             ("src/ops.cpp", 25), ("src/ops.cpp", 26)]
+                             ("src/ops.cpp", 25), ("src/ops.cpp", 26), ("src/ops.cpp", 32),
+                             ("src/ops.cpp", 33)]
     # AT_CHECK (FB126): each line of code, the spaced call too, none in the comment.
     assert sorted(f.line for f in result.findings if f.rule == "FB126") == [5, 6, 8]
     # THCudaTensor has no one-for-one successor: a finding for a person.
@@ -73,10 +75,12 @@ def test_thc_lines_are_found_and_drafted(tmp_path: Path) -> None:
     assert [ln for ln in checks.splitlines() if "AT_CHECK" in ln.split("//")[0]] == []
     assert checks.count("TORCH_CHECK") == 3
     assert [ln for ln in ops.splitlines() if "THC" in ln.split("//")[0]] == []
-    assert ops.count("at::cuda::getCurrentCUDAStream()") == 2
+    # The same line at another indentation (line 32) is the same step, not a second one
+    # that would find its lines already edited.
+    assert ops.count("at::cuda::getCurrentCUDAStream()") == 3
     assert "c10::cuda::CUDACachingAllocator::raw_alloc(n * sizeof(float))" in ops
     assert "c10::cuda::CUDACachingAllocator::raw_delete(scratch)" in ops
-    assert "at::ceil_div(n, 256)" in ops and ops.count("C10_CUDA_CHECK(") == 2
+    assert "at::ceil_div(n, 256)" in ops and ops.count("C10_CUDA_CHECK(") == 3
     # THArgCheck loses its argument number, not a comma inside the condition.
     assert 'TORCH_CHECK(n > 0 && (n % 2, true), "n must be positive, got ", n);' in ops
     assert "at::cuda::blas::gemm<float>('n', 't', n, n, n, 1.0f," in ops
