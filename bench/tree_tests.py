@@ -52,7 +52,7 @@ SOURCES = ARCHIVES.parent / "trees"
 def mirror_gitdir(mirrors: Path, repo: str) -> Path | None:
     """The git directory of `repo`'s clone under `mirrors`, or None."""
     folder = mirrors / repo.replace("/", "+")
-    for candidate in (folder / "repo", folder / ".git", folder):
+    for candidate in (folder / "repo", folder / "repo" / ".git", folder / ".git", folder):
         if (candidate / "HEAD").is_file() and (candidate / "objects").is_dir():
             return candidate
     return None
@@ -127,9 +127,15 @@ def make_source(tree: Tree, *, mirrors: Path, out: Path) -> str:
     if gitdir is None:
         return f"no clone of {repo} under {mirrors}"
     top = name.removesuffix(".tar.gz")
-    # `carry_drop` leaves paths out here too (a mirror may lack a large file's blob).
-    parts = [(gitdir, commit, f"{top}/", [f":(exclude){glob}" for glob in tree.carry_drop])]
+    # A tree that is one folder of its repository (`subdir`) is archived alone, with the
+    # submodules under it: the rest is not the tree, and a mirror may lack a large file's
+    # blob there. `carry_drop` leaves paths out too.
+    only = [tree.subdir] if tree.subdir else ["."]
+    parts = [(gitdir, commit, f"{top}/",
+              [*only, *(f":(exclude){glob}" for glob in tree.carry_drop)])]
     for path, sub_repo, sub_commit in submodules(gitdir, commit):
+        if tree.subdir and not f"{path}/".startswith(f"{tree.subdir.rstrip('/')}/"):
+            continue
         sub_dir = mirror_gitdir(mirrors, sub_repo)
         if sub_dir is None:
             return (f"no clone of {sub_repo} (the submodule {path}) under {mirrors}")
@@ -137,12 +143,12 @@ def make_source(tree: Tree, *, mirrors: Path, out: Path) -> str:
     out.mkdir(parents=True, exist_ok=True)
     target = out / name
     with tempfile.TemporaryDirectory() as scratch, tarfile.open(target, "w:gz") as dst:
-        for number, (source, at, prefix, excluded) in enumerate(parts):
+        for number, (source, at, prefix, pathspec) in enumerate(parts):
             piece = Path(scratch) / f"{number}.tar"
             done = subprocess.run(
                 ["git", "--git-dir", str(source), "archive", "--format=tar",
                  f"--prefix={prefix}", "-o", str(piece), at,
-                 *(["--", ".", *excluded] if excluded else [])],
+                 *(["--", *pathspec] if pathspec else [])],
                 capture_output=True, text=True, check=False, timeout=600)
             if done.returncode != 0:
                 dst.close()
