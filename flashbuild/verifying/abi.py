@@ -281,6 +281,28 @@ def torch_lib_files(lib_dir: Path) -> tuple[Path, ...]:
     return tuple(lib_dir / name for name in TORCH_LIBS if (lib_dir / name).is_file())
 
 
+def private_cxx_runtime(path: Path) -> str:
+    """Evidence that a binary linked against torch carries its own copy of the C++ runtime
+    (libstdc++ linked statically: it defines `__cxa_throw` and needs no libstdc++.so); ""
+    otherwise. torch's `TORCH_CHECK` and pybind11 throw C++ exceptions across that boundary,
+    and with two runtimes in one process the throw crashes it: marlin built with the H200
+    machine's CXX (a g++ wrapper whose `-B/opt/gcc/bin/` links libstdc++ statically) died
+    with SIGSEGV in its own test_errors, and built with /usr/bin/g++ raised as it should."""
+    try:
+        needed = needed_libraries(path)
+        if not any(name in TORCH_LIBS for name in needed) or \
+                any(name.startswith("libstdc++.so") for name in needed):
+            return ""
+        defined, _undefined = _dynamic_symbols(path)
+    except (VerifyError, OSError, ELFError, ValueError):
+        return ""
+    if "__cxa_throw" not in defined:
+        return ""
+    torch_libs = ", ".join(n for n in needed if n in TORCH_LIBS)
+    return (f"{path.name} needs {torch_libs} but no libstdc++.so, and defines __cxa_throw "
+            "itself")
+
+
 def demangle(names: list[str], runner: Runner) -> list[str]:
     """Human names through c++filt where it is installed; else the mangled names."""
     tool = runner.which("c++filt")

@@ -465,6 +465,26 @@ def _torch_checks(subject: Subject, *, runner: Runner, python: str,
     return checks
 
 
+def _cxx_runtime_checks(subject: Subject) -> list[Check]:
+    """A module linked against torch with a private, static copy of libstdc++ (abi.
+    private_cxx_runtime): it imports, and the first exception thrown across it crashes."""
+    checks: list[Check] = []
+    for binary in subject.binaries:
+        if not _is_elf_module(binary.path):
+            continue
+        evidence = abi.private_cxx_runtime(binary.path)
+        if evidence:
+            checks.append(Check(
+                "abi", binary.path.name, Status.FAIL,
+                "links libstdc++ statically beside torch's libraries: a C++ exception thrown "
+                "across it (TORCH_CHECK, pybind11) crashes the process",
+                evidence=evidence,
+                fix="rebuild with a compiler that links libstdc++ as a shared library (check "
+                "CXX: a g++ wrapper with its own -B folder or -static-libstdc++ does not), "
+                "e.g. `CXX=/usr/bin/g++ flashbuild build …`"))
+    return checks
+
+
 def _wheel_abi(subject: Subject) -> str | None:
     """The ABI tag of a wheel's file name (PEP 427: the second-last field, `abi3`)."""
     name = Path(subject.label).name
@@ -574,7 +594,8 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
                             "check that the build compiled the CUDA sources"))
     checks += _abi_checks(subject, policy)
     checks += _stable_abi_checks(subject)
-    checks += _torch_checks(subject, runner=runner, python=python, env=env)
+    checks += _torch_checks(subject, runner=runner, python=python, env=env) + \
+        _cxx_runtime_checks(subject)
     return VerifyReport(manifest_path=subject.manifest_path, package=pkg,
                         targets=spec.cmake() if spec else "none given",
                         checks=tuple(checks), images=images, subject_kind=subject.kind,
