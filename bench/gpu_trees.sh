@@ -31,6 +31,19 @@ if [ "$mode" = start ]; then
     echo "environment: $(cd .devcarry/env && echo *.whl)"
   fi
   pkill -f "bench/trees.py"; pkill -f "flashbuild build"; pkill -f ninja; sleep 1
+  # The image's CXX (/opt/gcc/bin/g++, a g++ wrapper with its own -B folders) links libstdc++
+  # statically, which verify fails since 27c5473 (a C++ exception across torch crashes the
+  # process: marlin's own test_errors, SIGSEGV, 2026-11-29): the lanes take the system
+  # compiler when a probe link says so. Written after that session's last device call.
+  if [ -n "${CXX:-}" ] && [ -x /usr/bin/g++ ] && command -v readelf >/dev/null; then
+    printf '#include <stdexcept>\nvoid f() { throw std::runtime_error("x"); }\n' \
+      > /tmp/cxxprobe.cpp
+    if "$CXX" -shared -fPIC /tmp/cxxprobe.cpp -o /tmp/cxxprobe.so 2>/dev/null &&
+        ! readelf -d /tmp/cxxprobe.so | grep -q 'libstdc++'; then
+      echo "CXX=$CXX links libstdc++ statically: the lanes build with /usr/bin/g++"
+      export CXX=/usr/bin/g++ CC=/usr/bin/gcc
+    fi
+  fi
   rm -rf "$work" && mkdir -p "$work/dl" && cp .devcarry/trees/* "$work/dl/" || exit 1
   tests=--tests; [ "${TREES_TESTS:-1}" = 0 ] && tests=
   n=0
