@@ -219,7 +219,8 @@ def _gitdir(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("layout", ["owner+name/repo", "owner+name/.git", "owner+name"])
+@pytest.mark.parametrize("layout", ["owner+name/repo", "owner+name/repo/.git",
+                                    "owner+name/.git", "owner+name"])
 def test_a_clone_is_found_in_each_layout(tree_tests: ModuleType, tmp_path: Path,
                                          layout: str) -> None:
     gitdir = _gitdir(tmp_path / layout)
