@@ -187,7 +187,8 @@ def thc(ctx: _Ctx) -> None:
         start_char, offset = offset, offset + len(raw) + 1
         old = raw.removesuffix("\r")
         first = _THC_NAME.search(old)
-        if first is None:
+        if first is None or _DIRECTIVE.match(old) or all(
+                _provided(ctx, m.group(0)) for m in _THC_NAME.finditer(old)):
             continue
         start = ctx.byte(start_char + first.start())
         if any(a <= start < b for a, b in skip) or \
@@ -218,6 +219,17 @@ def thc(ctx: _Ctx) -> None:
                         "" if step else " (not drafted: a THC name here has no one-for-one "
                         "successor, or the line cannot be an anchor)"),
                     step=EditCall(step=step)))
+
+
+#: A preprocessor line other than an #include: a tree's own compatibility shim
+#: (`#define THCudaCheck(x) C10_CUDA_CHECK(x)`, `#ifndef AT_CHECK`), never edited.
+_DIRECTIVE = re.compile(r"^\s*#\s*(?!include\b)\w+")
+
+
+def _provided(ctx: _Ctx, name: str) -> bool:
+    """Whether the tree defines `name` as a macro itself, in this file or a header it
+    includes (a shim for newer torch): its uses compile, nothing to report."""
+    return name in ctx.defines or name in ctx.inherited
 
 
 def _thc_line(old: str) -> tuple[str, set[str]]:
@@ -274,7 +286,7 @@ _AT_CHECK = re.compile(r"\bAT_CHECK(?=[ \t]*\()")
 def at_check(ctx: _Ctx) -> None:
     """FB126 at each line of code that calls `AT_CHECK`, with the line's edit."""
     text = ctx.file.text
-    if "AT_CHECK" not in text:
+    if "AT_CHECK" not in text or _provided(ctx, "AT_CHECK"):
         return
     skip = cxx.comment_ranges(ctx.src)
     lines = text.split("\n")

@@ -67,6 +67,8 @@ def test_thc_lines_are_found_and_drafted(tmp_path: Path) -> None:
                              ("src/ops.cpp", 33)]
     # AT_CHECK (FB126): each line of code, the spaced call too, none in the comment.
     assert sorted(f.line for f in result.findings if f.rule == "FB126") == [5, 6, 8]
+    # compat.cu defines AT_CHECK and THCudaCheck itself: nothing to report, nothing to edit.
+    assert [f for f in result.findings if f.path == "src/compat.cu"] == []
     # THCudaTensor has no one-for-one successor: a finding for a person.
     assert found[("src/legacy.cpp", 3)].fix.step.step is None  # type: ignore[union-attr]
     tree = _patched(tmp_path)
@@ -74,6 +76,9 @@ def test_thc_lines_are_found_and_drafted(tmp_path: Path) -> None:
     checks = (tree / "src" / "checks.h").read_text(encoding="utf-8")
     assert [ln for ln in checks.splitlines() if "AT_CHECK" in ln.split("//")[0]] == []
     assert checks.count("TORCH_CHECK") == 3
+    compat = FIXTURE / "src" / "compat.cu"
+    assert (tree / "src" / "compat.cu").read_text(encoding="utf-8") == \
+        compat.read_text(encoding="utf-8")
     assert [ln for ln in ops.splitlines() if "THC" in ln.split("//")[0]] == []
     # The same line at another indentation (line 32) is the same step, not a second one
     # that would find its lines already edited.
