@@ -369,6 +369,7 @@ def host_environment(env: Mapping[str, str], runner: StreamRunner, plat: Platfor
     from flashbuild.building import msvc  # noqa: PLC0415  # start-up
     from flashbuild.detect.cache import ProbeCache  # noqa: PLC0415  # start-up
     from flashbuild.detect.compilers import host_window, probe_host_compilers  # noqa: PLC0415  # start-up
+    from flashbuild.pipeline.cxx_runtime import static_libstdcxx  # noqa: PLC0415  # start-up
 
     found = probe_host_compilers(env, runner, plat, cache=ProbeCache(cache_dir))
     if found.family == "msvc":
@@ -387,6 +388,9 @@ def host_environment(env: Mapping[str, str], runner: StreamRunner, plat: Platfor
             fix="install g++ (Debian/Ubuntu: `apt-get install g++`), or set CUDAHOSTCXX",
         )
     kind = "clang" if "clang" in gxx.name else "gcc"
+    warning = static_libstdcxx(plat.environ(env), runner, ProbeCache(cache_dir))
+    if warning:
+        say(f"warning: {warning}")
     return (HostCompiler(kind=kind, version=str(gxx.version or "unknown"), path=gxx.path),
             dict(env), (), ())
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,3 +69,30 @@ def test_a_shared_libstdcxx_or_no_torch_passes(tmp_path: Path) -> None:
     assert _cxx_checks(shared) == []
     alone = _build(tmp_path / "alone", "mod_alone.so", "-static-libstdc++", torch=False)
     assert abi.private_cxx_runtime(alone) == ""
+
+
+def test_the_build_warns_when_cxx_links_libstdcxx_statically(tmp_path: Path) -> None:
+    """The probe before a build (pipeline/cxx_runtime.py): a CXX that links libstdc++
+    statically, like the GPU image's /opt/gcc wrapper, gets the warning; g++ itself none.
+    The answer is cached per compiler."""
+    from flashbuild.detect.cache import ProbeCache
+    from flashbuild.pipeline.cxx_runtime import static_libstdcxx
+
+    wrapper = tmp_path / "bin" / "g++-static"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec {shutil.which("g++")} -static-libstdc++ "$@"\n',
+                       encoding="utf-8")
+    wrapper.chmod(0o755)
+    cache = ProbeCache(tmp_path / "cache")
+    env = {"PATH": f"{wrapper.parent}:/usr/bin:/bin", "CXX": str(wrapper)}
+    warning = static_libstdcxx(env, ProcessRunner(), cache)
+    assert "links libstdc++ into shared libraries statically" in warning
+    assert "CXX=" in warning and "g++-static" in warning
+    assert static_libstdcxx({**env, "CXX": "g++"}, ProcessRunner(), cache) == ""
+    # Cached: the same answer without running the compiler again.
+    assert static_libstdcxx(env, _NoRuns(), cache) == warning
+
+
+class _NoRuns(ProcessRunner):
+    def run(self, *args: object, **kwargs: object) -> Any:  # type: ignore[override]
+        raise AssertionError("the probe ran again")
