@@ -16,6 +16,7 @@ once per compiler in a process.
 from __future__ import annotations
 
 import os
+import shlex
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -73,27 +74,30 @@ def asks_for_ipo(source_dir: Path) -> bool:
 def lto_refusal(runner: Runner, env: Mapping[str, str]) -> tuple[str, str]:
     """(compiler, why) when the C++ compiler CMake will take (CXX, else `c++`) cannot link a
     one-line program with GCC's LTO flags; ("", "") when it can or is no GCC-style driver."""
-    cxx = env.get("CXX") or "c++"
-    found = runner.which(cxx.split()[0], env)
+    try:
+        argv = shlex.split(env.get("CXX") or "c++")  # `ccache g++` is a launcher and a compiler
+    except ValueError:
+        return "", ""
+    found = runner.which(argv[0], env) if argv else None
     if found is None:
         return "", ""
     try:
         stat = Path(found).stat()
     except OSError:
         return "", ""
-    key = (found, stat.st_size, stat.st_mtime_ns)
+    key = (" ".join([found, *argv[1:]]), stat.st_size, stat.st_mtime_ns)
     if key not in _probed:
-        _probed[key] = _probe(runner, found, env)
+        _probed[key] = _probe(runner, [found, *argv[1:]], env)
     why = _probed[key]
     return (found, why) if why else ("", "")
 
 
-def _probe(runner: Runner, cxx: str, env: Mapping[str, str]) -> str:
+def _probe(runner: Runner, cxx: list[str], env: Mapping[str, str]) -> str:
     with tempfile.TemporaryDirectory(prefix="flashbuild-lto-") as scratch:
         source = Path(scratch) / "lto.cpp"
         source.write_text("int main() { return 0; }\n", encoding="utf-8")
         try:
-            done = runner.run([cxx, *LTO_FLAGS, str(source), "-o", str(Path(scratch) / "a")],
+            done = runner.run([*cxx, *LTO_FLAGS, str(source), "-o", str(Path(scratch) / "a")],
                               env=env, timeout=120, check=False)
         except (ProcessError, ToolchainError, OSError):
             return ""
