@@ -45,6 +45,11 @@ INCLUDE = """\
 foreach(flashbuild_lang IN ITEMS C CXX)
   set(CMAKE_${{flashbuild_lang}}_COMPILE_OPTIONS_IPO "")
   set(CMAKE_${{flashbuild_lang}}_LINK_OPTIONS_IPO "")
+  # A static library with IPO is archived with gcc-ar's LTO rules: the plain ones instead.
+  foreach(flashbuild_rule IN ITEMS CREATE APPEND FINISH)
+    set(CMAKE_${{flashbuild_lang}}_ARCHIVE_${{flashbuild_rule}}_IPO
+        "${{CMAKE_${{flashbuild_lang}}_ARCHIVE_${{flashbuild_rule}}}}")
+  endforeach()
 endforeach()
 """
 

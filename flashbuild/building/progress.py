@@ -510,8 +510,8 @@ def _removed_torch_header_fix(line: str) -> str:
     which torch 1.11 removed (Pointnet2.PyTorch's `#include <THC/THC.h>`, DCNv2's
     `THFloatBlas_gemm`): no package brings them back."""
     m = _MISSING_HEADER.match(line)
-    if (m is None or PurePosixPath((m["header"] or m["eheader"]).strip()).parts[0] not in (
-            "THC", "TH")) and _TH_NAME_UNKNOWN.search(line) is None:
+    parts = PurePosixPath((m["header"] or m["eheader"]).strip()).parts if m else ()
+    if (not parts or parts[0] not in ("THC", "TH")) and _TH_NAME_UNKNOWN.search(line) is None:
         return ""
     return ("TH/THC, torch's C libraries before ATen, were removed in torch 1.11: the tree was "
             "written for torch 1.x. `flashbuild scan` (FB125) names each line that uses them, "
@@ -675,6 +675,30 @@ _PLAIN_C_NAMES = frozenset(n for n, h in _STD_NAME_HEADER.items() if h == "cstdi
 _INCLUDE_LINE = re.compile(r"^\s*#\s*include\b")
 
 
+_CONDITIONAL = re.compile(r"^\s*#\s*(if|ifdef|ifndef|endif)\b")
+
+
+def _top_level_includes(lines: Sequence[str]) -> list[int]:
+    """The indexes of the `#include` lines outside every `#if` block (an include under
+    `#ifdef _WIN32` would add the header on one platform only); a header's include guard
+    (`#ifndef X` then `#define X` as its first directives) is no such block."""
+    directives = [i for i, ln in enumerate(lines) if ln.lstrip().startswith("#")]
+    guard = None
+    if len(directives) >= 2:
+        first = re.match(r"^\s*#\s*ifndef\s+(\w+)", lines[directives[0]])
+        second = re.match(r"^\s*#\s*define\s+(\w+)", lines[directives[1]])
+        if first and second and first[1] == second[1]:
+            guard = directives[0]
+    depth, found = 0, []
+    for i, line in enumerate(lines):
+        cond = _CONDITIONAL.match(line)
+        if cond and i != guard:
+            depth = max(depth - 1, 0) if cond[1] == "endif" else depth + 1
+        elif depth == 0 and _INCLUDE_LINE.match(line):
+            found.append(i)
+    return found
+
+
 @dataclass(frozen=True)
 class IncludeStep:
     """`#include <header>` added to a tree file after the line `anchor`: what GCC's note asks
@@ -747,8 +771,7 @@ def std_header_steps(lines: Sequence[str], tree: Path) -> tuple[IncludeStep, ...
             continue
         number = pointed
         if at_use:
-            above = [i for i in range(min(pointed - 1, len(text)))
-                     if _INCLUDE_LINE.match(text[i])]
+            above = _top_level_includes(text[:min(pointed - 1, len(text))])
             number = above[-1] + 2 if above else 0
         anchor = text[number - 2].strip() if 2 <= number <= len(text) + 1 else ""
         # A backslash would be a TOML escape in the step, and ends a line continued into the

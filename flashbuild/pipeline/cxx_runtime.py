@@ -53,7 +53,10 @@ def static_libstdcxx(env: Mapping[str, str], runner: Runner, cache: ProbeCache) 
             except FlashbuildError:
                 return None
 
-    static = cache.fetch("cxx-static-libstdcxx", file_fingerprint(Path(found)), ask,
+    # The compiler's file and the arguments CXX gives it (`ccache g++` vs `ccache clang++`).
+    print_ = file_fingerprint(Path(found))
+    key = None if print_ is None else "|".join([print_, *argv[1:]])
+    static = cache.fetch("cxx-static-libstdcxx", key, ask,
                          encode=lambda v: v, decode=lambda v: v if isinstance(v, bool) else None)
     if not static:
         return ""

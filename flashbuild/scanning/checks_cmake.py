@@ -8,6 +8,7 @@ or glob the file names with the `if()` gates around it, and whether it defines N
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import re
 from dataclasses import dataclass
@@ -348,45 +349,76 @@ def _arch_define_with_suffix(file: FileText, commands: Sequence[Command],
     C/C++ as a define (`-DCUDA_ARCH=${CUDA_ARCH}`), for a target spelled with a suffix:
     `-DCUDA_ARCH=90a` is no number, and the tree's `#if CUDA_ARCH < 60` stops the compile
     (libKMCUDA 6.2.3). The drafted step gives C/C++ the number and leaves the suffix in the
-    arch flag, so the build still makes the requested SASS; a numeric arch is unchanged."""
+    arch flag, so the build still makes the requested SASS; a numeric arch is unchanged.
+
+    Only defines that reach the compilers count: a definitions command, or a `-D` in a
+    variable of compiler flags (`set(CMAKE_CXX_FLAGS …)`, `list(APPEND CUDA_NVCC_FLAGS …)`).
+    A `-D` given to CMake itself (ExternalProject_Add's CMAKE_ARGS, `execute_process` of
+    cmake, try_compile) or naming a `CMAKE_` variable sets a cache entry, not a C macro."""
     suffixed = [t.arch for t in target.spec.targets if t.arch.suffix]
     arch_vars = set(_ARCH_FLAG_VAR.findall(file.text))
     if not suffixed or not arch_vars:
         return []
-    lines = file.text.splitlines()
-    out: list[Finding] = []
+    lines = file.text.split("\n")  # numbered as tree-sitter numbers rows: by "\n" alone
+    found: dict[int, tuple[Command, list[tuple[str, str]]]] = {}
     for cmd in commands:
+        if cmd.name in DEFINE_COMMANDS:
+            pattern = _DEFINITION
+        elif _sets_flags(cmd):
+            pattern = _DASH_D
+        else:
+            continue
         for arg in cmd.args:
-            # `-DNAME=${V}` anywhere (a flags string); a bare `NAME=${V}` in a definitions
-            # command (add_compile_definitions, target_compile_definitions).
-            pattern = _DASH_D if cmd.name not in DEFINE_COMMANDS else _DEFINITION
             for m in pattern.finditer(arg):
-                if m["var"] in arch_vars:
-                    out.append(_arch_define_finding(file, cmd, lines, name=m["name"],
-                                                    var=m["var"], suffixed=suffixed))
-    return out
+                if m["var"] in arch_vars and not m["name"].startswith("CMAKE_"):
+                    uses = found.setdefault(_pos(cmd.node)[0], (cmd, []))[1]
+                    if (m["name"], m["var"]) not in uses:
+                        uses.append((m["name"], m["var"]))
+    return [_arch_define_finding(file, cmd, lines, uses=uses, suffixed=suffixed)
+            for cmd, uses in found.values()]
 
 
-def _arch_define_finding(file: FileText, cmd: Command, lines: list[str], *, name: str,
-                         var: str, suffixed: Sequence[Arch]) -> Finding:
+#: `set(VAR …)`, `list(APPEND VAR …)`, `string(APPEND VAR …)` of a flags variable.
+_FLAGS_VAR = re.compile(r"FLAGS|OPTIONS", re.I)
+
+
+def _sets_flags(cmd: Command) -> bool:
+    if cmd.name == "set" and cmd.args:
+        return bool(_FLAGS_VAR.search(cmd.args[0]))
+    if cmd.name in ("list", "string") and len(cmd.args) >= 2 and \
+            cmd.args[0].upper() in ("APPEND", "PREPEND"):
+        return bool(_FLAGS_VAR.search(cmd.args[1]))
+    return False
+
+
+def _arch_define_finding(file: FileText, cmd: Command, lines: list[str], *,
+                         uses: Sequence[tuple[str, str]], suffixed: Sequence[Arch]) -> Finding:
     line, col = _pos(cmd.node)
-    used = f"{name}=${{{var}}}"
-    number = f"{var}_NUMBER"
-    row = next((n for n in range(line, cmd.node.end_point[0] + 2)
-                if used in lines[n - 1]), line)
-    old = lines[row - 1]
+    name, var = uses[0]
+    used = [f"{n}=${{{v}}}" for n, v in uses]
+    row = next((n for n in range(line, min(cmd.node.end_point[0] + 1, len(lines)) + 1)
+                if used[0] in lines[n - 1]), line)
+    old = lines[row - 1].removesuffix("\r")
     indent = old[:len(old) - len(old.lstrip())]
+    new = old
+    for n, v in uses:
+        new = new.replace(f"{n}=${{{v}}}", f"{n}=${{{v}_NUMBER}}")
+    numbers = "".join(f'{indent}string(REGEX REPLACE "[a-z]+$" "" {v}_NUMBER "${{{v}}}")\n'
+                      for v in dict.fromkeys(v for _n, v in uses))
+    anchor = old.strip()
     # The step rewrites the command's first line only: a `string()` put before a later line
-    # would land inside the command.
-    step = None if row != line or "\\" in old or '"""' in old else ProposedStep(
+    # would land inside the command. Identical lines (the same define under two branches)
+    # are one step with its count.
+    same = sum(ln.removesuffix("\r").strip() == anchor for ln in lines)
+    step = None if row != line or new == old or "\\" in old or '"""' in old else ProposedStep(
         id=f"arch-number-for-{name.lower().replace('_', '-')}-"
-           f"{re.sub(r'[^a-z0-9]+', '-', file.path.lower()).strip('-')}-{line}",
+           f"{re.sub(r'[^a-z0-9]+', '-', file.path.lower()).strip('-')}-"
+           f"{hashlib.sha256(anchor.encode('utf-8')).hexdigest()[:8]}",
         transform="replace-block",
         description=f"{file.path}:{line} gives C/C++ the arch variable {var} as {name}, "
         "which the target's suffix makes no number (scan FB196)",
-        params={"file": file.path, "anchor": old.strip(),
-                "block": f'{indent}string(REGEX REPLACE "[a-z]+$" "" {number} "${{{var}}}")\n'
-                         + old.replace(used, f"{name}=${{{number}}}")},
+        params={"file": file.path, "anchor": anchor, "block": numbers + new,
+                **({"expect": same} if same > 1 else {})},
         when={"platform": ["linux", "windows"]})
     example = suffixed[0]
     return Finding(
@@ -395,11 +427,11 @@ def _arch_define_finding(file: FileText, cmd: Command, lines: list[str], *, name
         message=f"{var}, the arch variable of the nvcc flags, also reaches C/C++ as "
         f"`{name}={example.code}{example.suffix}` for {example.sm}: with the suffix it is no "
         f"number, and an `#if {name} < …` stops the compile",
-        evidence=f"`{used}` at line {row}; `sm_${{{var}}}` in an arch flag of {file.path}",
+        evidence=f"`{used[0]}` at line {row}; `sm_${{{var}}}` in an arch flag of {file.path}",
         snippet=_snippet(file, row),
         fix=Fix(manual=f"give C/C++ the number: `string(REGEX REPLACE \"[a-z]+$\" \"\" "
-                f"{number} \"${{{var}}}\")` and `{name}=${{{number}}}`; the arch flag keeps "
-                "the suffix", step=EditCall(step=step)))
+                f"{var}_NUMBER \"${{{var}}}\")` and `{name}=${{{var}_NUMBER}}`; the arch flag "
+                "keeps the suffix", step=EditCall(step=step)))
 
 
 def _arch_from_gpu(file: FileText, commands: Sequence[Command]) -> list[Finding]:

@@ -177,24 +177,31 @@ def thc(ctx: _Ctx) -> None:
     text = ctx.file.text
     if _THC_NAME.search(text) is None:
         return
-    skip = cxx.comment_ranges(ctx.src)
+    skip = _not_code(ctx)
     host = host_pass(ctx.target.platform)
     lines = text.split("\n")
+    # Names the tree defines itself (a function shim for newer torch: `inline T
+    # THCCeilDiv(T a, T b)`): their uses compile, and their definitions are no call to edit.
+    own = {m["name"] for m in _DECLARED.finditer(text) if _THC_NAME.fullmatch(m["name"])}
+    # A file that includes no THC header gets its THC names from a header of the tree (THC's,
+    # or the tree's own shims): said, not edited, since the successors' headers would not be
+    # there.
+    direct = any(_THC_INCLUDE.match(ln) for ln in lines)
     offset = 0
     wanted: set[str] = set()
     sites: list[tuple[int, int, str, str]] = []  # byte, line, old, new ("" when not drafted)
     for number, raw in enumerate(lines, start=1):
         start_char, offset = offset, offset + len(raw) + 1
         old = raw.removesuffix("\r")
-        first = _THC_NAME.search(old)
-        if first is None or _DIRECTIVE.match(old) or all(
-                _provided(ctx, m.group(0)) for m in _THC_NAME.finditer(old)):
+        names = [m for m in _THC_NAME.finditer(old)
+                 if not any(a <= ctx.byte(start_char + m.start()) < b for a, b in skip)]
+        if not names or _DIRECTIVE.match(old) or all(
+                m.group(0) in own or _provided(ctx, m.group(0)) for m in names):
             continue
-        start = ctx.byte(start_char + first.start())
-        if any(a <= start < b for a, b in skip) or \
-                ctx.active(ctx.node_at(start, start + 1), host) == 0:
+        start = ctx.byte(start_char + names[0].start())
+        if ctx.active(ctx.node_at(start, start + 1), host) == 0:
             continue
-        edited, needs = _thc_line(old)
+        edited, needs = _thc_line(old) if direct else ("", set())
         wanted.update(needs)
         sites.append((start, number, old, edited))
     for start, number, old, edited in sites:
@@ -207,7 +214,8 @@ def thc(ctx: _Ctx) -> None:
         step = _line_step(ctx, number, old, block, kind="thc",
                           what="uses THC, which torch 1.11 removed (scan FB125)") \
             if block else None
-        ctx.add(start, "FB125", Category.LIBRARY_API, Severity.ERROR,
+        ctx.add(start, "FB125", Category.LIBRARY_API,
+                Severity.ERROR if direct else Severity.WARNING,
                 "THC, torch's CUDA library before ATen, was removed in torch 1.11: this line "
                 "does not compile against any torch since",
                 f"`{old.strip()}`",
@@ -216,9 +224,26 @@ def thc(ctx: _Ctx) -> None:
                     "THArgCheck, without its argument number), at::ceil_div, "
                     "c10::cuda::CUDACachingAllocator::raw_alloc/raw_delete, "
                     "at::cuda::blas::gemm/gemv<T> (THC's arguments less the state)" + (
-                        "" if step else " (not drafted: a THC name here has no one-for-one "
-                        "successor, or the line cannot be an anchor)"),
+                        "" if step else " (not drafted: " + (
+                            "a THC name here has no one-for-one successor, or the line "
+                            "cannot be an anchor" if direct else "this file includes no THC "
+                            "header; its THC names come from a header of the tree") + ")"),
                     step=EditCall(step=step)))
+
+
+#: A function declared or defined by name (a return type, qualifiers or a template header
+#: before it, nothing that makes it a call: no `=`, `(`, `,` or `return` ahead of it).
+_DECLARED = re.compile(
+    r"^[ \t]*(?:template[ \t]*<[^>\n]*>[ \t]*)?(?!(?:return|else|case|throw|do|co_return|new|"
+    r"delete|sizeof)\b)(?:[A-Za-z_][\w:]*(?:<[^;()\n]*>)?[ \t*&]+)+(?P<name>[A-Za-z_]\w*)"
+    r"[ \t]*\(", re.M)
+
+
+def _not_code(ctx: _Ctx) -> list[tuple[int, int]]:
+    """Byte ranges of comments and string/char literals: a THC name there is no use."""
+    return cxx.comment_ranges(ctx.src) + [
+        (n.start_byte, n.end_byte) for n in cxx.nodes_of_type(
+            ctx.src.root, ("string_literal", "raw_string_literal", "char_literal"))]
 
 
 #: A preprocessor line other than an #include: a tree's own compatibility shim
@@ -247,7 +272,10 @@ def _thc_line(old: str) -> tuple[str, set[str]]:
             needs.add(header)
     while (check := _TH_ARG_CHECK.search(new)) is not None:
         commas = _top_level_commas(new, check.end())
-        if len(commas) < 2 or not new[commas[0] + 1:commas[1]].strip().isdigit():
+        # THArgCheck formats its message printf-style; TORCH_CHECK concatenates: a `%`
+        # would print as is.
+        if len(commas) < 2 or not new[commas[0] + 1:commas[1]].strip().isdigit() or \
+                "%" in new[commas[1]:]:
             break
         new = f"{new[:check.start()]}TORCH_CHECK({new[check.end():commas[0] + 1]}" \
               f"{new[commas[1] + 1:]}"
@@ -288,13 +316,15 @@ def at_check(ctx: _Ctx) -> None:
     text = ctx.file.text
     if "AT_CHECK" not in text or _provided(ctx, "AT_CHECK"):
         return
-    skip = cxx.comment_ranges(ctx.src)
+    skip = _not_code(ctx)
+    host = host_pass(ctx.target.platform)
     lines = text.split("\n")
     done: set[int] = set()
     for m in _AT_CHECK.finditer(text):
         start = ctx.byte(m.start())
         line = text.count("\n", 0, m.start()) + 1
-        if line in done or any(a <= start < b for a, b in skip):
+        if line in done or any(a <= start < b for a, b in skip) or \
+                ctx.active(ctx.node_at(start, start + 1), host) == 0:
             continue
         done.add(line)
         old = lines[line - 1].removesuffix("\r")

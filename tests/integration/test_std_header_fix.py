@@ -131,3 +131,17 @@ def test_nvccs_error_without_a_note_becomes_the_same_step(tmp_path: Path) -> Non
     patched = CliRunner().invoke(app, ["patch", "--recipe", str(recipe)])
     assert patched.exit_code == 0, patched.output
     assert '#include "rasterizer.h"\n#include <cstdint>\n' in source.read_text(encoding="utf-8")
+
+
+def test_the_include_goes_outside_conditional_blocks_but_inside_a_guard(tmp_path: Path) -> None:
+    """An include under `#ifdef _WIN32` would add the header on one platform only (a review
+    of the first version); a header's own include guard is no such block."""
+    tree = tmp_path / "tree"
+    source = tree / "impl.h"
+    source.parent.mkdir(parents=True)
+    source.write_text("#ifndef IMPL_H\n#define IMPL_H\n#include <vector>\n#ifdef _WIN32\n"
+                      "#include <windows.h>\n#endif\n\nstd::uintptr_t f();\n#endif\n",
+                      encoding="utf-8")
+    steps = std_header_steps(
+        [f'{source}(8): error: namespace "std" has no member "uintptr_t"'], tree)
+    assert [(s.anchor, s.header) for s in steps] == [("#include <vector>", "cstdint")]

@@ -58,17 +58,27 @@ def test_thc_lines_are_found_and_drafted(tmp_path: Path) -> None:
     result = scan_tree(FIXTURE, make_target("linux", "sm_90a"), ScanOptions(static=True, jobs=1))
     found = {(f.path, f.line): f for f in result.findings if f.rule == "FB125"}
     # Every line of code with a THC name, none in the comment.
-    assert sorted(found) == [("src/cpu.cpp", 1), ("src/cpu.cpp", 5),
+    assert sorted(found) == [("src/cpu.cpp", 1), ("src/cpu.cpp", 5), ("src/format.cpp", 1),
+                             ("src/format.cpp", 4),
                              ("src/legacy.cpp", 1), ("src/legacy.cpp", 3),
                              ("src/ops.cpp", 2), ("src/ops.cpp", 6), ("src/ops.cpp", 10),
                              ("src/ops.cpp", 11), ("src/ops.cpp", 12), ("src/ops.cpp", 13),
                              ("src/ops.cpp", 14), ("src/ops.cpp", 19), ("src/ops.cpp", 20),
                              ("src/ops.cpp", 25), ("src/ops.cpp", 26), ("src/ops.cpp", 32),
-                             ("src/ops.cpp", 33)]
+                             ("src/ops.cpp", 33), ("src/user.cu", 4), ("src/user.cu", 5)]
     # AT_CHECK (FB126): each line of code, the spaced call too, none in the comment.
     assert sorted(f.line for f in result.findings if f.rule == "FB126") == [5, 6, 8]
-    # compat.cu defines AT_CHECK and THCudaCheck itself: nothing to report, nothing to edit.
-    assert [f for f in result.findings if f.path == "src/compat.cu"] == []
+    # compat.cu defines AT_CHECK and THCudaCheck itself: nothing to report, nothing to edit;
+    # nor in shims.cuh, which defines THC names as functions (and prints one in a string).
+    assert [f for f in result.findings if f.path in ("src/compat.cu", "src/shims.cuh")] == []
+    # user.cu takes THC names from a header of the tree and includes no THC header: said as a
+    # warning, never edited (the successors' headers would not be there).
+    user = [f for f in result.findings if f.path == "src/user.cu"]
+    assert [(f.line, f.severity.value) for f in user] == [(4, "warning"), (5, "warning")]
+    assert all(f.fix.step.step is None for f in user)  # type: ignore[union-attr]
+    # A printf-style THArgCheck message would print its `%d` as is through TORCH_CHECK.
+    (fmt,) = [f for f in result.findings if f.path == "src/format.cpp" and f.line == 4]
+    assert fmt.fix.step.step is None  # type: ignore[union-attr]
     # THCudaTensor has no one-for-one successor: a finding for a person.
     assert found[("src/legacy.cpp", 3)].fix.step.step is None  # type: ignore[union-attr]
     tree = _patched(tmp_path)
@@ -76,9 +86,9 @@ def test_thc_lines_are_found_and_drafted(tmp_path: Path) -> None:
     checks = (tree / "src" / "checks.h").read_text(encoding="utf-8")
     assert [ln for ln in checks.splitlines() if "AT_CHECK" in ln.split("//")[0]] == []
     assert checks.count("TORCH_CHECK") == 3
-    compat = FIXTURE / "src" / "compat.cu"
-    assert (tree / "src" / "compat.cu").read_text(encoding="utf-8") == \
-        compat.read_text(encoding="utf-8")
+    for untouched in ("compat.cu", "shims.cuh", "user.cu"):
+        assert (tree / "src" / untouched).read_text(encoding="utf-8") == \
+            (FIXTURE / "src" / untouched).read_text(encoding="utf-8")
     assert [ln for ln in ops.splitlines() if "THC" in ln.split("//")[0]] == []
     # The same line at another indentation (line 32) is the same step, not a second one
     # that would find its lines already edited.
