@@ -195,7 +195,7 @@ def thc(ctx: _Ctx) -> None:
         old = raw.removesuffix("\r")
         names = [m for m in _THC_NAME.finditer(old)
                  if not any(a <= ctx.byte(start_char + m.start()) < b for a, b in skip)]
-        if not names or _DIRECTIVE.match(old) or all(
+        if not names or _shim_line(old) or all(
                 m.group(0) in own or _provided(ctx, m.group(0)) for m in names):
             continue
         start = ctx.byte(start_char + names[0].start())
@@ -248,7 +248,17 @@ def _not_code(ctx: _Ctx) -> list[tuple[int, int]]:
 
 #: A preprocessor line other than an #include: a tree's own compatibility shim
 #: (`#define THCudaCheck(x) C10_CUDA_CHECK(x)`, `#ifndef AT_CHECK`), never edited.
-_DIRECTIVE = re.compile(r"^\s*#\s*(?!include\b)\w+")
+_DIRECTIVE = re.compile(r"^\s*#\s*(?!include\b)(?P<kind>\w+)(?:\s+(?P<name>\w+))?")
+
+
+def _shim_line(line: str) -> bool:
+    """A directive that tests or defines a name (a tree's shim: `#ifndef AT_CHECK`,
+    `#define THCudaCheck(x) C10_CUDA_CHECK(x)`); a `#define` of another name whose body
+    uses THC (`#define CUDA_CHECK(x) THCudaCheck(x)`) is code like any other line."""
+    m = _DIRECTIVE.match(line)
+    if m is None:
+        return False
+    return m["kind"] != "define" or bool(m["name"] and _THC_NAME.fullmatch(m["name"]))
 
 
 def _provided(ctx: _Ctx, name: str) -> bool:

@@ -59,7 +59,7 @@ def test_thc_lines_are_found_and_drafted(tmp_path: Path) -> None:
     found = {(f.path, f.line): f for f in result.findings if f.rule == "FB125"}
     # Every line of code with a THC name, none in the comment.
     assert sorted(found) == [("src/cpu.cpp", 1), ("src/cpu.cpp", 5), ("src/format.cpp", 1),
-                             ("src/format.cpp", 4),
+                             ("src/format.cpp", 4), ("src/format.cpp", 7),
                              ("src/legacy.cpp", 1), ("src/legacy.cpp", 3),
                              ("src/ops.cpp", 2), ("src/ops.cpp", 6), ("src/ops.cpp", 10),
                              ("src/ops.cpp", 11), ("src/ops.cpp", 12), ("src/ops.cpp", 13),
@@ -79,6 +79,9 @@ def test_thc_lines_are_found_and_drafted(tmp_path: Path) -> None:
     # A printf-style THArgCheck message would print its `%d` as is through TORCH_CHECK.
     (fmt,) = [f for f in result.findings if f.path == "src/format.cpp" and f.line == 4]
     assert fmt.fix.step.step is None  # type: ignore[union-attr]
+    # A #define of another name whose body uses THC is code: found and edited.
+    (body,) = [f for f in result.findings if f.path == "src/format.cpp" and f.line == 7]
+    assert body.fix.step.step is not None  # type: ignore[union-attr]
     # THCudaTensor has no one-for-one successor: a finding for a person.
     assert found[("src/legacy.cpp", 3)].fix.step.step is None  # type: ignore[union-attr]
     tree = _patched(tmp_path)
