@@ -189,7 +189,8 @@ def thc(ctx: _Ctx) -> None:
     direct = any(_THC_INCLUDE.match(ln) for ln in lines)
     offset = 0
     wanted: set[str] = set()
-    sites: list[tuple[int, int, str, str]] = []  # byte, line, old, new ("" when not drafted)
+    # byte, line, old, new ("" when not drafted), whether the line is certainly compiled
+    sites: list[tuple[int, int, str, str, bool]] = []
     for number, raw in enumerate(lines, start=1):
         start_char, offset = offset, offset + len(raw) + 1
         old = raw.removesuffix("\r")
@@ -199,12 +200,13 @@ def thc(ctx: _Ctx) -> None:
                 m.group(0) in own or _provided(ctx, m.group(0)) for m in names):
             continue
         start = ctx.byte(start_char + names[0].start())
-        if ctx.active(ctx.node_at(start, start + 1), host) == 0:
+        active = ctx.active(ctx.node_at(start, start + 1), host)
+        if active == 0:
             continue
         edited, needs = _thc_line(old) if direct else ("", set())
         wanted.update(needs)
-        sites.append((start, number, old, edited))
-    for start, number, old, edited in sites:
+        sites.append((start, number, old, edited, active == 1))
+    for start, number, old, edited, certain in sites:
         include = _THC_INCLUDE.match(old)
         # An include becomes its successors and what the file's own call edits need.
         block = "\n".join(
@@ -214,8 +216,10 @@ def thc(ctx: _Ctx) -> None:
         step = _line_step(ctx, number, old, block, kind="thc",
                           what="uses THC, which torch 1.11 removed (scan FB125)") \
             if block else None
+        # Under a condition the scan cannot decide (`#if TORCH_VERSION_MAJOR < 1`), the line
+        # may be a branch for old torch that no build compiles: a warning, edit still drafted.
         ctx.add(start, "FB125", Category.LIBRARY_API,
-                Severity.ERROR if direct else Severity.WARNING,
+                Severity.ERROR if direct and certain else Severity.WARNING,
                 "THC, torch's CUDA library before ATen, was removed in torch 1.11: this line "
                 "does not compile against any torch since",
                 f"`{old.strip()}`",
@@ -333,14 +337,15 @@ def at_check(ctx: _Ctx) -> None:
     for m in _AT_CHECK.finditer(text):
         start = ctx.byte(m.start())
         line = text.count("\n", 0, m.start()) + 1
-        if line in done or any(a <= start < b for a, b in skip) or \
-                ctx.active(ctx.node_at(start, start + 1), host) == 0:
+        active = ctx.active(ctx.node_at(start, start + 1), host)
+        if line in done or any(a <= start < b for a, b in skip) or active == 0:
             continue
         done.add(line)
         old = lines[line - 1].removesuffix("\r")
         step = _line_step(ctx, line, old, _AT_CHECK.sub("TORCH_CHECK", old), kind="torch-check",
                           what="calls AT_CHECK, which torch 1.5 removed (scan FB126)")
-        ctx.add(start, "FB126", Category.LIBRARY_API, Severity.ERROR,
+        ctx.add(start, "FB126", Category.LIBRARY_API,
+                Severity.ERROR if active == 1 else Severity.WARNING,
                 "`AT_CHECK` was removed in torch 1.5: `TORCH_CHECK` takes the same arguments",
                 f"`{old.strip()}`",
                 Fix(manual="call TORCH_CHECK" + ("" if step else

@@ -77,3 +77,19 @@ def test_an_argument_line_that_also_reads_so_outside_a_dispatch_is_not_drafted(
     assert [f.line for f in found] == [4]
     assert "not drafted" in found[0].fix.manual
     assert draft_recipe(result, name="t", source_path="tree").steps == []
+
+
+def test_thc_and_at_check_under_an_undecided_condition_are_warnings(tmp_path: Path) -> None:
+    """A branch for old torch (`#if TORCH_VERSION_MAJOR < 1`, `#ifdef OLD_TORCH`) that no
+    build may compile: FB125/FB126 say it as a warning, not an error (a review, 2026-11-29)."""
+    (tmp_path / "a.cpp").write_text(
+        '#include <torch/extension.h>\n#if TORCH_VERSION_MAJOR < 1\n#include <THC/THC.h>\n'
+        'extern THCState *state;\n#endif\n#ifdef OLD_TORCH\n'
+        'void f(const at::Tensor &x) { AT_CHECK(x.is_cuda(), "x"); }\n#endif\n'
+        '#include <THC/THC.h>\n', encoding="utf-8")
+    found = scan_tree(tmp_path, make_target("linux", "sm_90a"),
+                      ScanOptions(static=True, jobs=1)).findings
+    assert [(f.rule, f.line, f.severity.value) for f in found
+            if f.rule in ("FB125", "FB126")] == [
+        ("FB125", 3, "warning"), ("FB125", 4, "warning"), ("FB126", 7, "warning"),
+        ("FB125", 9, "error")]
