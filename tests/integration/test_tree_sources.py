@@ -6,10 +6,8 @@ may lack large blobs elsewhere in the repository: llm-awq's, s4's)."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
-import sys
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,29 +15,15 @@ from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.benchload import BENCH, load, trees_module
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def harness() -> Iterator[tuple[ModuleType, ModuleType]]:
-    saved = sys.modules.get("trees")
-    trees = _load("trees", BENCH / "trees.py")  # the name bench/tree_tests.py imports
-    yield trees, _load("tree_tests_sources_under_test", BENCH / "tree_tests.py")
-    if saved is None:
-        sys.modules.pop("trees", None)
-    else:
-        sys.modules["trees"] = saved
+    with trees_module() as trees:
+        yield trees, load("tree_tests_sources_under_test", BENCH / "tree_tests.py")
 
 
 def _git(cwd: Path, *args: str) -> str:

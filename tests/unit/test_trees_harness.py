@@ -5,7 +5,6 @@ answered by a fake `_run`."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import sys
@@ -17,34 +16,20 @@ from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.benchload import BENCH, load, trees_module
+
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
-
-
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def trees() -> Iterator[ModuleType]:
-    # Registered as `trees`: that is how bench/tree_tests.py imports it (bench/ on sys.path).
-    saved = sys.modules.get("trees")
-    module = _load("trees", BENCH / "trees.py")
-    yield module
-    if saved is None:
-        sys.modules.pop("trees", None)
-    else:
-        sys.modules["trees"] = saved
+    with trees_module() as module:
+        yield module
 
 
 @pytest.fixture(scope="module")
 def tree_tests(trees: ModuleType) -> ModuleType:
-    return _load("tree_tests_under_test", BENCH / "tree_tests.py")
+    return load("tree_tests_under_test", BENCH / "tree_tests.py")
 
 
 def _tarball(path: Path, files: dict[str, str]) -> Path:
