@@ -121,6 +121,10 @@ class Setuptools:
         torch = _TORCH_EXTENSION.search(text)
         if torch:
             return Detection(Confidence.EXTENSION, f"setup.py uses {torch[0]}")
+        if has_build_ext(text):
+            # Its build_ext comes from elsewhere (deepspeed's `get_accelerator()
+            # .build_extension()`): record mode shows what it compiles.
+            return Detection(Confidence.EXTENSION, "setup.py gives itself a build_ext")
         return Detection(Confidence.PLAIN, "setup.py")
 
 

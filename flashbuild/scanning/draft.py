@@ -78,7 +78,7 @@ if TYPE_CHECKING:
     from flashbuild.recipes.model import Recipe
     from flashbuild.scanning.findings import Finding, ScanResult, ScanTarget
     from flashbuild.scanning.proposals import Proposal
-    from flashbuild.source.setup_record import EnvRead
+    from flashbuild.source.setup_record import EnvRead, RaisedError
     from flashbuild.source.treemodel import Introspection, TreeModel
 
     PlanSteps = Callable[[Recipe, Path, str, tuple[str, ...], str],
@@ -1440,7 +1440,8 @@ def _introspect(d: Draft, root: Path, spec: ArchSpec, platform: str,  # noqa: PL
                            "CMakeLists.txt with project() and no setup.py using "
                            "torch.utils.cpp_extension)")
         return
-    outcome = introspect(to_recipe(d), root, spec, platform)
+    outcome = _plain_arch_list(d, introspect(to_recipe(d), root, spec, platform), root, spec,
+                               platform=platform, introspect=introspect)
     model = outcome.model
     if buildsystems.get(d.build.backend).compiles_cmake_targets and (
             model is None or not any(u.language == "CUDA" for t in model.targets
@@ -1578,12 +1579,21 @@ def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, plat
     assert d.build is not None
     drafted = {k for _w, values, _c in d.build.env for k in values}
 
+    # The draft's environment as the last attempt left it, its own switch taken out: a
+    # switch that reached a parser of the arch list (deepspeed's op builders) ran with the
+    # plain spelling (`_plain_arch_list`), which `accept` keeps.
+    after: list[tuple[dict[str, Any], dict[str, str], str]] = []
+
     def attempt(values: dict[str, str]) -> TreeModel | None:
-        d.build.env.append(({"platform": [platform]}, values, ""))  # type: ignore[union-attr]
+        assert d.build is not None
+        before = list(d.build.env)
+        d.build.env.append(({"platform": [platform]}, values, ""))
         try:
-            return introspect(to_recipe(d), root, spec, platform).model
+            return _plain_arch_list(d, introspect(to_recipe(d), root, spec, platform), root,
+                                    spec, platform=platform, introspect=introspect).model
         finally:
-            d.build.env.pop()  # type: ignore[union-attr]
+            after[:] = [t for t in d.build.env if t[1] is not values]
+            d.build.env = before
 
     def cuda_targets(found: TreeModel | None, values: dict[str, str]) -> list[str]:
         if found is None or found.exception is not None:
@@ -1604,6 +1614,7 @@ def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, plat
             for k, v in values.items())
         lines = reads[0].where if len(reads) == 1 else \
             ", ".join(f"{r.name} at {r.where}" for r in reads)
+        d.build.env = list(after)  # type: ignore[union-attr]
         d.build.env.append(({"platform": ["windows", "linux"]}, values,  # type: ignore[union-attr]
                             f"setup.py builds its CUDA extension(s) only when "
                             f"{' and '.join(values)} {'are' if len(values) > 1 else 'is'} set "
@@ -1630,6 +1641,55 @@ def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, plat
                     if found is not None and cuda_targets(found, both):
                         return accept(found, both, [read, second])
     return None
+
+
+def arch_spelling_refused(exc: RaisedError | None, spec: ArchSpec) -> bool:
+    """Whether an exception of the tree's Python quotes a piece of the arch list's spelling
+    that plain numbers lack: `'0a'` from `int()` on `9.0a`, `12.0f` or `9.0+PTX` in an
+    allow-list's message. Such a tree parses TORCH_CUDA_ARCH_LIST itself."""
+    if exc is None:
+        return False
+    pieces: set[str] = set()
+    for t in spec.targets:
+        tail = str(t.arch.suffix) + ("+PTX" if t.ptx and t.sass else "")
+        if tail:
+            pieces |= {t.arch.base.dotted + tail, f"{t.arch.minor}{tail}",
+                       f"{t.arch.code}{tail}"}
+    return any(re.search(rf"(?<![\w.+]){re.escape(p)}(?![\w+])", exc.message)
+               for p in pieces)
+
+
+def _plain_arch_list(d: Draft, outcome: Introspection, root: Path, spec: ArchSpec, *,
+                     platform: str,
+                     introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection],
+                     ) -> Introspection:
+    """A setup.py that raised on the suffixed arch list (`9.0a`, `12.0f`, `+PTX`) its own
+    Python parses: record once more with the plain numbers (`9.0`). Under the setuptools
+    backend TORCH_CUDA_ARCH_LIST only informs the tree's Python: flashbuild's build hook
+    gives every CUDAExtension `--arch`'s `-gencode` flags and drops the tree's own, so the
+    binary is the same. Kept (the drafted TORCH_CUDA_ARCH_LIST becomes `{arch_dotted}`, with
+    the exception as its reason) only when that run raises no more; else the draft is as
+    it was and so is `outcome`, which is returned."""
+    assert d.build is not None
+    exc = outcome.model.exception if outcome.model is not None else None
+    if exc is None or not buildsystems.get(d.build.backend).reads_torch_arch_list or \
+            not arch_spelling_refused(exc, spec):
+        return outcome
+    before = list(d.build.env)
+    plain = spec.placeholders()["arch_dotted"]
+    shown = spec.placeholders()["torch_arch_list"]
+    d.build.env = [t for t in d.build.env if "TORCH_CUDA_ARCH_LIST" not in t[1]]
+    d.build.env.insert(0, ({"platform": ["windows", "linux"]},
+                           {"TORCH_CUDA_ARCH_LIST": "{arch_dotted}"},
+                           f"REVIEW: the tree's Python parses TORCH_CUDA_ARCH_LIST and "
+                           f"refuses {shown} ({exc.type} at {exc.where}: "
+                           f"{exc.message[:120]}); with {plain} it runs, and flashbuild's "
+                           f"own -gencode flags still build {spec.label}"))
+    retry = introspect(to_recipe(d), root, spec, platform)
+    if retry.model is None or retry.model.exception is not None:
+        d.build.env = before
+        return outcome
+    return retry
 
 
 #: A CMake option named for the CUDA backend (`GGML_CUDA`, `USE_CUDA`, `WITH_GPU`), not a

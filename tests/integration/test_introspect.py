@@ -625,3 +625,32 @@ def test_a_cmake_backend_left_at_cpu_is_switched_to_cuda_and_drafted(tmp_path: P
     assert [dict(o.define) for o in recipe.build.options] == [{"BSW_BACKEND": "CUDA"}], text
     assert "BSW_BACKEND: the CUDA backend (CMakeLists.txt:6)" in text
     assert "# build tables: checked against the configured build (CMake File API" in text
+
+
+@needs_torch
+def test_a_switch_whose_setup_py_cannot_read_a_suffixed_arch_list_gets_the_plain_one(
+        tmp_path: Path) -> None:
+    # PARSE_BUILD_OPS=1 reaches the tree's int() on TORCH_CUDA_ARCH_LIST: `9.0a` raises
+    # (deepspeed 0.19.8's op builders, `'0a'`), `9.0` runs. The plain spelling is drafted with
+    # the exception as its reason, and the switch with it; the hook's -gencode still says 90a.
+    text, out = _init(tmp_path, "setup_archparse", "sm_90a")
+    recipe = parse_recipe(text, out)
+    assert [dict(t.set) for t in recipe.build.env] == [
+        {"TORCH_CUDA_ARCH_LIST": "{arch_dotted}"}, {"PARSE_BUILD_OPS": "1"}], text
+    assert "refuses 9.0a (ValueError at setup.py:14: invalid literal for int() with base 10: " \
+        "'0a'); with 9.0 it runs" in text
+    assert "builds parsepkg._ops" in text
+    assert "replaces the setup.py's own arch flags (-gencode=arch=compute_90,code=sm_90)" \
+        in text
+
+
+@needs_torch
+def test_a_setup_py_that_cannot_read_a_suffixed_arch_list_is_recorded_with_the_plain_one(
+        tmp_path: Path) -> None:
+    # The same parse before any switch: the first record raises, the plain spelling passes.
+    text, out = _init(tmp_path, "setup_archparse_top", "sm_90a")
+    recipe = parse_recipe(text, out)
+    assert [dict(t.set) for t in recipe.build.env] == [
+        {"TORCH_CUDA_ARCH_LIST": "{arch_dotted}"}], text
+    assert "setup.py raises" not in text
+    assert "builds parsepkg._ops" in text

@@ -336,3 +336,19 @@ def test_the_dummy_answers_every_question() -> None:
     for member in _members():
         assert hasattr(_Dummy, member), member
     assert {f.name for f in dataclasses.fields(Detection)} == {"confidence", "evidence"}
+
+
+@pytest.mark.parametrize(("text", "builds"), [
+    ("from torch.utils.cpp_extension import BuildExtension\nsetup(cmdclass={'build_ext': "
+     "BuildExtension})\n", True),
+    # deepspeed 0.19.8: its BuildExtension comes from an object; the text never names it.
+    ("cmdclass = {}\ncmdclass['build_ext'] = get_accelerator().build_extension()\n"
+     "setup(name='ds', ext_modules=ext_modules, cmdclass=cmdclass)\n", True),
+    ("# build_ext is not used here\nsetup(name='plain', packages=['plain'])\n", False),
+])
+def test_the_setuptools_backend_takes_a_setup_py_with_a_build_ext_of_its_own(
+        tmp_path: Path, text: str, builds: bool) -> None:
+    from flashbuild.building.backends import uses_cpp_extension
+
+    (tmp_path / "setup.py").write_text(text, encoding="utf-8")
+    assert uses_cpp_extension(tmp_path) is builds

@@ -21,7 +21,6 @@ refuses, before anything runs, a recipe whose backend does not fit its tree.
 from __future__ import annotations
 
 import importlib
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -102,16 +101,14 @@ class Backend(Protocol):
         """Configure and compile; find the binaries. Raises BuildError / Interrupted."""
 
 
-_CPP_EXTENSION = re.compile(r"torch\.utils\.cpp_extension|\bCUDAExtension\b|\bBuildExtension\b")
-
-
 def uses_cpp_extension(tree: Path) -> bool:
-    """A setup.py at the top of the tree that builds with torch.utils.cpp_extension."""
-    setup = tree / "setup.py"
-    try:
-        return bool(_CPP_EXTENSION.search(setup.read_text(encoding="utf-8", errors="replace")))
-    except OSError:
-        return False
+    """A setup.py at the top of the tree that builds extensions: one that uses
+    torch.utils.cpp_extension, as its text says, or gives itself a build_ext whose class its
+    text does not name (deepspeed's comes from `get_accelerator().build_extension()`: record
+    mode, not the text, shows whether it is torch's, and the arch check whether it compiled
+    CUDA). The registry's detection decides (`buildsystems/setuptools.py`)."""
+    found = buildsystems.get("setuptools").detect(tree)
+    return found.confidence >= buildsystems.Confidence.EXTENSION
 
 
 def detect_backend(tree: Path) -> BackendName | None:
