@@ -93,3 +93,27 @@ def test_torchs_own_calls_still_get_the_real_answers(monkeypatch: pytest.MonkeyP
     assert cuda.is_available() is True
     with pytest.raises(RuntimeError, match="Error 304"):
         cuda.device_count()
+
+
+def test_bf16_support_is_the_targets_where_the_gpu_cannot_be_opened(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # deepspeed 0.19.8's setup.py:264 on the H200 machine, contained: torch's own
+    # is_bf16_supported() opens the device and raised Error 304, which stopped the record.
+    def opens_the_device(including_emulation: bool = True) -> bool:
+        raise RuntimeError(ERROR_304)
+
+    for target, supported in (("9.0", True), ("7.5", False)):
+        hook = _hook(monkeypatch, where="setup.py:264")
+        monkeypatch.setenv("FLASHBUILD_TARGET_CC", target)
+        cuda = _nvml_counted_gpu()
+        cuda.is_bf16_supported = opens_the_device
+        hook._present_gpu(cuda)
+        assert cuda.is_available() is True
+        assert cuda.is_bf16_supported() is supported
+    # torch's own callers still meet the real function.
+    hook = _hook(monkeypatch, where=None)
+    cuda = _nvml_counted_gpu()
+    cuda.is_bf16_supported = opens_the_device
+    hook._present_gpu(cuda)
+    with pytest.raises(RuntimeError, match="Error 304"):
+        cuda.is_bf16_supported()

@@ -340,6 +340,11 @@ def _present_gpu(module: object) -> None:
     presented = _PresentedCuda(real, major, minor, target)
     for name in names:
         setattr(module, name, getattr(presented, name))
+    if callable(getattr(module, "is_bf16_supported", None)):
+        # deepspeed 0.19.8's setup.py:264 asks it after is_available(); torch's own answer
+        # opens the device, which raised Error 304 in the contained run on an H200 machine.
+        presented.real["is_bf16_supported"] = module.is_bf16_supported  # type: ignore[attr-defined]
+        module.is_bf16_supported = presented.is_bf16_supported  # type: ignore[attr-defined]
 
 
 class _PresentedCuda:
@@ -416,6 +421,18 @@ class _PresentedCuda:
                 pass  # (a GPU that opens for one question and not the next: none)
         self.tell("torch.cuda.current_device", where)
         return 0
+
+    def is_bf16_supported(self, *args: object, **kwargs: object) -> bool:
+        # bfloat16 arithmetic came with compute capability 8.0 (Ampere).
+        where = _caller_in_tree()
+        if where is None or self.gpus():
+            try:
+                return bool(self.real["is_bf16_supported"](*args, **kwargs))
+            except RuntimeError:
+                if where is None:
+                    raise
+        self.tell("torch.cuda.is_bf16_supported", where)
+        return self.major >= 8
 
     def get_device_properties(self, device: object = None) -> object:
         # natten's shape: `get_device_properties(current_device())`, then `.major`, `.minor`.
