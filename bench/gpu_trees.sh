@@ -42,6 +42,13 @@ if [ "$mode" = start ]; then
         ! readelf -d /tmp/cxxprobe.so | grep -q 'libstdc++'; then
       echo "CXX=$CXX links libstdc++ statically: the lanes build with /usr/bin/g++"
       export CXX=/usr/bin/g++ CC=/usr/bin/gcc
+      # With CXX switched alone, torchmcubes (CMake, CUDA sources) still linked libstdc++.a:
+      # its nvcc commands carried -ccbin=/opt/gcc/bin/g++ (where from was not traced: not
+      # CMAKE_CUDA_HOST_COMPILER in its cache) and CMake added that compiler's library folders
+      # (-L/opt/gcc/lib) to the module's link (2026-11-29). CUDAHOSTCXX names the host
+      # compiler CMake gives nvcc.
+      export CUDAHOSTCXX=/usr/bin/g++
+      [ -n "${NVCC_CCBIN:-}" ] && export NVCC_CCBIN=/usr/bin/g++
     fi
   fi
   rm -rf "$work" && mkdir -p "$work/dl" && cp .devcarry/trees/* "$work/dl/" || exit 1

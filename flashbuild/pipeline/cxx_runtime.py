@@ -30,15 +30,39 @@ _PROBE = "void flashbuild_probe(int n) { if (n) throw n; }\n"
 
 
 def static_libstdcxx(env: Mapping[str, str], runner: Runner, cache: ProbeCache) -> str:
-    """The warning when the compiler CMake and setuptools take (CXX, else `c++`) links no
-    libstdc++.so into a shared library; "" when it does, or when the probe cannot tell."""
+    """The warning when a compiler the build links with gives a shared library no
+    libstdc++.so: CXX (else `c++`), which CMake and setuptools link with, and the CUDA host
+    compiler (CUDAHOSTCXX, else NVCC_CCBIN), whose library folders CMake adds to every link
+    line of a target with CUDA sources: torchmcubes on the H200 machine linked with
+    /usr/bin/g++ and still took `libstdc++.a` from the `-L/opt/gcc/lib` that its nvcc host
+    compiler (`-ccbin=/opt/gcc/bin/g++`) brought. "" when each links it, or when the probe
+    cannot tell."""
+    host = next(((n, env[n]) for n in ("CUDAHOSTCXX", "NVCC_CCBIN") if env.get(n)), None)
+    for name, value in [("CXX", env.get("CXX") or "c++"), *([host] if host else [])]:
+        found = _links_static(value, env, runner, cache)
+        if found is None:
+            continue
+        how = "links libstdc++ into shared libraries statically" if name == "CXX" else (
+            "links libstdc++ into shared libraries statically, and CMake adds its library "
+            "folders to the link of every target with CUDA sources")
+        return (f"{name}={value} ({found}) {how}: a module built with it that links torch "
+                "crashes at the first C++ exception thrown across it, and verify fails it; "
+                f"point {name} at a compiler that links libstdc++.so (e.g. "
+                f"{name}=/usr/bin/g++) (docs/verify.md)")
+    return ""
+
+
+def _links_static(value: str, env: Mapping[str, str], runner: Runner,
+                  cache: ProbeCache) -> str | None:
+    """The compiler's path when `value` (a compiler, with arguments) links a shared library
+    without libstdc++.so; None otherwise or when it cannot tell."""
     try:
-        argv = shlex.split(env.get("CXX") or "c++")
+        argv = shlex.split(value)
     except ValueError:
-        return ""
+        return None
     found = runner.which(argv[0], env) if argv else None
     if found is None:
-        return ""
+        return None
 
     def ask() -> bool | None:
         with tempfile.TemporaryDirectory(prefix="flashbuild-cxxrt-") as scratch:
@@ -53,14 +77,9 @@ def static_libstdcxx(env: Mapping[str, str], runner: Runner, cache: ProbeCache) 
             except FlashbuildError:
                 return None
 
-    # The compiler's file and the arguments CXX gives it (`ccache g++` vs `ccache clang++`).
+    # The compiler's file and the arguments given to it (`ccache g++` vs `ccache clang++`).
     print_ = file_fingerprint(Path(found))
     key = None if print_ is None else "|".join([print_, *argv[1:]])
     static = cache.fetch("cxx-static-libstdcxx", key, ask,
                          encode=lambda v: v, decode=lambda v: v if isinstance(v, bool) else None)
-    if not static:
-        return ""
-    return (f"CXX={env.get('CXX') or 'c++'} ({found}) links libstdc++ into shared libraries "
-            "statically: a module built with it that links torch crashes at the first C++ "
-            "exception thrown across it, and verify fails it; point CXX at a compiler that "
-            "links libstdc++.so (e.g. CXX=/usr/bin/g++) (docs/verify.md)")
+    return found if static else None

@@ -479,9 +479,11 @@ def _cxx_runtime_checks(subject: Subject) -> list[Check]:
                 "links libstdc++ statically beside torch's libraries: a C++ exception thrown "
                 "across it (TORCH_CHECK, pybind11) crashes the process",
                 evidence=evidence,
-                fix="rebuild with a compiler that links libstdc++ as a shared library (check "
-                "CXX: a g++ wrapper with its own -B folder or -static-libstdc++ does not), "
-                "e.g. `CXX=/usr/bin/g++ flashbuild build …`"))
+                fix="rebuild with compilers that link libstdc++ as a shared library (check "
+                "CXX, and CUDAHOSTCXX for a CMake build with CUDA sources, whose library "
+                "folders join the link: a g++ wrapper with its own -B folder or "
+                "-static-libstdc++ does not), e.g. `CXX=/usr/bin/g++ "
+                "CUDAHOSTCXX=/usr/bin/g++ flashbuild build …`"))
     return checks
 
 

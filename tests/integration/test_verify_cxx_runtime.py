@@ -91,6 +91,14 @@ def test_the_build_warns_when_cxx_links_libstdcxx_statically(tmp_path: Path) -> 
     assert static_libstdcxx({**env, "CXX": "g++"}, ProcessRunner(), cache) == ""
     # Cached: the same answer without running the compiler again.
     assert static_libstdcxx(env, _NoRuns(), cache) == warning
+    # The CUDA host compiler too: CMake adds its library folders to the link of a target with
+    # CUDA sources (torchmcubes on the H200 machine: CXX=/usr/bin/g++, nvcc's host compiler
+    # the wrapper, `-L/opt/gcc/lib` on the link line, libstdc++.a linked).
+    host = static_libstdcxx({**env, "CXX": "g++", "CUDAHOSTCXX": str(wrapper)},
+                            ProcessRunner(), cache)
+    assert host.startswith(f"CUDAHOSTCXX={wrapper}") and "every target with CUDA" in host
+    assert static_libstdcxx({**env, "CXX": "g++", "NVCC_CCBIN": "g++"}, ProcessRunner(),
+                            cache) == ""
 
 
 class _NoRuns(ProcessRunner):
