@@ -386,17 +386,26 @@ _TORCH_LIBRARY_BODY = re.compile(
 
 
 def _without_torch_libraries(text: str) -> str:
-    """`text` less the bodies of its TORCH_LIBRARY blocks (brace-matched; a body left open
-    runs to the end)."""
+    """`text` less the bodies of its TORCH_LIBRARY blocks (brace-matched, braces inside string
+    and character literals skipped; a body left open runs to the end)."""
     out: list[str] = []
     pos = 0
     for m in _TORCH_LIBRARY_BODY.finditer(text):
         if m.start() < pos:
             continue
         out.append(text[pos:m.start()])
-        depth, i = 1, m.end()
+        depth, i, quote = 1, m.end(), ""
         while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            ch = text[i]
+            if quote:
+                if ch == "\\":
+                    i += 1  # the escaped character, a quote included
+                elif ch == quote:
+                    quote = ""
+            elif ch in "\"'":
+                quote = ch
+            else:
+                depth += {"{": 1, "}": -1}.get(ch, 0)
             i += 1
         pos = i
     out.append(text[pos:])

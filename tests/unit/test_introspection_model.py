@@ -11,6 +11,7 @@ from typing import Literal
 import pytest
 from packaging.version import Version
 
+from flashbuild.arch import parse_arch_spec
 from flashbuild.detect.cuda import Toolkit
 from flashbuild.pipeline.choose import blocks, parse_todos
 from flashbuild.recipes.load import parse_recipe
@@ -108,6 +109,19 @@ def test_torch_library_operators_are_no_module_attributes() -> None:
            'static void other(pybind11::module_ & m) { m.def("after", &h); }\n')
     assert treemodel.registered_names(pre, "vision.cpp", "m") == ("deform_conv_forward",
                                                                    "after")
+
+
+def test_a_brace_in_a_torch_library_string_does_not_hide_later_exports() -> None:
+    # A schema or message with `{` or `}` in it: the body ends at its own brace, not at one
+    # inside a literal (before, the `{` in the schema kept the body open to the file's end).
+    pre = ('# 1 "ops.cpp"\n'
+           'void TORCH_LIBRARY_init_ops(torch::Library& m) {\n'
+           '  m.def("pad(Tensor x, int[] p={0}) -> Tensor");\n'
+           '  m.def("tag", [] { return \'{\'; });\n'
+           '  m.def("open(str s=\\"{\\") -> str");\n}\n'
+           'static void pybind11_init__C(::pybind11::module_ & (m)) {\n'
+           '  m.def("launch", &launch);\n}\n')
+    assert treemodel.registered_names(pre, "ops.cpp", "m") == ("launch",)
 
 
 # --- setup.py records ---------------------------------------------------------------------
@@ -421,7 +435,8 @@ def test_a_drafted_environment_the_setup_py_rejects_is_left_out(
     from flashbuild.scanning.draft import _introspect
 
     d = _setuptools_draft()
-    _introspect(d, _tree(tmp_path), "sm_120", "linux", _fake_introspect(raises_without_env))
+    _introspect(d, _tree(tmp_path), parse_arch_spec("sm_120"), "linux",
+                _fake_introspect(raises_without_env))
     assert d.build is not None and d.build.env == []
     text = render(d)
     assert "ValueError: MYPROJ_CUDA_ARCHS: 120 is not supported (setup.py:11)" in text
