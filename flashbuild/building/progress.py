@@ -413,6 +413,7 @@ _FIX_FINDERS: tuple[Callable[[_Failed], str], ...] = (
     lambda seen: _own_header_fix(seen.first.line) or _python_package_header_fix(
         seen.first.line) or _removed_torch_header_fix(seen.first.line),
     _missing_input_fix,
+    lambda seen: _cxx20_global_name_fix(seen.first.line),
 )
 
 
@@ -518,6 +519,31 @@ def _removed_torch_header_fix(line: str) -> str:
             "and the zero-config build drafts the ATen/c10 successor of each that has one "
             "one-for-one; the lines it names without a step need a person "
             "(docs/scan.md#library-apis-newer-releases-changed)")
+
+
+#: GCC's words for a definition of a name that C++20's <math.h> already put in the global
+#: namespace (`using std::lerp;` in libstdc++'s math.h from C++20 on).
+_CXX20_GLOBAL_NAME = re.compile(
+    r"[\u2018'][^\u2019']*?\b(?P<name>lerp)\s*\([^\u2019']*[\u2019'] conflicts with a previous "
+    r"declaration")
+
+
+def _cxx20_global_name_fix(line: str) -> str:
+    """The fix for a tree's own `lerp` under C++20 (torchmcubes' vendored helper_math.h, from
+    the CUDA samples, once its CMakeLists asked for C++20 for torch 2.14 here): a second
+    declaration of the `std::lerp` that libstdc++'s <math.h> brings into the global
+    namespace."""
+    m = _CXX20_GLOBAL_NAME.search(line)
+    if m is None:
+        return ""
+    name = m["name"]
+    return (f"under C++20 libstdc++'s <math.h> declares a global `{name}` (`using std::{name};`), "
+            f"and the tree defines its own (the line above; the CUDA samples' helper_math.h "
+            f"has one). torch 2.14 and later need C++20 (scan FB195), so rename the tree's "
+            f"`{name}` and its calls with a recipe step, or keep its definition out of C++20 "
+            f"builds (`#if __cplusplus <= 201703L`), where its callers then take std::{name}: "
+            f"in device code that needs nvcc's --expt-relaxed-constexpr "
+            f"(docs/build.md#c20-names-a-tree-defines-itself)")
 
 
 #: `.gitmodules`: each submodule's `path = …` and `url = …` lines.

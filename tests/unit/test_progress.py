@@ -366,6 +366,22 @@ def test_a_thc_header_says_torch_removed_it(tmp_path: Path) -> None:
     assert "removed in torch 1.11" in failure("compiling failed", name, tmp_path / "c.log").fix
 
 
+def test_a_lerp_of_the_tree_under_cxx20_says_why(tmp_path: Path) -> None:
+    """torchmcubes here (torch 2.14.1+cu130, after FB195 raised its CMakeLists to C++20): the
+    line as g++ printed it. Another conflict is no C++20 name."""
+    from flashbuild.building.progress import failure
+
+    mon = NinjaMonitor()
+    mon.feed("/b/src/cxx/helper_math.h:877:44: error: \u2018float lerp(float, float, float)"
+             "\u2019 conflicts with a previous declaration")
+    err = failure("building the scikit-build-core project failed", mon, tmp_path / "a.log")
+    assert "`using std::lerp;`" in err.fix and "--expt-relaxed-constexpr" in err.fix
+    other = NinjaMonitor()
+    other.feed("/b/src/x.h:3:7: error: 'int blend(int, int)' conflicts with a previous "
+               "declaration")
+    assert "std::" not in failure("compiling failed", other, tmp_path / "b.log").fix
+
+
 def test_a_header_from_an_empty_submodule_names_the_submodule(tmp_path: Path) -> None:
     """diff-gaussian-rasterization from an archive of its repository: third_party/glm, a git
     submodule, is an empty folder, and the first error is glm/glm.hpp not found (the line as
