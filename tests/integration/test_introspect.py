@@ -642,15 +642,3 @@ def test_a_switch_whose_setup_py_cannot_read_a_suffixed_arch_list_gets_the_plain
     assert "builds parsepkg._ops" in text
     assert "replaces the setup.py's own arch flags (-gencode=arch=compute_90,code=sm_90)" \
         in text
-
-
-@needs_torch
-def test_a_setup_py_that_cannot_read_a_suffixed_arch_list_is_recorded_with_the_plain_one(
-        tmp_path: Path) -> None:
-    # The same parse before any switch: the first record raises, the plain spelling passes.
-    text, out = _init(tmp_path, "setup_archparse_top", "sm_90a")
-    recipe = parse_recipe(text, out)
-    assert [dict(t.set) for t in recipe.build.env] == [
-        {"TORCH_CUDA_ARCH_LIST": "{arch_dotted}"}], text
-    assert "setup.py raises" not in text
-    assert "builds parsepkg._ops" in text

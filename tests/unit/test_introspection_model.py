@@ -447,6 +447,48 @@ def test_a_drafted_environment_the_setup_py_rejects_is_left_out(
     assert text.count("MYPROJ_CUDA_ARCHS: 120 is not supported") == 1  # one TODO, not two
 
 
+def test_a_setup_py_that_cannot_read_the_suffixed_arch_list_is_recorded_with_the_plain_one(
+        tmp_path: Path) -> None:
+    """The shape of deepspeed 0.19.8's op builders before any switch
+    (tests/integration/test_introspect.py runs the switch case, fixture setup_archparse, with
+    real record mode): `int()` on the minor part of `9.0a` raises, `9.0` runs. The drafted arch
+    list becomes `{arch_dotted}` with the exception as its reason; nothing else changes."""
+    from flashbuild.scanning.draft import _introspect
+    from flashbuild.source.treemodel import Introspection
+
+    seen: list[str] = []
+
+    def run(recipe, root, spec, platform):  # type: ignore[no-untyped-def]
+        value = next((t.set["TORCH_CUDA_ARCH_LIST"] for t in recipe.build.env
+                      if "TORCH_CUDA_ARCH_LIST" in t.set), "")
+        seen.append(value)
+        raised = setup_record.RaisedError(
+            type="ValueError", message="invalid literal for int() with base 10: '0a'",
+            where="setup.py:14") if value != "{arch_dotted}" else None
+        return Introspection(model=TreeModel(system="setuptools", via="setup.py record mode",
+                                             targets=(), exception=raised))
+
+    d = Draft(name="t", source_path="tree", target=make_target("linux", "sm_90a"))
+    d.build = BuildDraft(backend="setuptools", notes=defaultdict(list))
+    d.build.env.append(({"platform": ["windows", "linux"]},
+                        {"TORCH_CUDA_ARCH_LIST": "{torch_arch_list}"}, "reads the arch list"))
+    _introspect(d, _tree(tmp_path), parse_arch_spec("sm_90a"), "linux", run)
+    assert seen[:2] == ["{torch_arch_list}", "{arch_dotted}"]
+    assert [values for _w, values, _c in d.build.env] == [
+        {"TORCH_CUDA_ARCH_LIST": "{arch_dotted}"}]
+    text = render(d)
+    assert "refuses 9.0a (ValueError at setup.py:14: invalid literal for int() with base 10: " \
+        "'0a'); with 9.0 it runs" in text
+    assert "setup.py raises" not in text
+    # A plain target's exception quotes no suffix: no second spelling is tried.
+    seen.clear()
+    plain = Draft(name="t", source_path="tree", target=make_target("linux", "sm_90"))
+    plain.build = BuildDraft(backend="setuptools", notes=defaultdict(list))
+    _introspect(plain, _tree(tmp_path / "p"), parse_arch_spec("sm_90"), "linux",
+                _fake_introspect(raises_without_env=True))
+    assert all("TORCH_CUDA_ARCH_LIST" not in v for _w, v, _c in plain.build.env)
+
+
 def test_ninja_arch_flags_include_what_cuda_architectures_adds() -> None:
     ninja = (
         "build CMakeFiles/_C.dir/kernels/norm.cu.o: CUDA_COMPILER___C_unscanned_Release "
