@@ -347,6 +347,9 @@ def failure(title: str, monitor: NinjaMonitor, log_path: Path, *, fix: str = "",
     `tree` is the folder the build compiled from (the staged mirror): a fix that names a
     recipe step names the tree's files relative to it. `arch`: the build's target; `cuda`:
     its toolkit's release."""
+    download = cmake_download_failure(monitor.lines, log_path, tree) if not fix else None
+    if download is not None:
+        return download
     first = first_error(monitor.lines)
     headers = std_header_steps(monitor.lines, tree) if first is not None and tree is not None \
         else ()
@@ -544,6 +547,64 @@ def _cxx20_global_name_fix(line: str) -> str:
             f"builds (`#if __cplusplus <= 201703L`), where its callers then take std::{name}: "
             f"in device code that needs nvcc's --expt-relaxed-constexpr "
             f"(docs/build.md#c20-names-a-tree-defines-itself)")
+
+
+#: CMake's own download step (ExternalProject, FetchContent) giving up on a URL: the script
+#: `<stamp>-stamp/download-<stamp>.cmake` (`<stamp>` is `NAME`, or `NAME-populate` for
+#: FetchContent) and the URL it could not fetch.
+_CMAKE_DOWNLOAD_SCRIPT = re.compile(
+    r"^CMake Error at .*?[/\\](?P<stamp>[\w.+-]+)-stamp[/\\]download-(?P=stamp)\.cmake:\d+")
+_CMAKE_DOWNLOAD_URL = re.compile(r"error: downloading '(?P<url>[^']+)' failed")
+#: Folders of a staged tree that hold no project CMake (earlier builds, version control).
+_NOT_PROJECT = frozenset({"build", ".git", "_deps"})
+
+
+def cmake_download_failure(lines: list[str], log_path: Path,
+                           tree: Path | None) -> BuildError | None:
+    """The error for a build whose CMake tried to fetch a dependency (torch-kdtree 1.0's
+    `ExternalProject_Add(eigen URL https://gitlab.com/…)`, run by its setup.py): builds run
+    offline here, so the paragraph names the URL, where the tree asks for it, and the line
+    that gives the build a local copy. None when the log shows no such step."""
+    script = next((m for m in map(_CMAKE_DOWNLOAD_SCRIPT.match, lines) if m), None)
+    url = next((m["url"] for m in map(_CMAKE_DOWNLOAD_URL.search, lines) if m), None)
+    if script is None or url is None:
+        return None
+    stamp = script["stamp"]
+    fetch_content = stamp.endswith("-populate")
+    name = stamp.removesuffix("-populate")
+    where = _cmake_mention(tree, url) if tree is not None else ""
+    at = f", {where}" if where else ""
+    if fetch_content:
+        how = (f"give it an unpacked copy with CMake's own override, `[[build.options]] "
+               f"define = {{ FETCHCONTENT_SOURCE_DIR_{name.upper()} = \"/path/to/{name}\" }}`")
+    else:
+        how = ("download that archive yourself and give the build a local copy: a recipe "
+               f"step that replaces the URL{' at ' + where if where else ''} with the "
+               "archive's path (ExternalProject takes a file as its URL)")
+    kind = "FetchContent" if fetch_content else "ExternalProject"
+    return BuildError(
+        f"the build's CMake tried to download {name} ({kind}), and builds run offline here",
+        evidence=f"{url}{at}\n{script.group(0)}\nlog: {log_path}",
+        fix=f"{how}; or install {name} and have the project find it instead",
+        details={"log": str(log_path), "download": url, "name": name, "kind": kind})
+
+
+def _cmake_mention(tree: Path, text: str) -> str:
+    """`FILE:LINE` of the first CMake file of the tree that names `text`; "" if none does."""
+    for path in sorted(tree.rglob("*")):
+        rel = path.relative_to(tree)
+        if set(rel.parts[:-1]) & _NOT_PROJECT or not (
+                path.name == "CMakeLists.txt" or path.suffix == ".cmake") or \
+                path.is_symlink() or not path.is_file():
+            continue
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        for number, line in enumerate(lines, 1):
+            if text in line:
+                return f"{rel.as_posix()}:{number}"
+    return ""
 
 
 #: `.gitmodules`: each submodule's `path = …` and `url = …` lines.

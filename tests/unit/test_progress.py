@@ -382,6 +382,55 @@ def test_a_lerp_of_the_tree_under_cxx20_says_why(tmp_path: Path) -> None:
     assert "std::" not in failure("compiling failed", other, tmp_path / "b.log").fix
 
 
+#: torch-kdtree 1.0's build here (its setup.py runs CMake; CMakeLists.txt:72-73
+#: `ExternalProject_Add(eigen URL "https://gitlab.com/…")`), as the log printed it.
+_EIGEN_URL = "https://gitlab.com/libeigen/eigen/-/archive/3.4.0/eigen-3.4.0.tar.bz2"
+_EXTERNAL_PROJECT_LOG = [
+    f"-- Using src='{_EIGEN_URL}'",
+    "CMake Error at build/temp.linux-x86_64-cpython-311/eigen-prefix/src/eigen-stamp/"
+    "download-eigen.cmake:163 (message):",
+    "  Each download failed!",
+    "",
+    f"    error: downloading '{_EIGEN_URL}' failed",
+    "          status_code: 6",
+    '          status_string: "Could not resolve hostname"',
+]
+
+
+def test_a_cmake_download_names_the_url_where_the_tree_asks_and_the_local_copy(
+        tmp_path: Path) -> None:
+    from flashbuild.building.progress import failure
+
+    tree = tmp_path / "src"
+    (tree / "build").mkdir(parents=True)
+    (tree / "CMakeLists.txt").write_text(
+        "include(ExternalProject)\n\nExternalProject_Add( eigen\n"
+        f'  URL "{_EIGEN_URL}"\n)\n', encoding="utf-8")
+    (tree / "build" / "copy.cmake").write_text(f"# {_EIGEN_URL}\n", encoding="utf-8")
+    mon = NinjaMonitor()
+    for line in _EXTERNAL_PROJECT_LOG:
+        mon.feed(line)
+    err = failure("building the setup.py project failed", mon, tmp_path / "build.log",
+                  tree=tree)
+    assert err.what == ("the build's CMake tried to download eigen (ExternalProject), and "
+                        "builds run offline here")
+    assert f"{_EIGEN_URL}, CMakeLists.txt:4" in err.evidence
+    assert "replaces the URL at CMakeLists.txt:4 with the archive's path" in err.fix
+    # FetchContent's step is `NAME-populate`: CMake's own override is the line to add.
+    fetched = NinjaMonitor()
+    for line in _EXTERNAL_PROJECT_LOG:
+        fetched.feed(line.replace("eigen-prefix/src/eigen-stamp/download-eigen.cmake",
+                                  "_deps/eigen-subbuild/eigen-populate-prefix/src/"
+                                  "eigen-populate-stamp/download-eigen-populate.cmake"))
+    err = failure("compiling failed", fetched, tmp_path / "b.log", tree=tree)
+    assert "(FetchContent)" in err.what
+    assert 'define = { FETCHCONTENT_SOURCE_DIR_EIGEN = "/path/to/eigen" }' in err.fix
+    # A compile error is no download.
+    other = NinjaMonitor()
+    other.feed("/b/x.cu(3): error: identifier \"y\" is undefined")
+    assert "download" not in failure("compiling failed", other, tmp_path / "c.log").what
+
+
 def test_a_header_from_an_empty_submodule_names_the_submodule(tmp_path: Path) -> None:
     """diff-gaussian-rasterization from an archive of its repository: third_party/glm, a git
     submodule, is an empty folder, and the first error is glm/glm.hpp not found (the line as

@@ -659,6 +659,9 @@ def too_long(report: Path, request: BuildRequest, folder: Path) -> BuildError | 
 
 def _failure(monitor: progress.NinjaMonitor, log: Path, tree: Path,
              arch: ArchSpec, cuda: Version | None) -> BuildError:
+    cmake = progress.cmake_download_failure(monitor.lines, log, tree)
+    if cmake is not None:
+        return cmake  # a setup.py that runs CMake, whose project fetches a dependency
     downloads = [line.strip() for line in monitor.lines if _DOWNLOAD.search(line)]
     if downloads:
         return BuildError(
