@@ -765,6 +765,22 @@ def _no_native_build(root: Path, files: Sequence[tuple[str, str]],
     setup.py extension. Say what the tree is instead: one that compiles its kernels at run
     time (cpp_extension.load, NVRTC), one that ships binaries built elsewhere, or one with no
     native code a build could find."""
+    nested = _nested_setup_scripts(root, by_kind["python"])
+    if nested:
+        rel, kind = nested[0]
+        folder = posixpath.dirname(rel) or "."
+        runs = _mention(root / "setup.py", posixpath.basename(rel))
+        return BuildTodo(
+            table="build", what=f"setup.py builds no native code itself: another script of "
+            f"the tree does ({rel}, {kind})",
+            evidence=f"{rel} calls setup() with a torch {kind}"
+            + (f"; setup.py names it at line {runs} (it runs that script itself)" if runs
+               else "") + (f"; also {', '.join(r for r, _k in nested[1:3])}"
+                           if len(nested) > 1 else ""),
+            fix=f"build that script's folder as a tree of its own: flashbuild builds the "
+            f"setup.py at a tree's top, so copy {rel} to {folder}/setup.py and run `flashbuild "
+            f"build {folder} --arch ARCH`; then install the package itself with pip "
+            "(`pip install --no-build-isolation .`)")
     jit = find_jit(root, by_kind["python"])
     shipped = sorted(rel for rel, _kind in files if rel.endswith(_BINARY_SUFFIXES)) or sorted(
         p.relative_to(root).as_posix() for p in root.rglob("*")
@@ -789,6 +805,40 @@ def _no_native_build(root: Path, files: Sequence[tuple[str, str]],
         table="build", what="no CMakeLists.txt with a project() call and no setup.py "
         "extension: the tree builds no native code flashbuild can find", evidence=cmake,
         fix="add a CMakeLists.txt that builds the module, then [build] and [[artifact]]")
+
+
+#: A torch extension class a build script names.
+_TORCH_EXTENSION_CLASS = re.compile(r"\b(CUDAExtension|CppExtension)\s*\(")
+
+
+def _nested_setup_scripts(root: Path, python_files: Sequence[str]) -> list[tuple[str, str]]:
+    """(path, `CUDAExtension` or `CppExtension`) of the tree's other build scripts: Python
+    files below the top whose name starts with `setup` and that call setup() with a torch
+    extension (hqq 0.2.8's `hqq/kernels/setup_cuda.py`, which its setup.py runs from
+    egg_info), CUDA ones first."""
+    found: list[tuple[str, str]] = []
+    for rel in python_files:
+        name = posixpath.basename(rel)
+        if rel == "setup.py" or not name.startswith("setup") or \
+                (root / rel).is_symlink() or not (root / rel).is_file():
+            continue
+        try:
+            text = (root / rel).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        kinds = {m[1] for m in _TORCH_EXTENSION_CLASS.finditer(text)}
+        if kinds and re.search(r"\bsetup\s*\(", text):
+            found.append((rel, "CUDAExtension" if "CUDAExtension" in kinds else "CppExtension"))
+    return sorted(found, key=lambda f: (f[1] != "CUDAExtension", f[0]))
+
+
+def _mention(path: Path, text: str) -> int:
+    """The first line of `path` that holds `text` (0 when none does, or it cannot be read)."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return 0
+    return next((n for n, line in enumerate(lines, 1) if text in line), 0)
 
 
 def draft_build(root: Path, d: Draft | None = None, setup: Any = None,

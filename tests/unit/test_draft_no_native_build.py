@@ -16,6 +16,10 @@ SETUP = 'from setuptools import setup\nsetup(name="pkg", packages=["pkg"])\n'
 JIT = ('from torch.utils.cpp_extension import load\n\n'
        'def kernels():\n'
        '    return load(name="k", sources=["pkg/k.cu"])\n')
+NESTED = ('from setuptools import setup\n'
+          'from torch.utils.cpp_extension import BuildExtension, CUDAExtension\n'
+          'setup(name="pkg_cuda", ext_modules=[CUDAExtension("pkg_cuda", ["k.cu"])],\n'
+          '      cmdclass={"build_ext": BuildExtension})\n')
 RECIPE = '[recipe]\nname = "t"\n[source]\npath = "."\n[build]\nbackend = "cmake"\n'
 
 
@@ -37,6 +41,17 @@ def _tree(root: Path, files: dict[str, str | bytes]) -> Path:
      "ships binaries built elsewhere", "pkg/lib/libpkg.so"),
     ({"setup.py": SETUP, "pkg/__init__.py": ""},
      "builds no native code flashbuild can find", "0 CMake file(s)"),
+    # hqq 0.2.8.post1: setup.py runs `cd hqq/kernels; python setup_cuda.py install` from its
+    # egg_info command; that script is the tree's CUDA build.
+    ({"setup.py": 'import os\nfrom setuptools import setup\n'
+                  'CMD = "cd pkg/kernels; python setup_cuda.py install"\n'
+                  'setup(name="pkg", packages=["pkg"])\n',
+      "pkg/__init__.py": "", "pkg/kernels/__init__.py": "",
+      "pkg/kernels/setup_torch.py": NESTED.replace("CUDAExtension", "CppExtension"),
+      "pkg/kernels/setup_cuda.py": NESTED, "pkg/kernels/k.cu": ""},
+     "another script of the tree does (pkg/kernels/setup_cuda.py, CUDAExtension)",
+     "setup.py names it at line 3 (it runs that script itself); also "
+     "pkg/kernels/setup_torch.py"),
 ])
 def test_a_tree_without_a_native_build_says_what_it_is(
         tmp_path: Path, files: dict[str, str | bytes], what: str, evidence: str) -> None:
