@@ -947,12 +947,7 @@ def _setuptools_install(root: Path, setup: Any, modules: Sequence[str],
     b.top_level = [m for m in modules if "." not in m]
     package = ""
     if dotted:
-        # The package that holds them all: `pkg.a._a` and `pkg.b._b` install into `pkg` (its
-        # manifest names `a/_a…so` and `b/_b…so`), not into the first one's `pkg.a`.
-        parents = [m.rsplit(".", 1)[0].split(".") for m in dotted]
-        common = [p[0] for p in itertools.takewhile(lambda p: len(set(p)) == 1,
-                                                     zip(*parents, strict=False))]
-        package = ".".join(common) or ".".join(parents[0])
+        package = holding_package(dotted)
         b.notes["install"].append(f"extension module(s) {', '.join(dotted[:4])} live in "
                                   f"package `{package}`")
     elif modules:
@@ -1004,6 +999,17 @@ def _setuptools_install(root: Path, setup: Any, modules: Sequence[str],
             f"{', '.join(tops[:6]) or 'none'}"
             + (f" and {len(tops) - 6} more" if len(tops) > 6 else ""),
             fix="add [install] package = \"NAME\" and package_dir = \"path/to/NAME\""))
+
+
+def holding_package(dotted: Sequence[str]) -> str:
+    """The package that holds every one of the dotted module names: `pkg.a._a` and `pkg.b._b`
+    install into `pkg` (its manifest names `a/_a…so` and `b/_b…so`), not into the first
+    one's `pkg.a` (OpenPCDet's seven extensions under `pcdet.ops.*`). Names with no package
+    in common keep the first one's."""
+    parents = [m.rsplit(".", 1)[0].split(".") for m in dotted]
+    common = [p[0] for p in itertools.takewhile(lambda p: len(set(p)) == 1,
+                                                 zip(*parents, strict=False))]
+    return ".".join(common) or ".".join(parents[0])
 
 
 def package_folder(package: str, python_files: Sequence[str]) -> str | None:

@@ -36,6 +36,7 @@ from flashbuild.scanning.draft import (
     DraftArtifact,
     _bound_names,
     _read,
+    holding_package,
     install_beside_importer,
     install_from_imports,
     package_folder,
@@ -284,7 +285,7 @@ def _install_from_record(b: BuildDraft, built: Sequence[BuildTarget],
                                   "with no package")
     if not dotted:
         return
-    package = dotted[0].rsplit(".", 1)[0]
+    package = holding_package(dotted)
     folder = package_folder(package, python_files)
     if folder is None:
         return

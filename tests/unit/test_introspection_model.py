@@ -574,3 +574,23 @@ def test_the_second_scan_adds_findings_only_in_files_the_first_did_not_read() ->
                         seconds=0.0, read=frozenset({"a.cu", "glob/b.cu"}))
     _merge_findings(d, result, ["glob/b.cu"], read=frozenset({"a.cu"}))
     assert [(f.path, f.line) for f in d.todos] == [("a.cu", 1), ("glob/b.cu", 1)]
+
+
+def test_extensions_in_several_subpackages_install_into_the_package_that_holds_them() -> None:
+    """OpenPCDet's setup.py (a helper names each `pcdet.ops.X.X_cuda`): the record's seven
+    extensions live in five subpackages of `pcdet.ops`; [install] was the first one's
+    `pcdet.ops.iou3d_nms`, whose folder holds one of them."""
+    from flashbuild.scanning.draft_check import _install_from_record
+
+    names = ["pcdet.ops.iou3d_nms.iou3d_nms_cuda", "pcdet.ops.roiaware_pool3d.roiaware_cuda",
+             "pcdet.ops.pointnet2.pointnet2_stack.pointnet2_stack_cuda"]
+    built = [BuildTarget(name=n, kind="module", artifact="", sources=(), defined_at=n)
+             for n in names]
+    files = ["pcdet/__init__.py", "pcdet/ops/__init__.py", "pcdet/ops/iou3d_nms/__init__.py",
+             "pcdet/ops/roiaware_pool3d/__init__.py", "pcdet/ops/pointnet2/__init__.py"]
+    b = BuildDraft(backend="setuptools", notes=defaultdict(list))
+    _install_from_record(b, built, files)
+    assert (b.package, b.package_dir) == ("pcdet.ops", "pcdet/ops")
+    one = BuildDraft(backend="setuptools", notes=defaultdict(list))
+    _install_from_record(one, built[:1], files)
+    assert (one.package, one.package_dir) == ("pcdet.ops.iou3d_nms", "pcdet/ops/iou3d_nms")
