@@ -484,8 +484,15 @@ def test_a_setup_py_that_cannot_read_the_suffixed_arch_list_is_recorded_with_the
     seen.clear()
     plain = Draft(name="t", source_path="tree", target=make_target("linux", "sm_90"))
     plain.build = BuildDraft(backend="setuptools", notes=defaultdict(list))
-    _introspect(plain, _tree(tmp_path / "p"), parse_arch_spec("sm_90"), "linux",
-                _fake_introspect(raises_without_env=True))
+    fake = _fake_introspect(raises_without_env=True)
+    asked: list[dict[str, str]] = []
+
+    def counted(recipe, root, spec, platform):  # type: ignore[no-untyped-def]
+        asked.extend(dict(t.set) for t in recipe.build.env)
+        return fake(recipe, root, spec, platform)
+
+    _introspect(plain, _tree(tmp_path / "p"), parse_arch_spec("sm_90"), "linux", counted)
+    assert not [a for a in asked if "TORCH_CUDA_ARCH_LIST" in a]
     assert all("TORCH_CUDA_ARCH_LIST" not in v for _w, v, _c in plain.build.env)
 
 
