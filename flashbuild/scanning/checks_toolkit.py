@@ -160,6 +160,76 @@ _THC_CALLS = (
        f"at::cuda::blas::{op}<{ctype}>(", "ATen/cuda/CUDABlas.h")
       for letter, ctype in (("S", "float"), ("D", "double")) for op in ("gemm", "gemv")),
 )
+#: THC and TH calls whose successor is a helper of flashbuild's own (`_THC_HELPERS`), written
+#: once into the file after its THC include: (pattern, replacement, helper).
+_THC_HELPER_CALLS = (
+    *((re.compile(rf"\bTHCudaBlas_{letter}gemmBatched[ \t]*\([ \t]*\w+[ \t]*,[ \t]*"),
+       f"flashbuild_thc_gemm_batched<{ctype}>(", "gemm_batched")
+      for letter, ctype in (("S", "float"), ("D", "double"))),
+    *((re.compile(rf"\bTH{name}Blas_{op}[ \t]*\("), f"flashbuild_th_{op}<{ctype}>(", "th_blas")
+      for name, ctype in (("Float", "float"), ("Double", "double")) for op in ("gemm", "gemv")),
+)
+#: The helpers: the headers each needs and its code. TH's CPU BLAS (column-major, as BLAS)
+#: becomes ATen's addmm_/addmv_ on views of the caller's memory: ATen's own CPU gemm
+#: (`at::native::cpublas::gemm`) is not exported from libtorch_cpu. THC's pointer-array batched
+#: GEMM has no ATen form: the arrays are read back to the host (one synchronisation) and each
+#: matrix is one `at::cuda::blas::gemm`, which takes THC's arguments less the state.
+_THC_HELPERS: dict[str, tuple[tuple[str, ...], str]] = {
+    "th_blas": (("ATen/ATen.h",), """\
+// flashbuild: TH's BLAS, removed in torch 1.11, through ATen. A column-major r x c matrix
+// with leading dimension ld is the row-major c x r view with strides (ld, 1): its transpose.
+template <typename T>
+static inline at::Tensor flashbuild_th_transposed(const T *p, int64_t r, int64_t c, int64_t ld) {
+  return at::from_blob(const_cast<T *>(p), {c, r}, {ld, 1}, at::dtype<T>());
+}
+// C = alpha op(A) op(B) + beta C, as C^T = alpha op(B)^T op(A)^T + beta C^T.
+template <typename T>
+static inline void flashbuild_th_gemm(char transa, char transb, int64_t m, int64_t n, int64_t k,
+                                      T alpha, const T *a, int64_t lda, const T *b, int64_t ldb,
+                                      T beta, T *c, int64_t ldc) {
+  const bool ta = transa != 'n' && transa != 'N', tb = transb != 'n' && transb != 'N';
+  at::Tensor a_t = ta ? flashbuild_th_transposed(a, k, m, lda).t()
+                      : flashbuild_th_transposed(a, m, k, lda);
+  at::Tensor b_t = tb ? flashbuild_th_transposed(b, n, k, ldb).t()
+                      : flashbuild_th_transposed(b, k, n, ldb);
+  flashbuild_th_transposed<T>(c, m, n, ldc).addmm_(b_t, a_t, beta, alpha);
+}
+// y = alpha op(A) x + beta y, A m x n.
+template <typename T>
+static inline void flashbuild_th_gemv(char trans, int64_t m, int64_t n, T alpha, const T *a,
+                                      int64_t lda, const T *x, int64_t incx, T beta, T *y,
+                                      int64_t incy) {
+  TORCH_CHECK(incx > 0 && incy > 0, "gemv: negative increments are not supported here");
+  const bool t = trans != 'n' && trans != 'N';
+  at::Tensor a_t = flashbuild_th_transposed(a, m, n, lda);
+  at::Tensor xv = at::from_blob(const_cast<T *>(x), {t ? m : n}, {incx}, at::dtype<T>());
+  at::Tensor yv = at::from_blob(y, {t ? n : m}, {incy}, at::dtype<T>());
+  yv.addmv_(t ? a_t : a_t.t(), xv, beta, alpha);
+}"""),
+    "gemm_batched": (("ATen/cuda/CUDAContext.h", "ATen/cuda/CUDABlas.h",
+                      "c10/cuda/CUDAException.h", "vector"), """\
+// flashbuild: THC's pointer-array batched GEMM, removed in torch 1.11, has no ATen form: the
+// pointer arrays are read back to the host (one synchronisation of the current stream), then
+// each matrix is one at::cuda::blas::gemm on that stream.
+template <typename T>
+static inline void flashbuild_thc_gemm_batched(char transa, char transb, int64_t m, int64_t n,
+                                               int64_t k, T alpha, const T *const a[],
+                                               int64_t lda, const T *const b[], int64_t ldb,
+                                               T beta, T *const c[], int64_t ldc,
+                                               int64_t batch) {
+  std::vector<const T *> ha(batch), hb(batch);
+  std::vector<T *> hc(batch);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const size_t bytes = batch * sizeof(T *);
+  C10_CUDA_CHECK(cudaMemcpyAsync(ha.data(), a, bytes, cudaMemcpyDeviceToHost, stream));
+  C10_CUDA_CHECK(cudaMemcpyAsync(hb.data(), b, bytes, cudaMemcpyDeviceToHost, stream));
+  C10_CUDA_CHECK(cudaMemcpyAsync(hc.data(), c, bytes, cudaMemcpyDeviceToHost, stream));
+  C10_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (int64_t i = 0; i < batch; ++i)
+    at::cuda::blas::gemm<T>(transa, transb, m, n, k, alpha, ha[i], lda, hb[i], ldb, beta,
+                            hc[i], ldc);
+}"""),
+}
 #: `THArgCheck(cond, argument_number, message…)`: TORCH_CHECK without the number.
 _TH_ARG_CHECK = re.compile(r"\bTHArgCheck[ \t]*\(")
 #: The THCState a translation unit declared or fetched, which nothing needs once the calls
@@ -189,6 +259,7 @@ def thc(ctx: _Ctx) -> None:
     direct = any(_THC_INCLUDE.match(ln) for ln in lines)
     offset = 0
     wanted: set[str] = set()
+    helpers: set[str] = set()
     # byte, line, old, new ("" when not drafted), whether the line is certainly compiled
     sites: list[tuple[int, int, str, str, bool]] = []
     for number, raw in enumerate(lines, start=1):
@@ -203,9 +274,13 @@ def thc(ctx: _Ctx) -> None:
         active = ctx.active(ctx.node_at(start, start + 1), host)
         if active == 0:
             continue
-        edited, needs = _thc_line(old) if direct else ("", set())
+        edited, needs, helps = _thc_line(old) if direct else ("", set(), set())
         wanted.update(needs)
+        helpers.update(helps)
         sites.append((start, number, old, edited, active == 1))
+    # The helpers' headers come with every include; their code once, after the first.
+    wanted.update(h for name in helpers for h in _THC_HELPERS[name][0])
+    pending = sorted(helpers)
     for start, number, old, edited, certain in sites:
         include = _THC_INCLUDE.match(old)
         # An include becomes its successors and what the file's own call edits need.
@@ -213,6 +288,9 @@ def thc(ctx: _Ctx) -> None:
             f"{include['indent']}#include <{h}>" for h in dict.fromkeys(
                 (*_THC_HEADERS[include["header"]], *sorted(wanted)))) \
             if include and include["header"] in _THC_HEADERS else edited
+        if block and include and pending:
+            block += "".join(f"\n{_THC_HELPERS[name][1]}" for name in pending)
+            pending = []
         step = _line_step(ctx, number, old, block, kind="thc",
                           what="uses THC, which torch 1.11 removed (scan FB125)") \
             if block else None
@@ -227,7 +305,9 @@ def thc(ctx: _Ctx) -> None:
                     "at::cuda::getCurrentCUDAStream(), C10_CUDA_CHECK, TORCH_CHECK (for "
                     "THArgCheck, without its argument number), at::ceil_div, "
                     "c10::cuda::CUDACachingAllocator::raw_alloc/raw_delete, "
-                    "at::cuda::blas::gemm/gemv<T> (THC's arguments less the state)" + (
+                    "at::cuda::blas::gemm/gemv<T> (THC's arguments less the state); TH's "
+                    "CPU BLAS and THC's pointer-array batched GEMM become helpers the include's "
+                    "edit defines" + (
                         "" if step else " (not drafted: " + (
                             "a THC name here has no one-for-one successor, or the line "
                             "cannot be an anchor" if direct else "this file includes no THC "
@@ -271,19 +351,25 @@ def _provided(ctx: _Ctx, name: str) -> bool:
     return name in ctx.defines or name in ctx.inherited
 
 
-def _thc_line(old: str) -> tuple[str, set[str]]:
-    """The line with every THC call that has a successor replaced, and the headers those
-    successors need; a THCState declaration line becomes a comment. "" when a THC name is
-    left that has no successor here (an include is judged by its caller)."""
+def _thc_line(old: str) -> tuple[str, set[str], set[str]]:
+    """The line with every THC call that has a successor replaced, the headers those
+    successors need and the helpers (`_THC_HELPERS`) they call; a THCState declaration line
+    becomes a comment. "" when a THC name is left that has no successor here (an include is
+    judged by its caller)."""
     if _THC_STATE_LINE.match(old):
         indent = old[:len(old) - len(old.lstrip())]
-        return f"{indent}// {old.strip()}  (THC was removed in torch 1.11)", set()
+        return f"{indent}// {old.strip()}  (THC was removed in torch 1.11)", set(), set()
     needs: set[str] = set()
+    helpers: set[str] = set()
     new = old
     for pattern, successor, header in _THC_CALLS:
         new, count = pattern.subn(successor, new)
         if count:
             needs.add(header)
+    for pattern, successor, helper in _THC_HELPER_CALLS:
+        new, count = pattern.subn(successor, new)
+        if count:
+            helpers.add(helper)
     while (check := _TH_ARG_CHECK.search(new)) is not None:
         commas = _top_level_commas(new, check.end())
         # THArgCheck formats its message printf-style; TORCH_CHECK concatenates: a `%`
@@ -293,7 +379,9 @@ def _thc_line(old: str) -> tuple[str, set[str]]:
             break
         new = f"{new[:check.start()]}TORCH_CHECK({new[check.end():commas[0] + 1]}" \
               f"{new[commas[1] + 1:]}"
-    return ("" if _THC_NAME.search(new) and not _THC_INCLUDE.match(old) else new), needs
+    if _THC_NAME.search(new) and not _THC_INCLUDE.match(old):
+        return "", set(), set()
+    return new, needs, helpers
 
 
 def _top_level_commas(line: str, start: int) -> list[int]:

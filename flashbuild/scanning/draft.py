@@ -65,7 +65,7 @@ from flashbuild.source.cmake_archlists import literal_arch_lists
 from flashbuild.source.nvccflags import read_arch_flags
 from flashbuild.source.ppgraph import build_graph
 from flashbuild.source.setup_record import missing_module_fix
-from flashbuild.source.setuppy import parse_python
+from flashbuild.source.setuppy import parse_python, read_setup
 from flashbuild.source.treemodel import find_jit
 
 if TYPE_CHECKING:
@@ -1368,6 +1368,17 @@ def run_init(source: Path, *, platform: str | None, arch: str | BuildTarget, out
     return 0
 
 
+def _setup_to_record(root: Path, result: ScanResult, *, recorded: bool) -> Any:
+    """The scan's reading of setup.py; where it names no extension, a setup.py that uses
+    torch's cpp_extension all the same (`extension_type(…)`, the class chosen by a GPU check
+    at run time) when record mode will run it and name them."""
+    if result.setup is not None or not recorded:
+        return result.setup
+    return read_setup([e.name for e in os.scandir(root) if e.is_file()],
+                      lambda rel: _read(root, rel), platform=result.target.platform,
+                      archs=result.target.archs, unnamed=True)[0]
+
+
 def draft_tree(source: Path, *, platform: str | None, arch: str | BuildTarget,
                output: Path | None, as_json: bool, check: bool = False, force: bool = False,
                introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection] | None = None,
@@ -1397,7 +1408,8 @@ def draft_tree(source: Path, *, platform: str | None, arch: str | BuildTarget,
     rel = os.path.relpath(root, base).replace(os.sep, "/")
     d = draft_recipe(result, name=re.sub(r"[^a-z0-9-]+", "-", root.name.lower()) or "tree",
                      source_path=rel)
-    d.build = draft_build(root, d, result.setup, result.findings)
+    d.build = draft_build(root, d, _setup_to_record(root, result, recorded=introspect
+                                                    is not None), result.findings)
     if introspect is not None:
         _introspect(d, root, target.spec, target.platform, introspect, result.read)
     else:

@@ -1017,9 +1017,13 @@ def setup_for(root_files: Sequence[str], read: Callable[[str], str | None], *,
 
 
 def read_setup(root_files: Sequence[str], read: Callable[[str], str | None], *,
-               platform: str, archs: Sequence[Arch]) -> tuple[SetupPy | None, str]:
+               platform: str, archs: Sequence[Arch],
+               unnamed: bool = False) -> tuple[SetupPy | None, str]:
     """`setup_for`, and why a setup.py that is there could not be read ("" when it was, or
-    there is none): a syntax error, nesting too deep to parse."""
+    there is none): a syntax error, nesting too deep to parse. With `unnamed`, also a
+    setup.py that uses torch's cpp_extension but names no extension static reading can follow
+    (`extension_type(...)`, its class chosen at run time by a GPU check): only running it, in
+    record mode, says what it builds."""
     if "setup.py" not in root_files:
         return None, ""
     text = read("setup.py")
@@ -1035,7 +1039,8 @@ def read_setup(root_files: Sequence[str], read: Callable[[str], str | None], *,
             return None, syntax_problem(exc)
         _ANALYSED.clear()  # one tree per run: keep the last analysis only
         _ANALYSED[key] = result
-    return (result if result.extensions else None), ""
+    return (result if result.extensions or (unnamed and result.uses_cpp_extension)
+            else None), ""
 
 
 #: The last analysis, by everything it reads (the text, the target, the tree's files): a build

@@ -349,7 +349,11 @@ def cmake_arch_candidates(texts: dict[str, str]) -> list[str]:
         for line in text.splitlines():
             if not re.search(r"compute_|sm_|CUDA_ARCHITECTURES|gencode", line):
                 continue
-            for name in re.findall(r"\$\{(\w+)\}", line):
+            # `list(TRANSFORM CAPS APPEND "-real" OUTPUT_VARIABLE CMAKE_CUDA_ARCHITECTURES)`
+            # (bitsandbytes): a list operation names its input list bare.
+            bare = re.findall(r"\blist\s*\(\s*\w+\s+(\w+)", line) \
+                if "CUDA_ARCHITECTURES" in line else []
+            for name in [*re.findall(r"\$\{(\w+)\}", line), *bare]:
                 if not name.startswith(("CMAKE_", "_")):
                     counts[name] = counts.get(name, 0) + 1
     return sorted(counts, key=lambda n: (-counts[n], n))

@@ -103,6 +103,21 @@ def test_a_findcuda_trees_arch_variable_is_read_from_the_scripts_build_ninja_run
     assert entries["CUDA_TOOLKIT_ROOT_DIR"] == entries["CUDAToolkit_ROOT"]
 
 
+def test_an_arch_list_made_from_a_capabilities_variable_is_steered_by_it(
+        tmp_path: Path) -> None:
+    # `list(TRANSFORM KERNEL_CAPS … OUTPUT_VARIABLE CMAKE_CUDA_ARCHITECTURES)` hides the
+    # CMAKE_CUDA_ARCHITECTURES flashbuild sets: before, no variable was a candidate (none in
+    # ${} on an arch line) and the configure built 75, 80, 86 and 89.
+    tree = _tree(tmp_path, "cmake_capslist")
+    outcome = _run(tree, "cmake")
+    model = outcome.model
+    assert model is not None, outcome.fallback
+    var = model.arch_variable
+    assert var is not None
+    assert (var.name, var.value) == ("KERNEL_CAPS", "90a")
+    assert "sm_90a" in var.evidence and "sm_89" not in var.evidence
+
+
 def test_a_missing_toolkit_component_gets_a_stand_in_and_a_note(tmp_path: Path) -> None:
     tree = _tree(tmp_path, "cmake_archvar")
     outcome = _run(tree, "cmake", extra='[[build.options]]\ndefine = { WITH_ABSENT_LIB = "ON", '
@@ -412,6 +427,19 @@ def test_a_setup_py_that_asks_for_a_gpu_is_answered_for_the_target(tmp_path: Pat
     assert "setup.py raises" not in text, text
     assert "`gatepkg._cuda` (CUDAExtension, 2 source(s)): built" in text
     assert recipe.install is not None and recipe.install.package == "gatepkg"
+
+
+@needs_torch
+def test_an_extension_static_reading_cannot_name_is_drafted_from_the_record(
+        tmp_path: Path) -> None:
+    # `extension_type(…)` over globbed sources: static reading names no extension, and the
+    # draft had been a CMake one with "no setup.py extension" (exit 4 at build).
+    text, out = _init(tmp_path, "setup_unnamedext", "sm_90a")
+    recipe = parse_recipe(text, out)
+    assert recipe.build.backend == "setuptools"
+    assert "builds unpkg.backend (3 sources)" in text, text
+    assert recipe.install is not None and recipe.install.package == "unpkg"
+    assert "scale_cuda" in " ".join(recipe.verify.exports)
 
 
 @needs_torch

@@ -58,14 +58,16 @@ def test_thc_lines_are_found_and_drafted(tmp_path: Path) -> None:
     result = scan_tree(FIXTURE, make_target("linux", "sm_90a"), ScanOptions(static=True, jobs=1))
     found = {(f.path, f.line): f for f in result.findings if f.rule == "FB125"}
     # Every line of code with a THC name, none in the comment.
-    assert sorted(found) == [("src/cpu.cpp", 1), ("src/cpu.cpp", 5), ("src/format.cpp", 1),
+    assert sorted(found) == [("src/blas.cpp", 1), ("src/blas.cpp", 33), ("src/blas.cpp", 53),
+                             ("src/cpu.cpp", 1), ("src/cpu.cpp", 5), ("src/format.cpp", 1),
                              ("src/format.cpp", 4), ("src/format.cpp", 7),
                              ("src/legacy.cpp", 1), ("src/legacy.cpp", 3),
                              ("src/ops.cpp", 2), ("src/ops.cpp", 6), ("src/ops.cpp", 10),
                              ("src/ops.cpp", 11), ("src/ops.cpp", 12), ("src/ops.cpp", 13),
                              ("src/ops.cpp", 14), ("src/ops.cpp", 19), ("src/ops.cpp", 20),
                              ("src/ops.cpp", 25), ("src/ops.cpp", 26), ("src/ops.cpp", 32),
-                             ("src/ops.cpp", 33), ("src/user.cu", 4), ("src/user.cu", 5)]
+                             ("src/ops.cpp", 33), ("src/ops.cpp", 39), ("src/user.cu", 4),
+                             ("src/user.cu", 5)]
     # AT_CHECK (FB126): each line of code, the spaced call too, none in the comment.
     assert sorted(f.line for f in result.findings if f.rule == "FB126") == [5, 6, 8]
     # compat.cu defines AT_CHECK and THCudaCheck itself: nothing to report, nothing to edit;
@@ -95,13 +97,17 @@ def test_thc_lines_are_found_and_drafted(tmp_path: Path) -> None:
     assert [ln for ln in ops.splitlines() if "THC" in ln.split("//")[0]] == []
     # The same line at another indentation (line 32) is the same step, not a second one
     # that would find its lines already edited.
-    assert ops.count("at::cuda::getCurrentCUDAStream()") == 3
+    # (the batched GEMM's helper, below, calls it once more)
+    assert ops.count("at::cuda::getCurrentCUDAStream()") == 3 + 1
     assert "c10::cuda::CUDACachingAllocator::raw_alloc(n * sizeof(float))" in ops
     assert "c10::cuda::CUDACachingAllocator::raw_delete(scratch)" in ops
-    assert "at::ceil_div(n, 256)" in ops and ops.count("C10_CUDA_CHECK(") == 3
+    assert "at::ceil_div(n, 256)" in ops and ops.count("C10_CUDA_CHECK(") == 3 + 4
     # THArgCheck loses its argument number, not a comma inside the condition.
     assert 'TORCH_CHECK(n > 0 && (n % 2, true), "n must be positive, got ", n);' in ops
     assert "at::cuda::blas::gemm<float>('n', 't', n, n, n, 1.0f," in ops
+    # The pointer-array batched GEMM calls a helper the include's edit defines, once.
+    assert "flashbuild_thc_gemm_batched<float>('n', 'n', n, n, n, 1.0f," in ops
+    assert ops.count("static inline void flashbuild_thc_gemm_batched(") == 1
     cpu = (tree / "src" / "cpu.cpp").read_text(encoding="utf-8")
     assert cpu.startswith("#include <ATen/ATen.h>\n")
     assert 'TORCH_CHECK(t.dim() == 2, "2-D input expected");' in cpu
@@ -112,9 +118,38 @@ def test_the_patched_unit_compiles_against_torch(tmp_path: Path) -> None:
     if headers is None or shutil.which("g++") is None:
         pytest.skip("needs g++ and a CUDA build of torch with cuBLAS's headers in this Python")
     tree = _patched(tmp_path)
-    for unit in ("ops.cpp", "cpu.cpp"):
+    for unit in ("ops.cpp", "cpu.cpp", "blas.cpp"):
         compiled = subprocess.run(
             ["g++", "-std=c++20", "-fsyntax-only", *(f"-I{h}" for h in headers),
              str(tree / "src" / unit)], capture_output=True, text=True, timeout=600,
             check=False)
         assert compiled.returncode == 0, compiled.stderr[-3000:]
+
+
+def test_th_blas_successors_compute_what_th_computed(tmp_path: Path) -> None:
+    """TH's CPU BLAS calls (DCNv2's CPU half), drafted as helpers over ATen: the patched unit
+    is compiled and linked against this Python's torch and run, its own loops checking every
+    transpose pair, padded leading dimensions and beta (a NaN in C that beta 0 must ignore)."""
+    site = next((Path(p) for p in sys.path if (Path(p) / "torch" / "lib").is_dir()), None)
+    if site is None or shutil.which("g++") is None:
+        pytest.skip("needs g++ and torch in this Python")
+    tree = _patched(tmp_path)
+    blas = (tree / "src" / "blas.cpp").read_text(encoding="utf-8")
+    assert "flashbuild_th_gemm<float>(ta, tb, m, n, k, 2.0f," in blas
+    assert "flashbuild_th_gemv<double>(t, m, n, 0.5," in blas
+    main = tmp_path / "main.cpp"
+    main.write_text("#include <cstdio>\nint blas_mismatches();\n"
+                    "int main() { std::printf(\"%d\\n\", blas_mismatches()); }\n",
+                    encoding="utf-8")
+    torch_dir = site / "torch"
+    program = tmp_path / "blas"
+    compiled = subprocess.run(
+        ["g++", "-std=c++20", "-O1", f"-I{torch_dir / 'include'}",
+         f"-I{torch_dir / 'include' / 'torch' / 'csrc' / 'api' / 'include'}",
+         str(tree / "src" / "blas.cpp"), str(main), f"-L{torch_dir / 'lib'}", "-ltorch_cpu",
+         "-lc10", f"-Wl,-rpath,{torch_dir / 'lib'}", "-o", str(program)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert compiled.returncode == 0, compiled.stderr[-3000:]
+    ran = subprocess.run([str(program)], capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert (ran.returncode, ran.stdout.strip()) == (0, "0"), ran.stderr[-3000:]

@@ -86,6 +86,11 @@ def test_cmake_arch_candidates_are_the_variables_gencode_is_built_from() -> None
     assert treemodel.cmake_arch_candidates({"CMakeLists.txt": text})[0] == "MY_ARCH"
 
 
+def test_a_list_operation_that_writes_the_arch_list_names_its_input() -> None:
+    text = (FIXTURES / "cmake_capslist" / "CMakeLists.txt").read_text(encoding="utf-8")
+    assert treemodel.cmake_arch_candidates({"CMakeLists.txt": text}) == ["KERNEL_CAPS"]
+
+
 def test_registered_names_keep_only_the_bindings_own_lines() -> None:
     pre = ('# 1 "src/bindings.cpp"\n# 1 "/usr/include/pybind11/pybind11.h" 1\n'
            'void f() { m.def("from_a_header", g); }\n# 5 "src/bindings.cpp" 2\n'
