@@ -51,10 +51,17 @@ if [ "$mode" = start ]; then
       [ -n "${NVCC_CCBIN:-}" ] && export NVCC_CCBIN=/usr/bin/g++
     fi
   fi
+  IFS=';' read -ra lanes <<<"${TREES:?TREES='a,b;c'}"
+  # Every lane installs into this one Python: a tree in two lanes (sm_90a and sm_120) would be
+  # verified against whichever install came last (a false result, seen once).
+  twice=$(for lane in "${lanes[@]}"; do tr ',' '\n' <<<"${lane#*:}"; done | sort | uniq -d)
+  if [ -n "$twice" ]; then
+    echo "a tree in two lanes installs twice into one Python: $twice; run it in one lane" >&2
+    exit 2
+  fi
   rm -rf "$work" && mkdir -p "$work/dl" && cp .devcarry/trees/* "$work/dl/" || exit 1
   tests=--tests; [ "${TREES_TESTS:-1}" = 0 ] && tests=
   n=0
-  IFS=';' read -ra lanes <<<"${TREES:?TREES='a,b;c'}"
   for lane in "${lanes[@]}"; do
     n=$((n + 1)); mkdir -p "$work/lane$n"; ln -s ../dl "$work/lane$n/dl"
     arch=${TREES_ARCH:-sm_90a}; lane_tests=$tests

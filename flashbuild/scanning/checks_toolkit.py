@@ -133,7 +133,7 @@ def dispatch_type(ctx: _Ctx) -> None:
 #: What THC.h's successors need: the headers of every call edit below. THC.h brought all of
 #: THC, and a file that includes it through another header gets its calls edited too.
 _THC_SUCCESSORS = ("ATen/cuda/CUDAContext.h", "c10/cuda/CUDAException.h",
-                   "c10/cuda/CUDACachingAllocator.h", "ATen/ceil_div.h", "ATen/cuda/CUDABlas.h")
+                   "c10/cuda/CUDACachingAllocator.h", "ATen/ceil_div.h")
 #: THC headers with a successor in ATen, and what replaces each (torch 1.11 removed THC).
 _THC_HEADERS = {
     "THC/THC.h": _THC_SUCCESSORS,
@@ -155,68 +155,77 @@ _THC_CALLS = (
      "c10::cuda::CUDACachingAllocator::raw_alloc(", "c10/cuda/CUDACachingAllocator.h"),
     (re.compile(r"\bTHCudaFree[ \t]*\([ \t]*\w+[ \t]*,[ \t]*"),
      "c10::cuda::CUDACachingAllocator::raw_delete(", "c10/cuda/CUDACachingAllocator.h"),
-    # ATen's cuBLAS wrappers take THC's arguments in THC's order, less the state.
-    *((re.compile(rf"\bTHCudaBlas_{letter}{op}[ \t]*\([ \t]*\w+[ \t]*,[ \t]*"),
-       f"at::cuda::blas::{op}<{ctype}>(", "ATen/cuda/CUDABlas.h")
-      for letter, ctype in (("S", "float"), ("D", "double")) for op in ("gemm", "gemv")),
 )
-#: THC and TH calls whose successor is a helper of flashbuild's own (`_THC_HELPERS`), written
-#: once into the file after its THC include: (pattern, replacement, helper).
+#: The device a THC BLAS call ran on: the current CUDA device (its stream is ATen's too).
+_THC_DEVICE = "at::Device(at::kCUDA, c10::cuda::current_device()), "
+#: TH and THC BLAS calls, whose successors are helpers of flashbuild's own (`_THC_HELPERS`),
+#: written once into the file after its THC include: (pattern, replacement, helpers, headers
+#: the call itself needs; the CPU calls none of CUDA's, so a CPU-only build still compiles).
+#: ATen's own BLAS wrappers are no successor: `at::cuda::blas::gemm<float>` compiles against
+#: torch's headers, but libtorch_cuda does not export it (torch 2.11 and 2.14, `nm -D`), so
+#: the module fails to load; nor is the CPU `at::native::cpublas::gemm` exported.
 _THC_HELPER_CALLS = (
+    *((re.compile(rf"\bTHCudaBlas_{letter}{op}[ \t]*\([ \t]*\w+[ \t]*,[ \t]*"),
+       f"flashbuild_blas_{op}<{ctype}>({_THC_DEVICE}", ("blas",), ("c10/cuda/CUDAFunctions.h",))
+      for letter, ctype in (("S", "float"), ("D", "double")) for op in ("gemm", "gemv")),
     *((re.compile(rf"\bTHCudaBlas_{letter}gemmBatched[ \t]*\([ \t]*\w+[ \t]*,[ \t]*"),
-       f"flashbuild_thc_gemm_batched<{ctype}>(", "gemm_batched")
+       f"flashbuild_blas_gemm_batched<{ctype}>(", ("blas", "gemm_batched"), ())
       for letter, ctype in (("S", "float"), ("D", "double"))),
-    *((re.compile(rf"\bTH{name}Blas_{op}[ \t]*\("), f"flashbuild_th_{op}<{ctype}>(", "th_blas")
+    *((re.compile(rf"\bTH{name}Blas_{op}[ \t]*\("), f"flashbuild_blas_{op}<{ctype}>(at::kCPU, ",
+       ("blas",), ())
       for name, ctype in (("Float", "float"), ("Double", "double")) for op in ("gemm", "gemv")),
 )
-#: The helpers: the headers each needs and its code. TH's CPU BLAS (column-major, as BLAS)
-#: becomes ATen's addmm_/addmv_ on views of the caller's memory: ATen's own CPU gemm
-#: (`at::native::cpublas::gemm`) is not exported from libtorch_cpu. THC's pointer-array batched
-#: GEMM has no ATen form: the arrays are read back to the host (one synchronisation) and each
-#: matrix is one `at::cuda::blas::gemm`, which takes THC's arguments less the state.
+#: The helpers: the headers each needs and its code, in the order they are written. A BLAS
+#: call becomes ATen's addmm_/addmv_ on views of the caller's column-major memory, on the
+#: device the call names; THC's pointer-array batched GEMM has no ATen form: its arrays are
+#: read back to the host (one synchronisation) and each matrix is one such GEMM.
 _THC_HELPERS: dict[str, tuple[tuple[str, ...], str]] = {
-    "th_blas": (("ATen/ATen.h",), """\
-// flashbuild: TH's BLAS, removed in torch 1.11, through ATen. A column-major r x c matrix
-// with leading dimension ld is the row-major c x r view with strides (ld, 1): its transpose.
+    "blas": (("ATen/ATen.h",), """\
+// flashbuild: TH's and THC's BLAS, removed in torch 1.11, as ATen ops on views of the
+// caller's memory. A column-major r x c matrix with leading dimension ld is the row-major
+// c x r view with strides (ld, 1): its transpose.
 template <typename T>
-static inline at::Tensor flashbuild_th_transposed(const T *p, int64_t r, int64_t c, int64_t ld) {
-  return at::from_blob(const_cast<T *>(p), {c, r}, {ld, 1}, at::dtype<T>());
+static inline at::Tensor flashbuild_blas_transposed(at::Device on, const T *p, int64_t r,
+                                                    int64_t c, int64_t ld) {
+  return at::from_blob(const_cast<T *>(p), {c, r}, {ld, 1}, at::dtype<T>().device(on));
 }
 // C = alpha op(A) op(B) + beta C, as C^T = alpha op(B)^T op(A)^T + beta C^T.
 template <typename T>
-static inline void flashbuild_th_gemm(char transa, char transb, int64_t m, int64_t n, int64_t k,
-                                      T alpha, const T *a, int64_t lda, const T *b, int64_t ldb,
-                                      T beta, T *c, int64_t ldc) {
+static inline void flashbuild_blas_gemm(at::Device on, char transa, char transb, int64_t m,
+                                        int64_t n, int64_t k, T alpha, const T *a,
+                                        int64_t lda, const T *b, int64_t ldb, T beta, T *c,
+                                        int64_t ldc) {
   const bool ta = transa != 'n' && transa != 'N', tb = transb != 'n' && transb != 'N';
-  at::Tensor a_t = ta ? flashbuild_th_transposed(a, k, m, lda).t()
-                      : flashbuild_th_transposed(a, m, k, lda);
-  at::Tensor b_t = tb ? flashbuild_th_transposed(b, n, k, ldb).t()
-                      : flashbuild_th_transposed(b, k, n, ldb);
-  flashbuild_th_transposed<T>(c, m, n, ldc).addmm_(b_t, a_t, beta, alpha);
+  at::Tensor a_t = ta ? flashbuild_blas_transposed(on, a, k, m, lda).t()
+                      : flashbuild_blas_transposed(on, a, m, k, lda);
+  at::Tensor b_t = tb ? flashbuild_blas_transposed(on, b, n, k, ldb).t()
+                      : flashbuild_blas_transposed(on, b, k, n, ldb);
+  flashbuild_blas_transposed<T>(on, c, m, n, ldc).addmm_(b_t, a_t, beta, alpha);
 }
 // y = alpha op(A) x + beta y, A m x n.
 template <typename T>
-static inline void flashbuild_th_gemv(char trans, int64_t m, int64_t n, T alpha, const T *a,
-                                      int64_t lda, const T *x, int64_t incx, T beta, T *y,
-                                      int64_t incy) {
+static inline void flashbuild_blas_gemv(at::Device on, char trans, int64_t m, int64_t n,
+                                        T alpha, const T *a, int64_t lda, const T *x,
+                                        int64_t incx, T beta, T *y, int64_t incy) {
   TORCH_CHECK(incx > 0 && incy > 0, "gemv: negative increments are not supported here");
   const bool t = trans != 'n' && trans != 'N';
-  at::Tensor a_t = flashbuild_th_transposed(a, m, n, lda);
-  at::Tensor xv = at::from_blob(const_cast<T *>(x), {t ? m : n}, {incx}, at::dtype<T>());
-  at::Tensor yv = at::from_blob(y, {t ? n : m}, {incy}, at::dtype<T>());
+  const auto options = at::dtype<T>().device(on);
+  at::Tensor a_t = flashbuild_blas_transposed(on, a, m, n, lda);
+  at::Tensor xv = at::from_blob(const_cast<T *>(x), {t ? m : n}, {incx}, options);
+  at::Tensor yv = at::from_blob(y, {t ? n : m}, {incy}, options);
   yv.addmv_(t ? a_t : a_t.t(), xv, beta, alpha);
 }"""),
-    "gemm_batched": (("ATen/cuda/CUDAContext.h", "ATen/cuda/CUDABlas.h",
-                      "c10/cuda/CUDAException.h", "vector"), """\
-// flashbuild: THC's pointer-array batched GEMM, removed in torch 1.11, has no ATen form: the
-// pointer arrays are read back to the host (one synchronisation of the current stream), then
-// each matrix is one at::cuda::blas::gemm on that stream.
+    "gemm_batched": (("ATen/cuda/CUDAContext.h", "c10/cuda/CUDAException.h",
+                      "c10/cuda/CUDAFunctions.h", "vector"), """\
+// flashbuild: THC's pointer-array batched GEMM has no ATen form: the pointer arrays are read
+// back to the host (one synchronisation of the current stream), then each matrix is one
+// GEMM on that stream.
 template <typename T>
-static inline void flashbuild_thc_gemm_batched(char transa, char transb, int64_t m, int64_t n,
-                                               int64_t k, T alpha, const T *const a[],
-                                               int64_t lda, const T *const b[], int64_t ldb,
-                                               T beta, T *const c[], int64_t ldc,
-                                               int64_t batch) {
+static inline void flashbuild_blas_gemm_batched(char transa, char transb, int64_t m,
+                                                int64_t n, int64_t k, T alpha,
+                                                const T *const a[], int64_t lda,
+                                                const T *const b[], int64_t ldb, T beta,
+                                                T *const c[], int64_t ldc, int64_t batch) {
   std::vector<const T *> ha(batch), hb(batch);
   std::vector<T *> hc(batch);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -225,8 +234,9 @@ static inline void flashbuild_thc_gemm_batched(char transa, char transb, int64_t
   C10_CUDA_CHECK(cudaMemcpyAsync(hb.data(), b, bytes, cudaMemcpyDeviceToHost, stream));
   C10_CUDA_CHECK(cudaMemcpyAsync(hc.data(), c, bytes, cudaMemcpyDeviceToHost, stream));
   C10_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const at::Device on(at::kCUDA, c10::cuda::current_device());
   for (int64_t i = 0; i < batch; ++i)
-    at::cuda::blas::gemm<T>(transa, transb, m, n, k, alpha, ha[i], lda, hb[i], ldb, beta,
+    flashbuild_blas_gemm<T>(on, transa, transb, m, n, k, alpha, ha[i], lda, hb[i], ldb, beta,
                             hc[i], ldc);
 }"""),
 }
@@ -280,7 +290,7 @@ def thc(ctx: _Ctx) -> None:
         sites.append((start, number, old, edited, active == 1))
     # The helpers' headers come with every include; their code once, after the first.
     wanted.update(h for name in helpers for h in _THC_HELPERS[name][0])
-    pending = sorted(helpers)
+    pending = [name for name in _THC_HELPERS if name in helpers]
     for start, number, old, edited, certain in sites:
         include = _THC_INCLUDE.match(old)
         # An include becomes its successors and what the file's own call edits need.
@@ -304,9 +314,8 @@ def thc(ctx: _Ctx) -> None:
                 Fix(manual="use the ATen/c10 successor: <ATen/cuda/CUDAContext.h>, "
                     "at::cuda::getCurrentCUDAStream(), C10_CUDA_CHECK, TORCH_CHECK (for "
                     "THArgCheck, without its argument number), at::ceil_div, "
-                    "c10::cuda::CUDACachingAllocator::raw_alloc/raw_delete, "
-                    "at::cuda::blas::gemm/gemv<T> (THC's arguments less the state); TH's "
-                    "CPU BLAS and THC's pointer-array batched GEMM become helpers the include's "
+                    "c10::cuda::CUDACachingAllocator::raw_alloc/raw_delete; TH's and THC's "
+                    "BLAS calls become helpers over ATen's addmm_/addmv_ that the include's "
                     "edit defines" + (
                         "" if step else " (not drafted: " + (
                             "a THC name here has no one-for-one successor, or the line "
@@ -366,10 +375,11 @@ def _thc_line(old: str) -> tuple[str, set[str], set[str]]:
         new, count = pattern.subn(successor, new)
         if count:
             needs.add(header)
-    for pattern, successor, helper in _THC_HELPER_CALLS:
+    for pattern, successor, used, headers in _THC_HELPER_CALLS:
         new, count = pattern.subn(successor, new)
         if count:
-            helpers.add(helper)
+            helpers.update(used)
+            needs.update(headers)
     while (check := _TH_ARG_CHECK.search(new)) is not None:
         commas = _top_level_commas(new, check.end())
         # THArgCheck formats its message printf-style; TORCH_CHECK concatenates: a `%`

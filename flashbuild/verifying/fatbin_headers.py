@@ -351,7 +351,7 @@ def _elf_regions(stream: IO[bytes], path: Path, file_size: int,  # noqa: PLR0912
     longest = max(len(n) for n in ELF_SECTIONS) + 1
     regions = []
     for name_at, sh_type, sh_flags, _addr, offset, size, *_rest in headers:
-        if sh_type == _SHT_NOBITS or not 0 <= name_at < names_size:
+        if sh_type in _NO_FILE_BYTES or not 0 <= name_at < names_size:
             continue
         name = _read_at(stream, names_offset + name_at, longest).split(b"\0", 1)[0]
         if name.decode("ascii", "replace") not in ELF_SECTIONS:
@@ -374,6 +374,14 @@ def _elf_regions(stream: IO[bytes], path: Path, file_size: int,  # noqa: PLR0912
 
 #: SHT_NULL and SHT_STRTAB (the ELF specification); SHN_XINDEX in e_shstrndx.
 _SHT_NULL = 0
+#: Section types with no bytes in the file, whose sh_size is a reservation of GPU memory:
+#: SHT_NOBITS and NVIDIA's SHT_CUDA_GLOBAL (0x70000007, `.nv.global`), SHT_CUDA_LOCAL
+#: (0x70000009, `.nv.local.<kernel>`), SHT_CUDA_SHARED (0x7000000a, `.nv.shared.<kernel>`) and
+#: SHT_CUDA_SHARED_RESERVED (0x70000015). The cubins nvcc writes here name
+#: `.nv.shared.<kernel>` SHT_NOBITS; bitsandbytes' sm_90a cubin (CUDA 13.0, 1.4 MB) held a
+#: section of type 0x7000000a whose offset and size lie past its end.
+_NO_FILE_BYTES = frozenset({_SHT_NULL, _SHT_NOBITS, 0x70000007, 0x70000009, 0x7000000A,
+                            0x70000015})
 _SHT_STRTAB = 3
 _SHN_XINDEX = 0xFFFF
 
@@ -429,7 +437,7 @@ def validate_elf(blob: Mapped, where: str, *, what: str = "") -> None:
     for index in range(1, count):
         _name, sh_type, _f, _a, offset, length, *_rest = shdr.unpack_from(
             blob, shoff + index * shentsize)
-        if sh_type not in (_SHT_NULL, _SHT_NOBITS) and offset + length > size:
+        if sh_type not in _NO_FILE_BYTES and offset + length > size:
             raise _damaged_elf(where, f"section {index} (type {sh_type}) spans bytes "
                                f"{offset}-{offset + length}; the file has {size}")
     if names == 0:

@@ -104,10 +104,15 @@ def test_thc_lines_are_found_and_drafted(tmp_path: Path) -> None:
     assert "at::ceil_div(n, 256)" in ops and ops.count("C10_CUDA_CHECK(") == 3 + 4
     # THArgCheck loses its argument number, not a comma inside the condition.
     assert 'TORCH_CHECK(n > 0 && (n % 2, true), "n must be positive, got ", n);' in ops
-    assert "at::cuda::blas::gemm<float>('n', 't', n, n, n, 1.0f," in ops
-    # The pointer-array batched GEMM calls a helper the include's edit defines, once.
-    assert "flashbuild_thc_gemm_batched<float>('n', 'n', n, n, n, 1.0f," in ops
-    assert ops.count("static inline void flashbuild_thc_gemm_batched(") == 1
+    # THC's BLAS calls become helpers the include's edit defines, once: ATen's own
+    # at::cuda::blas::gemm compiles but is not exported by libtorch_cuda (the module would not
+    # load).
+    assert "flashbuild_blas_gemm<float>(at::Device(at::kCUDA, c10::cuda::current_device()), " \
+        "'n', 't', n, n, n, 1.0f," in ops
+    assert "at::cuda::blas::" not in ops
+    assert "flashbuild_blas_gemm_batched<float>('n', 'n', n, n, n, 1.0f," in ops
+    assert ops.count("static inline void flashbuild_blas_gemm_batched(") == 1
+    assert ops.count("static inline void flashbuild_blas_gemm(") == 1
     cpu = (tree / "src" / "cpu.cpp").read_text(encoding="utf-8")
     assert cpu.startswith("#include <ATen/ATen.h>\n")
     assert 'TORCH_CHECK(t.dim() == 2, "2-D input expected");' in cpu
@@ -135,8 +140,10 @@ def test_th_blas_successors_compute_what_th_computed(tmp_path: Path) -> None:
         pytest.skip("needs g++ and torch in this Python")
     tree = _patched(tmp_path)
     blas = (tree / "src" / "blas.cpp").read_text(encoding="utf-8")
-    assert "flashbuild_th_gemm<float>(ta, tb, m, n, k, 2.0f," in blas
-    assert "flashbuild_th_gemv<double>(t, m, n, 0.5," in blas
+    assert "flashbuild_blas_gemm<float>(at::kCPU, ta, tb, m, n, k, 2.0f," in blas
+    assert "flashbuild_blas_gemv<double>(at::kCPU, t, m, n, 0.5," in blas
+    # A CPU file gets no CUDA header: a CPU-only build of the tree still compiles.
+    assert "cuda" not in blas.split("int blas_mismatches")[0].lower()
     main = tmp_path / "main.cpp"
     main.write_text("#include <cstdio>\nint blas_mismatches();\n"
                     "int main() { std::printf(\"%d\\n\", blas_mismatches()); }\n",

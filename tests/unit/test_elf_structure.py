@@ -77,3 +77,16 @@ def test_a_zeroed_cubin_half_is_refused() -> None:
     cubin[len(cubin) // 2:] = bytes(len(cubin) - len(cubin) // 2)
     with pytest.raises(BinaryFormatError, match="not a valid ELF file"):
         validate_elf(bytes(cubin), image.name)
+
+
+@pytest.mark.parametrize("sh_type", [8, 0x70000007, 0x70000009, 0x7000000A, 0x70000015])
+def test_a_reservation_of_gpu_memory_may_lie_past_the_end(sh_type: int) -> None:
+    # `.nv.shared.<kernel>` as the device linker writes it (SHT_CUDA_SHARED), and the other
+    # types that name memory, not file bytes: its offset and size are no damage (bitsandbytes'
+    # 1.4 MB sm_90a cubin, a section "spanning" to byte 2,751,463, was refused as damaged).
+    blob = _damage("section past the end")
+    struct.pack_into("<I", blob, _section_header(blob, 1) + SH_TYPE, sh_type)
+    validate_elf(bytes(blob), "reserved.o")
+    struct.pack_into("<I", blob, _section_header(blob, 1) + SH_TYPE, 0x70000000)
+    with pytest.raises(BinaryFormatError, match="not a valid ELF file"):
+        validate_elf(bytes(blob), "info.o")
