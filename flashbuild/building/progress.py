@@ -414,7 +414,8 @@ _FIX_FINDERS: tuple[Callable[[_Failed], str], ...] = (
     lambda seen: missing_module_fix(seen.first.line) or "",
     lambda seen: _submodule_fix(seen.first.line, seen.tree, seen.command) if seen.tree else "",
     lambda seen: _own_header_fix(seen.first.line) or _python_package_header_fix(
-        seen.first.line) or _removed_torch_header_fix(seen.first.line),
+        seen.first.line) or _removed_torch_header_fix(seen.first.line)
+    or _system_library_header_fix(seen.first.line, seen.tree),
     _missing_input_fix,
     lambda seen: _cxx20_global_name_fix(seen.first.line),
 )
@@ -499,6 +500,79 @@ def _python_package_header_fix(line: str) -> str:
     return (f"{header} is {package}'s C/C++ header, and the Python that builds has no "
             f"{package} (the build asks it for the folder): install it into that environment "
             f"(`python -m pip install {package}`) and build again")
+
+
+#: Libraries trees expect installed on the system, by the first folder (or the name) of the
+#: headers they include: (library, Debian/Ubuntu package, Fedora package, conda-forge
+#: package). A header not here gets the general words of `_system_library_header_fix`.
+_SYSTEM_LIBRARY_HEADERS = {
+    "google": ("sparsehash", "libsparsehash-dev", "sparsehash-devel", "sparsehash"),
+    "sparsehash": ("sparsehash", "libsparsehash-dev", "sparsehash-devel", "sparsehash"),
+    "Eigen": ("Eigen", "libeigen3-dev", "eigen3-devel", "eigen"),
+    "eigen3": ("Eigen", "libeigen3-dev", "eigen3-devel", "eigen"),
+    "boost": ("Boost", "libboost-dev", "boost-devel", "libboost-headers"),
+    "glm": ("GLM", "libglm-dev", "glm-devel", "glm"),
+    "tbb": ("oneTBB", "libtbb-dev", "tbb-devel", "tbb-devel"),
+    "absl": ("Abseil", "libabsl-dev", "abseil-cpp-devel", "libabseil"),
+    "cblas.h": ("a CBLAS (OpenBLAS)", "libopenblas-dev", "openblas-devel", "openblas"),
+}
+
+
+#: The CUDA toolkit's own headers (`cusparse.h`, `nvtx3/…`, `thrust/…`): a toolkit component
+#: the chosen toolkit lacks, not a library of the system.
+_TOOLKIT_HEADER = re.compile(r"^(?:cu|nv|thrust$|cub$|cuda)", re.I)
+
+
+def _system_library_header_fix(line: str, tree: Path | None) -> str:
+    """The fix for a header the tree includes in angle brackets and has nowhere (torchsparse's
+    `<google/dense_hash_map>`, from sparsehash): a library the tree expects on the system,
+    whose development package the machine lacks. A header some folder of the tree holds is
+    another failure (an include folder the build does not pass) and keeps the compiler's
+    words."""
+    m = _MISSING_HEADER.match(line)
+    if m is None:
+        return ""
+    source = Path(m["file"] or m["efile"])
+    number = int(m["line"] or m["eline"])
+    header = (m["header"] or m["eheader"]).strip()
+    try:
+        text = source.read_text(encoding="utf-8", errors="replace").splitlines()[number - 1]
+    except (OSError, IndexError):
+        return ""
+    spelled = PurePosixPath(header)
+    if f"<{header}>" not in text or spelled.is_absolute() or ".." in spelled.parts or \
+            _TOOLKIT_HEADER.match(spelled.parts[0]):
+        return ""
+    if tree is not None and next(_tree_files_named(tree, spelled), None) is not None:
+        return ""
+    known = _SYSTEM_LIBRARY_HEADERS.get(spelled.parts[0])
+    where = f"{source.name}:{number} includes <{header}>, which neither the tree nor the " \
+        "compiler's include folders hold"
+    if known is None:
+        return (f"{where}: a library the tree expects installed on the system. Install that "
+                "library's development package, or give its include folder to the build "
+                "(`[[build.env]] set = { CPATH = \"/path/to/include\" }`, which gcc and nvcc's "
+                "host passes read), then build again")
+    library, debian, fedora, conda = known
+    return (f"{where}: it is {library}'s, a library the tree expects installed on the system. "
+            f"Install its development package (Debian/Ubuntu `sudo apt install {debian}`, "
+            f"Fedora `sudo dnf install {fedora}`, conda `conda install -c conda-forge "
+            f"{conda}`), or give its include folder to the build (`[[build.env]] set = "
+            "{ CPATH = \"/path/to/include\" }`), then build again")
+
+
+def _tree_files_named(tree: Path, spelled: PurePosixPath) -> Iterator[Path]:
+    """Files of the tree whose path ends in `spelled` (`google/dense_hash_map`), looking at
+    no more than 200,000 directory entries (bounded on a huge tree; links not followed)."""
+    seen = 0
+    for folder, dirs, files in os.walk(tree):
+        seen += len(dirs) + len(files)
+        if seen > 200_000:
+            return
+        if spelled.name in files:
+            path = Path(folder) / spelled.name
+            if path.as_posix().endswith(spelled.as_posix()):
+                yield path
 
 
 #: A TH/THC name the compiler does not know: g++'s `'THFloatBlas_gemm' was not declared in

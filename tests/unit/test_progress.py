@@ -265,6 +265,48 @@ def test_a_library_header_that_is_missing_keeps_the_compilers_message(tmp_path: 
     assert "the tree has no" not in err.fix
 
 
+def _includes(tmp_path: Path, header: str) -> Path:
+    """A tree whose src/hashmap.hpp includes `header` in angle brackets at line 3."""
+    tree = tmp_path / "tree"
+    (tree / "src").mkdir(parents=True)
+    (tree / "src" / "hashmap.hpp").write_text(f"#pragma once\n\n#include <{header}>\n",
+                                              encoding="utf-8")
+    return tree
+
+
+def test_a_system_librarys_header_names_the_package_that_brings_it(tmp_path: Path) -> None:
+    # torchsparse's hashmap_cpu.hpp includes <google/dense_hash_map>, from sparsehash, which
+    # the tree does not ship: the compiler's words alone named no library.
+    tree = _includes(tmp_path, "google/dense_hash_map")
+    fix = _failed_fix(tree, [f"{tree}/src/hashmap.hpp:3:10: fatal error: google/dense_hash_map: "
+                             "No such file or directory"], tmp_path / "build.log")
+    assert "hashmap.hpp:3 includes <google/dense_hash_map>" in fix, fix
+    assert "sparsehash's" in fix and "sudo apt install libsparsehash-dev" in fix
+    assert "sparsehash-devel" in fix and "CPATH" in fix
+
+
+def test_an_unknown_system_header_gets_the_general_words(tmp_path: Path) -> None:
+    tree = _includes(tmp_path, "quux/quux.h")
+    fix = _failed_fix(tree, [f"{tree}/src/hashmap.hpp:3:10: fatal error: quux/quux.h: No such "
+                             "file or directory"], tmp_path / "build.log")
+    assert "a library the tree expects installed on the system" in fix and "CPATH" in fix
+
+
+def test_a_header_the_tree_holds_elsewhere_is_no_system_library(tmp_path: Path) -> None:
+    # The tree has the header (a vendored copy the build passes no folder for), or it is the
+    # CUDA toolkit's: neither is a package to install.
+    tree = _includes(tmp_path, "google/dense_hash_map")
+    (tree / "third" / "google").mkdir(parents=True)
+    (tree / "third" / "google" / "dense_hash_map").write_text("", encoding="utf-8")
+    fix = _failed_fix(tree, [f"{tree}/src/hashmap.hpp:3:10: fatal error: google/dense_hash_map: "
+                             "No such file or directory"], tmp_path / "build.log")
+    assert "system" not in fix
+    cuda = _includes(tmp_path / "cuda", "cusparse.h")
+    fix = _failed_fix(cuda, [f"{cuda}/src/hashmap.hpp:3:10: fatal error: cusparse.h: No such "
+                             "file or directory"], tmp_path / "build.log")
+    assert "system" not in fix
+
+
 def test_nvccs_own_refusal_is_the_first_error_not_the_script_that_ran_it(
         tmp_path: Path) -> None:
     """Recorded (libKMCUDA 6.2.3 on an H200 machine, nvcc 13.0): FindCUDA's script runs nvcc,
