@@ -122,7 +122,7 @@ _GITHUB_URL = re.compile(r"(?:https://github\.com/|git@github\.com:)(?P<repo>[\w
 def make_source(tree: Tree, *, mirrors: Path, out: Path) -> str:
     """Write a `git:` tree's source archive, with its git submodules at their pinned commits
     (what `git clone --recursive` checks out); "" when written, else why not."""
-    repo, commit, name = git_source(tree.source.partition(":")[2])
+    repo, commit, name = git_source(tree.source.partition(":")[2], tree.subdir)
     gitdir = mirror_gitdir(mirrors, repo)
     if gitdir is None:
         return f"no clone of {repo} under {mirrors}"
@@ -220,7 +220,7 @@ def main() -> int:
             failed += 1
             print(f"{tree.name:<28} FAILED {why}", file=sys.stderr)
         else:
-            print(f"{tree.name:<28} {SOURCES / git_source(tree.source[4:])[2]}")
+            print(f"{tree.name:<28} {SOURCES / git_source(tree.source[4:], tree.subdir)[2]}")
     for tree in trees:
         why = make_archive(tree, mirrors=args.mirrors, out=args.out)
         if why:

@@ -109,13 +109,16 @@ def parse_tests_from(text: str) -> TestsFrom:
 _GIT_SOURCE = re.compile(r"(?P<repo>[\w.-]+/[\w.-]+)@(?P<commit>[0-9a-f]{40})")
 
 
-def git_source(what: str) -> tuple[str, str, str]:
-    """`OWNER/NAME@COMMIT` -> (repo, commit, archive file name); ValueError when malformed."""
+def git_source(what: str, subdir: str = "") -> tuple[str, str, str]:
+    """`OWNER/NAME@COMMIT` -> (repo, commit, archive file name); ValueError when malformed.
+    A tree that is one folder of its repository (`subdir`) has that folder in the name: two
+    trees of one commit (Pointcept's libs/pointops and libs/pointgroup_ops) are two archives."""
     match = _GIT_SOURCE.fullmatch(what)
     if not match:
         raise ValueError(f"{what!r} is not OWNER/NAME@COMMIT (COMMIT: the full 40-digit id)")
     name = match["repo"].split("/")[1]
-    return match["repo"], match["commit"], f"{name}-{match['commit'][:12]}.tar.gz"
+    folder = f"-{re.sub(r'[^A-Za-z0-9]+', '-', subdir).strip('-')}" if subdir else ""
+    return match["repo"], match["commit"], f"{name}-{match['commit'][:12]}{folder}.tar.gz"
 
 
 def tests_archive(tree: Tree, archives: Path) -> Path:
@@ -279,7 +282,7 @@ def fetch(tree: Tree, base: Path, work: Path, logs: Path) -> tuple[Stage, Path]:
         elif kind == "tar":
             archive = (base / what).resolve()
         elif kind == "git":
-            archive = work / "dl" / git_source(what)[2]
+            archive = work / "dl" / git_source(what, tree.subdir)[2]
             if not archive.is_file():
                 raise OSError(f"no {archive}: write it with `python bench/tree_tests.py "
                               f"--mirrors DIR --only {tree.name}` and copy it there")
