@@ -59,6 +59,9 @@ class PinnedInstall:
     """The pip command, as it ran."""
     error: str = ""
     """pip's last lines when it failed (or why pip did not run)."""
+    held: tuple[str, ...] = ()
+    """Why each requirement left out was left out (torch's kin; a module another distribution
+    provides): the others were installed without them, and `requirements` names only those."""
 
 
 def installed_versions(python: str, names: Sequence[str], runner: Runner,
@@ -170,9 +173,13 @@ def install_pinned(python: str, requirements: Sequence[str], runner: Runner,
     if have is None:
         return PinnedInstall(wanted, False, "", "pip could not list the installed "
                              "distributions, so nothing could be pinned")
-    held = [why for why in (_held_back(r, have) for r in wanted) if why]
-    if held:
-        return PinnedInstall(wanted, False, "", "; ".join(held))
+    reasons = {r: _held_back(r, have) for r in wanted}
+    held = tuple(why for why in reasons.values() if why)
+    # The rest still goes in (torchsparse's rootpath beside its torchvision): what is held
+    # back is said, not a reason to install nothing.
+    wanted = tuple(r for r, why in reasons.items() if not why)
+    if not wanted:
+        return PinnedInstall(wanted, False, "", "; ".join(held), held=held)
     attempt = hashlib.sha256(json.dumps([python, wanted, have.pins]).encode()).hexdigest()
     failed = _failed_before(memo, attempt)
     if failed:
@@ -187,14 +194,14 @@ def install_pinned(python: str, requirements: Sequence[str], runner: Runner,
             done = runner.run(argv, env=env, timeout=timeout, check=False)
         except FlashbuildError as exc:  # a pip that hangs past the timeout or cannot start
             _remember(memo, attempt, exc.what)
-            return PinnedInstall(wanted, False, quote(argv), exc.what)
+            return PinnedInstall(wanted, False, quote(argv), exc.what, held=held)
     shown = quote([*argv[:argv.index("--constraint")], "--constraint",
                    "<every installed distribution at its version>", *wanted])
     if not done.ok:
         error = tail(done.output, 6)
         _remember(memo, attempt, error.splitlines()[-1] if error else "pip failed")
-        return PinnedInstall(wanted, False, shown, error)
-    return PinnedInstall(wanted, True, shown)
+        return PinnedInstall(wanted, False, shown, error, held=held)
+    return PinnedInstall(wanted, True, shown, held=held)
 
 
 def _failed_before(memo: Path | None, attempt: str) -> str:

@@ -547,8 +547,9 @@ def install_requirements_of(plan: InstallPlan, distribution: str, runner: Runner
         why = (f"pip could not install them with everything installed pinned "
                f"({done.error.splitlines()[-1] if done.error else 'no reason given'})")
         return _unmet_warning(plan.python, distribution, missing, conflicts, why=why), ()
-    note = (f"installed {', '.join(wanted)}, which {distribution} requires, with every "
-            "installed distribution pinned to its version")
+    note = (f"installed {', '.join(done.requirements)}, which {distribution} requires, with "
+            "every installed distribution pinned to its version"
+            + (f"; not installed: {'; '.join(done.held)}" if done.held else ""))
     return unmet_requirements(plan.python, distribution, runner, env), (note,)
 
 

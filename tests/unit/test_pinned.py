@@ -15,9 +15,21 @@ if TYPE_CHECKING:
 
 def test_torch_is_never_installed() -> None:
     world = PipWorld({"numpy": "2.1.0"})
-    done = pinned.install_pinned("python", ["torch>=2.7", "scipy"], world, {})
+    done = pinned.install_pinned("python", ["torch>=2.7"], world, {})
     assert not done.ok and "never installs torch" in done.error
     assert world.installs() == []
+
+
+def test_the_rest_is_installed_beside_what_is_held_back() -> None:
+    """torchsparse requires torchvision, rootpath and backports.cached_property: torchvision is
+    torch's kin and stays out, the other two go in (before, nothing did, and its import
+    stopped at `No module named 'rootpath'`)."""
+    world = PipWorld({"numpy": "2.1.0"})
+    done = pinned.install_pinned("python", ["torchvision", "rootpath", "scipy"], world, {})
+    assert done.ok and done.requirements == ("rootpath", "scipy")
+    assert len(done.held) == 1 and "torchvision: flashbuild never installs" in done.held[0]
+    (argv,) = world.installs()
+    assert "torchvision" not in argv and {"rootpath", "scipy"} <= set(argv)
 
 
 def test_a_module_another_distribution_provides_is_not_written_over() -> None:

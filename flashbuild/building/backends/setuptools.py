@@ -227,12 +227,16 @@ def absent_build_requirements(request: BuildRequest, runner: StreamRunner) -> tu
         done = pinned.install_pinned(
             request.python, absent, runner, request.env,
             memo=pinned.memo_file(request.platform, request.env))
-        if done.ok:
+        if done.ok and not done.held:
             return (f"installed the build requirements {', '.join(absent)} "
                     "(pyproject.toml [build-system] requires), with every installed "
                     "distribution pinned",)
-        why = ("pip could not install them with everything installed pinned: "
-               + (done.error.splitlines()[-1] if done.error else "no reason given"))
+        if done.ok:
+            absent = [r for r in absent if r not in done.requirements]
+            why = "; ".join(done.held)
+        else:
+            why = ("pip could not install them with everything installed pinned: "
+                   + (done.error.splitlines()[-1] if done.error else "no reason given"))
     else:
         why = "--no-deps"
     shown = " ".join(f'"{r}"' for r in absent)
