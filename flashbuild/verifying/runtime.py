@@ -65,6 +65,14 @@ try:
     out["file"] = getattr(mod, "__file__", None)
 except BaseException as exc:
     out["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    # The package's own line that raised (the last frame inside its folder): what a failed
+    # import is about when the error comes from a library it called (torch's GPU check).
+    folder = "/" + pkg.split(".")[0] + "/"
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        name = frame.filename.replace("\\", "/")
+        if folder in name:
+            out["at"] = name[name.rindex(folder) + 1:] + ":" + str(frame.lineno)
+            break
 def beside(first):
     # A top-level module installed next to the package (setup.py's
     # CUDAExtension("foo_cuda", ...) beside packages=["foo"]): its file sits in the folder
@@ -167,6 +175,9 @@ class ImportResult:
     #: Why a missing export was not found, where it was more than an absent name (the
     #: module holding it failed to import: `ImportError: libc10.so: cannot open …`).
     why: Mapping[str, str] = field(default_factory=dict)
+    #: Where a failed import raised in the package's own code (`torchsparse/backends.py:7`),
+    #: "" when no frame of it was on the stack.
+    at: str = ""
 
 
 @dataclass(frozen=True)
@@ -274,7 +285,8 @@ def import_check(package: str, exports: Sequence[str], *, runner: Runner,
             return ImportResult(bool(data["imported"]), tuple(data["missing"]),
                                 data["error"], data["file"], bool(data.get("torch")),
                                 bool(data.get("torch_first")),
-                                why={str(k): str(v) for k, v in data.get("why", {}).items()})
+                                why={str(k): str(v) for k, v in data.get("why", {}).items()},
+                                at=str(data.get("at") or ""))
     # The interpreter died before printing (a crash inside the extension's init).
     return ImportResult(False, (), f"the interpreter exited with code {done.returncode}: "
                         f"{tail(done.output, 12)}", None)

@@ -1051,16 +1051,10 @@ def _runtime_checks(pkg: str, expect: Expectations, *, run_gpu: bool | None, ben
         result = runtime.import_check(pkg, wanted, runner=runner, python=python, env=env,
                                       search_path=search_path, top_level=expect.top_level)
         torch_ok = result.torch
-        driver = (_DRIVER_ABSENT.search(result.error or "")
-                  if not result.imported and not gpu_present() else None)
-        if driver is not None:
-            # The binaries link the driver's own library (CUDA::cuda_driver): no import can
-            # succeed on a machine without the driver, however right the build.
-            checks.append(Check(
-                "import", pkg, Status.WARN, f"not imported here: it loads {driver[1]}, the "
-                "NVIDIA driver's library, which this machine does not have",
-                result.error or "", "verify on a machine with the NVIDIA driver to check the "
-                "import (the checks above hold without it)"))
+        here = _not_importable_here(pkg, result) if not result.imported and \
+            not gpu_present() else None
+        if here is not None:
+            checks.append(here)
         elif not result.imported:
             needed = _missing_dependency(result.error or "", pkg, expect.top_level)
             checks.append(Check(
@@ -1205,6 +1199,31 @@ def _missing_dependency(error: str, pkg: str, top_level: Sequence[str]) -> str |
 #: The Linux loader's words for a driver library that is not installed.
 _DRIVER_ABSENT = re.compile(r"\b(libcuda\.so\.1|libnvidia-ml\.so\.1): cannot open shared "
                             r"object file")
+#: torch's words when code asks it for a GPU where there is none (its lazy CUDA init).
+_NO_GPU_FOR_TORCH = re.compile(r"Found no NVIDIA driver on your system|No CUDA GPUs are "
+                               r"available|CUDA driver initialization failed")
+
+
+def _not_importable_here(pkg: str, result: runtime.ImportResult) -> Check | None:
+    """The warning for an import that cannot succeed on a machine without a GPU, however
+    right the build; None for any other failure."""
+    driver = _DRIVER_ABSENT.search(result.error or "")
+    if driver is not None:
+        # The binaries link the driver's own library (CUDA::cuda_driver).
+        return Check(
+            "import", pkg, Status.WARN, f"not imported here: it loads {driver[1]}, the "
+            "NVIDIA driver's library, which this machine does not have",
+            result.error or "", "verify on a machine with the NVIDIA driver to check the "
+            "import (the checks above hold without it)")
+    if _NO_GPU_FOR_TORCH.search(result.error or ""):
+        # Its own code asks torch for the GPU as it is imported (torchsparse's backends.py
+        # reads the device's capability).
+        return Check(
+            "import", pkg, Status.WARN, "not imported here: importing it asks torch for a "
+            f"GPU{f' ({result.at})' if result.at else ''}, and this machine has none",
+            result.error or "", "verify on a machine with an NVIDIA GPU to check the import "
+            "(the checks above hold without it)")
+    return None
 
 
 def _missing_module_fix(needed: str, package: str, python: str) -> str:

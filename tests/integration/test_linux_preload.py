@@ -207,6 +207,33 @@ def test_a_package_that_links_the_driver_is_not_failed_for_its_absence(tmp_path:
                                 "driver's library, which this machine does not have")
 
 
+@pytest.mark.skipif(_driver_present(), reason="this machine has the NVIDIA driver")
+def test_a_package_that_asks_torch_for_the_gpu_as_it_imports_is_not_failed_here(
+        tmp_path: Path) -> None:
+    """torchsparse's backends.py calls `torch.cuda.get_device_capability()` when imported,
+    and torch raises "Found no NVIDIA driver on your system" where there is none: a correct
+    build that no import can prove here. (The package raises torch's words itself, so that
+    no CUDA torch is needed.) verify warns and names the package's line; before, the import
+    failed it."""
+    site = tmp_path / "site-packages"
+    pkg = site / "gpupkg"
+    (pkg / "lib").mkdir(parents=True)
+    (tmp_path / "k.c").write_text("int k(void) { return 1; }\n")
+    _gcc("-o", pkg / "lib" / "libk.so", tmp_path / "k.c")
+    (pkg / "__init__.py").write_text("from . import backends\n")
+    (pkg / "backends.py").write_text(
+        "def init():\n    raise RuntimeError('Found no NVIDIA driver on your system. Please "
+        "check that you have an NVIDIA GPU and installed a driver')\n\n\ninit()\n")
+    _manifest(pkg, ["lib/libk.so"])
+    done = subprocess.run([sys.executable, "-m", "flashbuild", "verify",
+                           str(pkg / "flashbuild-manifest.json"), "--no-gpu", "--json"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    (check,) = [c for c in json.loads(done.stdout)["checks"] if c["area"] == "import"]
+    assert check["status"] == "warn", check
+    assert check["summary"] == ("not imported here: importing it asks torch for a GPU "
+                                "(gpupkg/backends.py:2), and this machine has none")
+
+
 def test_a_copy_whose_libraries_lie_beside_it_is_a_c_sdk_not_a_failure(
         tmp_path: Path) -> None:
     """The same copies, judged without an import (the driver is missing, the import failed):
