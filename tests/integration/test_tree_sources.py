@@ -89,8 +89,14 @@ def test_a_subdir_tree_is_archived_alone_with_its_own_submodules(
                       subdir="ops")
     out = tmp_path / "out"
     assert tree_tests.make_source(tree, mirrors=mirrors, out=out) == ""
-    assert _names(out / f"top-{commit[:12]}.tar.gz") == {"ops/setup.py",
-                                                         "ops/third_party/glm/glm/glm.hpp"}
+    # The folder is in the archive's name: two trees of one commit are two archives.
+    assert _names(out / f"top-{commit[:12]}-ops.tar.gz") == {"ops/setup.py",
+                                                             "ops/third_party/glm/glm/glm.hpp"}
+    other = trees.Tree(name="ops2", source=f"git:o/top@{commit}", module="ops", shape="s",
+                       subdir="ops/third_party/glm")
+    assert tree_tests.make_source(other, mirrors=mirrors, out=out) == ""
+    assert _names(out / f"top-{commit[:12]}-ops.tar.gz") == {"ops/setup.py",
+                                                             "ops/third_party/glm/glm/glm.hpp"}
     # A submodule whose clone is missing is named, not left out.
     shutil.rmtree(mirrors / "g-truc+glm")
     why = tree_tests.make_source(tree, mirrors=mirrors, out=out)
