@@ -518,6 +518,12 @@ _SYSTEM_LIBRARY_HEADERS = {
 }
 
 
+#: MSVC's spelling of a header it could not open, in the groups `_MISSING_HEADER` names:
+#: `src\\hashmap.hpp(7): fatal error C1083: Cannot open include file: 'google/dense_hash_map':
+#: No such file or directory`.
+_MSVC_MISSING_HEADER = re.compile(
+    r"^(?P<file>.+?)\((?P<line>\d+)\)\s*: fatal error C1083: Cannot open include file: "
+    r"'(?P<header>[^']+)'(?P<efile>)(?P<eline>)(?P<eheader>)")
 #: The CUDA toolkit's own headers (`cusparse.h`, `nvtx3/…`, `thrust/…`): a toolkit component
 #: the chosen toolkit lacks, not a library of the system.
 _TOOLKIT_HEADER = re.compile(r"^(?:cu|nv|thrust$|cub$|cuda)", re.I)
@@ -529,7 +535,7 @@ def _system_library_header_fix(line: str, tree: Path | None) -> str:
     whose development package the machine lacks. A header some folder of the tree holds is
     another failure (an include folder the build does not pass) and keeps the compiler's
     words."""
-    m = _MISSING_HEADER.match(line)
+    m = _MISSING_HEADER.match(line) or _MSVC_MISSING_HEADER.match(line)
     if m is None:
         return ""
     source = Path(m["file"] or m["efile"])
@@ -539,7 +545,7 @@ def _system_library_header_fix(line: str, tree: Path | None) -> str:
         text = source.read_text(encoding="utf-8", errors="replace").splitlines()[number - 1]
     except (OSError, IndexError):
         return ""
-    spelled = PurePosixPath(header)
+    spelled = PurePosixPath(header.replace("\\", "/"))
     if f"<{header}>" not in text or spelled.is_absolute() or ".." in spelled.parts or \
             _TOOLKIT_HEADER.match(spelled.parts[0]):
         return ""

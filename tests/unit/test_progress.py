@@ -285,6 +285,17 @@ def test_a_system_librarys_header_names_the_package_that_brings_it(tmp_path: Pat
     assert "sparsehash-devel" in fix and "CPATH" in fix
 
 
+def test_msvcs_spelling_of_a_system_librarys_header_gets_the_same_paragraph(
+        tmp_path: Path) -> None:
+    # cl.exe's words for the same include (C1083), as a Windows build of the tree prints them.
+    tree = _includes(tmp_path, "google/dense_hash_map")
+    fix = _failed_fix(tree, [f"{tree}/src/hashmap.hpp(3): fatal error C1083: Cannot open "
+                             "include file: 'google/dense_hash_map': No such file or "
+                             "directory"], tmp_path / "build.log")
+    assert "hashmap.hpp:3 includes <google/dense_hash_map>" in fix, fix
+    assert "conda install -c conda-forge sparsehash" in fix
+
+
 def test_an_unknown_system_header_gets_the_general_words(tmp_path: Path) -> None:
     tree = _includes(tmp_path, "quux/quux.h")
     fix = _failed_fix(tree, [f"{tree}/src/hashmap.hpp:3:10: fatal error: quux/quux.h: No such "
