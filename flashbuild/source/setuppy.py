@@ -405,7 +405,9 @@ class _Interp:
             return UNKNOWN
         if name in ("os.path.join", "posixpath.join"):
             parts = [self.expr(a, env) for a in node.args]
-            return _join(*parts) if all(isinstance(p, str) for p in parts) else UNKNOWN
+            if not all(isinstance(p, str) for p in parts):
+                return UNKNOWN
+            return self.rooted_join(parts)
         if name in ("os.path.dirname",):
             arg = self.expr(node.args[0], env) if node.args else UNKNOWN
             return posixpath.dirname(arg) if isinstance(arg, str) else UNKNOWN
@@ -585,6 +587,22 @@ class _Interp:
         return any(a.code == code for a in self.archs)
 
     # --- helpers -----------------------------------------------------------------------
+    def rooted_join(self, parts: list[str]) -> str:
+        """`os.path.join`. This reader keeps paths tree-relative, where setup.py had absolute
+        ones (`this_dir` from `__file__`): DCNv2's `os.path.join(extensions_dir, s)` over its
+        own glob results, absolute at run time, must stay `src/vision.cpp`, which the join
+        of tree-relative paths would make `src/src/vision.cpp`. So where the join names
+        nothing in the tree and its last part, already under the rest, names a file or
+        folder of it, that part is the path (as the absolute path would have won)."""
+        joined = _join(*parts)
+        last = _norm(parts[-1]) if parts else ""
+        head = _join(*parts[:-1])
+        if len(parts) > 1 and head and last.startswith(f"{head}/") and \
+                joined not in self.files and joined not in self.dirs and \
+                (last in self.files or last in self.dirs):
+            return last
+        return joined
+
     def glob(self, pattern: str, *, recursive: bool) -> list[str]:
         pat = _norm(pattern)
         if not recursive:

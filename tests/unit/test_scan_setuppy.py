@@ -133,6 +133,37 @@ modules = [ext(name="lib._C", sources=sorted(sources), extra_compile_args={"nvcc
         "/Zc:preprocessor", "sys.platform == 'win32'")
 
 
+def test_a_join_over_absolute_glob_results_keeps_them(tmp_path: Path) -> None:
+    """DCNv2's setup.py globs under `this_dir` (absolute at run time, from __file__) and joins
+    its folder to each result again: the absolute result wins in Python. Read tree-relative,
+    the join made `src/src/vision.cpp`, a file the tree lacks, so every source counted as not
+    compiled and the Windows scan found nothing in src/ (the Linux record had found THC in
+    all of it)."""
+    text = '''
+import glob, os
+from torch.utils.cpp_extension import CUDAExtension
+this_dir = os.path.dirname(os.path.abspath(__file__))
+extensions_dir = os.path.join(this_dir, "src")
+sources = glob.glob(os.path.join(extensions_dir, "*.cpp")) + glob.glob(
+    os.path.join(extensions_dir, "cuda", "*.cu"))
+sources = [os.path.join(extensions_dir, s) for s in sources]
+ext = CUDAExtension("_ext", sources)
+'''
+    files = ["setup.py", "src/vision.cpp", "src/cuda/k.cu"]
+    setup = analyze_setup(text, "setup.py", platform="windows", archs=SM120, files=files)
+    assert setup is not None
+    assert setup.extensions[0].sources == ("src/vision.cpp", "src/cuda/k.cu")
+    # A tree that does have the nested folder keeps the plain join.
+    nested = ["setup.py", "src/src/vision.cpp", "src/vision.cpp"]
+    text2 = '''
+import os
+from torch.utils.cpp_extension import CUDAExtension
+ext = CUDAExtension("_ext", [os.path.join("src", "src/vision.cpp")])
+'''
+    setup = analyze_setup(text2, "setup.py", platform="linux", archs=SM120, files=nested)
+    assert setup is not None and setup.extensions[0].sources == ("src/src/vision.cpp",)
+
+
 def test_hard_coded_gencode_and_downloads() -> None:
     text = '''
 import urllib.request
