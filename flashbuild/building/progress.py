@@ -529,22 +529,32 @@ _MSVC_MISSING_HEADER = re.compile(
 _TOOLKIT_HEADER = re.compile(r"^(?:cu|nv|thrust$|cub$|cuda)", re.I)
 
 
+def _include_site(line: str, *, msvc: bool = False) -> tuple[Path, int, str, str] | None:
+    """(file, line number, header, that line's text) of a compile that could not open a
+    header (g++'s and nvcc's spellings; cl.exe's C1083 with `msvc`); None when `line` is no
+    such error or the including line cannot be read."""
+    m = _MISSING_HEADER.match(line) or (_MSVC_MISSING_HEADER.match(line) if msvc else None)
+    if m is None:
+        return None
+    source = Path(m["file"] or m["efile"])
+    number = int(m["line"] or m["eline"])
+    try:
+        text = source.read_text(encoding="utf-8", errors="replace").splitlines()[number - 1]
+    except (OSError, IndexError):
+        return None
+    return source, number, (m["header"] or m["eheader"]).strip(), text
+
+
 def _system_library_header_fix(line: str, tree: Path | None) -> str:
     """The fix for a header the tree includes in angle brackets and has nowhere (torchsparse's
     `<google/dense_hash_map>`, from sparsehash): a library the tree expects on the system,
     whose development package the machine lacks. A header some folder of the tree holds is
     another failure (an include folder the build does not pass) and keeps the compiler's
     words."""
-    m = _MISSING_HEADER.match(line) or _MSVC_MISSING_HEADER.match(line)
-    if m is None:
+    site = _include_site(line, msvc=True)
+    if site is None:
         return ""
-    source = Path(m["file"] or m["efile"])
-    number = int(m["line"] or m["eline"])
-    header = (m["header"] or m["eheader"]).strip()
-    try:
-        text = source.read_text(encoding="utf-8", errors="replace").splitlines()[number - 1]
-    except (OSError, IndexError):
-        return ""
+    source, number, header, text = site
     spelled = PurePosixPath(header.replace("\\", "/"))
     if f"<{header}>" not in text or spelled.is_absolute() or ".." in spelled.parts or \
             _TOOLKIT_HEADER.match(spelled.parts[0]):
@@ -784,16 +794,10 @@ def _own_header_fix(line: str) -> str:
     folder the include names (`cuda_func/` for `cuda_func/column_remap.cuh`). That is a
     source distribution whose manifest left its headers out (auto-gptq 0.7.1), not a library
     to install; other missing headers keep the compiler's own message."""
-    m = _MISSING_HEADER.match(line)
-    if m is None:
+    site = _include_site(line)
+    if site is None:
         return ""
-    source = Path(m["file"] or m["efile"])
-    number = int(m["line"] or m["eline"])
-    header = (m["header"] or m["eheader"]).strip()
-    try:
-        text = source.read_text(encoding="utf-8", errors="replace").splitlines()[number - 1]
-    except (OSError, IndexError):
-        return ""
+    source, number, header, text = site
     spelled = PurePosixPath(header)
     if f'"{header}"' not in text or spelled.is_absolute() or ".." in spelled.parts:
         return ""

@@ -1408,8 +1408,8 @@ def draft_tree(source: Path, *, platform: str | None, arch: str | BuildTarget,
     rel = os.path.relpath(root, base).replace(os.sep, "/")
     d = draft_recipe(result, name=re.sub(r"[^a-z0-9-]+", "-", root.name.lower()) or "tree",
                      source_path=rel)
-    d.build = draft_build(root, d, _setup_to_record(root, result, recorded=introspect
-                                                    is not None), result.findings)
+    setup = _setup_to_record(root, result, recorded=introspect is not None)
+    d.build = draft_build(root, d, setup, result.findings)
     if introspect is not None:
         _introspect(d, root, target.spec, target.platform, introspect, result.read)
     else:
