@@ -943,8 +943,8 @@ def instantiation_findings(root: Path, reports: Sequence[FileReport],
     params = inst.DefaultRules()
     out: list[Finding] = []
     for site in analysis.sites(facts, params, separable=separable):
-        if site.action == "already":
-            continue
+        if site.action == "already" or (site.action == "keep" and site.kernel):
+            continue  # a kernel's instantiation that repeats its definition: MSVC accepts it
         item = site.found
         kind = "kernel" if site.kernel else "host template"
         snippet = " ".join(item.text.split())[:160]
@@ -967,14 +967,19 @@ def instantiation_findings(root: Path, reports: Sequence[FileReport],
         if site.action == "refused":
             guard = Fix(manual=f"the transform refuses this site ({site.note}); edit it by "
                         "hand where that is safe")
+        # A kernel's: an error where its parameter qualifiers differ from its template's
+        # (FACTS: MSVC mangles them as written), a warning where they could not be compared.
+        severity = Severity.NOTE if not site.kernel else \
+            Severity.ERROR if site.repeats_definition is False else Severity.WARNING
         out.append(Finding(
             rule="FB140" if site.kernel else "FB141", category=Category.INSTANTIATIONS,
-            path=item.path, line=item.line, col=item.col,
-            severity=Severity.ERROR if site.kernel else Severity.NOTE,
+            path=item.path, line=item.line, col=item.col, severity=severity,
             message=f"explicit instantiation of {kind} `{item.target}`{via}: " + (
-                "MSVC's host pass rejects it" if site.kernel else
+                "MSVC's host pass rejects it" if site.repeats_definition is False else
+                "MSVC's host pass may reject it" if site.kernel else
                 "no other file needs it; the transform guards it with the kernels"),
-            evidence=f"`{snippet[:100]}`" + ("" if site.kernel else
+            evidence=f"`{snippet[:100]}`" + (f": {site.note}" if site.kernel and site.note
+                                             else "" if site.kernel else
                                              "; no other file references it"),
             snippet=snippet, fix=guard,
             facts=InstantiationFacts(kind=kind, macro=item.via_macro)))

@@ -138,10 +138,11 @@ _RULES = [
          "dynamic-loading compat layer, breaks on these names."),
     Rule(id="FB140", name="kernel-instantiation", category=Category.INSTANTIATIONS,
          short="explicit instantiation of a __global__ template",
-         help="MSVC's host pass rejects `template __global__ ...;` lines; with CUDA 13's "
-         "-static-global-template-stub=true they add nothing another TU could use "
-         "(docs/scan.md#explicit-instantiations-and-cuda-13). The `explicit-instantiations` "
-         "transform guards them.",
+         help="MSVC's host pass rejects a `template __global__ ...;` line whose parameter "
+         "list leaves out (or adds) a `__restrict__` or a pointer's own `const` of the "
+         "template's: the Microsoft ABI mangles them as written. One that repeats them is "
+         "accepted and not reported (docs/scan.md#explicit-instantiations-and-cuda-13). The "
+         "`explicit-instantiations` transform guards the others.",
          help_uri="https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/"),
     Rule(id="FB141", name="host-instantiation", category=Category.INSTANTIATIONS,
          short="explicit instantiation of a host template no other file uses",

@@ -304,6 +304,8 @@ class Instantiation:
     is_kernel: bool
     """Declared `__global__` here (callers may also know it from the template definition)."""
     text: str
+    shape: Shape | None = None
+    """The qualifier shape of its parameter list (`parameter_shape`), None where unreadable."""
 
 
 def _instantiation(src: Source, node: Node) -> Instantiation | None:
@@ -324,6 +326,7 @@ def _instantiation(src: Source, node: Node) -> Instantiation | None:
         target=src.node_text(inner),
         is_kernel=any(c.type == "__global__" for c in node.children),
         text=src.node_text(node),
+        shape=parameter_shape(src, decl),
     )
 
 
@@ -336,19 +339,111 @@ def template_instantiations(src: Source) -> list[Instantiation]:
     return [i for i in found if i is not None]
 
 
-def template_definitions(src: Source) -> dict[str, bool]:
-    """Names of function templates defined or declared in the file → whether `__global__`."""
-    out: dict[str, bool] = {}
+@dataclass(frozen=True)
+class TemplateSignature:
+    """A function template's declaration or definition: where, and its parameter list."""
+
+    name: str
+    line: int
+    kernel: bool
+    """Declared `__global__`."""
+    is_definition: bool
+    shape: Shape | None
+    """`parameter_shape` of its parameter list, None where unreadable."""
+    parameters: tuple[str, ...]
+    """Each parameter as written (names included)."""
+
+
+def template_signatures(src: Source) -> list[TemplateSignature]:
+    """Every function template declared or defined in the file, in file order."""
+    out: list[TemplateSignature] = []
     for node in _of_type(src.root, ("template_declaration",)):
         for child in node.named_children:
             if child.type not in ("function_definition", "declaration"):
                 continue
-            name = _declared_name(_function_declarator(child.child_by_field_name("declarator")))
-            if name is not None:
-                kernel = any(c.type == "__global__" for c in child.children)
-                text = src.node_text(name)
-                out[text] = out.get(text, False) or kernel
+            fdecl = _function_declarator(child.child_by_field_name("declarator"))
+            name = _declared_name(fdecl)
+            if fdecl is None or name is None:
+                continue
+            plist = fdecl.child_by_field_name("parameters")
+            out.append(TemplateSignature(
+                name=src.node_text(name), line=src.line_of(child.start_byte),
+                kernel=any(c.type == "__global__" for c in child.children),
+                is_definition=child.type == "function_definition",
+                shape=parameter_shape(src, fdecl),
+                parameters=tuple(" ".join(src.node_text(p).split())
+                                 for p in (plist.named_children if plist is not None else ())
+                                 if p.type != "comment")))
     return out
+
+
+def template_definitions(src: Source) -> dict[str, bool]:
+    """Names of function templates defined or declared in the file → whether `__global__`."""
+    out: dict[str, bool] = {}
+    for sig in template_signatures(src):
+        out[sig.name] = out.get(sig.name, False) or sig.kernel
+    return out
+
+
+# --------------------------------------------------------------------------- parameter shapes
+#
+# What an explicit instantiation must repeat of its template's parameter list for MSVC: the
+# Microsoft ABI mangles a parameter's qualifiers as spelled, `__restrict` and the top-level
+# `const` of a pointer included (`int*` is `PEAH`, `int* const` is `QEAH`), where the Itanium
+# ABI drops both; so an instantiation that leaves out a `__restrict__` of its definition names
+# a function that does not exist for MSVC (docs/scan.md, "Explicit instantiations"). The shape
+# keeps exactly those: per parameter the pointee's `const`/`volatile` and, per pointer or
+# reference level, its qualifiers. Type names are left out: `T` against `__half` is the
+# substitution itself.
+
+Shape = tuple[str, ...]
+"""Per parameter: `c` for a const pointee, then one `*`/`&`/`&&` per level with its
+qualifiers sorted (`c` const, `r` restrict, `v` volatile): `c*r` is `const T* __restrict__`.
+A plain value's top-level `const` is dropped (no ABI keeps it)."""
+
+_QUALIFIER_LETTER = {"const": "c", "volatile": "v", "__restrict__": "r", "__restrict": "r",
+                     "restrict": "r"}
+
+
+def parameter_shape(src: Source, fdecl: Node) -> Shape | None:
+    """The shape of a function declarator's parameter list (see `Shape`), or None when it
+    cannot be read: a parse error in it (a qualifier spelled through a macro), a parameter
+    pack, a function pointer."""
+    plist = fdecl.child_by_field_name("parameters")
+    if plist is None or plist.has_error:
+        return None
+    out: list[str] = []
+    for p in plist.named_children:
+        if p.type == "comment":
+            continue
+        if p.type not in ("parameter_declaration", "optional_parameter_declaration"):
+            return None  # `...`, a pack
+        declarator = p.child_by_field_name("declarator")
+        pointee = "".join(sorted({
+            _QUALIFIER_LETTER.get(src.node_text(c), "?") for c in p.children
+            if c.type == "type_qualifier" and (declarator is None
+                                               or c.start_byte < declarator.start_byte)}))
+        levels: list[str] = []
+        node = declarator
+        while node is not None and node.type not in ("identifier", "field_identifier"):
+            if node.type in ("pointer_declarator", "abstract_pointer_declarator",
+                             "reference_declarator", "abstract_reference_declarator"):
+                mark = next((src.node_text(c) for c in node.children
+                             if c.type in ("*", "&", "&&")), "*")
+                quals = {_QUALIFIER_LETTER.get(src.node_text(q), "?")
+                         for c in node.children if c.type in ("type_qualifier",
+                                                              "ms_pointer_modifier")
+                         for q in ([c] if c.type == "type_qualifier" else c.children)}
+                levels.append(mark + "".join(sorted(quals)))
+            elif node.type in ("array_declarator", "abstract_array_declarator"):
+                levels.append("*")  # a parameter's array is a pointer
+            else:
+                return None  # a function pointer, a parenthesised declarator
+            node = node.child_by_field_name("declarator")
+        if "?" in pointee or any("?" in level for level in levels):
+            return None
+        out.append((pointee if levels else "") + "".join(levels))
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------- conditionals

@@ -96,6 +96,8 @@ class InstantiationMacro:
     instantiates: str
     """Unqualified name of the function template it instantiates."""
     where: str
+    shape: cxx.Shape | None = None
+    """The parameter shape of the instantiation in its expansion (cxx.parameter_shape)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,6 +126,9 @@ class FoundInstantiation:
     inside: str = ""
     """The backslash-continued line (a `#define`) that the site's lines belong to, described
     (`the #define INSTANTIATE (lines 4-6)`), or '': a guard or a removal there would split it."""
+    shape: cxx.Shape | None = None
+    """The qualifier shape of the parameter list it names (cxx.parameter_shape), None where
+    it could not be read."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,7 +156,11 @@ class InstantiationSite:
     """A `__global__` template, as written at the site or at the template's definition."""
     action: SiteAction
     note: str
-    """Why it is kept or already handled (`host template f is referenced from a.cu:7`)."""
+    """Why it is kept, edited or already handled (`host template f is referenced from
+    a.cu:7`; for a kernel, how its parameter list compares with its template's)."""
+    repeats_definition: bool | None = None
+    """A kernel's: True when it repeats its template's parameter qualifiers (MSVC accepts
+    it), False when it differs (MSVC rejects it), None when that could not be compared."""
 
     @property
     def path(self) -> str:
@@ -188,7 +197,7 @@ def file_facts(path: str, text: str, src: cxx.Source | None = None) -> FileFacts
             # ancestors hold the conditionals (cheaper than a second walk of the tree).
             node = src.root.descendant_for_byte_range(i.start, i.end) or src.root
             sites.append(_found(src, i.start, i.end, name=i.name, target=i.target,
-                                kernel=i.is_kernel, via_macro="", node=node))
+                                kernel=i.is_kernel, via_macro="", node=node, shape=i.shape))
     macros = tuple(
         MacroBody(name=m.name, body=m.body, where=f"{path}:{m.line}")
         for m in (cxx.macro_definitions(src) if want_macros else ())
@@ -211,7 +220,8 @@ def instantiation_macros(bodies: Iterable[MacroBody]) -> dict[str, Instantiation
             if _INSTANTIATION_WORD.search(m.body) else []
         if insts:
             known[name] = InstantiationMacro(name=name, kernel=any(i.is_kernel for i in insts),
-                                             instantiates=insts[0].name, where=m.where)
+                                             instantiates=insts[0].name, where=m.where,
+                                             shape=insts[0].shape)
         else:
             pending[name] = (m, frozenset(_TOKEN.findall(m.body)))
     changed = True
@@ -224,7 +234,8 @@ def instantiation_macros(bodies: Iterable[MacroBody]) -> dict[str, Instantiation
             if uses:
                 inner = known[uses[0].name]
                 known[name] = InstantiationMacro(name=name, kernel=inner.kernel,
-                                                 instantiates=inner.instantiates, where=m.where)
+                                                 instantiates=inner.instantiates, where=m.where,
+                                                 shape=inner.shape)
                 changed = True
     return known
 
@@ -241,12 +252,13 @@ def macro_sites(src: cxx.Source, macros: Mapping[str, InstantiationMacro]
         info = macros[use.name]
         out.append(_found(src, use.start, use.end, name=info.instantiates,
                           target=f"{use.name}({use.args})", kernel=info.kernel,
-                          via_macro=use.name, node=use.node))
+                          via_macro=use.name, node=use.node, shape=info.shape))
     return out
 
 
 def _found(src: cxx.Source, start: int, end: int, *, name: str, target: str,
-           kernel: bool, via_macro: str, node: Node) -> FoundInstantiation:
+           kernel: bool, via_macro: str, node: Node, shape: cxx.Shape | None
+           ) -> FoundInstantiation:
     # The guard's `#if`/`#endif` (or the removal) go at the site's line boundaries: inside a
     # backslash-continued `#define` they would split it (a macro's body that tree-sitter read
     # as code because a space follows one of its backslashes).
@@ -256,7 +268,7 @@ def _found(src: cxx.Source, start: int, end: int, *, name: str, target: str,
         col=len(src.slice(src.line_start(start), start)) + 1, name=name, target=target,
         declared_kernel=kernel, via_macro=via_macro, text=src.slice(start, end),
         conditionals=tuple(cxx.enclosing_conditionals(src, node)),
-        inside=split.describe() if split is not None else "")
+        inside=split.describe() if split is not None else "", shape=shape)
 
 
 class InstantiationAnalysis:
@@ -282,7 +294,7 @@ class InstantiationAnalysis:
         self._index = index
         """token → files whose text holds it, in `facts` order: built once, in one pass."""
         self._kernels: dict[str, bool] = {}
-        self._definitions: dict[str, dict[str, bool]] = {}
+        self._signatures: dict[str, list[cxx.TemplateSignature]] = {}
         self._refs: dict[tuple[str, str], int] = {}
         """(name, file) → line of its first reference there, 0 for none."""
 
@@ -318,31 +330,73 @@ class InstantiationAnalysis:
         for path in paths:
             for item in self.found(path):
                 kernel = item.declared_kernel or self.is_kernel(item.name)
-                action, note = self._decide(item, kernel, params, separable)
+                same, why = self.compare(item) if kernel else (None, "")
+                action, note = self._decide(item, kernel, params, separable, same=same, why=why)
                 out.append(InstantiationSite(found=item, kernel=kernel, action=action,
-                                             note=note))
+                                             note=note, repeats_definition=same))
         return out
 
     def is_kernel(self, name: str) -> bool:
         """A function template `name` is declared `__global__` in some source. Only the files
         that hold both `__global__` and the name are parsed for it."""
         if name not in self._kernels:
-            self._kernels[name] = any(
-                self._definitions_in(path).get(name, False)
-                for path in self._index.get(name, ()) if self._facts[path].may_define_kernels)
+            self._kernels[name] = any(sig.kernel for _, sig in self.kernel_templates(name))
         return self._kernels[name]
 
-    def _definitions_in(self, path: str) -> dict[str, bool]:
-        if path not in self._definitions:
+    def kernel_templates(self, name: str) -> list[tuple[str, cxx.TemplateSignature]]:
+        """(path, signature) of every `__global__` function template `name` in the sources
+        (declarations and definitions). Only the files that hold both `__global__` and the
+        name are parsed for it."""
+        return [(path, sig) for path in self._index.get(name, ())
+                if self._facts[path].may_define_kernels
+                for sig in self._signatures_in(path) if sig.name == name and sig.kernel]
+
+    def _signatures_in(self, path: str) -> list[cxx.TemplateSignature]:
+        if path not in self._signatures:
             src = self.source(path)
-            self._definitions[path] = cxx.template_definitions(src) if src is not None else {}
-        return self._definitions[path]
+            self._signatures[path] = cxx.template_signatures(src) if src is not None else []
+        return self._signatures[path]
+
+    def compare(self, item: FoundInstantiation) -> tuple[bool | None, str]:
+        """Whether a kernel instantiation repeats the qualifiers of its template's parameter
+        list (True), differs from every declaration with as many parameters (False), or
+        cannot be compared (None), with the evidence in words."""
+        if item.shape is None:
+            return None, "its parameter list could not be read (a qualifier spelled through " \
+                "a macro, a parameter pack or a function pointer)"
+        templates = [(p, s) for p, s in self.kernel_templates(item.name)
+                     if s.shape is not None and len(s.shape) == len(item.shape)]
+        # The definition is what the instantiation names; a declaration elsewhere only where
+        # no definition was read.
+        templates = [t for t in templates if t[1].is_definition] or templates
+        if not templates:
+            return None, (f"no `__global__` template {item.name} with "
+                          f"{len(item.shape)} parameters was read in the sources")
+        for path, sig in templates:
+            if sig.shape == item.shape:
+                return True, (f"it repeats the qualifiers of {item.name}'s parameters at "
+                              f"{path}:{sig.line}")
+        # A template argument that is itself a pointer (`k<float*>`) adds levels: those
+        # parameters are not compared, and without a comparable one there is no verdict.
+        for path, sig in templates:
+            assert sig.shape is not None
+            pairs = list(zip(sig.shape, item.shape, strict=True))
+            if all(_levels(a) == _levels(b) for a, b in pairs):
+                i = next(i for i, (a, b) in enumerate(pairs) if a != b)
+                return False, (
+                    f"parameter {i + 1} is `{sig.parameters[i]}` at {path}:{sig.line}; here "
+                    f"it {_difference(sig.shape[i], item.shape[i])}, and MSVC mangles "
+                    "`__restrict__` and a pointer's own `const` as written")
+        return None, (f"its pointer levels differ from {item.name}'s at {templates[0][0]}:"
+                      f"{templates[0][1].line} (a template argument that is a pointer?)")
 
     def _decide(self, item: FoundInstantiation, kernel: bool, params: SiteRules,
-                separable: str) -> tuple[SiteAction, str]:
+                separable: str, *, same: bool | None, why: str) -> tuple[SiteAction, str]:
         guard = _guarded_by(item.conditionals, params.guard)
         if guard:
             return "already", guard
+        if kernel and same:
+            return "keep", f"{why}: MSVC accepts it"
         if item.inside:
             return "refused", (f"inside {item.inside}: a guard or a removal here would split "
                                "it; guard the macro's uses, or fix the line (a space after a "
@@ -360,7 +414,7 @@ class InstantiationAnalysis:
             ref = self.referenced_elsewhere(item.name, item.path)
             if ref:
                 return "keep", f"host template {item.name} is referenced from {ref}"
-        return "edit", ""
+        return "edit", why
 
     def referenced_elsewhere(self, name: str, path: str) -> str:
         """`file:line` of the first reference to `name` outside `path`, or ''. Only the files
@@ -397,6 +451,28 @@ class InstantiationAnalysis:
                     if not any(s <= at < e for s, e in spans):
                         return m.line
         return 0
+
+
+def _levels(shape: str) -> int:
+    return len(re.findall(r"&&|[*&]", shape))
+
+
+def _difference(definition: str, here: str) -> str:
+    """How a parameter's shape at the instantiation differs from its definition's (as many
+    levels), in words: `has no `__restrict__``, `adds `const``."""
+    words = {"c": "const", "r": "__restrict__", "v": "volatile"}
+
+    def parts(shape: str) -> list[set[str]]:
+        # The pointee's qualifiers, then each level's.
+        head, *levels = re.split(r"&&|[*&]", shape)
+        return [set(head), *(set(level) for level in levels)]
+    for a, b in zip(parts(definition), parts(here), strict=True):
+        missing, extra = sorted(a - b), sorted(b - a)
+        if missing or extra:
+            return "; ".join(filter(None, [
+                "has no " + ", ".join(f"`{words[q]}`" for q in missing) if missing else "",
+                "adds " + ", ".join(f"`{words[q]}`" for q in extra) if extra else ""]))
+    return "differs"
 
 
 def _guarded_by(conditionals: Iterable[cxx.Conditional], guard: str) -> str:

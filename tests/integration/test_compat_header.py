@@ -298,7 +298,7 @@ def test_windows_branch_runs_under_wine(tmp_path: Path) -> None:
 
 KERNELS = """\
 template <typename T>
-__global__ void scale(T* x, T a, int n) {
+__global__ void scale(T* __restrict__ x, T a, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) x[i] = x[i] * a;
 }

@@ -79,14 +79,16 @@ def test_scan_promises_only_the_steps_recipe_init_drafts(tmp_path: Path) -> None
     assert code == 0, out
     assert "drafts the fixes" not in out
     assert "`flashbuild recipe init` has no step to draft for these" in out
-    # A tree with an explicit kernel instantiation: recipe init drafts its guard step.
+    # A tree with an explicit kernel instantiation MSVC rejects (it leaves out the
+    # definition's `__restrict__`): recipe init drafts its guard step.
     tree = tmp_path / "inst"
     tree.mkdir()
     (tree / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.24)\nproject(inst LANGUAGES CXX CUDA)\n"
         "add_library(inst SHARED k.cu)\n", encoding="utf-8")
     (tree / "k.cu").write_text(
-        "template <typename T> __global__ void scale(T* x) { x[threadIdx.x] *= 2; }\n"
+        "template <typename T> __global__ void scale(T* __restrict__ x) "
+        "{ x[threadIdx.x] *= 2; }\n"
         "template __global__ void scale<float>(float*);\n", encoding="utf-8")
     code, out = _cli("scan", str(tree), "--platform", "windows", "--arch", "sm120", "--static")
     drafted = draft_recipe(scan_tree(tree, make_target("windows", "sm120"),

@@ -31,7 +31,8 @@ def test_csrc_draft_windows_sm120(tmp_path: Path) -> None:
     assert [s.transform for s in recipe.patch] == [
         "explicit-instantiations", "dynamic-loading", "macro-edit", "macro-edit",
         "insert-block"]
-    assert steps["msvc-instantiations"].expect.sites == 56
+    # 56 sites, of which 6 repeat their definitions' qualifiers (MSVC accepts those).
+    assert steps["msvc-instantiations"].expect.sites == 50
     assert steps["msvc-instantiations"].when.platform == ("windows",)
     assert steps["sm120-traits"].when.arch == ("sm_120",)
     assert "TiledSoftmaxTraits<1200>" in steps["sm120-traits"].params.block
@@ -249,7 +250,7 @@ def test_the_findings_outcome_table_at_80_columns(tmp_path: Path) -> None:
     assert ("FB170", "drafted step sm120-traits") in cells
     assert ("FB181", "handled by build") in cells  # the loader shim
     assert ("FB190", "for you (TODO)") in cells and ("FB182", "for you (TODO)") in cells
-    assert ["FB140", "kernel-instantiation", "56", "drafted step msvc-instantiations"] in rows
+    assert ["FB140", "kernel-instantiation", "50", "drafted step msvc-instantiations"] in rows
     # The recipe itself is the only thing on stdout when there is no -o: the table is on stderr.
     res = CliRunner().invoke(app, ["recipe", "init", "--draft", "--source", str(ROOT / "csrc"),
                                    "--static", "--platform", "windows", "--arch", "sm120"])

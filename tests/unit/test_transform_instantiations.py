@@ -125,23 +125,23 @@ def test_site_sharing_a_line_is_refused() -> None:
 
 def test_block_comment_running_past_the_site_line_is_refused() -> None:
     # The `#endif` would land inside `/* … */`, where the preprocessor never sees it.
-    tree = DictTree({"x.cu": "template <class T> __global__ void k(T) {}\n"
-                             "template __global__ void k<int>(int); /* int\n"
+    tree = DictTree({"x.cu": "template <class T> __global__ void k(T* __restrict__) {}\n"
+                             "template __global__ void k<int>(int*); /* int\n"
                              "   and more */\n"})
     with pytest.raises(PatchError, match="shares its line"):
         _run(tree, files=("x.cu",), expect=1)
 
 
 def test_comments_ending_on_the_site_line_are_fine() -> None:
-    tree = DictTree({"x.cu": "template <class T> __global__ void k(T) {}\n"
-                             "template __global__ void k<int>(int); /* a */ // b\n"})
+    tree = DictTree({"x.cu": "template <class T> __global__ void k(T* __restrict__) {}\n"
+                             "template __global__ void k<int>(int*); /* a */ // b\n"})
     result = _run(tree, files=("x.cu",), expect=1)
     assert result.changes["x.cu"].endswith("/* a */ // b\n#endif\n")
 
 
 def test_msvc_else_branch_counts_as_guarded() -> None:
-    tree = DictTree({"x.cu": "template <class T> __global__ void k(T) {}\n"
-                             "#ifdef _MSC_VER\n#else\ntemplate __global__ void k<int>(int);\n"
+    tree = DictTree({"x.cu": "template <class T> __global__ void k(T* __restrict__) {}\n"
+                             "#ifdef _MSC_VER\n#else\ntemplate __global__ void k<int>(int*);\n"
                              "#endif\n"})
     result = _run(tree, files=("x.cu",), expect=1)
     assert result.changes == {}
@@ -150,8 +150,8 @@ def test_msvc_else_branch_counts_as_guarded() -> None:
 
 def test_nested_instantiation_macro_and_namespace() -> None:
     tree = DictTree({"x.cu": (
-        "template <class T> __global__ void k(T) {}\n"
-        "#define ONE(T) template __global__ void k<T>(T);\n"
+        "template <class T> __global__ void k(T* __restrict__) {}\n"
+        "#define ONE(T) template __global__ void k<T>(T*);\n"
         "#define ALL() ONE(int) ONE(float)\n"
         "namespace fb {\n"
         "ALL()\n"
@@ -222,7 +222,7 @@ def test_references_come_from_the_index_and_parse_only_candidates() -> None:
 
 
 def test_kernel_template_defined_in_another_file() -> None:
-    files = {"k.cuh": "template <typename T> __global__ void k(T* p) {}\n",
+    files = {"k.cuh": "template <typename T> __global__ void k(T* __restrict__ p) {}\n",
              "k.cu": "#include \"k.cuh\"\ntemplate void k<float>(float*);\n"}
     sources = {p: cxx.parse(t, p) for p, t in files.items()}
     sites = find_sites(sources, ["k.cu"], ExplicitInstantiationsParams(files=("k.cu",)))
@@ -232,7 +232,7 @@ def test_kernel_template_defined_in_another_file() -> None:
 def test_macro_through_macro_from_another_file() -> None:
     files = {"m.h": "#define INST(T) template __global__ void k<T>(T*);\n"
                     "#define INST_ALL() INST(float) INST(double)\n",
-             "k.cu": "template <typename T> __global__ void k(T* p) {}\nINST_ALL()\n"}
+             "k.cu": "template <typename T> __global__ void k(T* __restrict__ p) {}\nINST_ALL()\n"}
     sources = {p: cxx.parse(t, p) for p, t in files.items()}
     analysis = InstantiationAnalysis.of_sources(sources)
     assert analysis.macros["INST_ALL"].instantiates == "k"
@@ -260,11 +260,63 @@ def test_a_host_launcher_called_through_a_macro_body_is_kept(files: dict[str, st
                                                               kept: str) -> None:
     """A guard on such an instantiation would end the Windows build with LNK2019: the call
     is written in the `#define`, made where the macro is expanded."""
-    files = {"a.cu": "template <typename T> __global__ void k(T* x, int n) {}\n"
+    files = {"a.cu": "template <typename T> __global__ void k(T* __restrict__ x, int n) {}\n"
                      "template <typename T> void launch_k(T* x, int n) { k<T><<<1, 1>>>(x, n); }\n"
                      "template __global__ void k<float>(float* x, int n);\n"
                      "template void launch_k<float>(float* x, int n);\n", **files}
     sources = {p: cxx.parse(t, p) for p, t in files.items()}
     sites = find_sites(sources, ["a.cu"], ExplicitInstantiationsParams(files=("a.cu",)))
     assert [(s.line, s.action, s.note) for s in sites] == [
-        (3, "edit", ""), (4, "keep" if kept else "edit", kept)]
+        (3, "edit", "parameter 1 is `T* __restrict__ x` at a.cu:1; here it has no "
+         "`__restrict__`, and MSVC mangles `__restrict__` and a pointer's own `const` as "
+         "written"), (4, "keep" if kept else "edit", kept)]
+
+
+# --- which kernel instantiations MSVC rejects: the parameter list against the template's ------
+
+def _kernel_sites(files: dict[str, str]) -> list[tuple[int, str, bool | None]]:
+    sources = {p: cxx.parse(t, p) for p, t in files.items()}
+    sites = find_sites(sources, ["k.cu"], ExplicitInstantiationsParams(files=("k.cu",)))
+    return [(s.line, s.action, s.repeats_definition) for s in sites if s.kernel]
+
+
+def test_an_instantiation_that_repeats_its_definition_is_kept() -> None:
+    # The shape of a tree that builds with MSVC in its own CI: every qualifier repeated,
+    # `__restrict__` and the pointer's own `const` included, type names substituted.
+    assert _kernel_sites({"k.cu": (
+        "template <typename T, int B>\n"
+        "__global__ void q(float* code, T* __restrict__ const A, float* absmax,\n"
+        "                  const int n) {}\n"
+        "template __global__ void q<half, 4096>(float* code, half* __restrict__ const A,\n"
+        "                                       float* absmax, const int n);\n"
+        "template __global__ void q<float, 256>(float*, float* __restrict__ const, float*,\n"
+        "                                       int);\n")}) == [
+            (4, "keep", True), (6, "keep", True)]
+
+
+@pytest.mark.parametrize("instantiated", [
+    "const float*, int",                 # no __restrict__ (FlashRT's 45 lines)
+    "const float* __restrict__ const, int",  # a pointer's own const the definition lacks
+])
+def test_an_instantiation_that_differs_from_its_definition_is_guarded(instantiated: str
+                                                                      ) -> None:
+    files = {"k.cu": "template <typename T> __global__ void k(const T* __restrict__ x, int n) {}\n"
+                     f"template __global__ void k<float>({instantiated});\n"}
+    assert _kernel_sites(files) == [(2, "edit", False)]
+
+
+def test_an_instantiation_that_cannot_be_compared_is_still_guarded() -> None:
+    # A qualifier spelled through a macro is a parse error in the list: no comparison, the
+    # transform guards as before and the scan says "may".
+    files = {"k.cu": "#define RESTRICT __restrict__\n"
+                     "template <typename T> __global__ void k(T* RESTRICT x) {}\n"
+                     "template __global__ void k<float>(float* RESTRICT);\n"}
+    assert _kernel_sites(files) == [(3, "edit", None)]
+
+
+def test_an_overload_with_the_same_qualifiers_is_the_match() -> None:
+    files = {"k.cu": "template <typename T> __global__ void k(T* __restrict__ x, int n) {}\n"
+                     "template <typename T> __global__ void k(T* x, int n, int m) {}\n"
+                     "template __global__ void k<float>(float*, int, int);\n"
+                     "template __global__ void k<float>(float* __restrict__, int);\n"}
+    assert _kernel_sites(files) == [(3, "keep", True), (4, "keep", True)]
