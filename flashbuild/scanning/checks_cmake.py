@@ -546,29 +546,55 @@ def _msvc_block(file: FileText, commands: Sequence[Command]) -> list[Finding]:
 def _dll_outputs(file: FileText, commands: Sequence[Command]) -> list[Finding]:
     shared = {c.args[0] for c in commands if c.name == "add_library" and len(c.args) > 1
               and c.args[1] == "SHARED"}
-    out: list[Finding] = []
+
+    def on_windows(cmd: Command) -> bool:
+        return not any(g.platform is not None and not g.archs and g.holds("windows", ()) is False
+                       for g in cmd.gates)
+
+    def properties(cmd: Command) -> tuple[tuple[str, ...], list[str]]:
+        if cmd.name == "set_target_properties" and "PROPERTIES" in cmd.args:
+            at = cmd.args.index("PROPERTIES")
+            return cmd.args[:at], list(cmd.args[at + 1:])
+        if cmd.name == "set_property" and cmd.args[:1] == ("TARGET",) and \
+                "PROPERTY" in cmd.args:
+            at = cmd.args.index("PROPERTY")
+            return cmd.args[1:at], list(cmd.args[at + 1:at + 3])
+        return (), []
+    # Where the DLL goes is any RUNTIME_OUTPUT_DIRECTORY (per configuration too) set for the
+    # target on Windows, anywhere in the file, or the global CMAKE_RUNTIME_OUTPUT_DIRECTORY.
+    runtime_for_all = any(c.name == "set" and c.args[:1] == ("CMAKE_RUNTIME_OUTPUT_DIRECTORY",)
+                          and on_windows(c) for c in commands)
+    runtime: set[str] = set()
     for cmd in commands:
-        if cmd.name != "set_target_properties" or "PROPERTIES" not in cmd.args:
+        targets, props = properties(cmd)
+        if on_windows(cmd) and any(k.startswith("RUNTIME_OUTPUT_DIRECTORY")
+                                   for k in props[0::2]):
+            runtime.update(targets)
+    out: list[Finding] = []
+    reported: set[str] = set()
+    for cmd in commands:
+        targets, props = properties(cmd)
+        keys = props[0::2]
+        if "LIBRARY_OUTPUT_DIRECTORY" not in keys or not on_windows(cmd) or runtime_for_all:
             continue
-        targets = cmd.args[:cmd.args.index("PROPERTIES")]
-        props = cmd.args[cmd.args.index("PROPERTIES") + 1:]
-        keys = set(props[0::2])
-        if "LIBRARY_OUTPUT_DIRECTORY" in keys and "RUNTIME_OUTPUT_DIRECTORY" not in keys:
-            for tgt in targets:
-                if tgt not in shared:
-                    continue  # MODULE libraries (.pyd) are LIBRARY outputs on Windows too
-                line, col = _pos(cmd.node)
-                value = props[props.index("LIBRARY_OUTPUT_DIRECTORY") + 1]
-                out.append(Finding(
-                    rule="FB191", category=Category.CMAKE, path=file.path, line=line, col=col,
-                    severity=Severity.WARNING,
-                    message=f"the Windows DLL of SHARED library `{tgt}` will not land in "
-                    f"{value}",
-                    evidence="LIBRARY_OUTPUT_DIRECTORY is set, RUNTIME_OUTPUT_DIRECTORY is "
-                    "not; on Windows a SHARED library's DLL is a RUNTIME output",
-                    snippet=_snippet(file, line),
-                    fix=Fix(manual=f"also set RUNTIME_OUTPUT_DIRECTORY {value} on `{tgt}`"),
-                    facts=DllOutputFacts(target=tgt)))
+        for tgt in targets:
+            if tgt not in shared or tgt in runtime or tgt in reported:
+                continue  # MODULE libraries (.pyd) are LIBRARY outputs on Windows too
+            reported.add(tgt)
+            line, col = _pos(cmd.node)
+            value = props[keys.index("LIBRARY_OUTPUT_DIRECTORY") * 2 + 1] \
+                if len(props) > keys.index("LIBRARY_OUTPUT_DIRECTORY") * 2 + 1 else ""
+            out.append(Finding(
+                rule="FB191", category=Category.CMAKE, path=file.path, line=line, col=col,
+                severity=Severity.WARNING,
+                message=f"the Windows DLL of SHARED library `{tgt}` will not land in "
+                f"{value}",
+                evidence="LIBRARY_OUTPUT_DIRECTORY is set, RUNTIME_OUTPUT_DIRECTORY is "
+                "not (for this target, on Windows, in this file); on Windows a SHARED "
+                "library's DLL is a RUNTIME output",
+                snippet=_snippet(file, line),
+                fix=Fix(manual=f"also set RUNTIME_OUTPUT_DIRECTORY {value} on `{tgt}`"),
+                facts=DllOutputFacts(target=tgt)))
     return out
 
 

@@ -149,6 +149,7 @@ class _Ctx:
 
     def __post_init__(self) -> None:
         self._memo: dict[tuple[str, int], int | None] = {}
+        self._guards: dict[int, bool] = {}
 
     # --- positions -----------------------------------------------------------------
     def byte(self, char_offset: int) -> int:
@@ -171,15 +172,19 @@ class _Ctx:
         return True
 
     # --- preprocessor ---------------------------------------------------------------
+    def evaluator(self, pass_: Pass) -> Evaluator:
+        """Conditions of this file in `pass_`, with its own and its headers' macros."""
+        return Evaluator(pass_, lambda name: self._macro(name, pass_))
+
     def active(self, node: Node, pass_: Pass) -> int | None:
         """1 certainly compiled in `pass_`, 0 certainly not, None cannot tell."""
-        ev = Evaluator(pass_, lambda name: self._macro(name, pass_))
+        ev = self.evaluator(pass_)
         value: int | None = 1
         for cond in cxx.enclosing_conditionals(self.src, node):
             if cond.directive in ("#ifdef", "#elifdef"):
                 v = ev.defined(cond.condition)
             elif cond.directive in ("#ifndef", "#elifndef"):
-                d = ev.defined(cond.condition)
+                d = 0 if self._include_guard(cond) else ev.defined(cond.condition)
                 v = None if d is None else int(not d)
             else:
                 v = ev.eval(cond.condition)
@@ -190,6 +195,16 @@ class _Ctx:
             if v is None:
                 value = None
         return value
+
+    def _include_guard(self, cond: cxx.Conditional) -> bool:
+        """`#ifndef X` whose block is the only place that defines X: an include guard (or a
+        default value), taken the first time the compiler reads the file."""
+        if cond.start not in self._guards:
+            defs = self.defines.get(cond.condition, [])
+            self._guards[cond.start] = bool(defs) and all(
+                any(c.start == cond.start for c in cxx.enclosing_conditionals(
+                    self.src, self.node_at(d.start, d.start + 1))) for d in defs)
+        return self._guards[cond.start]
 
     def undecided(self, node: Node, pass_: Pass) -> list[str]:
         """The macros of the conditions around `node` that evaluate to unknown."""
@@ -411,12 +426,37 @@ def _posix_and_gcc(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], host: P
                     "use the MSVC intrinsic (e.g. _BitScanForward, __assume) behind "
                     "#ifdef _MSC_VER, or std:: equivalents"),
     }
+    ev = ctx.evaluator(host)
     for group, (rule, cat, message, fix) in simple.items():
         for m, start, node in _sites(ctx, groups.get(group, [])):
             if ctx.active(node, host) == 0 or not ctx.host_compiled(node):
                 continue
+            name = m.group(0)
+            if _defines_name(node) or ev.defined(name) == 1 or \
+                    (group == "ssize" and _declares_type(ctx, name, host)):
+                # The tree's own MSVC shim: `#define __builtin_popcount (int)__popcnt` or
+                # `typedef SSIZE_T ssize_t;` under `#ifdef _MSC_VER` (pytorch3d's pulsar).
+                continue
             ctx.add(start, rule, cat, Severity.ERROR, message,
-                    f"`{m.group(0)}` in code the MSVC host pass compiles", Fix(manual=fix))
+                    f"`{name}` in code the MSVC host pass compiles", Fix(manual=fix))
+
+
+def _defines_name(node: Node) -> bool:
+    """`node` is the name a `#define` defines."""
+    parent = node.parent
+    return parent is not None and parent.type in ("preproc_def", "preproc_function_def") and \
+        parent.child_by_field_name("name") == node
+
+
+def _declares_type(ctx: _Ctx, name: str, host: Pass) -> bool:
+    """The file declares type `name` (a typedef or a using alias) where `host` compiles."""
+    for node in cxx.nodes_of_type(ctx.src.root, ("type_definition", "alias_declaration")):
+        declared = node.child_by_field_name("declarator") or \
+            node.child_by_field_name("name")
+        if declared is not None and ctx.src.node_text(declared) == name and \
+                ctx.active(node, host) == 1:
+            return True
+    return False
 
 
 def _windows_macros(ctx: _Ctx, groups: Mapping[str, list[re.Match[str]]], host: Pass) -> None:

@@ -44,9 +44,12 @@ IDE_ONLY = frozenset({"__CLION_IDE__", "__CLION_IDE_", "__VSCODE_IDE__", "__INTE
 
 def host_pass(platform: str) -> Pass:
     if platform == "windows":
+        # cl.exe has `__has_include` and `__has_cpp_attribute`, never GCC's and Clang's
+        # `__has_attribute` and `__has_builtin`: `#if defined(__has_attribute) && …` is false.
         return Pass("host (MSVC)", {"_WIN32": 1, "_WIN64": 1, "_MSC_VER": 1944, "__CUDACC__": 1},
                     frozenset({"__linux__", "__unix__", "__GNUC__", "__clang__", "__APPLE__",
-                               "__CUDA_ARCH__", "linux", "unix", *IDE_ONLY}))
+                               "__CUDA_ARCH__", "linux", "unix", "__has_attribute",
+                               "__has_builtin", *IDE_ONLY}))
     return Pass("host (GCC)", {"__linux__": 1, "__unix__": 1, "__GNUC__": 13, "__CUDACC__": 1},
                 frozenset({"_WIN32", "_WIN64", "_MSC_VER", "__APPLE__", "__CUDA_ARCH__",
                            *IDE_ONLY}))
@@ -174,6 +177,14 @@ class _Parser:
             else:
                 left = None if left is None or right is None else fn(left, right)
 
+    def _skip_arguments(self) -> None:
+        depth = 0
+        while True:
+            tok = self.take()
+            depth += {"(": 1, ")": -1}.get(tok, 0)
+            if depth == 0:
+                return
+
     def unary(self) -> Value:  # noqa: PLR0911 - one return per operator
         tok = self.take()
         if tok == "!":
@@ -202,6 +213,9 @@ class _Parser:
             return int(tok.rstrip("uUlL"), 0)
         if tok[0].isalpha() or tok[0] == "_":
             if self.peek() == "(":
-                return None  # function-like macro use: cannot tell
+                # A function-like use: unknown, unless the pass certainly lacks the name
+                # (`__has_attribute(x)` for cl.exe, reached only past `defined(…) &&`).
+                self._skip_arguments()
+                return 0 if tok in self.ev.pass_.undefined else None
             return self.ev.ident(tok)
         raise ValueError(tok)
