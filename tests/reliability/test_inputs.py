@@ -136,7 +136,7 @@ ODD_NAMES = ["we\rird.cu", "new\nline.cu", 'quote"s.cu', "[recipe].cu", "tab\tna
 def test_recipe_init_on_odd_file_names_writes_valid_toml(box: Sandbox,
                                                          tmp_path: Path) -> None:
     # Findings for each odd name: a kernel with explicit instantiations (MSVC) and dlopen.
-    body = (b"#include <dlfcn.h>\ntemplate <typename T> __global__ void k(T* x) {}\n"
+    body = (b"#include <dlfcn.h>\ntemplate <typename T> __global__ void k(T* __restrict__ x) {}\n"
             b"template __global__ void k<float>(float*);\n"
             b"void* load() { return dlopen(\"x.so\", RTLD_NOW); }\n")
     for name in ODD_NAMES:
