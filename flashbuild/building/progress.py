@@ -35,7 +35,7 @@ from rich.text import Text
 
 from flashbuild import interrupts
 from flashbuild.errors import BuildError, Interrupted
-from flashbuild.source.setup_record import missing_module_fix
+from flashbuild.source.setup_record import exception_fix
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -411,7 +411,7 @@ _FIX_FINDERS: tuple[Callable[[_Failed], str], ...] = (
     lambda seen: _cccl3_fix(seen.first, seen.cuda) if seen.cuda else "",
     lambda seen: std_header_fix(seen.headers) if seen.headers else "",
     _directive_fix,
-    lambda seen: missing_module_fix(seen.first.line) or "",
+    lambda seen: exception_fix(seen.first.line) or "",
     lambda seen: _submodule_fix(seen.first.line, seen.tree, seen.command) if seen.tree else "",
     lambda seen: _own_header_fix(seen.first.line) or _python_package_header_fix(
         seen.first.line) or _removed_torch_header_fix(seen.first.line)

@@ -64,7 +64,7 @@ from flashbuild.source import cxx, separable
 from flashbuild.source.cmake_archlists import literal_arch_lists
 from flashbuild.source.nvccflags import read_arch_flags
 from flashbuild.source.ppgraph import build_graph
-from flashbuild.source.setup_record import missing_module_fix
+from flashbuild.source.setup_record import exception_fix
 from flashbuild.source.setuppy import parse_python, read_setup
 from flashbuild.source.treemodel import find_jit
 
@@ -1538,7 +1538,7 @@ def _introspect(d: Draft, root: Path, spec: ArchSpec, platform: str,  # noqa: PL
             "setup.py raises when run as the build runs it, with or without the drafted "
             f"environment ({shown}), which was left out because it could not be checked",
             evidence=str(model.exception),
-            fix=missing_module_fix(str(model.exception)) or (
+            fix=exception_fix(str(model.exception)) or (
                 "set only values this setup.py accepts (read the check at the line quoted)"
                 if caused else "fix what the exception says (e.g. check out the submodules), "
                 "then run recipe init again")))

@@ -43,7 +43,7 @@ from flashbuild.scanning.draft import (
     plugin_exports_note,
 )
 from flashbuild.scanning.proposals import ForceBuild, NvccAppendFlag, handled_by_build
-from flashbuild.source.setup_record import missing_module_fix
+from flashbuild.source.setup_record import exception_fix
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -91,8 +91,7 @@ def apply_model(d: Draft, model: TreeModel, root: Path, python_files: Sequence[s
         b.todos.append(missing_file_todo(model.exception, root) or BuildTodo(
             table="build", what="setup.py raised when run as the build runs it (record mode)",
             evidence=str(model.exception),
-            fix=missing_module_fix(str(model.exception)) or _demanded_variable_fix(
-                str(model.exception)) or
+            fix=exception_fix(str(model.exception)) or
             "set the project's own switches in [[build.env]] so that it accepts this "
             "arch and platform, or patch the check; flashbuild drafts no environment it "
             "cannot confirm"))
@@ -406,20 +405,3 @@ def reconcile(d: Draft) -> None:
         # The build hook hands torch the arch list in place of the hard-coded one.
         b.todos = [t for t in b.todos if not re.search(r"gencode list in setup\.py", t.what)]
 
-
-#: An exception that names the environment variable it wants (torch-memory-saver 0.0.10:
-#: "TMS_CUDA_MAJOR env var must be set for CUDA builds"; "FOO is not set", "set FOO").
-_DEMANDED_VARIABLE = re.compile(
-    r"\b(?P<name>[A-Z][A-Z0-9]*_[A-Z0-9_]+)\b['\"`]?\s+(?:env(?:ironment)?\s+var(?:iable)?\s+)?"
-    r"(?:must be set|is not set|is required|is unset|not set)")
-
-
-def _demanded_variable_fix(exception: str) -> str:
-    """The fix for a setup.py that raised because a variable of its own is unset: that
-    variable, by name, in [[build.env]]; "" when the exception names none."""
-    m = _DEMANDED_VARIABLE.search(exception)
-    if m is None:
-        return ""
-    return (f"setup.py asks for {m['name']} in the environment: set it in [[build.env]] "
-            f"(`set = {{ {m['name']} = \"…\" }}`) to the value the project's build scripts or "
-            "docs give; flashbuild drafts no value it cannot confirm")

@@ -88,6 +88,49 @@ def missing_module_fix(text: str) -> str | None:
             f"it there, `python -m pip install \"{requirement}\"`, then build again")
 
 
+#: A git command a setup.py runs (for its version, most often) that failed because the tree is
+#: not a git checkout (git's status 128: "not a git repository"), as Python's
+#: CalledProcessError words it.
+_GIT_COMMAND = re.compile(r"Command '\[(?P<argv>'git',[^\]]*)\]' returned non-zero exit "
+                          r"status (?P<status>\d+)")
+
+#: An exception that names the environment variable it wants (torch-memory-saver 0.0.10:
+#: "TMS_CUDA_MAJOR env var must be set for CUDA builds"; "FOO is not set", "set FOO").
+_DEMANDED_VARIABLE = re.compile(
+    r"\b(?P<name>[A-Z][A-Z0-9]*_[A-Z0-9_]+)\b['\"`]?\s+(?:env(?:ironment)?\s+var(?:iable)?\s+)?"
+    r"(?:must be set|is not set|is required|is unset|not set)")
+
+
+def exception_fix(text: str) -> str | None:
+    """The fix for a setup.py that raised, where its words name one: a module to install, a
+    git checkout it needs, a variable of its own to set; None otherwise."""
+    return missing_module_fix(text) or git_checkout_fix(text) or demanded_variable_fix(text)
+
+
+def git_checkout_fix(text: str) -> str | None:
+    """The fix for a setup.py whose `git …` command failed with status 128 (torch-batch-svd's
+    version from `git rev-parse --short HEAD`): it needs a git checkout of the project."""
+    m = _GIT_COMMAND.search(text)
+    if m is None or m["status"] != "128":
+        return None
+    argv = " ".join(a.strip().strip("'") for a in m["argv"].split(","))
+    return (f"setup.py runs `{argv}`, which needs a git checkout of the project and this tree "
+            "is none (an archive or a source distribution): build from a clone (`git clone` of "
+            "the project at this version), or replace that call in setup.py with a fixed "
+            "version")
+
+
+def demanded_variable_fix(text: str) -> str | None:
+    """The fix for a setup.py that raised because a variable of its own is unset: that
+    variable, by name, in [[build.env]]; None when the text names none."""
+    m = _DEMANDED_VARIABLE.search(text)
+    if m is None:
+        return None
+    return (f"setup.py asks for {m['name']} in the environment: set it in [[build.env]] "
+            f"(`set = {{ {m['name']} = \"…\" }}`) to the value the project's build scripts or "
+            "docs give; flashbuild drafts no value it cannot confirm")
+
+
 def module_provider(module: str) -> tuple[str, str]:
     """The requirement that brings `module` back (`_PROVIDERS`, else the module's top name,
     which is most distributions' name) and why in words (` (setuptools 82 removed …)`)."""

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from tests.reliability.helpers import Sandbox
 
 PATCH = 5
-KERNEL = ("// {note}\ntemplate <typename T> __global__ void k(T* __restrict__ x) {{ x[0] = T(1); }}\n"
+KERNEL = ("// {note}\ntemplate <typename T>\n"
+          "__global__ void k(T* __restrict__ x) {{ x[0] = T(1); }}\n"
           "template __global__ void k<float>(float*);\n")
 STEP = """[recipe]
 name = "enc"

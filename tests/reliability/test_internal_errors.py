@@ -129,9 +129,11 @@ def test_recipe_init_turns_a_refused_site_into_a_todo(box: Sandbox) -> None:
     # whole draft died with exit 5 ("fix the step") for a step the user never wrote.
     kernels = box.tree / "k"
     kernels.mkdir()
-    (kernels / "a.cu").write_text("template <typename T> __global__ void k(T* __restrict__ x) { x[0] = 1; }"
+    (kernels / "a.cu").write_text("template <typename T>\n"
+                                  "__global__ void k(T* __restrict__ x) { x[0] = 1; }"
                                   "\nint y = 0; template __global__ void k<float>(float*);\n")
-    (kernels / "b.cu").write_text("template <typename T> __global__ void j(T* __restrict__ x) { x[0] = 1; }"
+    (kernels / "b.cu").write_text("template <typename T>\n"
+                                  "__global__ void j(T* __restrict__ x) { x[0] = 1; }"
                                   "\ntemplate __global__ void j<float>(float*);\n")
     (box.tree / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.18)\nproject(x LANGUAGES CXX CUDA)\n"
@@ -142,7 +144,7 @@ def test_recipe_init_turns_a_refused_site_into_a_todo(box: Sandbox) -> None:
           say="# TODO: the drafted step `msvc-instantiations` could not make this edit")
     text = " ".join(out.output.replace("#", " ").split())  # the TODO wraps across comments
     assert 'files = ["k/b.cu"]' in text and "expect = { sites = 1 }" in text
-    assert "k/a.cu:2 safely: it shares its line with other code" in text
+    assert "k/a.cu:3 safely: it shares its line with other code" in text
 
 
 def test_a_recipe_nested_thousands_deep_is_exit_4(box: Sandbox) -> None:

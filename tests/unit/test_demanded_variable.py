@@ -1,13 +1,14 @@
-"""A setup.py that raises because a variable of its own is unset: the draft's TODO names the
-variable and the [[build.env]] line that sets it (torch-memory-saver 0.0.10's setup.py:160,
-"TMS_CUDA_MAJOR env var must be set for CUDA builds"); before, it spoke of switches in
-general."""
+"""A setup.py that raised: the fix names what its words ask for. A variable of its own
+(torch-memory-saver 0.0.10's setup.py:160, "TMS_CUDA_MAJOR env var must be set for CUDA
+builds"): the variable and the [[build.env]] line that sets it. A `git` command that needs a
+checkout (torch-batch-svd's version from `git rev-parse --short HEAD`, in an archive): a
+clone. Before, both spoke of switches or submodules in general."""
 
 from __future__ import annotations
 
 import pytest
 
-from flashbuild.scanning.draft_check import _demanded_variable_fix
+from flashbuild.source.setup_record import demanded_variable_fix, exception_fix, git_checkout_fix
 
 
 @pytest.mark.parametrize(("exception", "name"), [
@@ -17,7 +18,8 @@ from flashbuild.scanning.draft_check import _demanded_variable_fix
     ("AssertionError: 'CUTLASS_DIR' is required", "CUTLASS_DIR"),
 ])
 def test_the_variable_the_exception_asks_for_is_named(exception: str, name: str) -> None:
-    fix = _demanded_variable_fix(exception)
+    fix = demanded_variable_fix(exception)
+    assert fix is not None and exception_fix(exception) == fix
     assert f"asks for {name} in the environment" in fix
     assert f'`set = {{ {name} = "…" }}`' in fix
 
@@ -28,4 +30,17 @@ def test_the_variable_the_exception_asks_for_is_named(exception: str, name: str)
     "KeyError: 'version'",
 ])
 def test_an_exception_that_names_no_variable_gets_nothing(exception: str) -> None:
-    assert _demanded_variable_fix(exception) == ""
+    assert demanded_variable_fix(exception) is None
+    assert exception_fix(exception) is None
+
+
+def test_a_git_command_outside_a_checkout_asks_for_a_clone() -> None:
+    exception = ("CalledProcessError: Command '['git', 'rev-parse', '--short', 'HEAD']' "
+                 "returned non-zero exit status 128. (setup.py:9)")
+    fix = git_checkout_fix(exception)
+    assert fix is not None and exception_fix(exception) == fix
+    assert "`git rev-parse --short HEAD`" in fix and "git clone" in fix
+    # Another status is the command's own failure, not a missing checkout.
+    assert git_checkout_fix(exception.replace("128", "1")) is None
+    assert git_checkout_fix("CalledProcessError: Command '['nvcc', '-V']' returned non-zero "
+                            "exit status 128.") is None
