@@ -143,6 +143,10 @@ _THC_HEADERS = {
     # TH, THC's CPU half: what trees took from it was THArgCheck (TORCH_CHECK, in ATen).
     "TH/TH.h": ("ATen/ATen.h",),
 }
+#: THC headers torch's CUDA builds still ship, each forwarding to its ATen successor and marked
+#: for removal (torch 2.14.1+cu130's include/THC/ holds exactly these two; its CPU build has
+#: no THC/ folder): an include of one compiles today, so it is no error.
+_THC_SHIPPED = frozenset({"THC/THCAtomics.cuh", "THC/THCDeviceUtils.cuh"})
 _THC_INCLUDE = re.compile(
     r'^(?P<indent>[ \t]*)#[ \t]*include[ \t]*[<"](?P<header>THC?/\w+\.\w+)[>"]')
 #: THC calls with a one-for-one successor: (pattern, replacement, header the successor needs).
@@ -304,10 +308,14 @@ def thc(ctx: _Ctx) -> None:
         step = _line_step(ctx, number, old, block, kind="thc",
                           what="uses THC, which torch 1.11 removed (scan FB125)") \
             if block else None
+        shipped = include is not None and include["header"] in _THC_SHIPPED
         # Under a condition the scan cannot decide (`#if TORCH_VERSION_MAJOR < 1`), the line
         # may be a branch for old torch that no build compiles: a warning, edit still drafted.
         ctx.add(start, "FB125", Category.LIBRARY_API,
-                Severity.ERROR if direct and certain else Severity.WARNING,
+                Severity.ERROR if direct and certain and not shipped else Severity.WARNING,
+                f"<{include['header']}> is one of the two THC headers torch's CUDA builds "
+                "still ship (2.14.1 does), forwarding to ATen and marked for removal"
+                if shipped and include is not None else
                 "THC, torch's CUDA library before ATen, was removed in torch 1.11: this line "
                 "does not compile against any torch since",
                 f"`{old.strip()}`",

@@ -93,3 +93,20 @@ def test_thc_and_at_check_under_an_undecided_condition_are_warnings(tmp_path: Pa
             if f.rule in ("FB125", "FB126")] == [
         ("FB125", 3, "warning"), ("FB125", 4, "warning"), ("FB126", 7, "warning"),
         ("FB125", 9, "error")]
+
+
+def test_a_thc_header_torch_still_ships_is_a_warning_with_its_edit(tmp_path: Path) -> None:
+    """mmcv 2.2.0's `#include <THC/THCAtomics.cuh>`: torch's CUDA builds still ship it (and
+    THCDeviceUtils.cuh), forwarding to ATen, so the line compiles today; the edit to the
+    ATen header is still drafted. THC.h beside it is gone: an error."""
+    result = _scan(tmp_path, {"k.cu": "#include <THC/THCAtomics.cuh>\n"
+                                      "#include <THC/THCDeviceUtils.cuh>\n"
+                                      "#include <THC/THC.h>\n"
+                                      "__global__ void k(float* x) { atomicAdd(x, 1.f); }\n"})
+    found = [(f.rule, f.line, f.severity.value) for f in result.findings if f.rule == "FB125"]
+    assert found == [("FB125", 1, "warning"), ("FB125", 2, "warning"), ("FB125", 3, "error")]
+    messages = [f.message for f in result.findings if f.rule == "FB125"]
+    assert "still ship" in messages[0] and "removed in torch 1.11" in messages[2]
+    draft = draft_recipe(result, name="t", source_path=".")
+    edits = [s for s in draft.steps if s.transform == "replace-block" or "thc" in s.id]
+    assert edits, [s.id for s in draft.steps]
