@@ -28,6 +28,7 @@ build hook keeps that version the same across pip's steps (resources/sitecustomi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from dataclasses import dataclass
@@ -179,6 +180,21 @@ def _forget(gitfile: Path, shadow: Path) -> None:
     for path in (gitfile, shadow / _KEY, shadow.parent / _IDENTITY):
         if path.is_file() or path.is_symlink():
             path.unlink()
+
+
+def tree_identity(tree: Path, *, runner: StreamRunner, env: Mapping[str, str]) -> str:
+    """What `link_git` would give a copy of `tree`, in one string (HEAD, branch and refs), or
+    "" when the tree is not the top of a git work tree: a model read from such a copy depends
+    on it (a setup.py's version from `git rev-parse`), so its cache key does too."""
+    if runner.which("git", env) is None:
+        return ""
+    genv = _git_env(env)
+    info = _git(runner, genv, tree, "rev-parse", "--show-toplevel", "HEAD")
+    if info is None or len(info.splitlines()) < 2 or \
+            Path(info.splitlines()[0]).resolve() != tree.resolve():
+        return ""
+    refs = _git(runner, genv, tree, "for-each-ref", "--format=%(objectname) %(refname)") or ""
+    return hashlib.sha256(f"{info}\0{refs}".encode()).hexdigest()
 
 
 def identity_key(build_folder: Path) -> str:

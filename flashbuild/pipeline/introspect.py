@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from flashbuild import __version__, buildsystems, platforms
 from flashbuild.arch import Arch, ArchSpec, Target
-from flashbuild.building import cmake, cmake_seed
+from flashbuild.building import cmake, cmake_seed, vcs
 from flashbuild.building.archcheck import expected_sass, ninja_arch_flags
 from flashbuild.building.backends import skbuild
 from flashbuild.building.backends.cmake import pybind11_dir, torch_dir
@@ -97,7 +97,8 @@ def introspect(recipe: Recipe, tree: Path, spec: ArchSpec, *, platform: str | No
     try:
         request, runner = _request(recipe, tree, spec, platform)
         scratch = _scratch(request)
-        key = _cache_key(request, scratch, bindings=bindings) if cache else ""
+        key = _cache_key(request, scratch, bindings=bindings, git=vcs.tree_identity(
+            request.source_dir, runner=runner, env=request.env)) if cache else ""
         hit = _cached(scratch, key) if key else None
         if hit is not None:
             seconds = time.monotonic() - start
@@ -200,14 +201,15 @@ _BUILD_FILES = re.compile(r"(?:^CMakeLists\.txt|\.cmake|\.py|^pyproject\.toml|^s
                           r"^Makefile|\.in)$")
 
 
-def _cache_key(request: BuildRequest, scratch: Path, *, bindings: bool) -> str:
+def _cache_key(request: BuildRequest, scratch: Path, *, bindings: bool, git: str = "") -> str:
     """What a model depends on that is known before running: flashbuild's version, the
     recipe's build (`_build_inputs`), the arch, the toolkit, the host compiler and the
     interpreter, the content of every build file of the tree (CMake files, setup.py and the
     Python it may import, pyproject, setup.cfg) and the names of all its other files (a
     `file(GLOB …)` or a setup.py `glob` sees a file added), the environment CMake's package
-    lookup reads. What the run itself says it read (a setup.py's environment variables, the
-    bindings units) is checked when a stored model is loaded (`_cached`)."""
+    lookup reads, the tree's git identity (`git`: a version read from git). What the run
+    itself says it read (a setup.py's environment variables, the bindings units) is checked
+    when a stored model is loaded (`_cached`)."""
     host = request.host_compiler
     h = hashlib.sha256(repr([CACHE_FORMAT, __version__, bindings,
                              _build_inputs(request, scratch),
@@ -215,8 +217,8 @@ def _cache_key(request: BuildRequest, scratch: Path, *, bindings: bool) -> str:
                              request.platform.name, request.toolkit.fingerprint,
                              str(request.cmake_toolkit_root), host.path, str(host.version),
                              request.python, str(request.source_dir.resolve()),
-                             _lookup_environment(), tree_digest(request.source_dir.resolve())
-                             ]).encode())
+                             _lookup_environment(), tree_digest(request.source_dir.resolve()),
+                             git]).encode())
     return h.hexdigest()
 
 
@@ -317,6 +319,7 @@ def _configure(request: BuildRequest, runner: StreamRunner, scratch: Path,
     # The configure runs on a copy: a CMakeLists.txt that writes into (or deletes from) its
     # source folder changes the copy, never the user's tree.
     copy = _copy_tree(request.source_dir, scratch / "tree")
+    vcs.link_git(request.source_dir, copy, scratch, (), runner=runner, env=request.env)
     source_dir = (copy / request.recipe.build.cmake_source).resolve()
     build_dir = scratch / "cmake"
     contained = platforms.current().containment()
@@ -675,6 +678,8 @@ def _record(request: BuildRequest, runner: StreamRunner, scratch: Path,
     def run(present: str) -> tuple[setup_record.SetupRecord, dict[str, str]]:
         """One record-mode run on a fresh copy of the tree."""
         _copy_tree(Path(top), copy)
+        # A setup.py that asks git for its version gets the tree's answer, as the build's.
+        vcs.link_git(request.source_dir, copy, scratch, (), runner=runner, env=request.env)
         record_file = scratch / "record.json"
         record_file.unlink(missing_ok=True)
         env = build_environment(request, copy, jobs=1, hook_report=scratch / "hook.jsonl",

@@ -65,6 +65,11 @@ DESCRIBE = """def version():
     tag, distance, sha = out.removesuffix("-dirty").rsplit("-", 2)
     return tag[1:] + "+" + distance + "." + sha + (".dirty" if dirty else "")
 """
+# torch-batch-svd's scheme: no fallback, so outside a checkout the setup.py raises.
+STRICT = """def version():
+    return "1.0.0+" + subprocess.check_output(["git", "rev-parse", "--short", "HEAD"]
+                                              ).decode().strip()
+"""
 KERNEL = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n'
 RECIPE = """[recipe]
 name = "idtree"
@@ -93,7 +98,8 @@ def _tree(root: Path, scheme: str, *, git: bool = True) -> Path:
     if scheme == "scm":
         code, kw = "", "use_scm_version=True, "
     else:
-        code, kw = (REV_PARSE if scheme == "rev-parse" else DESCRIBE), "version=version(), "
+        code = {"rev-parse": REV_PARSE, "strict": STRICT}.get(scheme, DESCRIBE)
+        kw = "version=version(), "
     (tree / "setup.py").write_text(SETUP.format(version=code, version_kw=kw))
     (tree / "csrc" / "k.cu").write_text(KERNEL)
     (tree / "idtree" / "__init__.py").write_text("")
@@ -266,3 +272,29 @@ def test_tracked_files_the_mirror_leaves_out_do_not_make_it_dirty(tmp_path: Path
     mirror = subprocess.run(argv, cwd=staged.mirror, env=env, capture_output=True, text=True,
                             check=True).stdout.strip()
     assert mirror == _git(tree, *argv[1:]) and not mirror.endswith("-dirty")
+
+
+def test_record_mode_answers_git_as_the_checkout_does(tmp_path: Path) -> None:
+    """Record mode runs setup.py on a copy of the tree, which had no `.git`: a setup.py that
+    asks git for its version raised there (CalledProcessError, status 128), and the draft
+    said so in a TODO although the build itself, which links git, would pass. The copy gets
+    the tree's git identity too."""
+    from flashbuild.arch import parse_arch_spec
+    from flashbuild.pipeline.introspect import introspect
+    from flashbuild.recipes.load import parse_recipe
+
+    work = tmp_path / "work"
+    tree = _tree(work, "strict")
+    recipe = parse_recipe('[recipe]\nname = "t"\n[source]\npath = "idtree"\n'
+                          '[build]\nbackend = "setuptools"\n', None)
+    before = _snapshot(tree)
+    outcome = introspect(recipe, tree, parse_arch_spec("sm_90a"), timeout=300)
+    assert outcome.model is not None, outcome.reason
+    assert outcome.model.exception is None, outcome.model.exception
+    assert [t.name for t in outcome.model.targets] == ["idtree._C"]
+    assert _snapshot(tree) == before
+    # And outside a checkout the same setup.py raises, as it would for pip.
+    shutil.rmtree(tree / ".git")
+    again = introspect(recipe, tree, parse_arch_spec("sm_90a"), timeout=300)
+    assert again.model is not None and again.model.exception is not None
+    assert "rev-parse" in str(again.model.exception)

@@ -113,6 +113,9 @@ def test_a_cuda_extension_without_device_code_is_refused(
     (tree / "hostonly").mkdir(parents=True)
     (tree / "hostonly" / "__init__.py").write_text("")
     (tree / "host.cpp").write_text("int host_only() { return 1; }\n")
+    # The tree's kernels, which this setup.py's source list leaves out (a glob that matched
+    # nothing): a tree with no .cu at all builds its host code, with a note.
+    (tree / "kernels.cu").write_text("__global__ void k() {}\n")
     (tree / "setup.py").write_text(
         "from setuptools import setup\n"
         "from torch.utils.cpp_extension import BuildExtension, CUDAExtension\n"

@@ -1,5 +1,7 @@
 """The setuptools backend's device-code check, on the build hook's report as it writes it:
-a CUDAExtension with no .cu source is an error only when no extension of the build has one."""
+a CUDAExtension with no .cu source is an error only when no extension of the build has one
+and the tree holds .cu files the build left out; a tree with no CUDA source at all
+(torch-batch-svd: C++ that calls cuSOLVER) builds, with a note."""
 
 from __future__ import annotations
 
@@ -8,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from flashbuild.building.backends.setuptools import _check_device_code
+from flashbuild.building.backends.setuptools import (
+    _artifacts,
+    _check_device_code,
+    _device_extensions,
+)
 from flashbuild.errors import BuildError
 
 
@@ -26,21 +32,52 @@ def test_a_host_only_cuda_extension_beside_one_with_kernels_is_a_note(tmp_path: 
         {"extension": "pkg._sampler_cuda", "removed": [], "added": ["-gencode"]},
         {"extension": "pkg._version_cuda", "no_device_code": True,
          "sources": ["csrc/version.cpp"]})
-    note = _check_device_code(report, tmp_path / "build.log")
+    note = _check_device_code(report, tmp_path / "build.log", tmp_path)
     assert note is not None
     assert note.startswith("`pkg._version_cuda`: CUDA extension(s) with host code only")
     assert "`pkg._sampler_cuda`" in note
 
 
-def test_no_extension_with_device_code_is_an_error(tmp_path: Path) -> None:
+def test_no_extension_with_device_code_in_a_tree_with_cu_files_is_an_error(
+        tmp_path: Path) -> None:
+    # A glob that matched nothing, a switch: the kernels the tree has were not compiled.
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "kernels.cu").write_text("__global__ void k() {}\n")
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "old.cu").write_text("")  # an old build's copy is not the tree's
     report = _report(tmp_path, {"extension": "pkg._C", "no_device_code": True,
                                 "sources": ["csrc/host.cpp"]})
     with pytest.raises(BuildError) as err:
-        _check_device_code(report, tmp_path / "build.log")
+        _check_device_code(report, tmp_path / "build.log", tmp_path)
     assert "compiled no device code" in str(err.value)
     assert "csrc/host.cpp" in err.value.evidence
+    assert "not compiled: csrc/kernels.cu;" in err.value.evidence
+
+
+def test_a_tree_without_any_cuda_source_builds_host_code_with_a_note(tmp_path: Path) -> None:
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "svd.cpp").write_text("int f() { return 0; }\n")
+    report = _report(tmp_path, {"extension": "torch_batch_svd._c", "no_device_code": True,
+                                "sources": ["csrc/svd.cpp"]})
+    note = _check_device_code(report, tmp_path / "build.log", tmp_path)
+    assert note is not None and "has no CUDA source (.cu) at all" in note
+    # And verify then expects no GPU code in its module.
+    device = _device_extensions(report)
+    assert device == frozenset()
+    module = tmp_path / "out" / "torch_batch_svd" / "_c.so"
+    module.parent.mkdir(parents=True)
+    module.write_bytes(b"")
+
+    class _Recipe:
+        artifact: tuple[object, ...] = ()
+
+    class _Request:
+        recipe = _Recipe()
+
+    built = _artifacts(_Request(), [module], None, device)  # type: ignore[arg-type]
+    assert [a.gpu_code for a in built] == [False]
 
 
 def test_a_report_without_host_only_extensions_says_nothing(tmp_path: Path) -> None:
     report = _report(tmp_path, {"extension": "pkg._C", "removed": [], "added": []})
-    assert _check_device_code(report, tmp_path / "build.log") is None
+    assert _check_device_code(report, tmp_path / "build.log", tmp_path) is None

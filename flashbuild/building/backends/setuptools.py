@@ -152,7 +152,7 @@ class SetuptoolsBackend:
                                               what="building (setup.py)")
             # Before the exit code: a CUDAExtension without device code is the cause to name
             # even when the build then failed (at the link, for want of what it never compiled).
-            host_only = _check_device_code(report, log)
+            host_only = _check_device_code(report, log, ctx.tree)
             if launcher is not None and launcher.name == "sccache":
                 # Before the exit code too: a failed link (a CPU torch) still compiled.
                 note = rates_note(launcher, rates(before, read_stats(launcher, ctx.runner, env)))
@@ -497,6 +497,13 @@ def _hook_notes(records: list[dict[str, object]], request: BuildRequest,
                          f"{' '.join(str(o) for o in old)}: torch's headers need "
                          f"C++{str(record.get('std_needed'))[2:]} or later, which torch's "
                          "build adds itself")
+        moved = record.get("pre_included")
+        if isinstance(moved, list) and moved:
+            notes.append(f"{record.get('extension')}: the setup.py's `-Xcompiler -include,"
+                         f"{moved[0]}` became nvcc's own `--pre-include {moved[0]}`"
+                         f"{' (and ' + str(len(moved) - 1) + ' more)' if len(moved) > 1 else ''}"
+                         ": through -Xcompiler, nvcc 13 has the host compiler read the header "
+                         "twice (libstdc++ then redefines std::__terminate)")
         raw = record.get("removed")
         removed = [str(r) for r in raw] if isinstance(raw, list) else []
         if removed:
@@ -506,12 +513,14 @@ def _hook_notes(records: list[dict[str, object]], request: BuildRequest,
     return notes
 
 
-def _check_device_code(report: Path, log: Path) -> str | None:
+def _check_device_code(report: Path, log: Path, tree: Path) -> str | None:
     """A CUDAExtension (it links cudart) whose sources hold no .cu file compiles no device
-    code. When no extension of the build compiles any, the build ends "compiled 0 step(s)"
-    with nothing to prove the arch by, and the wheel then fails verify: an error here. When
-    another extension does, the host-only one is a real shape (torch_cluster's `_version_cuda`
-    calls the CUDA runtime from C++ and needs cudart, not kernels): the note returned says so."""
+    code. When another extension does, the host-only one is a real shape (torch_cluster's
+    `_version_cuda` calls the CUDA runtime from C++ and needs cudart, not kernels); so it is
+    when the tree holds no CUDA source at all (torch-batch-svd calls cuSOLVER from C++): the
+    note returned says so. When no extension compiles device code and the tree has .cu files,
+    the build skipped them (a glob that matched nothing, a switch): an error here, since the
+    wheel would hold nothing to prove the arch by."""
     records = read_hook_report(report)
     empty = [r for r in records if r.get("no_device_code")]
     if not empty:
@@ -522,6 +531,11 @@ def _check_device_code(report: Path, log: Path) -> str | None:
     if with_code:
         return (f"{names}: CUDA extension(s) with host code only (no .cu source; they link the "
                 f"CUDA runtime); the device code is in {', '.join(f'`{n}`' for n in with_code)}")
+    cuda_sources = _cuda_sources(tree)
+    if not cuda_sources:
+        return (f"{names}: host code only, and the tree has no CUDA source (.cu) at all: the "
+                "module calls CUDA (its runtime or libraries) from C++ and holds no device "
+                "code, so nothing in it depends on --arch")
     shown = []
     for record in empty:
         sources = record.get("sources")
@@ -531,12 +545,27 @@ def _check_device_code(report: Path, log: Path) -> str | None:
         f"the setup.py declares {names} a CUDA extension (CUDAExtension) but gives it no CUDA "
         "source (.cu), and no other extension of the build has one: the build compiled no "
         "device code for --arch",
-        evidence=f"sources: {'; '.join(shown)}; log: {log}",
+        evidence=f"sources: {'; '.join(shown)}; the tree's CUDA sources not compiled: "
+        f"{', '.join(cuda_sources[:4])}{' …' if len(cuda_sources) > 4 else ''}; log: {log}",
         fix="check the setup.py's source list for this configuration (a glob that matched "
         "nothing, a switch such as SKIP_CUDA_BUILD or a missing submodule, set in the recipe's "
         "[[build.env]]); an extension that really holds only host code is a CppExtension",
         details={"extensions": [str(r.get("extension")) for r in empty], "log": str(log)},
     )
+
+
+def _cuda_sources(tree: Path, limit: int = 8) -> list[str]:
+    """Up to `limit` .cu files of the (staged) tree, tree-relative; hidden folders and build
+    outputs are not the tree's."""
+    found: list[str] = []
+    for folder, dirs, files in os.walk(tree):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("build",
+                                                                                  "__pycache__"))
+        found += sorted(Path(folder, f).relative_to(tree).as_posix() for f in files
+                        if f.endswith(".cu"))
+        if len(found) >= limit:
+            break
+    return found[:limit]
 
 
 def _the_wheel(dist: Path, log: Path) -> Path:
@@ -591,24 +620,28 @@ def _inplace_modules(tree: Path, report: Path, request: BuildRequest,
     return found
 
 
-def _device_extensions(report: Path) -> frozenset[str]:
+def _device_extensions(report: Path) -> frozenset[str] | None:
     """The extensions the build hook saw with device code to compile (those with .cu
     sources; it records them by dotted name, and a CUDAExtension without any as
     `no_device_code`). Every other module of the build holds host code only: a setup.py's
-    CppExtension beside its CUDA ones (torch_scatter's `_scatter_cpu`)."""
-    return frozenset(str(r["extension"]) for r in read_hook_report(report)
-                     if "extension" in r and not r.get("no_device_code"))
+    CppExtension beside its CUDA ones (torch_scatter's `_scatter_cpu`), or every module of a
+    tree without device code (empty). None when the hook recorded no extension."""
+    records = [r for r in read_hook_report(report) if "extension" in r]
+    if not records:
+        return None
+    return frozenset(str(r["extension"]) for r in records if not r.get("no_device_code"))
 
 
-def _has_device_code(dotted: str, device: frozenset[str]) -> bool:
+def _has_device_code(dotted: str, device: frozenset[str] | None) -> bool:
     """Whether the module `dotted` is one of the hook's device-code extensions (all are, when
-    it named none). setup.py's `ext_package` prefixes the installed name but not the
+    it recorded none). setup.py's `ext_package` prefixes the installed name but not the
     extension's own (`_C` built as `pkg._C`): the hook's name may be a dotted suffix."""
-    return not device or any(dotted == name or dotted.endswith("." + name) for name in device)
+    return device is None or any(dotted == name or dotted.endswith("." + name)
+                                 for name in device)
 
 
 def _artifacts(request: BuildRequest, modules: list[Path], inplace_tree: Path | None,
-               device: frozenset[str] = frozenset()) -> tuple[BuiltArtifact, ...]:
+               device: frozenset[str] | None = None) -> tuple[BuiltArtifact, ...]:
     """Modules as artifacts; the recipe's [[artifact]] names must be among them. Where the
     hook named the extensions with device code (`device`), a module outside them says it
     holds host code only (verify then expects no GPU code in it); with no names, every

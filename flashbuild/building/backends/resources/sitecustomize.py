@@ -113,6 +113,39 @@ def strip_arch_flags(flags: list[str]) -> tuple[list[str], list[str]]:
     return kept, removed
 
 
+_XCOMPILER = ("-Xcompiler", "--compiler-options")
+
+
+def host_includes_to_nvcc(flags: list[str]) -> tuple[list[str], list[str]]:
+    """(flags with each `-Xcompiler -include,H` made nvcc's own `--pre-include H`, the
+    headers so moved). nvcc 13 hands the host compiler its -Xcompiler options in the final
+    compile too, whose input (cudafe++'s output) already holds the header's preprocessed
+    text: libstdc++'s headers then define `std::__terminate` twice (SpargeAttn#115, its
+    `-include,cassert`). nvcc's own option includes it once in each pass."""
+    out: list[str] = []
+    moved: list[str] = []
+    i = 0
+    while i < len(flags):
+        text = str(flags[i]).strip()
+        value = None
+        if text in _XCOMPILER and i + 1 < len(flags):
+            value, step = str(flags[i + 1]).strip(), 2
+        else:
+            for option in _XCOMPILER:
+                for sep in ("=", " "):
+                    if text.startswith(option + sep):
+                        value, step = text[len(option) + 1:].strip(), 1
+        parts = value.split(",") if value else []
+        if len(parts) == 2 and parts[0] == "-include" and parts[1]:
+            out += ["--pre-include", parts[1]]
+            moved.append(parts[1])
+            i += step
+            continue
+        out.append(flags[i])
+        i += 1
+    return out, moved
+
+
 def _has_cuda_sources(ext: object) -> bool:
     sources = getattr(ext, "sources", None) or []
     return any(str(s).endswith(_CUDA_SUFFIXES) for s in sources)
@@ -175,6 +208,7 @@ def _rewrite(ext: object) -> dict[str, object]:
         cxx = list(args or [])
         nvcc = list(args or [])
     nvcc, removed = strip_arch_flags(nvcc)
+    nvcc, pre_included = host_includes_to_nvcc(nvcc)
     need = torch_cplusplus()
     cxx, old_cxx = strip_old_std(cxx, need)
     nvcc, old_nvcc = strip_old_std(nvcc, need)
@@ -185,7 +219,8 @@ def _rewrite(ext: object) -> dict[str, object]:
     }
     return {"extension": getattr(ext, "name", "?"), "removed": removed, "added": gencode,
             "nvcc_extra": nvcc_extra, "cxx_extra": cxx_extra,
-            "std_removed": sorted(set(old_cxx + old_nvcc)), "std_needed": need}
+            "std_removed": sorted(set(old_cxx + old_nvcc)), "std_needed": need,
+            "pre_included": pre_included}
 
 
 def longest_object(sources: list[str], build_temp: str, *, path: object = os.path,
