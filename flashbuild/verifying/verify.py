@@ -588,12 +588,9 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
             plugins=_plugins_only(subject))], subject)
     else:
         checks += _not_importable(subject, pkg, expect, run_gpu=run_gpu)
-    if subject.binaries and not any_device_code and not any(
-            c.status is Status.FAIL for c in checks):
-        checks.append(Check("images", pkg, Status.FAIL, "no binary holds GPU code",
-                            f"none of {', '.join(b.subject for b in subject.binaries)} has a "
-                            ".nv_fatbin / .nv_fatb section",
-                            "check that the build compiled the CUDA sources"))
+    if subject.binaries and not any_device_code:
+        checks += _no_device_code(subject, pkg, failed=any(c.status is Status.FAIL
+                                                            for c in checks))
     checks += _abi_checks(subject, policy)
     checks += _stable_abi_checks(subject)
     checks += _torch_checks(subject, runner=runner, python=python, env=env) + \
@@ -603,6 +600,26 @@ def _verify(subject: Subject, *, targets: ArchSpec | None, strict: bool,
                         checks=tuple(checks), images=images, subject_kind=subject.kind,
                         subject=subject.label, strict_arch=strict, binaries=tuple(proofs),
                         placeholders=tuple(bodies))
+
+
+def _no_device_code(subject: Subject, pkg: str, *, failed: bool) -> list[Check]:
+    """The package-level check when no binary holds GPU code: a failure, unless the build
+    recorded that the tree compiles none (a CUDAExtension of C++ that calls cuSOLVER, in a
+    tree without a .cu file: every module of the manifest host code only), or another check
+    already failed."""
+    modules = [a for a in subject.manifest.artifacts if a.kind == "module"] \
+        if subject.manifest is not None else []
+    if modules and not any(a.gpu_code for a in modules):
+        return [Check("images", pkg, Status.WARN, "no binary holds GPU code, as the build "
+                      "recorded: the tree compiles no device code",
+                      f"the manifest marks {', '.join(a.path for a in modules)} host code only",
+                      "nothing to do: no part of it depends on the arch")]
+    if failed:
+        return []
+    return [Check("images", pkg, Status.FAIL, "no binary holds GPU code",
+                  f"none of {', '.join(b.subject for b in subject.binaries)} has a "
+                  ".nv_fatbin / .nv_fatb section",
+                  "check that the build compiled the CUDA sources")]
 
 
 def _outside(binary: Binary, subject: Subject) -> bool:

@@ -431,3 +431,28 @@ def _host_only_elf() -> bytes:
     null = bytes(64)
     table = struct.pack("<IIQQQQIIQQ", 1, 3, 0, 0, 64, len(names), 0, 0, 1, 0)
     return header + names + null + table
+
+
+def test_a_package_the_build_recorded_as_host_code_only_is_a_warning(tmp_path: Path) -> None:
+    # torch-batch-svd's shape: its one CUDAExtension is C++ that calls cuSOLVER, in a tree
+    # with no .cu file; the build marks the module host code only. Before, verify failed the
+    # package ("no binary holds GPU code") on the H200, 2026-11-29.
+    from flashbuild.installing.manifest import Artifact, HostCompiler, Manifest, Toolkit
+
+    pkg = tmp_path / "svd"
+    pkg.mkdir()
+    (pkg / "_c.so").write_bytes(_host_only_elf())
+    manifest = Manifest(
+        flashbuild="0.1.0", recipe="svd", platform="linux", archs=("sm_90a",),
+        toolkit=Toolkit(root="/cuda", version="13.0"),
+        host_compiler=HostCompiler(kind="gcc", version="12", path="/usr/bin/g++"),
+        artifacts=(Artifact(path="_c.so", kind="module", gpu_code=False),))
+    manifest.write(pkg)
+    images = [(c.subject, c.status, c.summary) for c in run(pkg).checks if c.area == "images"]
+    assert ("svd", Status.WARN, "no binary holds GPU code, as the build recorded: the tree "
+            "compiles no device code") in images
+    assert not [i for i in images if i[1] is Status.FAIL]
+    # Without the build's record, the same module fails as before.
+    Manifest(**{**manifest.__dict__, "artifacts": (Artifact(path="_c.so", kind="module"),)}
+             ).write(pkg)
+    assert any(c.status is Status.FAIL for c in run(pkg).checks if c.area == "images")
