@@ -264,8 +264,10 @@ _OTHER_STACK_LIBS = ("amdhip", "rocblas", "rocm", "hipblas", "hiprtc", "miopen",
 
 def _other_stack_library(literal: str) -> bool:
     """Whether a library file name (`libamdhip64.so`, `/opt/rocm/lib/libhsa-runtime64.so.1`,
-    `libsycl.so`) belongs to an accelerator stack other than CUDA."""
+    `libsycl.so`) belongs to an accelerator stack other than CUDA, or to WebAssembly."""
     stem = literal.replace("\\", "/").rpartition("/")[2].split(".so")[0].removeprefix("lib")
+    if "emscripten" in literal or "wasm32" in literal:
+        return True  # a WebAssembly module's suffix (`.cpython-311-wasm32-emscripten.so`)
     return names_other_stack(stem) or stem.lower().startswith(_OTHER_STACK_LIBS) or \
         any(names_other_stack(part) for part in literal.replace("\\", "/").split("/")[:-1])
 

@@ -150,7 +150,8 @@ def gate_from_words(text: str, words: Iterable[str], *, negated: bool) -> Gate:
         low = w.lower()
         if low in ("win32", "msvc", "windows", "nt", "_win32"):
             platform = "windows"
-        elif low in ("unix", "linux", "posix", "apple"):
+        elif low in ("unix", "linux", "posix", "apple", "darwin", "freebsd", "emscripten"):
+            # `sys.platform` values that are not Windows (`emscripten`: Pyodide's wasm32).
             platform = "posix"
         elif low in ("not", "!="):
             invert = not invert

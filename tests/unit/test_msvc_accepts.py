@@ -96,3 +96,21 @@ def test_the_trees_own_msvc_shim_is_not_an_error(tmp_path: Path, shim: str, use:
     found = _scan(tmp_path, {})
     errors = [f[3] for f in found if f[0] == rule]
     assert errors and set(errors) == {Severity.ERROR}
+
+
+def test_so_names_in_branches_for_other_platforms_are_not_windows_errors(tmp_path: Path
+                                                                         ) -> None:
+    # llama-cpp-python's `_ctypes_extensions.py`: a suffix per `sys.platform`, Windows' own.
+    loader = ('import sys\n_WASM = ".cpython-00-wasm32-emscripten.so"\n'
+              'def paths(base, name):\n'
+              '    if sys.platform == "emscripten":\n        return [base + _WASM]\n'
+              '    elif sys.platform.startswith("linux"):\n        return [f"lib{name}.so"]\n'
+              '    elif sys.platform == "darwin":\n'
+              '        return [f"lib{name}.so", f"lib{name}.dylib"]\n'
+              '    elif sys.platform == "win32":\n        return [f"{name}.dll"]\n'
+              '    return []\n')
+    found = _scan(tmp_path, {"pkg/__init__.py": "", "pkg/load.py": loader})
+    assert not [f for f in found if f[0] == "FB182"]
+    (tmp_path / "pkg" / "other.py").write_text('NAME = "libkern.so"\n', encoding="utf-8")
+    found = _scan(tmp_path, {})
+    assert [f[:3] for f in found if f[0] == "FB182"] == [("FB182", "pkg/other.py", 1)]
