@@ -183,9 +183,10 @@ def _forget(gitfile: Path, shadow: Path) -> None:
 
 
 def tree_identity(tree: Path, *, runner: StreamRunner, env: Mapping[str, str]) -> str:
-    """What `link_git` would give a copy of `tree`, in one string (HEAD, branch and refs), or
-    "" when the tree is not the top of a git work tree: a model read from such a copy depends
-    on it (a setup.py's version from `git rev-parse`), so its cache key does too."""
+    """What `link_git` would give a copy of `tree`, as a digest of its HEAD commit and refs,
+    or "" when the tree is not the top of a git work tree: a model read from such a copy
+    depends on it (a setup.py's version from `git rev-parse`), so its cache key does too. Not
+    in it: the branch name at the same commit, and uncommitted edits (`--dirty`)."""
     if runner.which("git", env) is None:
         return ""
     genv = _git_env(env)

@@ -577,13 +577,15 @@ def _dll_outputs(file: FileText, commands: Sequence[Command]) -> list[Finding]:
         keys = props[0::2]
         if "LIBRARY_OUTPUT_DIRECTORY" not in keys or not on_windows(cmd) or runtime_for_all:
             continue
+        at = keys.index("LIBRARY_OUTPUT_DIRECTORY") * 2 + 1
+        value = props[at] if len(props) > at else ""
+        if not value:
+            continue  # an unset (`set_property(… PROPERTY LIBRARY_OUTPUT_DIRECTORY)`)
         for tgt in targets:
             if tgt not in shared or tgt in runtime or tgt in reported:
                 continue  # MODULE libraries (.pyd) are LIBRARY outputs on Windows too
             reported.add(tgt)
             line, col = _pos(cmd.node)
-            value = props[keys.index("LIBRARY_OUTPUT_DIRECTORY") * 2 + 1] \
-                if len(props) > keys.index("LIBRARY_OUTPUT_DIRECTORY") * 2 + 1 else ""
             out.append(Finding(
                 rule="FB191", category=Category.CMAKE, path=file.path, line=line, col=col,
                 severity=Severity.WARNING,

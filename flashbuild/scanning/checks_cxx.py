@@ -184,7 +184,7 @@ class _Ctx:
             if cond.directive in ("#ifdef", "#elifdef"):
                 v = ev.defined(cond.condition)
             elif cond.directive in ("#ifndef", "#elifndef"):
-                d = 0 if self._include_guard(cond) else ev.defined(cond.condition)
+                d = 0 if self._include_guard(cond, pass_) else ev.defined(cond.condition)
                 v = None if d is None else int(not d)
             else:
                 v = ev.eval(cond.condition)
@@ -196,14 +196,21 @@ class _Ctx:
                 value = None
         return value
 
-    def _include_guard(self, cond: cxx.Conditional) -> bool:
-        """`#ifndef X` whose block is the only place that defines X: an include guard (or a
-        default value), taken the first time the compiler reads the file."""
+    def _include_guard(self, cond: cxx.Conditional, pass_: Pass) -> bool:
+        """`#ifndef X` followed by `#define X` (empty, or 1) as the block's first line, the
+        only definition of X the file, its headers and the pass know: an include guard, taken
+        the first time the compiler reads the file. A default value (`#define X 0`) or an X
+        a header may define is left to the evaluator."""
+        name = cond.condition
+        if name in pass_.defined or name in pass_.undefined or name in self.inherited:
+            return False
         if cond.start not in self._guards:
-            defs = self.defines.get(cond.condition, [])
-            self._guards[cond.start] = bool(defs) and all(
+            defs = self.defines.get(name, [])
+            self._guards[cond.start] = len(defs) == 1 and \
+                defs[0].body.strip() in ("", "1") and \
+                0 < defs[0].line - cond.line <= 2 and \
                 any(c.start == cond.start for c in cxx.enclosing_conditionals(
-                    self.src, self.node_at(d.start, d.start + 1))) for d in defs)
+                    self.src, self.node_at(defs[0].start, defs[0].start + 1)))
         return self._guards[cond.start]
 
     def undecided(self, node: Node, pass_: Pass) -> list[str]:

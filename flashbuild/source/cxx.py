@@ -401,6 +401,10 @@ Shape = tuple[str, ...]
 qualifiers sorted (`c` const, `r` restrict, `v` volatile): `c*r` is `const T* __restrict__`.
 A plain value's top-level `const` is dropped (no ABI keeps it)."""
 
+#: A parameter "name" that is a qualifier spelled through a macro (`RESTRICT`, `__RESTRICT__`,
+#: `KAT_RESTRICT`, `CONST_PTR`): upper case, naming restrict or const.
+_MACRO_QUALIFIER = re.compile(r"_*[A-Z0-9_]*(?:RESTRICT|CONST)[A-Z0-9_]*")
+
 _QUALIFIER_LETTER = {"const": "c", "volatile": "v", "__restrict__": "r", "__restrict": "r",
                      "restrict": "r"}
 
@@ -425,6 +429,9 @@ def parameter_shape(src: Source, fdecl: Node) -> Shape | None:
                                                or c.start_byte < declarator.start_byte)}))
         levels: list[str] = []
         node = declarator
+        name = _declared_name(declarator)
+        if name is not None and _MACRO_QUALIFIER.fullmatch(src.node_text(name)):
+            return None  # `T* RESTRICT` with no name: the macro read as the parameter's name
         while node is not None and node.type not in ("identifier", "field_identifier"):
             if node.type in ("pointer_declarator", "abstract_pointer_declarator",
                              "reference_declarator", "abstract_reference_declarator"):

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from tree_sitter import Node
 
 SiteAction = Literal["edit", "keep", "already", "refused"]
+Member = tuple[str, str, "cxx.Shape | None"]
+"""An instantiation of a macro's expansion: (function name, target, parameter shape)."""
 
 DEFAULT_GUARD = "!defined(_MSC_VER)"
 MSVC_GUARDS = frozenset({"!defined(_MSC_VER)", "!_MSC_VER"})
@@ -96,8 +98,9 @@ class InstantiationMacro:
     instantiates: str
     """Unqualified name of the function template it instantiates."""
     where: str
-    shape: cxx.Shape | None = None
-    """The parameter shape of the instantiation in its expansion (cxx.parameter_shape)."""
+    members: tuple[Member, ...] = ()
+    """Each instantiation in its expansion: (function name, target as written, parameter
+    shape or None; cxx.parameter_shape)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,6 +132,8 @@ class FoundInstantiation:
     shape: cxx.Shape | None = None
     """The qualifier shape of the parameter list it names (cxx.parameter_shape), None where
     it could not be read."""
+    members: tuple[Member, ...] = ()
+    """A macro use's instantiations (InstantiationMacro.members); () for a direct site."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,9 +224,9 @@ def instantiation_macros(bodies: Iterable[MacroBody]) -> dict[str, Instantiation
         insts = cxx.template_instantiations(_body_source(m)) \
             if _INSTANTIATION_WORD.search(m.body) else []
         if insts:
-            known[name] = InstantiationMacro(name=name, kernel=any(i.is_kernel for i in insts),
-                                             instantiates=insts[0].name, where=m.where,
-                                             shape=insts[0].shape)
+            known[name] = InstantiationMacro(
+                name=name, kernel=any(i.is_kernel for i in insts), instantiates=insts[0].name,
+                where=m.where, members=tuple((i.name, i.target, i.shape) for i in insts))
         else:
             pending[name] = (m, frozenset(_TOKEN.findall(m.body)))
     changed = True
@@ -235,7 +240,7 @@ def instantiation_macros(bodies: Iterable[MacroBody]) -> dict[str, Instantiation
                 inner = known[uses[0].name]
                 known[name] = InstantiationMacro(name=name, kernel=inner.kernel,
                                                  instantiates=inner.instantiates, where=m.where,
-                                                 shape=inner.shape)
+                                                 members=inner.members)
                 changed = True
     return known
 
@@ -252,13 +257,14 @@ def macro_sites(src: cxx.Source, macros: Mapping[str, InstantiationMacro]
         info = macros[use.name]
         out.append(_found(src, use.start, use.end, name=info.instantiates,
                           target=f"{use.name}({use.args})", kernel=info.kernel,
-                          via_macro=use.name, node=use.node, shape=info.shape))
+                          via_macro=use.name, node=use.node, shape=None,
+                          members=info.members))
     return out
 
 
 def _found(src: cxx.Source, start: int, end: int, *, name: str, target: str,
-           kernel: bool, via_macro: str, node: Node, shape: cxx.Shape | None
-           ) -> FoundInstantiation:
+           kernel: bool, via_macro: str, node: Node, shape: cxx.Shape | None,
+           members: tuple[Member, ...] = ()) -> FoundInstantiation:
     # The guard's `#if`/`#endif` (or the removal) go at the site's line boundaries: inside a
     # backslash-continued `#define` they would split it (a macro's body that tree-sitter read
     # as code because a space follows one of its backslashes).
@@ -268,7 +274,7 @@ def _found(src: cxx.Source, start: int, end: int, *, name: str, target: str,
         col=len(src.slice(src.line_start(start), start)) + 1, name=name, target=target,
         declared_kernel=kernel, via_macro=via_macro, text=src.slice(start, end),
         conditionals=tuple(cxx.enclosing_conditionals(src, node)),
-        inside=split.describe() if split is not None else "", shape=shape)
+        inside=split.describe() if split is not None else "", shape=shape, members=members)
 
 
 class InstantiationAnalysis:
@@ -360,35 +366,58 @@ class InstantiationAnalysis:
     def compare(self, item: FoundInstantiation) -> tuple[bool | None, str]:
         """Whether a kernel instantiation repeats the qualifiers of its template's parameter
         list (True), differs from every declaration with as many parameters (False), or
-        cannot be compared (None), with the evidence in words."""
-        if item.shape is None:
+        cannot be compared (None), with the evidence in words. A macro use is each of its
+        expansion's instantiations: one that differs decides, then one not compared."""
+        if not item.members:
+            return self._compare(item.name, item.target, item.shape, item.path)
+        verdicts = [self._compare(name, f"{target} {item.target}", shape, item.path)
+                    for name, target, shape in item.members]
+        return next((v for v in verdicts if v[0] is False), None) or \
+            next((v for v in verdicts if v[0] is None), verdicts[0])
+
+    def _compare(self, name: str, target: str, shape: cxx.Shape | None, site: str
+                 ) -> tuple[bool | None, str]:
+        if shape is None:
             return None, "its parameter list could not be read (a qualifier spelled through " \
                 "a macro, a parameter pack or a function pointer)"
-        templates = [(p, s) for p, s in self.kernel_templates(item.name)
-                     if s.shape is not None and len(s.shape) == len(item.shape)]
-        # The definition is what the instantiation names; a declaration elsewhere only where
-        # no definition was read.
-        templates = [t for t in templates if t[1].is_definition] or templates
+        every = self.kernel_templates(name)
+        # The definition is what the instantiation names (a declaration elsewhere only where
+        # no definition was read, readable or not), and one in the site's own file before
+        # another file's template of the same name.
+        every = [t for t in every if t[1].is_definition] or every
+        every = [t for t in every if t[0] == site] or every
+        templates = [(p, s) for p, s in every
+                     if s.shape is not None and len(s.shape) == len(shape)]
         if not templates:
-            return None, (f"no `__global__` template {item.name} with "
-                          f"{len(item.shape)} parameters was read in the sources")
-        for path, sig in templates:
-            if sig.shape == item.shape:
-                return True, (f"it repeats the qualifiers of {item.name}'s parameters at "
-                              f"{path}:{sig.line}")
+            return None, (f"no `__global__` template {name} with "
+                          f"{len(shape)} parameters was read in the sources")
+        # A cv-qualified or pointer template argument (`k<const float>`) moves qualifiers
+        # into the pointee: only the pointer levels' own qualifiers are compared then.
+        args = target.partition("<")[2] + target.partition("(")[2]
+        loose = any(w in args for w in ("const", "volatile", "*", "&"))
+
+        def comparable(shape: cxx.Shape) -> cxx.Shape:
+            return tuple(_own_levels(x) for x in shape) if loose else shape
+        here = comparable(shape)
+        for where, sig in templates:
+            assert sig.shape is not None
+            if comparable(sig.shape) == here:
+                return True, (f"it repeats the qualifiers of {name}'s parameters at "
+                              f"{where}:{sig.line}")
         # A template argument that is itself a pointer (`k<float*>`) adds levels: those
         # parameters are not compared, and without a comparable one there is no verdict.
-        for path, sig in templates:
+        for where, sig in templates:
             assert sig.shape is not None
-            pairs = list(zip(sig.shape, item.shape, strict=True))
-            if all(_levels(a) == _levels(b) for a, b in pairs):
+            pairs = list(zip(comparable(sig.shape), here, strict=True))
+            if not loose and all(_levels(a) == _levels(b) for a, b in pairs):
                 i = next(i for i, (a, b) in enumerate(pairs) if a != b)
                 return False, (
-                    f"parameter {i + 1} is `{sig.parameters[i]}` at {path}:{sig.line}; here "
-                    f"it {_difference(sig.shape[i], item.shape[i])}, and MSVC mangles "
+                    f"parameter {i + 1} is `{sig.parameters[i]}` at {where}:{sig.line}; here "
+                    f"it {_difference(sig.shape[i], shape[i])}, and MSVC mangles "
                     "`__restrict__` and a pointer's own `const` as written")
-        return None, (f"its pointer levels differ from {item.name}'s at {templates[0][0]}:"
-                      f"{templates[0][1].line} (a template argument that is a pointer?)")
+        return None, (f"its parameters differ from {name}'s at {templates[0][0]}:"
+                      f"{templates[0][1].line} in a way its template arguments may explain "
+                      "(a pointer or cv-qualified argument)")
 
     def _decide(self, item: FoundInstantiation, kernel: bool, params: SiteRules,
                 separable: str, *, same: bool | None, why: str) -> tuple[SiteAction, str]:
@@ -451,6 +480,12 @@ class InstantiationAnalysis:
                     if not any(s <= at < e for s, e in spans):
                         return m.line
         return 0
+
+
+def _own_levels(shape: str) -> str:
+    """A parameter's shape without its pointee's qualifiers (`c*r` -> `*r`)."""
+    first = re.search(r"&&|[*&]", shape)
+    return shape[first.start():] if first else ""
 
 
 def _levels(shape: str) -> int:

@@ -114,3 +114,15 @@ def test_so_names_in_branches_for_other_platforms_are_not_windows_errors(tmp_pat
     (tmp_path / "pkg" / "other.py").write_text('NAME = "libkern.so"\n', encoding="utf-8")
     found = _scan(tmp_path, {})
     assert [f[:3] for f in found if f[0] == "FB182"] == [("FB182", "pkg/other.py", 1)]
+
+
+def test_a_default_value_or_a_macro_a_header_defines_is_no_include_guard(tmp_path: Path
+                                                                        ) -> None:
+    # A review, 2026-11-29: `#ifndef USE_FAST / #define USE_FAST 0 / … / #else` is a default,
+    # and cfg.h may define USE_FAST: the #else may be compiled, its GCC code is still found.
+    source = ('#include "cfg.h"\n#ifndef USE_FAST\n#define USE_FAST 0\nint slow;\n#else\n'
+              'inline int bits(unsigned v) { return __builtin_popcount(v); }\n#endif\n')
+    found = _scan(tmp_path, {"CMakeLists.txt": CMAKE, "cfg.h": "#define USE_FAST 1\n",
+                             "ops.h": source,
+                             "k.cu": "#include \"ops.h\"\n__global__ void k() {}\n"})
+    assert [f[:3] for f in found if f[0] == "FB121"] == [("FB121", "ops.h", 6)]

@@ -320,3 +320,45 @@ def test_an_overload_with_the_same_qualifiers_is_the_match() -> None:
                      "template __global__ void k<float>(float*, int, int);\n"
                      "template __global__ void k<float>(float* __restrict__, int);\n"}
     assert _kernel_sites(files) == [(3, "keep", True), (4, "keep", True)]
+
+
+def test_the_definition_in_the_sites_own_file_is_the_one_compared() -> None:
+    # Two files define a kernel template of one name (a review, 2026-11-29): c.cu's own
+    # template has `__restrict__` and its instantiation does not.
+    files = {"a.cu": "template <class T> __global__ void kernel(T* x, int n) {}\n"
+                     "template __global__ void kernel<float>(float* x, int n);\n",
+             "k.cu": "template <class T> __global__ void kernel(T* __restrict__ x, int n) {}\n"
+                     "template __global__ void kernel<float>(float* x, int n);\n"}
+    assert _kernel_sites(files) == [(2, "edit", False)]
+
+
+def test_a_macro_with_several_instantiations_compares_each() -> None:
+    # A review, 2026-11-29: only the body's first instantiation was compared, so k2's
+    # missing `__restrict__` went unseen and the use was kept.
+    body = ("template <class T> __global__ void k1(T* __restrict__ x) {}\n"
+            "template <class T> __global__ void k2(T* __restrict__ x) {}\n"
+            "#define INST(T) template __global__ void k1<T>(T* __restrict__ x); \\\n"
+            "  template __global__ void k2<T>(T* @x);\n"
+            "INST(float)\n")
+    assert _kernel_sites({"k.cu": body.replace("@", "")}) == [(5, "edit", False)]
+    assert _kernel_sites({"k.cu": body.replace("@", "__restrict__ ")}) == [(5, "keep", True)]
+
+
+def test_a_cv_qualified_template_argument_is_no_mismatch() -> None:
+    files = {"k.cu": "template <class T> __global__ void k(T* __restrict__ x) {}\n"
+                     "template __global__ void k<const float>(const float* __restrict__ x);\n"
+                     "template __global__ void k<const int>(const int* x);\n"}
+    assert _kernel_sites(files) == [(2, "keep", True), (3, "edit", None)]
+
+
+@pytest.mark.parametrize("files", [
+    {"k.cu": "template <class T> __global__ void k(T* __restrict__ x, int n) {}\n"
+             "template __global__ void k<float>(float* RESTRICT, int);\n"},
+    {"k.cuh": "template <class T> __global__ void k(T* RESTRICT, int);\n",
+     "k.cu": "#include \"k.cuh\"\n#define RESTRICT __restrict__\n"
+             "template <class T> __global__ void k(T* RESTRICT x, int n) {}\n"
+             "template __global__ void k<float>(float*, int);\n"},
+])
+def test_a_qualifier_macro_read_as_a_name_gives_no_verdict(files: dict[str, str]) -> None:
+    (site,) = _kernel_sites(files)
+    assert site[1:] == ("edit", None)
