@@ -999,8 +999,9 @@ def instantiation_findings(root: Path, reports: Sequence[FileReport],
             out.append(Finding(
                 rule="FB142", category=Category.INSTANTIATIONS, path=item.path, line=item.line,
                 col=item.col, severity=Severity.NOTE,
-                message=f"explicit instantiation of host template `{item.target}` is "
-                "needed by another file: the transform keeps it",
+                message=f"explicit instantiation of host template `{item.target}`: the "
+                "transform keeps it" + (" (another file needs it)" if "referenced from" in
+                                        site.note else ""),
                 evidence=site.note, snippet=snippet,
                 fix=Fix(manual="none: kept (MSVC accepts host template instantiations)",
                         step=GuardInstantiation(file=item.path, site="kept")),

@@ -10,7 +10,7 @@ A reader of the tree, below every stage: the `explicit-instantiations` transform
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from flashbuild.source import cxx
@@ -334,12 +334,21 @@ class InstantiationAnalysis:
         does not."""
         out: list[InstantiationSite] = []
         for path in paths:
+            here: list[InstantiationSite] = []
             for item in self.found(path):
                 kernel = item.declared_kernel or self.is_kernel(item.name)
                 same, why = self.compare(item) if kernel else (None, "")
                 action, note = self._decide(item, kernel, params, separable, same=same, why=why)
-                out.append(InstantiationSite(found=item, kernel=kernel, action=action,
-                                             note=note, repeats_definition=same))
+                here.append(InstantiationSite(found=item, kernel=kernel, action=action,
+                                              note=note, repeats_definition=same))
+            # A host template's instantiation is guarded only beside the kernels it goes with:
+            # MSVC accepts it, and a file whose kernel instantiations all stay needs no edit.
+            if not any(s.kernel and s.action in ("edit", "refused") for s in here):
+                here = [replace(s, action="keep", note="MSVC accepts host template "
+                                "instantiations, and no kernel instantiation of this file is "
+                                "guarded") if not s.kernel and s.action == "edit" else s
+                        for s in here]
+            out += here
         return out
 
     def is_kernel(self, name: str) -> bool:

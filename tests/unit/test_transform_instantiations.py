@@ -117,10 +117,13 @@ def test_missing_file_is_an_error() -> None:
 
 
 def test_site_sharing_a_line_is_refused() -> None:
-    tree = DictTree({"x.cu": "template <class T> void f(T) {}\n"
+    # A host site is guarded beside a kernel site the transform guards in the same file.
+    tree = DictTree({"x.cu": "template <class T> __global__ void k(T* __restrict__) {}\n"
+                             "template __global__ void k<int>(int*);\n"
+                             "template <class T> void f(T) {}\n"
                              "int a; template void f<int>(int);\n"})
     with pytest.raises(PatchError, match="shares its line"):
-        _run(tree, files=("x.cu",), expect=1)
+        _run(tree, files=("x.cu",), expect=2)
 
 
 def test_block_comment_running_past_the_site_line_is_refused() -> None:
@@ -214,7 +217,8 @@ def test_references_come_from_the_index_and_parse_only_candidates() -> None:
     sites = analysis.sites(["lib.cu"], ExplicitInstantiationsParams(files=("lib.cu",)))
     assert [(s.line, s.kernel, s.action, s.note) for s in sites] == [
         (2, False, "keep", "host template f is referenced from use.cpp:2"),
-        (4, False, "edit", ""),
+        (4, False, "keep", "MSVC accepts host template instantiations, and no kernel "
+         "instantiation of this file is guarded"),
     ]
     # Only the other files whose tokens name `f` or `g` were parsed, to confirm a reference
     # (`g` in a comment is a token, not a reference); the 20 unrelated files never were.
@@ -362,3 +366,23 @@ def test_a_cv_qualified_template_argument_is_no_mismatch() -> None:
 def test_a_qualifier_macro_read_as_a_name_gives_no_verdict(files: dict[str, str]) -> None:
     (site,) = _kernel_sites(files)
     assert site[1:] == ("edit", None)
+
+
+def test_host_instantiations_are_guarded_only_beside_guarded_kernels() -> None:
+    # bitsandbytes' kernels.cu: every kernel instantiation repeats its definition, so the
+    # file needs no edit for MSVC, and its two unreferenced host instantiations stay too.
+    lone = ("template <class T> __global__ void k(T* __restrict__ x) {}\n"
+            "template __global__ void k<float>(float* __restrict__ x);\n"
+            "template <class T> void run(T* x) { k<T><<<1, 1>>>(x); }\n"
+            "template void run<float>(float* x);\n")
+    files = {"k.cu": lone}
+    sources = {p: cxx.parse(t, p) for p, t in files.items()}
+    sites = find_sites(sources, ["k.cu"], ExplicitInstantiationsParams(files=("k.cu",)))
+    assert [(s.line, s.kernel, s.action) for s in sites] == [(2, True, "keep"),
+                                                             (4, False, "keep")]
+    # With a kernel instantiation MSVC rejects, the host one is guarded with it, as before.
+    files = {"k.cu": lone.replace("(float* __restrict__ x);", "(float* x);")}
+    sources = {p: cxx.parse(t, p) for p, t in files.items()}
+    sites = find_sites(sources, ["k.cu"], ExplicitInstantiationsParams(files=("k.cu",)))
+    assert [(s.line, s.kernel, s.action) for s in sites] == [(2, True, "edit"),
+                                                             (4, False, "edit")]
