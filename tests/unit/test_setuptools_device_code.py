@@ -81,3 +81,16 @@ def test_a_tree_without_any_cuda_source_builds_host_code_with_a_note(tmp_path: P
 def test_a_report_without_host_only_extensions_says_nothing(tmp_path: Path) -> None:
     report = _report(tmp_path, {"extension": "pkg._C", "removed": [], "added": []})
     assert _check_device_code(report, tmp_path / "build.log", tmp_path) is None
+
+
+def test_a_submodule_not_checked_out_keeps_the_refusal(tmp_path: Path) -> None:
+    # A review, 2026-11-29: the kernels may sit in a submodule that is not there; then the
+    # tree's lack of .cu files proves nothing, and the build still stops.
+    (tmp_path / ".gitmodules").write_text('[submodule "k"]\n\tpath = third_party/kernels\n'
+                                          "\turl = https://example.invalid/k.git\n")
+    (tmp_path / "third_party" / "kernels").mkdir(parents=True)
+    report = _report(tmp_path, {"extension": "pkg._C", "no_device_code": True,
+                                "sources": ["csrc/host.cpp"]})
+    with pytest.raises(BuildError) as err:
+        _check_device_code(report, tmp_path / "build.log", tmp_path)
+    assert "submodules not checked out: third_party/kernels" in err.value.evidence

@@ -57,6 +57,7 @@ from flashbuild.building.toolkit import cccl_include_dir
 from flashbuild.detect import pinned
 from flashbuild.errors import BuildError, ToolchainError
 from flashbuild.source import skbuild_settings
+from flashbuild.source.reach import gitmodule_paths
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -532,7 +533,10 @@ def _check_device_code(report: Path, log: Path, tree: Path) -> str | None:
         return (f"{names}: CUDA extension(s) with host code only (no .cu source; they link the "
                 f"CUDA runtime); the device code is in {', '.join(f'`{n}`' for n in with_code)}")
     cuda_sources = _cuda_sources(tree)
-    if not cuda_sources:
+    # A submodule not checked out may be where the kernels are: then "no .cu" proves nothing.
+    unchecked = sorted(m for m in gitmodule_paths(tree)
+                       if not (tree / m).is_dir() or not any((tree / m).iterdir()))
+    if not cuda_sources and not unchecked:
         return (f"{names}: host code only, and the tree has no CUDA source (.cu) at all: the "
                 "module calls CUDA (its runtime or libraries) from C++ and holds no device "
                 "code, so nothing in it depends on --arch")
@@ -545,8 +549,10 @@ def _check_device_code(report: Path, log: Path, tree: Path) -> str | None:
         f"the setup.py declares {names} a CUDA extension (CUDAExtension) but gives it no CUDA "
         "source (.cu), and no other extension of the build has one: the build compiled no "
         "device code for --arch",
-        evidence=f"sources: {'; '.join(shown)}; the tree's CUDA sources not compiled: "
-        f"{', '.join(cuda_sources[:4])}{' …' if len(cuda_sources) > 4 else ''}; log: {log}",
+        evidence=f"sources: {'; '.join(shown)}; " + (
+            f"the tree's CUDA sources not compiled: {', '.join(cuda_sources[:4])}"
+            f"{' …' if len(cuda_sources) > 4 else ''}" if cuda_sources else
+            f"submodules not checked out: {', '.join(unchecked[:4])}") + f"; log: {log}",
         fix="check the setup.py's source list for this configuration (a glob that matched "
         "nothing, a switch such as SKIP_CUDA_BUILD or a missing submodule, set in the recipe's "
         "[[build.env]]); an extension that really holds only host code is a CppExtension",
