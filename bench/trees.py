@@ -305,14 +305,14 @@ def fetch(tree: Tree, base: Path, work: Path, logs: Path) -> tuple[Stage, Path]:
     note = (f"the carried copy, without {', '.join(tree.carry_drop)}"
             if archive.name.endswith(CARRY_SUFFIX) else "")
     if kind == "git":
-        note = "; ".join(filter(None, [note, _as_checkout(_top(dest), what)]))
+        note = "; ".join(filter(None, [note, _as_checkout(_top(dest), what, log)]))
     return Stage("fetch", 0, round(time.monotonic() - start, 1), note), _top(dest)
 
 
-def _as_checkout(top: Path, what: str) -> str:
+def _as_checkout(top: Path, what: str, log: Path) -> str:
     """A git tree's archive made what `git clone` gives a user: a checkout with one commit, so
     a setup.py that asks git for its version (`git rev-parse HEAD`, setuptools_scm) answers as
-    in a clone. '' when done, else why not."""
+    in a clone. '' when done, else why not (the failed command's output is in `log`)."""
     git = shutil.which("git")
     if git is None:
         return "no git here: the tree is no checkout"
@@ -320,10 +320,9 @@ def _as_checkout(top: Path, what: str) -> str:
            "GIT_COMMITTER_NAME": "harness", "GIT_COMMITTER_EMAIL": "harness@localhost"}
     for argv in ([git, "init", "-q"], [git, "add", "-A"],
                  [git, "commit", "-q", "--no-verify", "-m", f"snapshot of {what}"]):
-        done = subprocess.run(argv, cwd=top, env=env, capture_output=True, text=True,
-                              check=False, timeout=300)
-        if done.returncode != 0:
-            return f"`{' '.join(argv[1:3])}` failed: {done.stderr.strip()[:200]}"
+        code, _seconds, _out = _run(argv, cwd=top, log=log, timeout=300, env=env)
+        if code != 0:
+            return f"`git {argv[1]}` failed ({log}): the tree is no checkout"
     return ""
 
 

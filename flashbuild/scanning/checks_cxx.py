@@ -215,7 +215,7 @@ class _Ctx:
 
     def undecided(self, node: Node, pass_: Pass) -> list[str]:
         """The macros of the conditions around `node` that evaluate to unknown."""
-        ev = Evaluator(pass_, lambda name: self._macro(name, pass_))
+        ev = self.evaluator(pass_)
         out: list[str] = []
         for cond in cxx.enclosing_conditionals(self.src, node):
             if cond.directive in ("#ifdef", "#elifdef", "#ifndef", "#elifndef"):
@@ -1000,8 +1000,8 @@ def instantiation_findings(root: Path, reports: Sequence[FileReport],
                 rule="FB142", category=Category.INSTANTIATIONS, path=item.path, line=item.line,
                 col=item.col, severity=Severity.NOTE,
                 message=f"explicit instantiation of host template `{item.target}`: the "
-                "transform keeps it" + (" (another file needs it)" if "referenced from" in
-                                        site.note else ""),
+                "transform keeps it" + (" (another file needs it)" if site.referenced_from
+                                        else ""),
                 evidence=site.note, snippet=snippet,
                 fix=Fix(manual="none: kept (MSVC accepts host template instantiations)",
                         step=GuardInstantiation(file=item.path, site="kept")),

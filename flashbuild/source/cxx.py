@@ -377,14 +377,6 @@ def template_signatures(src: Source) -> list[TemplateSignature]:
     return out
 
 
-def template_definitions(src: Source) -> dict[str, bool]:
-    """Names of function templates defined or declared in the file → whether `__global__`."""
-    out: dict[str, bool] = {}
-    for sig in template_signatures(src):
-        out[sig.name] = out.get(sig.name, False) or sig.kernel
-    return out
-
-
 # --------------------------------------------------------------------------- parameter shapes
 #
 # What an explicit instantiation must repeat of its template's parameter list for MSVC: the

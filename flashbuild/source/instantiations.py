@@ -163,6 +163,8 @@ class InstantiationSite:
     note: str
     """Why it is kept, edited or already handled (`host template f is referenced from
     a.cu:7`; for a kernel, how its parameter list compares with its template's)."""
+    referenced_from: str = ""
+    """A host template's: `file:line` of another file's reference, which is why it is kept."""
     repeats_definition: bool | None = None
     """A kernel's: True when it repeats its template's parameter qualifiers (MSVC accepts
     it), False when it differs (MSVC rejects it), None when that could not be compared."""
@@ -338,9 +340,11 @@ class InstantiationAnalysis:
             for item in self.found(path):
                 kernel = item.declared_kernel or self.is_kernel(item.name)
                 same, why = self.compare(item) if kernel else (None, "")
-                action, note = self._decide(item, kernel, params, separable, same=same, why=why)
+                action, note, ref = self._decide(item, kernel, params, separable, same=same,
+                                                 why=why)
                 here.append(InstantiationSite(found=item, kernel=kernel, action=action,
-                                              note=note, repeats_definition=same))
+                                              note=note, referenced_from=ref,
+                                              repeats_definition=same))
             # A host template's instantiation is guarded only beside the kernels it goes with:
             # MSVC accepts it, and a file whose kernel instantiations all stay needs no edit.
             if not any(s.kernel and s.action in ("edit", "refused") for s in here):
@@ -355,7 +359,7 @@ class InstantiationAnalysis:
         """A function template `name` is declared `__global__` in some source. Only the files
         that hold both `__global__` and the name are parsed for it."""
         if name not in self._kernels:
-            self._kernels[name] = any(sig.kernel for _, sig in self.kernel_templates(name))
+            self._kernels[name] = bool(self.kernel_templates(name))
         return self._kernels[name]
 
     def kernel_templates(self, name: str) -> list[tuple[str, cxx.TemplateSignature]]:
@@ -429,16 +433,18 @@ class InstantiationAnalysis:
                       "(a pointer or cv-qualified argument)")
 
     def _decide(self, item: FoundInstantiation, kernel: bool, params: SiteRules,
-                separable: str, *, same: bool | None, why: str) -> tuple[SiteAction, str]:
+                separable: str, *, same: bool | None, why: str
+                ) -> tuple[SiteAction, str, str]:
+        """(action, why in words, another file's reference that keeps a host template)."""
         guard = _guarded_by(item.conditionals, params.guard)
         if guard:
-            return "already", guard
+            return "already", guard, ""
         if kernel and same:
-            return "keep", f"{why}: MSVC accepts it"
+            return "keep", f"{why}: MSVC accepts it", ""
         if item.inside:
             return "refused", (f"inside {item.inside}: a guard or a removal here would split "
                                "it; guard the macro's uses, or fix the line (a space after a "
-                               "backslash?) with a diff")
+                               "backslash?) with a diff"), ""
         if kernel and separable:
             # Under whole-program compilation a kernel instantiated here cannot be launched
             # from another unit (FACTS.md, -static-global-template-stub); with relocatable
@@ -447,12 +453,12 @@ class InstantiationAnalysis:
             if ref:
                 return "refused", (f"kernel {item.name} is referenced from {ref} and the build "
                                    f"links device code across units ({separable}): guarding "
-                                   "it here breaks the device link")
+                                   "it here breaks the device link"), ""
         if not kernel and params.keep_referenced:
             ref = self.referenced_elsewhere(item.name, item.path)
             if ref:
-                return "keep", f"host template {item.name} is referenced from {ref}"
-        return "edit", why
+                return "keep", f"host template {item.name} is referenced from {ref}", ref
+        return "edit", why, ""
 
     def referenced_elsewhere(self, name: str, path: str) -> str:
         """`file:line` of the first reference to `name` outside `path`, or ''. Only the files

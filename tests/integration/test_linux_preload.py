@@ -147,13 +147,16 @@ def _beside(tmp_path: Path, init: str) -> Path:
     return pkg
 
 
-def _dependency_statuses(pkg: Path) -> list[str]:
+def _verify_checks(pkg: Path, area: str) -> list[dict[str, str]]:
+    """`flashbuild verify --no-gpu --json` of the package's manifest: its checks of `area`."""
     done = subprocess.run([sys.executable, "-m", "flashbuild", "verify",
                            str(pkg / "flashbuild-manifest.json"), "--no-gpu", "--json"],
                           capture_output=True, text=True, timeout=300, check=False)
-    report = json.loads(done.stdout)
-    return [c["status"] + ": " + c["summary"] for c in report["checks"]
-            if c["area"] == "dependencies"]
+    return [c for c in json.loads(done.stdout)["checks"] if c["area"] == area]
+
+
+def _dependency_statuses(pkg: Path) -> list[str]:
+    return [c["status"] + ": " + c["summary"] for c in _verify_checks(pkg, "dependencies")]
 
 
 def test_a_copy_beside_the_package_that_would_not_load_is_a_warning_once_it_imports(
@@ -198,10 +201,7 @@ def test_a_package_that_links_the_driver_is_not_failed_for_its_absence(tmp_path:
     (pkg / "__init__.py").write_text(INIT.replace("libplug.so", "libk.so").replace(
         "ANSWER = _lib.plug()\n", ""))
     _manifest(pkg, ["lib/libk.so"])
-    done = subprocess.run([sys.executable, "-m", "flashbuild", "verify",
-                           str(pkg / "flashbuild-manifest.json"), "--no-gpu", "--json"],
-                          capture_output=True, text=True, timeout=300, check=False)
-    (check,) = [c for c in json.loads(done.stdout)["checks"] if c["area"] == "import"]
+    (check,) = _verify_checks(pkg, "import")
     assert check["status"] == "warn", check
     assert check["summary"] == ("not imported here: it loads libcuda.so.1, the NVIDIA "
                                 "driver's library, which this machine does not have")
@@ -225,10 +225,7 @@ def test_a_package_that_asks_torch_for_the_gpu_as_it_imports_is_not_failed_here(
         "def init():\n    raise RuntimeError('Found no NVIDIA driver on your system. Please "
         "check that you have an NVIDIA GPU and installed a driver')\n\n\ninit()\n")
     _manifest(pkg, ["lib/libk.so"])
-    done = subprocess.run([sys.executable, "-m", "flashbuild", "verify",
-                           str(pkg / "flashbuild-manifest.json"), "--no-gpu", "--json"],
-                          capture_output=True, text=True, timeout=300, check=False)
-    (check,) = [c for c in json.loads(done.stdout)["checks"] if c["area"] == "import"]
+    (check,) = _verify_checks(pkg, "import")
     assert check["status"] == "warn", check
     assert check["summary"] == ("not imported here: importing it asks torch for a GPU "
                                 "(gpupkg/backends.py:2), and this machine has none")

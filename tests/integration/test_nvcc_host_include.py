@@ -5,13 +5,14 @@ CUDA 13 the host compiler reads the header twice and libstdc++ stops with "redef
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.benchload import load
 
 pytestmark = pytest.mark.integration
 
@@ -21,11 +22,7 @@ UNIT = "#include <cstdio>\n__global__ void k(int* x) { assert(x); x[0] = 1; }\n"
 
 
 def _hook() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fb_hook_host_include", HOOK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("fb_hook_host_include", HOOK)
 
 
 @pytest.mark.parametrize("flags", [

@@ -6,7 +6,6 @@ another name, so its start-up code does not run."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 from pathlib import Path
@@ -14,17 +13,15 @@ from types import ModuleType
 
 import pytest
 
+from tests.benchload import load
+
 HOOK = (Path(__file__).resolve().parents[2] / "flashbuild" / "building" / "backends" /
         "resources" / "sitecustomize.py")
 
 
 @pytest.fixture
 def hook() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("flashbuild_hook_jobs_under_test", HOOK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("flashbuild_hook_jobs_under_test", HOOK)
 
 
 @pytest.mark.parametrize(("argv", "raised", "old"), [
