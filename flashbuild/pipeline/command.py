@@ -271,19 +271,41 @@ def artifacts_for(recipe: Recipe, ctx: WhenContext) -> Recipe:
 def recipe_settings(recipe: Recipe, ctx: WhenContext, spec: ArchSpec,
                     ) -> tuple[dict[str, str], list[str], dict[str, str]]:
     """The recipe's `[[build.options]]` (CMake defines and arguments) and `[[build.env]]`
-    whose `when` matches, in order, with the arch placeholders rendered."""
-    values = spec.placeholders()
+    whose `when` matches, in order, with the arch and toolkit placeholders rendered."""
+    values = {**spec.placeholders(), **toolkit_placeholders(ctx.cuda)}
     defines: dict[str, str] = {}
     args: list[str] = []
     env: dict[str, str] = {}
     for option in recipe.build.options:
         if evaluate(option.when, ctx).matched:
-            defines.update({k: v.format_map(values) for k, v in option.define.items()})
+            defines.update({k: _render(f"define.{k}", v, values)
+                            for k, v in option.define.items()})
             args += option.args
     for table in recipe.build.env:
         if evaluate(table.when, ctx).matched:
-            env.update({k: v.format_map(values) for k, v in table.set.items()})
+            env.update({k: _render(f"set.{k}", v, values) for k, v in table.set.items()})
     return defines, args, env
+
+
+def toolkit_placeholders(cuda: Version | None) -> dict[str, str]:
+    """`{cuda_major}` and `{cuda_version}` of the toolkit the build uses; none when its
+    release is unknown (a value that uses one then stops the build, see `_render`)."""
+    if cuda is None:
+        return {}
+    return {"cuda_major": str(cuda.major), "cuda_version": f"{cuda.major}.{cuda.minor}"}
+
+
+def _render(where: str, text: str, values: dict[str, str]) -> str:
+    try:
+        return text.format_map(values)
+    except KeyError as exc:
+        # The recipe loader accepts only known placeholders: what is missing is a value this
+        # build cannot give (the toolkit's release, when `nvcc --version` did not say it).
+        raise UsageError(
+            f"the recipe's `{where} = {text!r}` uses {{{exc.args[0]}}}, which this build "
+            "cannot fill: the CUDA toolkit's release is unknown (`nvcc --version` did not "
+            "print it). Pass `--cuda DIR` with a toolkit whose nvcc reports its release, or "
+            "write the value in the recipe") from None
 
 
 def tree_arch(recipe: Recipe, spec: ArchSpec) -> tuple[ArchSpec, str]:

@@ -33,6 +33,12 @@ ArchSuffixName = Literal["a", "f"]
 ARCH_PLACEHOLDERS = ("arch_codes", "arch_numbers", "arch_dotted", "torch_arch_list",
                      "cmake_archs")
 
+#: Placeholders rendered from the CUDA toolkit the build uses (its release: `13`, `13.0`), for
+#: a setup.py that names its binaries or picks its libraries by the CUDA major it links.
+TOOLKIT_PLACEHOLDERS = ("cuda_major", "cuda_version")
+
+PLACEHOLDERS = ARCH_PLACEHOLDERS + TOOLKIT_PLACEHOLDERS
+
 #: Field metadata marking a field that is not read from TOML (set by the loader).
 NOT_IN_TOML = {"toml": False}
 
@@ -179,10 +185,10 @@ def check_placeholders(where: str, text: str) -> None:
     except ValueError as exc:
         raise ValueError(f"{where} = {text!r}: {exc} (write a literal brace as {{{{ or }}}})"
                          ) from exc
-    unknown = [n for n in names if n not in ARCH_PLACEHOLDERS]
+    unknown = [n for n in names if n not in PLACEHOLDERS]
     if unknown:
         raise ValueError(f"{where} = {text!r} uses {{{unknown[0]}}}, which is not a placeholder "
-                         f"(known: {', '.join('{' + n + '}' for n in ARCH_PLACEHOLDERS)})")
+                         f"(known: {', '.join('{' + n + '}' for n in PLACEHOLDERS)})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -217,7 +223,8 @@ class BuildEnv:
     """Condition; empty = always."""
     set: dict[str, str] = field(default_factory=dict)
     """Variables to set. Values may use the arch placeholders of `[[build.options]]`, e.g.
-    `FLASH_ATTN_CUDA_ARCHS = "{arch_numbers}"`."""
+    `FLASH_ATTN_CUDA_ARCHS = "{arch_numbers}"`, and the toolkit's release: `{cuda_major}`
+    (`13`), `{cuda_version}` (`13.0`), e.g. `TMS_CUDA_MAJOR = "{cuda_major}"`."""
 
     def __post_init__(self) -> None:
         for name, value in self.set.items():

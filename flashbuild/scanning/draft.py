@@ -64,7 +64,7 @@ from flashbuild.source import cxx, separable
 from flashbuild.source.cmake_archlists import literal_arch_lists
 from flashbuild.source.nvccflags import read_arch_flags
 from flashbuild.source.ppgraph import build_graph
-from flashbuild.source.setup_record import exception_fix
+from flashbuild.source.setup_record import demanded_variable, exception_fix, toolkit_value
 from flashbuild.source.setuppy import parse_python, read_setup
 from flashbuild.source.treemodel import find_jit
 
@@ -1517,6 +1517,9 @@ def _introspect(d: Draft, root: Path, spec: ArchSpec, platform: str,  # noqa: PL
         switched = _find_cmake_switch(d, root, spec, platform=platform, introspect=introspect)
         if switched is not None:
             outcome, model = switched, switched.model
+    outcome = _toolkit_variable(d, outcome, root, spec, platform=platform,
+                                introspect=introspect)
+    model = outcome.model
     here = [t for t in d.build.env if platform in t[0].get("platform", [platform])]
     missing = missing_file_todo(model.exception, root) if model is not None and \
         model.exception is not None else None
@@ -1709,6 +1712,37 @@ def _find_switch(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, plat
                     if found is not None and cuda_targets(found, both):
                         return accept(found, both, [read, second])
     return None
+
+
+def _toolkit_variable(d: Draft, outcome: Introspection, root: Path, spec: ArchSpec, *,
+                      platform: str,
+                      introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection],
+                      ) -> Introspection:
+    """A setup.py that raised because a variable named for the CUDA release is unset
+    (torch-memory-saver names its binaries for the major they link: "TMS_CUDA_MAJOR env var
+    must be set"): record once more with it set to the toolkit's, as the placeholder
+    `{cuda_major}` or `{cuda_version}`, so the build renders it from whichever toolkit builds.
+    Drafted only when that run raises no more; else the draft and `outcome` are as they
+    were (the TODO then quotes the exception)."""
+    assert d.build is not None
+    exc = outcome.model.exception if outcome.model is not None else None
+    name = demanded_variable(str(exc)) if exc is not None else None
+    value = toolkit_value(name) if name is not None else None
+    if exc is None or name is None or value is None or \
+            any(name in values for _w, values, _c in d.build.env):
+        return outcome
+    table = ({"platform": ["windows", "linux"]}, {name: value},
+             f"setup.py raises without {name} ({exc.type} at {exc.where}: "
+             f"{exc.message[:100]}); set to the release of the CUDA toolkit that builds, "
+             "record mode then runs")
+    d.build.env.append(table)
+    retry = introspect(to_recipe(d), root, spec, platform)
+    if retry.model is None or retry.model.exception is not None:
+        d.build.env.remove(table)
+        return outcome
+    ui.say_wrapped(f"recipe init: setup.py demands {name}; drafted as {value}, the release "
+                   "of the toolkit that builds")
+    return retry
 
 
 def arch_spelling_refused(exc: RaisedError | None, spec: ArchSpec) -> bool:

@@ -120,14 +120,37 @@ def git_checkout_fix(text: str) -> str | None:
             "version")
 
 
+def demanded_variable(text: str) -> str | None:
+    """The environment variable an exception says must be set, or None."""
+    m = _DEMANDED_VARIABLE.search(text)
+    return m["name"] if m is not None else None
+
+
+#: A variable named for the CUDA release the build links against (`TMS_CUDA_MAJOR`,
+#: `CUDA_MAJOR_VERSION`, `MY_CUDA_VERSION`, `CU_VERSION`), and the placeholder that gives it.
+_TOOLKIT_VARIABLES = (
+    (re.compile(r"(^|_)CUDA_?(VER(SION)?_?)?MAJOR($|_)|(^|_)CU_?MAJOR($|_)"), "{cuda_major}"),
+    (re.compile(r"(^|_)CUDA_?VER(SION)?($|_)|(^|_)CU_?VER(SION)?($|_)"), "{cuda_version}"),
+)
+
+
+def toolkit_value(name: str) -> str | None:
+    """The recipe placeholder for a variable named for the CUDA release (`{cuda_major}` for
+    TMS_CUDA_MAJOR, `{cuda_version}` for CUDA_VERSION), or None for any other name."""
+    for pattern, placeholder in _TOOLKIT_VARIABLES:
+        if pattern.search(name.upper()):
+            return placeholder
+    return None
+
+
 def demanded_variable_fix(text: str) -> str | None:
     """The fix for a setup.py that raised because a variable of its own is unset: that
     variable, by name, in [[build.env]]; None when the text names none."""
-    m = _DEMANDED_VARIABLE.search(text)
-    if m is None:
+    name = demanded_variable(text)
+    if name is None:
         return None
-    return (f"setup.py asks for {m['name']} in the environment: set it in [[build.env]] "
-            f"(`set = {{ {m['name']} = \"…\" }}`) to the value the project's build scripts or "
+    return (f"setup.py asks for {name} in the environment: set it in [[build.env]] "
+            f"(`set = {{ {name} = \"…\" }}`) to the value the project's build scripts or "
             "docs give; flashbuild drafts no value it cannot confirm")
 
 

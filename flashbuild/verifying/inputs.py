@@ -362,16 +362,15 @@ def _package(name: str) -> Subject:
         if (folder / MANIFEST_NAME).is_file():
             return _with_manifest("package", name, folder / MANIFEST_NAME, folder,
                                   package=import_name, search_path=folder.parent)
-    if not folders:
-        # A top-level module with no package (`rotary_emb`): flashbuild put the manifest in
-        # its distribution's .dist-info folder.
-        for dist in dists:
-            meta = next((f for f in _dist_files(dist) if f.name == MANIFEST_NAME and
-                         len(f.parts) == 2 and f.parts[0].endswith(".dist-info")), None)
-            located = Path(str(dist.locate_file(meta))) if meta is not None else None
-            if located is not None and located.is_file():
-                return _with_manifest("package", name, located, located.parent.parent,
-                                      package=import_name, search_path=None)
+    # Top-level modules (`rotary_emb`, with no package; torch-memory-saver's beside its
+    # pure-Python package): flashbuild put the manifest in the distribution's .dist-info.
+    for dist in dists:
+        meta = next((f for f in _dist_files(dist) if f.name == MANIFEST_NAME and
+                     len(f.parts) == 2 and f.parts[0].endswith(".dist-info")), None)
+        located = Path(str(dist.locate_file(meta))) if meta is not None else None
+        if located is not None and located.is_file():
+            return _with_manifest("package", name, located, located.parent.parent,
+                                  package=import_name, search_path=None)
     paths: list[Path] = []
     for dist in dists:
         paths += _dist_binaries(dist)

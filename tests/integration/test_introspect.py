@@ -161,6 +161,24 @@ def test_an_env_switched_extension_exists_only_with_its_switch(tmp_path: Path) -
     assert any("arch=compute_80,code=sm_80" in n for n in on.model.notes)
 
 
+@needs_torch
+def test_setuptools_own_build_ext_is_recorded_not_taken_for_a_build_tool(
+        tmp_path: Path) -> None:
+    # Plain `Extension`s that setuptools' build_ext compiles with g++: before, record mode
+    # stopped at the first compiler command as "setup.py runs its own build tool" and left
+    # static reading; now each command is noted and nothing compiles.
+    tree = _tree(tmp_path, "setup_plainext")
+    outcome = _run(tree, "setuptools")
+    assert outcome.model is not None, outcome.fallback
+    assert outcome.model.exception is None
+    assert sorted(t.name for t in outcome.model.targets) == ["plain_hooks_preload",
+                                                              "plain_hooks_torch"]
+    unit = outcome.model.unit("csrc/hooks.cpp")
+    assert unit is not None and unit.language == "CXX"
+    assert "-std=c++17" in unit.flags
+    assert not list((tmp_path / "work" / "build").rglob("*.o")), "record mode compiled"
+
+
 def _cpu_torch() -> bool:
     """Whether the torch here is a CPU-only build (read from its version.py, not imported)."""
 
@@ -402,6 +420,20 @@ def test_recipe_init_drafts_the_switch_that_turns_the_cuda_extension_on(
     assert "PROJECT_CUDA_EXT is set (setup.py:8)" in text
     assert recipe.install is not None and recipe.install.package == "envpkg"
     assert recipe.verify.exports == ("_cuda.launch",)
+
+
+@needs_torch
+def test_a_variable_named_for_the_cuda_release_is_drafted_from_the_toolkit(
+        tmp_path: Path) -> None:
+    # setup.py raises until TKPKG_CUDA_MAJOR is set, and names its extension for it: the
+    # draft sets it to `{cuda_major}`, which the build renders from the toolkit it uses.
+    text, out = _init(tmp_path, "setup_toolkitmajor", "sm_90a")
+    recipe = parse_recipe(text, out)
+    drafted = [dict(t.set) for t in recipe.build.env if "TORCH_CUDA_ARCH_LIST" not in t.set]
+    assert drafted == [{"TKPKG_CUDA_MAJOR": "{cuda_major}"}]
+    assert "setup.py raises without TKPKG_CUDA_MAJOR" in text
+    assert re.search(r"tkpkg\._cuda_cu1[0-9]", text), text
+    assert "TODO" not in text.split("[[build.env]]")[1].split("[")[0]
 
 
 @needs_torch

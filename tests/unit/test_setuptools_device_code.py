@@ -62,7 +62,7 @@ def test_a_tree_without_any_cuda_source_builds_host_code_with_a_note(tmp_path: P
     note = _check_device_code(report, tmp_path / "build.log", tmp_path)
     assert note is not None and "has no CUDA source (.cu) at all" in note
     # And verify then expects no GPU code in its module.
-    device = _device_extensions(report)
+    device = _device_extensions(report, tmp_path)
     assert device == frozenset()
     module = tmp_path / "out" / "torch_batch_svd" / "_c.so"
     module.parent.mkdir(parents=True)
@@ -94,3 +94,31 @@ def test_a_submodule_not_checked_out_keeps_the_refusal(tmp_path: Path) -> None:
     with pytest.raises(BuildError) as err:
         _check_device_code(report, tmp_path / "build.log", tmp_path)
     assert "submodules not checked out: third_party/kernels" in err.value.evidence
+
+
+def test_setuptools_own_build_ext_in_a_tree_without_cu_files_is_host_code(
+        tmp_path: Path) -> None:
+    # torch-memory-saver's shape: plain `Extension`s of C++ that link cudart, built by
+    # setuptools' own build_ext; the hook marks them `plain`. No .cu in the tree: a note,
+    # and every module host code only.
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "core.cpp").write_text("int f() { return 0; }\n")
+    report = _report(tmp_path, *({"extension": name, "plain": True, "no_device_code": True,
+                                  "sources": ["csrc/core.cpp"]} for name in ("a_cu13", "b_cu13")))
+    note = _check_device_code(report, tmp_path / "build.log", tmp_path)
+    assert note is not None and note.startswith("`a_cu13`, `b_cu13`: host code only")
+    assert _device_extensions(report, tmp_path) == frozenset()
+
+
+def test_setuptools_own_build_ext_in_a_tree_with_cu_files_is_left_to_verify(
+        tmp_path: Path) -> None:
+    # A plain build_ext may compile .cu files a way of its own (a compiler taught `.cu`,
+    # objects it links in): no error, and no module is taken for host code only.
+    (tmp_path / "kernels.cu").write_text("__global__ void k() {}\n")
+    report = _report(tmp_path, {"extension": "pkg._C", "plain": True, "no_device_code": True,
+                                "sources": ["host.cpp"]})
+    assert _check_device_code(report, tmp_path / "build.log", tmp_path) is None
+    assert _device_extensions(report, tmp_path) is None
+    with_cu = _report(tmp_path, {"extension": "pkg._C", "plain": True,
+                                 "no_device_code": False, "sources": ["kernels.cu"]})
+    assert _device_extensions(with_cu, tmp_path) is None

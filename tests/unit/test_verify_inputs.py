@@ -378,7 +378,7 @@ def test_a_module_the_build_knew_was_host_only_is_a_warning(tmp_path: Path) -> N
     report_file = tmp_path / "hook.jsonl"
     report_file.write_text(json.dumps({"extension": "kern._C", "removed": [], "added": []})
                            + "\n" + json.dumps({"extension_lanes": 2}) + "\n")
-    device = _device_extensions(report_file)
+    device = _device_extensions(report_file, tmp_path)
     assert device == {"kern._C"}
     out = tmp_path / "out" / "kern"
     out.mkdir(parents=True)
@@ -456,3 +456,31 @@ def test_a_package_the_build_recorded_as_host_code_only_is_a_warning(tmp_path: P
     Manifest(**{**manifest.__dict__, "artifacts": (Artifact(path="_c.so", kind="module"),)}
              ).write(pkg)
     assert any(c.status is Status.FAIL for c in run(pkg).checks if c.area == "images")
+
+
+def test_a_package_beside_its_top_level_modules_reads_the_manifest_in_dist_info(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # torch-memory-saver's shape: a pure-Python package and, beside it, top-level modules
+    # that hold host code only; flashbuild writes the manifest into the .dist-info folder.
+    # Before, `verify --package` read the package's folder, found no manifest there and
+    # failed it ("no binary holds GPU code") although the build had recorded why.
+    from flashbuild.installing.manifest import Artifact, HostCompiler, Manifest, Toolkit
+
+    site = make_installed(tmp_path)
+    (site / f"fakekern_cuda{EXT}").write_bytes(_host_only_elf())
+    (site / "fakekern" / "__init__.py").write_text("")
+    info = site / "fake_kern-0.1.dist-info"
+    Manifest(flashbuild="0.1.0", recipe="fk", platform="linux", archs=("sm_90a",),
+             toolkit=Toolkit(root="/cuda", version="13.0"),
+             host_compiler=HostCompiler(kind="gcc", version="12", path="/usr/bin/g++"),
+             artifacts=(Artifact(path=f"../fakekern_cuda{EXT}", kind="module",
+                                 gpu_code=False),)).write(info)
+    with (info / "RECORD").open("a") as fh:
+        fh.write("fake_kern-0.1.dist-info/flashbuild-manifest.json,,\n")
+    monkeypatch.syspath_prepend(str(site))
+    report = run(package="fakekern", arch="sm_90a")
+    images = [(c.status, c.summary) for c in report.checks if c.area == "images"]
+    assert (Status.WARN, "no binary holds GPU code, as the build recorded: the tree "
+            "compiles no device code") in images
+    assert report.manifest_path == info / "flashbuild-manifest.json"
+    assert not [i for i in images if i[0] is Status.FAIL]

@@ -128,7 +128,7 @@ class SetuptoolsBackend:
                 return BackendResult(
                     source_dir=ctx.tree, configured=False, no_work=True, edges=0, log=log,
                     artifacts=_artifacts(request, kept, ctx.tree if inplace else None,
-                                         _device_extensions(report)),
+                                         _device_extensions(report, ctx.tree)),
                     plan=plan, argv=tuple(argv), flags=_flags(env, request), wheel=wheel,
                     torch_version=torch["version"])
         report.unlink(missing_ok=True)
@@ -175,7 +175,7 @@ class SetuptoolsBackend:
         return BackendResult(
             source_dir=ctx.tree, configured=False, no_work=False, edges=monitor.edges, log=log,
             artifacts=_artifacts(request, modules, ctx.tree if inplace else None,
-                                 _device_extensions(report)), plan=plan,
+                                 _device_extensions(report, ctx.tree)), plan=plan,
             argv=tuple(argv), flags=_flags(env, request), ptxas=monitor.ptxas, wheel=wheel,
             torch_version=torch["version"], launcher=launched)
 
@@ -526,6 +526,11 @@ def _check_device_code(report: Path, log: Path, tree: Path) -> str | None:
     empty = [r for r in records if r.get("no_device_code")]
     if not empty:
         return None
+    if _plain_only(records) and (_cuda_sources(tree, limit=1) or not all(
+            r.get("no_device_code") for r in records if "extension" in r)):
+        # setuptools' own build_ext, with .cu files somewhere: it may compile them in a way
+        # of its own (a compiler taught `.cu`, objects it links in); verify decides.
+        return None
     names = ", ".join(f"`{r.get('extension')}`" for r in empty)
     with_code = [str(r.get("extension")) for r in records
                  if "removed" in r and not r.get("no_device_code")]
@@ -626,14 +631,23 @@ def _inplace_modules(tree: Path, report: Path, request: BuildRequest,
     return found
 
 
-def _device_extensions(report: Path) -> frozenset[str] | None:
+def _plain_only(records: list[dict[str, object]]) -> bool:
+    """Whether every extension the hook saw was built by setuptools' own build_ext."""
+    exts = [r for r in records if "extension" in r]
+    return bool(exts) and all(r.get("plain") for r in exts)
+
+
+def _device_extensions(report: Path, tree: Path) -> frozenset[str] | None:
     """The extensions the build hook saw with device code to compile (those with .cu
     sources; it records them by dotted name, and a CUDAExtension without any as
     `no_device_code`). Every other module of the build holds host code only: a setup.py's
     CppExtension beside its CUDA ones (torch_scatter's `_scatter_cpu`), or every module of a
-    tree without device code (empty). None when the hook recorded no extension."""
+    tree without device code (empty). None when the hook recorded no extension, and when
+    setuptools' own build_ext built them all in a tree with .cu files (see
+    `_check_device_code`): then no module is taken for host code only."""
     records = [r for r in read_hook_report(report) if "extension" in r]
-    if not records:
+    if not records or (_plain_only(records) and (
+            _cuda_sources(tree, limit=1) or not all(r.get("no_device_code") for r in records))):
         return None
     return frozenset(str(r["extension"]) for r in records if not r.get("no_device_code"))
 

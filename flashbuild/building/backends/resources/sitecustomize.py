@@ -816,6 +816,52 @@ def _patch(module: object) -> None:
     build_ext._flashbuild_hooked = True
 
 
+def _plain_build_ext(module: object) -> None:
+    """A setup.py whose extensions setuptools' own build_ext compiles (a plain `Extension` of
+    C++ that links the CUDA runtime, torch-memory-saver's). Building: each extension goes to
+    the hook report marked `plain`, with whether it has a .cu source (the backend decides
+    from that and the tree whether the build is host code only). Record mode: the compiler's
+    commands are noted, nothing runs or links, and setup.py is stopped after the last one,
+    as torch's BuildExtension is above; without this the first compiler command would be
+    taken for a build tool of the tree's own, which leaves nothing to read."""
+    base = getattr(module, "build_ext", None)
+    if base is None or getattr(base, "_flashbuild_plain", False):
+        return
+    original = base.build_extensions
+
+    def build_extensions(self: object) -> object:
+        # torch's BuildExtension (a subclass) is recorded by its own hook, which lands here
+        # through super(): pass it on.
+        if getattr(type(self), "_flashbuild_hooked", False):
+            return original(self)
+        extensions = getattr(self, "extensions", [])
+        report = os.environ.get("FLASHBUILD_HOOK_REPORT")
+        if not _recording():
+            if report:
+                with open(report, "a", encoding="utf-8") as fh:
+                    for ext in extensions:
+                        fh.write(json.dumps({
+                            "extension": getattr(ext, "name", "?"), "plain": True,
+                            "no_device_code": not _has_cuda_sources(ext),
+                            "sources": [str(s) for s in getattr(ext, "sources", None)
+                                        or []][:8]}) + "\n")
+            return original(self)
+        _RECORD["extensions"] = [_describe(e) for e in extensions]
+        compiler = getattr(self, "compiler", None)
+        if compiler is not None:
+            def note_command(cmd: list[object], *a: object, **k: object) -> None:
+                _RECORD["spawned"].append([str(c) for c in cmd])
+
+            compiler.spawn = note_command
+            compiler.call = note_command
+            compiler.link_shared_object = lambda *a, **k: None
+        original(self)
+        raise RecordDone(0)
+
+    base.build_extensions = build_extensions
+    base._flashbuild_plain = True
+
+
 def _ninja_back_on(command: object, module: object, report: str | None) -> None:
     """A setup.py that turns ninja off (`BuildExtension(use_ninja=False)`, torch-points-
     kernels) compiles its units one after another through setuptools: 21 units took more than
@@ -1043,6 +1089,8 @@ if __name__ == "sitecustomize":  # imported by Python at start-up, not by a test
         sys.meta_path.insert(0, _Finder("setuptools.dist", _freeze_version))
     if not _recording() and os.environ.get("FLASHBUILD_OWN_JOBS", "1") != "0":
         _own_build_jobs()
+    if _recording() or os.environ.get("FLASHBUILD_HOOK_REPORT"):
+        sys.meta_path.insert(0, _Finder("setuptools.command.build_ext", _plain_build_ext))
     if _recording():
         _record_env_reads()
         _block_network()
