@@ -276,13 +276,19 @@ def _install_from_record(b: BuildDraft, built: Sequence[BuildTarget],
     folder of the tree holds it."""
     dotted = [t.name for t in built if "." in t.name]
     tops = [t.name for t in built if t.name and "." not in t.name]
-    if tops and not b.top_level:
-        # Named only by the record (a name the static reading could not compute): modules
-        # without a package, installed by pip at the top of site-packages.
+    if tops and b.top_level != tops:
+        # Named by the record as run (a name the static reading could not compute, or
+        # computed otherwise: torch-memory-saver's f-string ends in the CUDA major an
+        # environment variable gives): modules without a package, installed by pip at the
+        # top of site-packages. The record's names are the ones this configuration builds.
+        static = [m for m in b.top_level if m not in tops]
         b.top_level = tops
         b.todos = [t for t in b.todos if t.table != "install"]
-        b.notes["install"].append(f"top_level: setup.py (record) builds {', '.join(tops)} "
-                                  "with no package")
+        b.notes["install"] = [n for n in b.notes["install"] if not n.startswith("top_level:")]
+        b.notes["install"].append(
+            f"top_level: setup.py (record) builds {', '.join(tops)} with no package" +
+            (f"; the static reading's {', '.join(static)} is not built as run" if static
+             else ""))
     if not dotted:
         return
     package = holding_package(dotted)

@@ -171,12 +171,23 @@ def test_setuptools_own_build_ext_is_recorded_not_taken_for_a_build_tool(
     outcome = _run(tree, "setuptools")
     assert outcome.model is not None, outcome.fallback
     assert outcome.model.exception is None
-    assert sorted(t.name for t in outcome.model.targets) == ["plain_hooks_preload",
-                                                              "plain_hooks_torch"]
+    assert sorted(t.name for t in outcome.model.targets) == ["plain_hooks_preload_cu13",
+                                                              "plain_hooks_torch_cu13"]
     unit = outcome.model.unit("csrc/hooks.cpp")
     assert unit is not None and unit.language == "CXX"
     assert "-std=c++17" in unit.flags
     assert not list((tmp_path / "work" / "build").rglob("*.o")), "record mode compiled"
+
+
+@needs_torch
+def test_recipe_init_installs_the_top_level_modules_the_record_names(tmp_path: Path) -> None:
+    # The static reading computes `plain_hooks_preload` from the f-string; the record, as
+    # run, builds `plain_hooks_preload_cu13`: [install] top_level is the record's.
+    text, out = _init(tmp_path, "setup_plainext", "sm_90a")
+    recipe = parse_recipe(text, out)
+    assert recipe.install is not None
+    assert recipe.install.top_level == ("plain_hooks_preload_cu13", "plain_hooks_torch_cu13")
+    assert "top_level: setup.py (record) builds plain_hooks_preload_cu13" in text
 
 
 def _cpu_torch() -> bool:
