@@ -1725,8 +1725,10 @@ def _toolkit_variable(d: Draft, outcome: Introspection, root: Path, spec: ArchSp
     Drafted only when that run raises no more; else the draft and `outcome` are as they
     were (the TODO then quotes the exception)."""
     assert d.build is not None
-    exc = outcome.model.exception if outcome.model is not None else None
-    name = demanded_variable(str(exc)) if exc is not None else None
+    model = outcome.model
+    exc = model.exception if model is not None else None
+    name = demanded_variable(str(exc), [r.name for r in model.env_reads]) \
+        if model is not None and exc is not None else None
     value = toolkit_value(name) if name is not None else None
     if exc is None or name is None or value is None or \
             any(name in values for _w, values, _c in d.build.env):
@@ -1734,7 +1736,8 @@ def _toolkit_variable(d: Draft, outcome: Introspection, root: Path, spec: ArchSp
     table = ({"platform": ["windows", "linux"]}, {name: value},
              f"setup.py raises without {name} ({exc.type} at {exc.where}: "
              f"{exc.message[:100]}); set to the release of the CUDA toolkit that builds, "
-             "record mode then runs")
+             "record mode then runs. REVIEW: module names below that carry the release "
+             "are this toolkit's; draft again to build with another CUDA major")
     d.build.env.append(table)
     retry = introspect(to_recipe(d), root, spec, platform)
     if retry.model is None or retry.model.exception is not None:

@@ -274,8 +274,10 @@ def _install_from_record(b: BuildDraft, built: Sequence[BuildTarget],
     """[install] from the extension names the record holds (`torch_scatter._scatter_cuda`,
     built in a loop the static reading could not name): the package they live in, where a
     folder of the tree holds it."""
-    dotted = [t.name for t in built if "." in t.name]
-    tops = [t.name for t in built if t.name and "." not in t.name]
+    # Python modules only: a setup.py that runs CMake itself is modelled from its
+    # configure, whose executables (torch-kdtree's `test_kdtree`) are no module to install.
+    dotted = [t.name for t in built if "." in t.name and t.kind == "module"]
+    tops = [t.name for t in built if t.name and "." not in t.name and t.kind == "module"]
     if tops and b.top_level != tops:
         # Named by the record as run (a name the static reading could not compute, or
         # computed otherwise: torch-memory-saver's f-string ends in the CUDA major an

@@ -22,7 +22,10 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 #: The environment variable that turns record mode on (the record file's path).
 RECORD_ENV = "FLASHBUILD_RECORD"
@@ -95,7 +98,9 @@ _GIT_COMMAND = re.compile(r"Command '\[(?P<argv>'git',[^\]]*)\]' returned non-ze
                           r"status (?P<status>\d+)")
 
 #: An exception that names the environment variable it wants (torch-memory-saver 0.0.10:
-#: "TMS_CUDA_MAJOR env var must be set for CUDA builds"; "FOO is not set", "set FOO").
+#: "TMS_CUDA_MAJOR env var must be set for CUDA builds"; "FOO is not set", "FOO is
+#: required"); a KeyError of `os.environ["FOO"]` is read with the record's reads
+#: (`demanded_variable`).
 _DEMANDED_VARIABLE = re.compile(
     r"\b(?P<name>[A-Z][A-Z0-9]*_[A-Z0-9_]+)\b['\"`]?\s+(?:env(?:ironment)?\s+var(?:iable)?\s+)?"
     r"(?:must be set|is not set|is required|is unset|not set)")
@@ -120,17 +125,25 @@ def git_checkout_fix(text: str) -> str | None:
             "version")
 
 
-def demanded_variable(text: str) -> str | None:
-    """The environment variable an exception says must be set, or None."""
+def demanded_variable(text: str, reads: Sequence[str] = ()) -> str | None:
+    """The environment variable an exception says must be set, or None. A KeyError quoting
+    a name counts when `reads` (the variables the record saw read) holds it:
+    `os.environ["FOO"]` with FOO unset."""
     m = _DEMANDED_VARIABLE.search(text)
-    return m["name"] if m is not None else None
+    if m is not None:
+        return m["name"]
+    key = re.match(r"KeyError: '(?P<name>[A-Za-z_][A-Za-z0-9_]*)'", text)
+    return key["name"] if key is not None and key["name"] in reads else None
 
 
 #: A variable named for the CUDA release the build links against (`TMS_CUDA_MAJOR`,
-#: `CUDA_MAJOR_VERSION`, `MY_CUDA_VERSION`, `CU_VERSION`), and the placeholder that gives it.
+#: `CUDA_MAJOR_VERSION`, `MY_CUDA_VERSION`), and the placeholder that gives it. The name must
+#: end there: `CUDA_VERSION_MINOR` or `CUDA_MAJOR_ARCH` is another value, and `CU_VERSION`
+#: is PyTorch's builders' `cu128` spelling, which neither placeholder is.
 _TOOLKIT_VARIABLES = (
-    (re.compile(r"(^|_)CUDA_?(VER(SION)?_?)?MAJOR($|_)|(^|_)CU_?MAJOR($|_)"), "{cuda_major}"),
-    (re.compile(r"(^|_)CUDA_?VER(SION)?($|_)|(^|_)CU_?VER(SION)?($|_)"), "{cuda_version}"),
+    (re.compile(r"(^|_)CUDA_?(VER(SION)?_?)?MAJOR(_?VER(SION)?)?$|(^|_)CU_?MAJOR$"),
+     "{cuda_major}"),
+    (re.compile(r"(^|_)CUDA_?VER(SION)?$"), "{cuda_version}"),
 )
 
 

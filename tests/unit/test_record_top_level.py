@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from flashbuild.scanning.draft import BuildDraft
 from flashbuild.scanning.draft_check import _install_from_record
-from flashbuild.source.treemodel import BuildTarget
+from flashbuild.source.treemodel import BuildTarget, TargetKind
 
 
-def _target(name: str) -> BuildTarget:
-    return BuildTarget(name=name, kind="module", artifact="", sources=(),
+def _target(name: str, kind: TargetKind = "module") -> BuildTarget:
+    return BuildTarget(name=name, kind=kind, artifact="", sources=(),
                        defined_at="setup.py:179")
 
 
@@ -32,3 +32,11 @@ def test_names_the_record_agrees_with_are_kept_as_they_are() -> None:
     _install_from_record(b, [_target("rotary_emb")], [])
     assert b.top_level == ["rotary_emb"]
     assert b.notes["install"] == ["top_level: setup.py builds rotary_emb with no package"]
+
+
+def test_an_executable_of_the_configure_a_setup_py_runs_is_no_module() -> None:
+    # torch-kdtree's setup.py runs CMake, whose configure also defines `test_kdtree`, an
+    # executable: the module to install stays `torch_knn`.
+    b = BuildDraft(top_level=["torch_knn"])
+    _install_from_record(b, [_target("test_kdtree", "executable"), _target("torch_knn")], [])
+    assert b.top_level == ["torch_knn"]

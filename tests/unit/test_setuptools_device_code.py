@@ -122,3 +122,20 @@ def test_setuptools_own_build_ext_in_a_tree_with_cu_files_is_left_to_verify(
     with_cu = _report(tmp_path, {"extension": "pkg._C", "plain": True,
                                  "no_device_code": False, "sources": ["kernels.cu"]})
     assert _device_extensions(with_cu, tmp_path) is None
+
+
+def test_setuptools_own_build_ext_never_refuses_the_build(tmp_path: Path) -> None:
+    # No CUDAExtension was declared: a submodule not checked out (an unrelated docs theme,
+    # perhaps) leaves the question to verify instead of stopping the build, and a build_ext
+    # run twice names each extension once.
+    (tmp_path / ".gitmodules").write_text('[submodule "t"]\n\tpath = docs/theme\n'
+                                          "\turl = https://example.invalid/t.git\n")
+    (tmp_path / "core.cpp").write_text("int f() { return 0; }\n")
+    record = {"extension": "plain_a", "plain": True, "no_device_code": True,
+              "sources": ["core.cpp"]}
+    report = _report(tmp_path, record, record)
+    assert _check_device_code(report, tmp_path / "build.log", tmp_path) is None
+    assert _device_extensions(report, tmp_path) is None
+    (tmp_path / ".gitmodules").unlink()
+    note = _check_device_code(report, tmp_path / "build.log", tmp_path)
+    assert note is not None and note.startswith("`plain_a`: host code only")

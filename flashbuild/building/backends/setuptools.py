@@ -523,15 +523,16 @@ def _check_device_code(report: Path, log: Path, tree: Path) -> str | None:
     the build skipped them (a glob that matched nothing, a switch): an error here, since the
     wheel would hold nothing to prove the arch by."""
     records = read_hook_report(report)
-    empty = [r for r in records if r.get("no_device_code")]
+    empty = list({str(r.get("extension")): r for r in records
+                  if r.get("no_device_code")}.values())  # (a build_ext run twice)
     if not empty:
         return None
-    if _plain_only(records) and (_cuda_sources(tree, limit=1) or not all(
-            r.get("no_device_code") for r in records if "extension" in r)):
-        # setuptools' own build_ext, with .cu files somewhere: it may compile them in a way
-        # of its own (a compiler taught `.cu`, objects it links in); verify decides.
-        return None
     names = ", ".join(f"`{r.get('extension')}`" for r in empty)
+    if _plain_only(records):
+        # setuptools' own build_ext: no CUDAExtension was declared, so nothing is refused.
+        # Host code only when it holds no CUDA source and the tree none either; else (a
+        # compiler taught `.cu`, objects it links in) verify decides.
+        return _host_only_note(names) if _plain_host_only(records, tree) else None
     with_code = [str(r.get("extension")) for r in records
                  if "removed" in r and not r.get("no_device_code")]
     if with_code:
@@ -539,12 +540,9 @@ def _check_device_code(report: Path, log: Path, tree: Path) -> str | None:
                 f"CUDA runtime); the device code is in {', '.join(f'`{n}`' for n in with_code)}")
     cuda_sources = _cuda_sources(tree)
     # A submodule not checked out may be where the kernels are: then "no .cu" proves nothing.
-    unchecked = sorted(m for m in gitmodule_paths(tree)
-                       if not (tree / m).is_dir() or not any((tree / m).iterdir()))
+    unchecked = _unchecked_submodules(tree)
     if not cuda_sources and not unchecked:
-        return (f"{names}: host code only, and the tree has no CUDA source (.cu) at all: the "
-                "module calls CUDA (its runtime or libraries) from C++ and holds no device "
-                "code, so nothing in it depends on --arch")
+        return _host_only_note(names)
     shown = []
     for record in empty:
         sources = record.get("sources")
@@ -631,10 +629,29 @@ def _inplace_modules(tree: Path, report: Path, request: BuildRequest,
     return found
 
 
+def _host_only_note(names: str) -> str:
+    return (f"{names}: host code only, and the tree has no CUDA source (.cu) at all: the "
+            "module calls CUDA (its runtime or libraries) from C++ and holds no device code, "
+            "so nothing in it depends on --arch")
+
+
 def _plain_only(records: list[dict[str, object]]) -> bool:
     """Whether every extension the hook saw was built by setuptools' own build_ext."""
     exts = [r for r in records if "extension" in r]
     return bool(exts) and all(r.get("plain") for r in exts)
+
+
+def _plain_host_only(records: list[dict[str, object]], tree: Path) -> bool:
+    """Whether setuptools' own build_ext built host code only: no extension with a CUDA
+    source, no `.cu` file in the tree, and no submodule left unchecked out (the kernels may
+    be there)."""
+    return all(r.get("no_device_code") for r in records if "extension" in r) and \
+        not _cuda_sources(tree, limit=1) and not _unchecked_submodules(tree)
+
+
+def _unchecked_submodules(tree: Path) -> list[str]:
+    return sorted(m for m in gitmodule_paths(tree)
+                  if not (tree / m).is_dir() or not any((tree / m).iterdir()))
 
 
 def _device_extensions(report: Path, tree: Path) -> frozenset[str] | None:
@@ -646,8 +663,7 @@ def _device_extensions(report: Path, tree: Path) -> frozenset[str] | None:
     setuptools' own build_ext built them all in a tree with .cu files (see
     `_check_device_code`): then no module is taken for host code only."""
     records = [r for r in read_hook_report(report) if "extension" in r]
-    if not records or (_plain_only(records) and (
-            _cuda_sources(tree, limit=1) or not all(r.get("no_device_code") for r in records))):
+    if not records or (_plain_only(records) and not _plain_host_only(records, tree)):
         return None
     return frozenset(str(r["extension"]) for r in records if not r.get("no_device_code"))
 

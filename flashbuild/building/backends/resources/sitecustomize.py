@@ -847,15 +847,23 @@ def _plain_build_ext(module: object) -> None:
                                         or []][:8]}) + "\n")
             return original(self)
         _RECORD["extensions"] = [_describe(e) for e in extensions]
-        compiler = getattr(self, "compiler", None)
-        if compiler is not None:
-            def note_command(cmd: list[object], *a: object, **k: object) -> None:
-                _RECORD["spawned"].append([str(c) for c in cmd])
 
-            compiler.spawn = note_command
-            compiler.call = note_command
-            compiler.link_shared_object = lambda *a, **k: None
-        original(self)
+        def note_command(cmd: list[object], *a: object, **k: object) -> None:
+            _RECORD["spawned"].append([str(c) for c in cmd])
+
+        # `shlib_compiler`: the one setuptools compiles a `Library` extension with.
+        for compiler in (getattr(self, "compiler", None), getattr(self, "shlib_compiler", None)):
+            if compiler is not None:
+                compiler.spawn = note_command
+                compiler.call = note_command
+                compiler.link_shared_object = lambda *a, **k: None
+        try:
+            original(self)
+        except Exception:
+            # What the tree's build_ext does with a module that was never linked (copies it,
+            # runs patchelf on it) fails here; the commands are what record mode came for.
+            if not _RECORD["spawned"]:
+                raise
         raise RecordDone(0)
 
     base.build_extensions = build_extensions
