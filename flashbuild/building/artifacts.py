@@ -52,6 +52,10 @@ class BuiltArtifact:
     gpu_code: bool = True
     """False when the build knows it compiled no device code into this module (a setup.py's
     CppExtension beside its CUDA extensions): the manifest says so for verify."""
+    jit: str = ""
+    """The name the tree's `torch.utils.cpp_extension.load(name=...)` asks for, when this
+    module was built ahead of time from a recipe's `jit` file: the loader shim answers that
+    call with it."""
 
 
 def ext_suffix(python: str, runner: Runner, env: Mapping[str, str]) -> str:

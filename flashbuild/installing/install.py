@@ -111,6 +111,9 @@ class InstallPlan:
     tree: Path | None = None
     """The tree an in-place install writes into: without a package, its top is the import
     root that top-level modules go to."""
+    jit: tuple[tuple[str, str], ...] = ()
+    """load() names the package compiles at run time, built ahead of time: (name, dotted
+    module), rendered into the shim, which answers those calls with the modules."""
 
     @property
     def name(self) -> str:
@@ -124,7 +127,7 @@ class InstallPlan:
         assert self.package is not None, "no package, no loader shim"
         return shim.render(self.dll_dirs, package=self.package, images=dict(self.images),
                            rebuild=self.rebuild, source=self.source, preload=self.preload,
-                           import_torch=self.import_torch)
+                           import_torch=self.import_torch, jit=dict(self.jit))
 
 
 def top_level_names(artifacts: Sequence[BuiltArtifact]) -> list[str]:
@@ -637,7 +640,7 @@ def _plan_digest(plan: InstallPlan) -> str:
     h.update(json.dumps([plan.mode, plan.package, str(plan.package_dir), plan.python,
                          plan.version, list(plan.dll_dirs), plan.manifest_name,
                          [[p, list(held)] for p, held in plan.images], plan.rebuild,
-                         plan.source, str(plan.tree)]).encode())
+                         plan.source, str(plan.tree), [list(j) for j in plan.jit]]).encode())
     h.update(plan.manifest)
     for artifact in plan.artifacts:
         st = artifact.path.stat()

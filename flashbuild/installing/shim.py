@@ -34,6 +34,7 @@ _IMPORT_TORCH_LINE = "IMPORT_TORCH: bool = False"
 _IMAGES_LINE = "IMAGES: dict[str, tuple[str, ...]] = {}"
 _REBUILD_LINE = 'REBUILD: str = "flashbuild build --arch {arch}"'
 _SOURCE_LINE = 'SOURCE: str = ""'
+_JIT_LINE = "JIT: dict[str, str] = {}"
 TEMPLATE = Path(__file__).resolve().parent / "resources" / "loader_shim.py"
 
 
@@ -105,14 +106,17 @@ def _is_windows_absolute(text: str) -> bool:
 
 def render(folders: Sequence[str], *, package: str,
            images: Mapping[str, Sequence[str]] | None = None, rebuild: str = "",
-           source: str = "", preload: Sequence[str] = (), import_torch: bool = False) -> str:
+           source: str = "", preload: Sequence[str] = (), import_torch: bool = False,
+           jit: Mapping[str, str] | None = None) -> str:
     """The template with its data filled in: the DLL folders, the GPU images per binary
     (relative path -> `sm_90a`, `compute_120`, ...), the rebuild command (`{arch}`, and
     `{source}` for the tree `source`, left for the shim to fill), the wheel libraries to
-    load first on Linux, and whether torch is imported before them (`import_torch`)."""
+    load first on Linux, whether torch is imported before them (`import_torch`), and the
+    load() names the package compiles at run time that were built ahead of time (`jit`:
+    name -> dotted module)."""
     template = TEMPLATE.read_text(encoding="utf-8")
     for line in (_DATA_LINE, _PRELOAD_LINE, _IMPORT_TORCH_LINE, _IMAGES_LINE, _REBUILD_LINE,
-                 _SOURCE_LINE):
+                 _SOURCE_LINE, _JIT_LINE):
         if template.count(line) != 1:
             raise InstallError(
                 "the loader shim template has no single data line",
@@ -134,6 +138,9 @@ def render(folders: Sequence[str], *, package: str,
         text = text.replace(_REBUILD_LINE, f"REBUILD: str = {rebuild!r}")
     if source:
         text = text.replace(_SOURCE_LINE, f"SOURCE: str = {source!r}")
+    if jit:
+        rows = "".join(f"    {name!r}: {module!r},\n" for name, module in jit.items())
+        text = text.replace(_JIT_LINE, f"JIT: dict[str, str] = {{\n{rows}}}")
     header = (f"# Rendered by flashbuild {__version__} for the `{package}` package; "
               "`flashbuild build` rewrites it.\n")
     text = header + text

@@ -657,7 +657,8 @@ def _install_plan(request: BuildRequest, built: BackendResult,
         version=request.version or _wheel_version(request), work_dir=work_dir,
         local_version=_repack_label(request, built),
         images=tuple((b.path, b.images) for b in manifest.binaries),
-        rebuild=rebuild_command(request), source=str(request.source_dir.resolve()))
+        rebuild=rebuild_command(request), source=str(request.source_dir.resolve()),
+        jit=tuple((a.jit, a.name) for a in built.artifacts if a.jit))
 
 
 def _patches_package(request: BuildRequest, outcome: PatchOutcome) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -278,6 +278,26 @@ class Build:
     / sm_100f on), and the build says so: `a` SASS runs only on its exact compute capability
     (sm_120a on 12.0, not 12.1). Unset: the arch check refuses such a build and names the
     `--arch` to type."""
+    jit: tuple[str, ...] = ()
+    """Python files of the tree that compile an extension at run time with
+    `torch.utils.cpp_extension.load(...)` as they run (`exllama/cuda_ext.py`), relative to the
+    source tree; `setuptools` backend only. The build runs each (its load() answered by a
+    stand-in that keeps the call's arguments and stops the file), builds those extensions
+    ahead of time into the package of the file, under the name it loads, for --arch; the
+    installed loader shim answers that load() with the built module instead of compiling."""
+
+    def __post_init__(self) -> None:
+        for path in self.jit:
+            _check_path("jit", path)
+            pure = PurePosixPath(path.replace("\\", "/"))
+            if pure.is_absolute() or ".." in pure.parts or ":" in path:
+                raise ValueError(f"`jit` entry {path!r} must be a path inside the source "
+                                 "tree, relative to it")
+            if not path.endswith(".py"):
+                raise ValueError(f"`jit` entry {path!r} is not a Python file (.py)")
+        if self.jit and not buildsystems.get(self.backend).runs_setup_py:
+            raise ValueError("`jit` needs backend = \"setuptools\": the extensions it names "
+                             "are added to the tree's setup()")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -236,6 +236,10 @@ class BuildDraft:
     """The package folder each shared-library target belongs to, where one was found."""
     package: str | None = None
     package_dir: str | None = None
+    jit: list[str] = field(default_factory=list)
+    """`[build] jit`: the tree's files whose run-time load() the build makes ahead of time."""
+    jit_note: str = ""
+    """Why (the comment above `jit`)."""
     top_level: list[str] = field(default_factory=list)
     """`[install] top_level`: extension modules installed by their own name (no package,
     or beside it)."""
@@ -1142,6 +1146,7 @@ def _build_data(b: BuildDraft) -> dict[str, Any]:
     else:
         if system.steered_by_environment:
             build["backend"] = b.backend
+            build |= {"jit": list(b.jit)} if b.jit else {}
             if b.env:
                 build["env"] = [{"when": _plain(w), "set": _plain(v)} for w, v, _c in b.env]
         if b.cmake_source is not None:
@@ -1263,7 +1268,10 @@ def _render_build(b: BuildDraft) -> list[str]:
         return out + _render_install_verify(b)
     if buildsystems.get(b.backend).steered_by_environment:
         notes("build")
-        out += ["[build]", f"backend = {_toml(b.backend)}", ""]
+        out += ["[build]", f"backend = {_toml(b.backend)}"]
+        if b.jit:
+            out += [f"# {b.jit_note}", f"jit = {_toml(b.jit)}"]
+        out.append("")
         for when, values, comment in b.env:
             out += [f"# {comment}", "[[build.env]]", f"when = {_toml(when)}",
                     f"set = {_toml(values)}", ""]
@@ -1374,9 +1382,18 @@ def _setup_to_record(root: Path, result: ScanResult, *, recorded: bool) -> Any:
     at run time) when record mode will run it and name them."""
     if result.setup is not None or not recorded:
         return result.setup
-    return read_setup([e.name for e in os.scandir(root) if e.is_file()],
-                      lambda rel: _read(root, rel), platform=result.target.platform,
-                      archs=result.target.archs, unnamed=True)[0]
+    files = [e.name for e in os.scandir(root) if e.is_file()]
+    found = read_setup(files, lambda rel: _read(root, rel), platform=result.target.platform,
+                       archs=result.target.archs, unnamed=True)[0]
+    if found is not None or (root / "CMakeLists.txt").is_file():
+        return found
+    # A tree whose Python compiles an extension at run time (cpp_extension.load), with no
+    # CMake build at its top: its setuptools build is recorded too, with those files in
+    # `[build] jit` (`_prebuild_jit`).
+    python = [rel for rel, kind in walk_tree(root).files if kind == "python"]
+    loads = [j for j in find_jit(root, python) if j.how == "torch.utils.cpp_extension.load"]
+    return read_setup(files, lambda rel: _read(root, rel), platform=result.target.platform,
+                      archs=result.target.archs, jit=bool(loads))[0] if loads else None
 
 
 def draft_tree(source: Path, *, platform: str | None, arch: str | BuildTarget,
@@ -1551,7 +1568,8 @@ def _introspect(d: Draft, root: Path, spec: ArchSpec, platform: str,  # noqa: PL
     if model is not None and steered and model.exception is None and \
             not any(u.language == "CUDA" for t in model.targets for u in t.sources):
         model = _find_switch(d, model, root, spec, platform=platform,
-                             introspect=introspect) or model
+                             introspect=introspect) or \
+            _prebuild_jit(d, model, root, spec, platform=platform, introspect=introspect) or model
     elif model is not None and steered and model.exception is None:
         model = _steer_arch(d, model, root, spec, platform=platform,
                             introspect=introspect) or model
@@ -1746,6 +1764,35 @@ def _toolkit_variable(d: Draft, outcome: Introspection, root: Path, spec: ArchSp
     ui.say_wrapped(f"recipe init: setup.py demands {name}; drafted as {value}, the release "
                    "of the toolkit that builds")
     return retry
+
+
+def _prebuild_jit(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, platform: str,
+                  introspect: Callable[[Recipe, Path, ArchSpec, str], Introspection],
+                  ) -> TreeModel | None:
+    """A setup.py that builds no CUDA extension, in a tree whose Python compiles one at run
+    time with torch.utils.cpp_extension.load (exllama's cuda_ext.py, as it is imported): the
+    files that call it go into `[build] jit`, and the record runs once more; drafted only
+    when that record builds a CUDA extension from them (the file computed its load() call
+    there), else the draft is as it was and the run-time TODO stands."""
+    assert d.build is not None
+    files = list(dict.fromkeys(j.where.rsplit(":", 1)[0] for j in model.jit
+                               if j.how == "torch.utils.cpp_extension.load"))
+    if not files or d.build.jit:
+        return None
+    d.build.jit = files
+    found = introspect(to_recipe(d), root, spec, platform).model
+    built = [t.name for t in found.targets if any(u.language == "CUDA" for u in t.sources)] \
+        if found is not None and found.exception is None else []
+    if not built:
+        d.build.jit = []
+        return None
+    d.build.jit_note = (
+        f"the tree compiles {', '.join(built)} at run time (torch.utils.cpp_extension.load in "
+        f"{', '.join(files)}); built here ahead of time for --arch, and the installed package's "
+        "load() of it answered with the built module")
+    ui.say_wrapped(f"recipe init: {', '.join(files)} compile(s) {', '.join(built)} at run "
+                   "time; drafted to be built ahead of time (`[build] jit`)")
+    return found
 
 
 def arch_spelling_refused(exc: RaisedError | None, spec: ArchSpec) -> bool:

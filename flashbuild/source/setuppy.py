@@ -1034,17 +1034,23 @@ def setup_for(root_files: Sequence[str], read: Callable[[str], str | None], *,
     return read_setup(root_files, read, platform=platform, archs=archs)[0]
 
 
+#: What setuptools runs for a tree without a setup.py (setup.cfg, pyproject.toml only).
+STAND_IN_SETUP = "from setuptools import setup\nsetup()\n"
+
+
 def read_setup(root_files: Sequence[str], read: Callable[[str], str | None], *,
-               platform: str, archs: Sequence[Arch],
-               unnamed: bool = False) -> tuple[SetupPy | None, str]:
+               platform: str, archs: Sequence[Arch], unnamed: bool = False,
+               jit: bool = False) -> tuple[SetupPy | None, str]:
     """`setup_for`, and why a setup.py that is there could not be read ("" when it was, or
     there is none): a syntax error, nesting too deep to parse. With `unnamed`, also a
     setup.py that uses torch's cpp_extension but names no extension static reading can follow
     (`extension_type(...)`, its class chosen at run time by a GPU check): only running it, in
-    record mode, says what it builds."""
-    if "setup.py" not in root_files:
-        return None, ""
-    text = read("setup.py")
+    record mode, says what it builds. With `jit` (the tree's Python compiles an extension at
+    run time, which the build can make ahead of time), any setuptools build: its setup.py,
+    else setuptools' own stand-in for a setup.cfg or pyproject.toml tree."""
+    text = read("setup.py") if "setup.py" in root_files else None
+    if text is None and jit and setuptools_packaged(root_files, read):
+        text = STAND_IN_SETUP
     if text is None:
         return None, ""
     key = (text, platform, tuple(archs), tuple(root_files))
@@ -1057,8 +1063,20 @@ def read_setup(root_files: Sequence[str], read: Callable[[str], str | None], *,
             return None, syntax_problem(exc)
         _ANALYSED.clear()  # one tree per run: keep the last analysis only
         _ANALYSED[key] = result
-    return (result if result.extensions or (unnamed and result.uses_cpp_extension)
+    return (result if result.extensions or (unnamed and result.uses_cpp_extension) or jit
             else None), ""
+
+
+def setuptools_packaged(root_files: Sequence[str], read: Callable[[str], str | None]) -> bool:
+    """Whether setuptools builds the tree: a setup.py or setup.cfg, or a pyproject.toml whose
+    build backend is setuptools' (or none: pip's default is setuptools)."""
+    if "setup.py" in root_files or "setup.cfg" in root_files:
+        return True
+    text = read("pyproject.toml") if "pyproject.toml" in root_files else None
+    if text is None:
+        return False
+    backend = re.search(r"^\s*build-backend\s*=\s*[\"']([^\"']+)", text, re.MULTILINE)
+    return backend is None or backend[1].startswith("setuptools.build_meta")
 
 
 #: The last analysis, by everything it reads (the text, the target, the tree's files): a build

@@ -190,6 +190,41 @@ def test_recipe_init_installs_the_top_level_modules_the_record_names(tmp_path: P
     assert "top_level: setup.py (record) builds plain_hooks_preload_cu13" in text
 
 
+@needs_torch
+def test_a_run_time_load_named_in_jit_is_recorded_as_an_extension(tmp_path: Path) -> None:
+    # jitpkg/kern.py calls load() as it is imported; with it in `[build] jit` the record
+    # (setup.cfg only: setuptools' own stand-in setup.py) builds it as `jitpkg.jitkern`,
+    # with load()'s flags and --arch's, and kern.cu compiled through a file of its own
+    # (kern.cpp and kern.cu would both be kern.o).
+    tree = _tree(tmp_path, "setup_jit")
+    outcome = _run(tree, "setuptools", extra='jit = ["jitpkg/kern.py"]\n')
+    assert outcome.model is not None, outcome.fallback
+    assert outcome.model.exception is None
+    (target,) = outcome.model.targets
+    assert target.name == "jitpkg.jitkern"
+    cpp = outcome.model.unit("jitpkg/csrc/kern.cpp")
+    assert cpp is not None and "TORCH_EXTENSION_NAME=jitkern" in cpp.defines
+    (cuda,) = [u for u in target.sources if u.language == "CUDA"]
+    assert cuda.path.endswith("flashbuild-jit/jitkern/kern.cuda.cu")
+    assert cuda.arch_flags == ("-gencode=arch=compute_90a,code=sm_90a",)
+    assert "JITKERN_FAST" in cuda.defines
+    assert any(i.endswith("jitpkg/csrc") for i in cuda.includes)
+    # Without `jit`, the same tree builds nothing.
+    plain = _run(_tree(tmp_path / "plain", "setup_jit"), "setuptools")
+    assert plain.model is not None and plain.model.targets == ()
+
+
+@needs_torch
+def test_recipe_init_drafts_a_run_time_load_to_be_built_ahead_of_time(tmp_path: Path) -> None:
+    text, out = _init(tmp_path, "setup_jit", "sm_90a")
+    recipe = parse_recipe(text, out)
+    assert recipe.build.backend == "setuptools"
+    assert recipe.build.jit == ("jitpkg/kern.py",)
+    assert recipe.install is not None and recipe.install.package == "jitpkg"
+    assert recipe.verify.exports == ("jitkern.scale",)
+    assert "compiles its kernels at run time" not in text  # no run-time-only TODO
+
+
 def _cpu_torch() -> bool:
     """Whether the torch here is a CPU-only build (read from its version.py, not imported)."""
 

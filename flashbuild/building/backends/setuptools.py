@@ -56,7 +56,7 @@ from flashbuild.building.launcher import (
 from flashbuild.building.toolkit import cccl_include_dir
 from flashbuild.detect import pinned
 from flashbuild.errors import BuildError, ToolchainError
-from flashbuild.source import skbuild_settings
+from flashbuild.source import setuppy, skbuild_settings
 from flashbuild.source.reach import gitmodule_paths
 
 if TYPE_CHECKING:
@@ -87,6 +87,19 @@ class SetuptoolsBackend:
     name: BackendName = "setuptools"
 
     def check_tree(self, tree: Path, recipe: Recipe) -> None:
+        if recipe.build.jit:
+            # The extensions come from the tree's run-time load() calls, through setup():
+            # any setuptools build (a setup.py, or setup.cfg / pyproject.toml only) takes them.
+            missing = [f for f in recipe.build.jit if not (tree / f).is_file()]
+            if missing:
+                raise wrong_tree(recipe, tree, wanted=f"the `jit` file(s) {', '.join(missing)}",
+                                 looked=", ".join(str(tree / f) for f in missing))
+            files = [e.name for e in os.scandir(tree) if e.is_file()]
+            if setuppy.setuptools_packaged(files, lambda rel: _read_text(tree / rel)):
+                return
+            raise wrong_tree(recipe, tree, wanted="a setuptools build (setup.py, setup.cfg or "
+                             "a pyproject.toml with setuptools' backend)",
+                             looked=str(tree / "pyproject.toml"))
         if not uses_cpp_extension(tree):
             raise wrong_tree(recipe, tree, wanted="setup.py using torch.utils.cpp_extension",
                               looked=str(tree / "setup.py"))
@@ -128,7 +141,7 @@ class SetuptoolsBackend:
                 return BackendResult(
                     source_dir=ctx.tree, configured=False, no_work=True, edges=0, log=log,
                     artifacts=_artifacts(request, kept, ctx.tree if inplace else None,
-                                         _device_extensions(report, ctx.tree)),
+                                         _device_extensions(report, ctx.tree), jit_modules(report)),
                     plan=plan, argv=tuple(argv), flags=_flags(env, request), wheel=wheel,
                     torch_version=torch["version"])
         report.unlink(missing_ok=True)
@@ -160,8 +173,8 @@ class SetuptoolsBackend:
                 ctx.notes.append(note)
                 ctx.say(note)
         if code != 0:
-            raise too_long(report, request, folder) or _failure(
-                monitor, log, ctx.tree, request.arch, request.toolkit.release)
+            raise too_long(report, request, folder) or _jit_failure(request, report) or \
+                _failure(monitor, log, ctx.tree, request.arch, request.toolkit.release)
         _check_arch(request, ctx.tree, env, report)
         if inplace:
             modules = _inplace_modules(ctx.tree, report, request, ctx.runner)
@@ -175,7 +188,8 @@ class SetuptoolsBackend:
         return BackendResult(
             source_dir=ctx.tree, configured=False, no_work=False, edges=monitor.edges, log=log,
             artifacts=_artifacts(request, modules, ctx.tree if inplace else None,
-                                 _device_extensions(report, ctx.tree)), plan=plan,
+                                 _device_extensions(report, ctx.tree),
+                                 jit_modules(report)), plan=plan,
             argv=tuple(argv), flags=_flags(env, request), ptxas=monitor.ptxas, wheel=wheel,
             torch_version=torch["version"], launcher=launched)
 
@@ -361,6 +375,8 @@ def build_environment(request: BuildRequest, tree: Path, *, jobs: int, hook_repo
     env["FLASHBUILD_NVCC_FLAGS"] = json.dumps(nvcc_flags)
     env["FLASHBUILD_CXX_FLAGS"] = json.dumps(list(request.cxx_flags))
     env["FLASHBUILD_HOOK_REPORT"] = str(hook_report)
+    if request.recipe.build.jit:
+        env["FLASHBUILD_JIT"] = json.dumps(list(request.recipe.build.jit))
     env["FLASHBUILD_VERSION_FILE"] = str(hook_report.with_name("version.txt"))
     # No downloads during the build (the hook refuses Python's connections; git may only
     # use local transports), so a fetching setup.py stops at once and is named.
@@ -447,7 +463,11 @@ def read_hook_report(path: Path) -> list[dict[str, object]]:
 def _check_arch(request: BuildRequest, tree: Path, env: Mapping[str, str],
                 report: Path) -> None:
     """torch's build.ninja (one per build, under build_temp) carries the nvcc flags of every
-    object: they must ask for exactly --arch's SASS."""
+    object: they must ask for exactly --arch's SASS. And what the recipe's `jit` files were
+    to give was built (`_jit_failure`)."""
+    error = _jit_failure(request, report)
+    if error is not None:
+        raise error
     temp = env.get("FLASHBUILD_BUILD_TEMP")
     roots = [Path(temp)] if temp else sorted((tree / "build").glob("temp*"))
     ninjas = [p for root in roots for p in root.rglob("build.ninja")] if roots else []
@@ -677,7 +697,8 @@ def _has_device_code(dotted: str, device: frozenset[str] | None) -> bool:
 
 
 def _artifacts(request: BuildRequest, modules: list[Path], inplace_tree: Path | None,
-               device: frozenset[str] | None = None) -> tuple[BuiltArtifact, ...]:
+               device: frozenset[str] | None = None,
+               jit: dict[str, str] | None = None) -> tuple[BuiltArtifact, ...]:
     """Modules as artifacts; the recipe's [[artifact]] names must be among them. Where the
     hook named the extensions with device code (`device`), a module outside them says it
     holds host code only (verify then expects no GPU code in it); with no names, every
@@ -691,7 +712,8 @@ def _artifacts(request: BuildRequest, modules: list[Path], inplace_tree: Path | 
             path.name.split(".")[0]
         dotted = ".".join([*PurePosixPath(rel).parent.parts, stem])
         out.append(BuiltArtifact(path, "module", dotted, relpath=rel,
-                                 gpu_code=_has_device_code(dotted, device)))
+                                 gpu_code=_has_device_code(dotted, device),
+                                 jit=(jit or {}).get(dotted, "")))
     names = {a.name for a in out} | {a.name.rsplit(".", 1)[-1] for a in out}
     missing = [a.name for a in request.recipe.artifact if a.name not in names]
     if missing:
@@ -701,6 +723,41 @@ def _artifacts(request: BuildRequest, modules: list[Path], inplace_tree: Path | 
             fix="check the recipe's [[artifact]] names against the setup.py's ext_modules",
         )
     return tuple(out)
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def jit_modules(report: Path) -> dict[str, str]:
+    """The extensions the hook built from the recipe's `jit` files: module (dotted) -> the
+    name the tree's load() asks for."""
+    return {str(r["module"]): str(r["jit"]) for r in read_hook_report(report)
+            if "jit" in r and "module" in r}
+
+
+def _jit_failure(request: BuildRequest, report: Path) -> BuildError | None:
+    """A recipe `jit` file that gave the hook no load() call: the build would install a
+    package whose kernels still compile at run time, so it stops and says why."""
+    if not request.recipe.build.jit:
+        return None
+    records = read_hook_report(report)
+    given = {str(r.get("file")) for r in records if "jit" in r}
+    missing = [f for f in request.recipe.build.jit if f not in given]
+    if not missing:
+        return None
+    problems = [str(r["jit_problem"]) for r in records if "jit_problem" in r]
+    return BuildError(
+        f"the recipe's `jit` file(s) {', '.join(missing)} gave no extension to build ahead of "
+        "time",
+        evidence="; ".join(dict.fromkeys(problems)) or
+        "setup() was not called through setuptools (the hook adds the extensions there)",
+        fix="name only files that call torch.utils.cpp_extension.load(...) as they run (at "
+        "import, not inside a function), or leave `jit` out and let the package compile its "
+        "kernels on first use")
 
 
 def _wheel_root(path: Path) -> Path | None:

@@ -473,3 +473,55 @@ def _check_arch(images: dict[str, tuple[str, ...]], env: Any = None) -> Verdict 
 
 
 ARCH_VERDICT: Verdict | None = _check_arch(IMAGES)
+
+
+# --- extensions the package compiles at run time, built ahead of time -----------------------
+
+#: The names the package's own `torch.utils.cpp_extension.load(name=...)` asks for that
+#: flashbuild built ahead of time (rendered): the name -> the built module's dotted name.
+JIT: dict[str, str] = {}
+
+#: The environment variable that turns the answer off (`0`, `off`, `no`, `false`): the package
+#: then compiles its kernels at run time, as upstream.
+PREBUILT_VARIABLE = "FLASHBUILD_PREBUILT"
+
+
+def _answer_jit(built: dict[str, str], env: Any = None) -> bool:
+    """Answer the package's load() of those names with the built module: `flashbuild build`
+    compiled them for the package's arch, and compiling them again at import needs nvcc and
+    a host compiler where the package runs. Other names reach torch's load as before. Runs
+    before the package's own modules, so their `from torch.utils.cpp_extension import load`
+    takes this one."""
+    environ = os.environ if env is None else env
+    if not built or environ.get(PREBUILT_VARIABLE, "1").strip().lower() in (
+            "0", "off", "no", "false"):
+        return False
+    try:
+        import importlib  # noqa: PLC0415
+
+        import torch.utils.cpp_extension as cpp  # noqa: PLC0415
+    except ImportError:
+        return False
+    real = cpp.load
+    # Another flashbuild package answered first: one stand-in for both.
+    known = {**getattr(real, "_flashbuild_jit", {}), **built}
+    real = getattr(real, "_flashbuild_real", real)
+
+    def load(name: str, *args: Any, **kwargs: Any) -> Any:
+        dotted = known.get(name)
+        if dotted is None:
+            return real(name, *args, **kwargs)
+        module = importlib.import_module(dotted)
+        # Also importable by the name it was loaded as, as torch's load() left it while it
+        # imported through `imp.load_dynamic` (exllama's `from exllama_ext import q4_matmul`
+        # after its load()); a module of that name already imported is kept.
+        sys.modules.setdefault(name, module)
+        return module
+
+    load._flashbuild_jit = known  # type: ignore[attr-defined]
+    load._flashbuild_real = real  # type: ignore[attr-defined]
+    cpp.load = load
+    return True
+
+
+JIT_ANSWERED: bool = _answer_jit(JIT)

@@ -80,7 +80,12 @@ def main() -> int:
     sys.path.insert(0, os.getcwd())
     outcome: dict[str, object] = {"stopped": False, "exception": None}
     try:
-        runpy.run_path("setup.py", run_name="__main__")
+        if os.path.isfile("setup.py"):
+            runpy.run_path("setup.py", run_name="__main__")
+        else:
+            # A setup.cfg or pyproject.toml tree: what setuptools itself runs for it.
+            exec(compile("from setuptools import setup\nsetup()\n", "setup.py", "exec"),  # noqa: S102
+                 {"__name__": "__main__", "__file__": os.path.abspath("setup.py")})
     except hook.RecordDone:
         outcome["stopped"] = True
     except SystemExit as exc:

@@ -870,6 +870,157 @@ def _plain_build_ext(module: object) -> None:
     base._flashbuild_plain = True
 
 
+class _JitCaptured(Exception):
+    """Raised by the stand-in of torch.utils.cpp_extension.load once it has the call's
+    arguments: the file stops there, before it uses the module it asked for."""
+
+
+def jit_specs(files: list[str], cwd: str) -> tuple[list[dict[str, object]], list[str]]:
+    """Run each file (tree-relative) with torch.utils.cpp_extension.load answered by a stand-in
+    that keeps the call's arguments and stops the file: the extensions a tree compiles at run
+    time (exllama's `load(name="exllama_ext", sources=[...])` at import), as the file computes
+    them here. Returns the calls and, per file that made none, why."""
+    import runpy
+
+    import torch.utils.cpp_extension as cpp
+
+    specs: list[dict[str, object]] = []
+    problems: list[str] = []
+    real = cpp.load
+
+    def capture(*args: object, **kwargs: object) -> object:
+        # load(name, sources, extra_cflags, extra_cuda_cflags, extra_ldflags,
+        # extra_include_paths, ...), by position or by name.
+        names = ("name", "sources", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
+                 "extra_include_paths")
+        given = {**{n: a for n, a in zip(names, args, strict=False)}, **kwargs}
+        specs.append({"name": str(given.get("name")),
+                      "sources": _listed(given.get("sources"), cwd),
+                      "cflags": _listed(given.get("extra_cflags")),
+                      "cuda_cflags": _listed(given.get("extra_cuda_cflags")),
+                      "ldflags": _listed(given.get("extra_ldflags")),
+                      "include_dirs": _listed(given.get("extra_include_paths"), cwd),
+                      "with_cuda": given.get("with_cuda"), "file": current[0]})
+        raise _JitCaptured
+
+    current = [""]
+    cpp.load = capture
+    try:
+        for rel in files:
+            current[0] = rel
+            before = len(specs)
+            try:
+                runpy.run_path(os.path.join(cwd, rel), run_name="__flashbuild_jit__")
+            except _JitCaptured:
+                pass
+            except Exception as exc:  # the tree's code, before its load() call
+                problems.append(f"{rel}: {type(exc).__name__}: {str(exc)[:300]}")
+                continue
+            if len(specs) == before:
+                problems.append(f"{rel}: ran to its end without calling "
+                                "torch.utils.cpp_extension.load (a call inside a function "
+                                "runs only when the package calls it)")
+    finally:
+        cpp.load = real
+    return specs, problems
+
+
+def _listed(value: object, cwd: str | None = None) -> list[str]:
+    """A load() argument as a list of strings; paths inside `cwd` made relative to it."""
+    items = [value] if isinstance(value, (str, os.PathLike)) else list(value or [])  # type: ignore[call-overload]
+    out = [os.fspath(v) for v in items]
+    if cwd is None:
+        return out
+    return [os.path.relpath(v, cwd) if os.path.isabs(v) and
+            os.path.commonpath([os.path.abspath(v), cwd]) == cwd else v for v in out]
+
+
+def jit_package(rel: str, cwd: str) -> str:
+    """The dotted package a tree-relative file lives in: its folders up to the first without
+    an `__init__.py` (`src/aqlm/inference_kernels/x.py` -> `aqlm.inference_kernels`)."""
+    parts: list[str] = []
+    folder = os.path.dirname(rel)
+    while folder and os.path.isfile(os.path.join(cwd, folder, "__init__.py")):
+        parts.insert(0, os.path.basename(folder))
+        folder = os.path.dirname(folder)
+    return ".".join(parts)
+
+
+def _distinct_objects(sources: list[str], name: str, cwd: str) -> list[str]:
+    """load() names a CUDA source's object `x.cuda.o`, so `x.cpp` and `x.cu` side by side
+    (aqlm's cuda_kernel.cpp and .cu) build; setuptools would write both to `x.o`. Each CUDA
+    source that shares its folder and stem with another source is compiled through a
+    one-line file in the build folder that includes it (its own includes still resolve from
+    its folder), named `x.cuda.cu`."""
+    stems = [os.path.splitext(os.path.normpath(s))[0] for s in sources]
+    out = []
+    for source, stem in zip(sources, stems, strict=True):
+        if not source.endswith(".cu") or stems.count(stem) < 2:
+            out.append(source)
+            continue
+        folder = os.path.join(os.environ.get("FLASHBUILD_BUILD_TEMP") or
+                              os.path.join(cwd, "build"), "flashbuild-jit", name)
+        os.makedirs(folder, exist_ok=True)
+        wrapper = os.path.join(folder, os.path.basename(stem) + ".cuda.cu")
+        target = os.path.abspath(os.path.join(cwd, source)).replace("\\", "/")
+        with open(wrapper, "w", encoding="utf-8") as fh:
+            fh.write(f'#include "{target}"\n')
+        out.append(wrapper)
+    return out
+
+
+def _jit_setup(module: object) -> None:
+    """FLASHBUILD_JIT names the tree's files that compile an extension at run time
+    (`[build] jit` of the recipe): setup() gets those extensions as its own, built ahead of
+    time like any CUDAExtension (the arch flags are --arch's, as for every extension), each in
+    the package of the file that loads it, under the name it loads (`exllama.exllama_ext`).
+    The installed loader shim answers that load() with the built module. What each file
+    gave is written to the hook report; a file that gave nothing is reported, not guessed."""
+    real = getattr(module, "setup", None)
+    if real is None or getattr(real, "_flashbuild_jit", False):
+        return
+    files = [str(f) for f in json.loads(os.environ.get("FLASHBUILD_JIT", "[]"))]
+
+    def setup(*args: object, **kwargs: object) -> object:
+        cwd = os.path.abspath(os.getcwd())
+        specs, problems = jit_specs(files, cwd)
+        from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
+
+        added = []
+        for spec in specs:
+            package = jit_package(str(spec["file"]), cwd)
+            dotted = f"{package}.{spec['name']}" if package else str(spec["name"])
+            sources = _distinct_objects(list(spec["sources"]),  # type: ignore[call-overload]
+                                        str(spec["name"]), cwd)
+            cuda = spec["with_cuda"] if spec["with_cuda"] is not None else any(
+                str(s).endswith((".cu", ".cuh")) for s in sources)
+            make: Any = CUDAExtension if cuda else CppExtension
+            added.append(make(dotted, sources, include_dirs=spec["include_dirs"],
+                              extra_compile_args={"cxx": spec["cflags"],
+                                                  "nvcc": spec["cuda_cflags"]},
+                              extra_link_args=spec["ldflags"]))
+            spec["module"] = dotted
+        kwargs["ext_modules"] = [*(kwargs.get("ext_modules") or []), *added]  # type: ignore[misc]
+        cmdclass = dict(kwargs.get("cmdclass") or {})  # type: ignore[call-overload]
+        if added:
+            cmdclass.setdefault("build_ext", BuildExtension)
+        kwargs["cmdclass"] = cmdclass
+        report = os.environ.get("FLASHBUILD_HOOK_REPORT")
+        if report:
+            with open(report, "a", encoding="utf-8") as fh:
+                for spec in specs:
+                    fh.write(json.dumps({"jit": spec["name"], "module": spec["module"],
+                                         "file": spec["file"]}) + "\n")
+                for problem in problems:
+                    fh.write(json.dumps({"jit_problem": problem}) + "\n")
+        if _recording():
+            _RECORD["jit_problems"] = problems  # type: ignore[assignment]
+        return real(*args, **kwargs)
+
+    setup._flashbuild_jit = True  # type: ignore[attr-defined]
+    module.setup = setup  # type: ignore[attr-defined]
+
+
 def _ninja_back_on(command: object, module: object, report: str | None) -> None:
     """A setup.py that turns ninja off (`BuildExtension(use_ninja=False)`, torch-points-
     kernels) compiles its units one after another through setuptools: 21 units took more than
@@ -1099,6 +1250,8 @@ if __name__ == "sitecustomize":  # imported by Python at start-up, not by a test
         _own_build_jobs()
     if _recording() or os.environ.get("FLASHBUILD_HOOK_REPORT"):
         sys.meta_path.insert(0, _Finder("setuptools.command.build_ext", _plain_build_ext))
+    if os.environ.get("FLASHBUILD_JIT"):
+        sys.meta_path.insert(0, _Finder("setuptools", _jit_setup))
     if _recording():
         _record_env_reads()
         _block_network()
