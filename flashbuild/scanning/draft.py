@@ -79,7 +79,7 @@ if TYPE_CHECKING:
     from flashbuild.scanning.findings import Finding, ScanResult, ScanTarget
     from flashbuild.scanning.proposals import Proposal
     from flashbuild.source.setup_record import EnvRead, RaisedError
-    from flashbuild.source.treemodel import Introspection, TreeModel
+    from flashbuild.source.treemodel import Introspection, JitSite, TreeModel
 
     PlanSteps = Callable[[Recipe, Path, str, tuple[str, ...], str],
                          Iterator[tuple[dict[str, str], int, tuple[str, ...]]]]
@@ -1385,15 +1385,17 @@ def _setup_to_record(root: Path, result: ScanResult, *, recorded: bool) -> Any:
     files = [e.name for e in os.scandir(root) if e.is_file()]
     found = read_setup(files, lambda rel: _read(root, rel), platform=result.target.platform,
                        archs=result.target.archs, unnamed=True)[0]
-    if found is not None or (root / "CMakeLists.txt").is_file():
+    if found is not None:
         return found
     # A tree whose Python compiles an extension at run time (cpp_extension.load), with no
-    # CMake build at its top: its setuptools build is recorded too, with those files in
-    # `[build] jit` (`_prebuild_jit`).
-    python = [rel for rel, kind in walk_tree(root).files if kind == "python"]
-    loads = [j for j in find_jit(root, python) if j.how == "torch.utils.cpp_extension.load"]
+    # CMake project the draft would build: its setuptools build is recorded too, with those
+    # files in `[build] jit` (`_prebuild_jit`).
+    walk = walk_tree(root)
+    if _top_cmakelists(root, [rel for rel, kind in walk.files if kind == "cmake"]) is not None:
+        return None
+    loads = package_loads(find_jit(root, [rel for rel, kind in walk.files if kind == "python"]))
     return read_setup(files, lambda rel: _read(root, rel), platform=result.target.platform,
-                      archs=result.target.archs, jit=bool(loads))[0] if loads else None
+                      archs=result.target.archs, jit=True)[0] if loads else None
 
 
 def draft_tree(source: Path, *, platform: str | None, arch: str | BuildTarget,
@@ -1775,17 +1777,24 @@ def _prebuild_jit(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, pla
     when that record builds a CUDA extension from them (the file computed its load() call
     there), else the draft is as it was and the run-time TODO stands."""
     assert d.build is not None
-    files = list(dict.fromkeys(j.where.rsplit(":", 1)[0] for j in model.jit
-                               if j.how == "torch.utils.cpp_extension.load"))
-    if not files or d.build.jit:
+    if d.build.jit:
         return None
-    d.build.jit = files
-    found = introspect(to_recipe(d), root, spec, platform).model
-    built = [t.name for t in found.targets if any(u.language == "CUDA" for u in t.sources)] \
-        if found is not None and found.exception is None else []
-    if not built:
-        d.build.jit = []
+    # One file at a time (at most four): a file whose load() runs only inside a function
+    # gives nothing, and a recipe naming it would stop the build.
+    found: TreeModel | None = None
+    built: list[str] = []
+    for candidate in package_loads(model.jit)[:4]:
+        d.build.jit.append(candidate)
+        tried = introspect(to_recipe(d), root, spec, platform).model
+        cuda = [t.name for t in tried.targets if any(u.language == "CUDA" for u in t.sources)] \
+            if tried is not None and tried.exception is None else []
+        if len(cuda) > len(built):
+            found, built = tried, cuda
+        else:
+            d.build.jit.pop()
+    if found is None:
         return None
+    files = d.build.jit
     d.build.jit_note = (
         f"the tree compiles {', '.join(built)} at run time (torch.utils.cpp_extension.load in "
         f"{', '.join(files)}); built here ahead of time for --arch, and the installed package's "
@@ -1793,6 +1802,19 @@ def _prebuild_jit(d: Draft, model: TreeModel, root: Path, spec: ArchSpec, *, pla
     ui.say_wrapped(f"recipe init: {', '.join(files)} compile(s) {', '.join(built)} at run "
                    "time; drafted to be built ahead of time (`[build] jit`)")
     return found
+
+
+#: Folders whose Python is not the package's (a load() there builds a test's helper).
+_NOT_PACKAGE = frozenset({"test", "tests", "testing", "bench", "benchmark", "benchmarks",
+                          "example", "examples", "scripts", "docs", "tools"})
+
+
+def package_loads(jit: Sequence[JitSite]) -> list[str]:
+    """The files of the package that call torch.utils.cpp_extension.load, in order: not
+    those of its tests, benchmarks, examples or scripts."""
+    return list(dict.fromkeys(
+        j.where.rsplit(":", 1)[0] for j in jit if j.how == "torch.utils.cpp_extension.load"
+        and not _NOT_PACKAGE & set(PurePosixPath(j.where).parts[:-1])))
 
 
 def arch_spelling_refused(exc: RaisedError | None, spec: ArchSpec) -> bool:

@@ -205,7 +205,7 @@ def test_a_run_time_load_named_in_jit_is_recorded_as_an_extension(tmp_path: Path
     cpp = outcome.model.unit("jitpkg/csrc/kern.cpp")
     assert cpp is not None and "TORCH_EXTENSION_NAME=jitkern" in cpp.defines
     (cuda,) = [u for u in target.sources if u.language == "CUDA"]
-    assert cuda.path.endswith("flashbuild-jit/jitkern/kern.cuda.cu")
+    assert cuda.path.endswith("flashbuild-jit/jitkern/1/kern.cuda.cu")
     assert cuda.arch_flags == ("-gencode=arch=compute_90a,code=sm_90a",)
     assert "JITKERN_FAST" in cuda.defines
     assert any(i.endswith("jitpkg/csrc") for i in cuda.includes)

@@ -128,3 +128,39 @@ def test_a_jit_file_that_gave_nothing_stops_the_build_with_why(tmp_path: Path) -
     assert "`jit` file(s) pkg/lazy.py gave no extension" in str(error)
     assert "ran to its end without calling" in error.evidence
     assert "inside a function" in error.fix
+
+
+def test_only_the_packages_own_files_are_candidates() -> None:
+    from flashbuild.scanning.draft import package_loads
+    from flashbuild.source.treemodel import JitSite
+
+    load = "torch.utils.cpp_extension.load"
+    sites = [JitSite("tests/bench_jit.py:7", load), JitSite("pkg/kern.py:10", load),
+             JitSite("pkg/kern.py:30", load), JitSite("pkg/rtc.py:3", "nvrtcCreateProgram"),
+             JitSite("examples/demo.py:2", load), JitSite("src/pkg/lazy.py:9", load)]
+    assert package_loads(sites) == ["pkg/kern.py", "src/pkg/lazy.py"]
+
+
+def test_a_tree_with_a_cmake_project_is_not_drafted_as_a_jit_setup(tmp_path: Path) -> None:
+    # A pure-Python setup.py beside csrc/CMakeLists.txt (the real build), and a package file
+    # that calls load(): the draft stays a CMake one (a review, 2026-11-29).
+    from types import SimpleNamespace
+
+    from flashbuild.arch import parse_arch_spec
+    from flashbuild.scanning.draft import _setup_to_record
+
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='p')\n")
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(k LANGUAGES CXX CUDA)\n"
+        "add_library(k SHARED k.cu)\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "kern.py").write_text(
+        "from torch.utils.cpp_extension import load\nk = load(name='k', sources=['k.cu'])\n")
+    result = SimpleNamespace(setup=None, target=SimpleNamespace(
+        platform="linux", archs=parse_arch_spec("sm_90a").archs))
+    assert _setup_to_record(tmp_path, result, recorded=True) is None  # type: ignore[arg-type]
+    (tmp_path / "csrc" / "CMakeLists.txt").unlink()
+    found = _setup_to_record(tmp_path, result, recorded=True)  # type: ignore[arg-type]
+    assert found is not None and found.extensions == ()

@@ -123,7 +123,7 @@ class SetuptoolsBackend:
                                 build_temp=_build_temp(request, folder), folder=folder)
         launcher, launched = _launch(ctx, env)
         inplace = request.install == "inplace"
-        argv = (_inplace_argv(request) if inplace else
+        argv = (_inplace_argv(request, ctx.tree) if inplace else
                 # The backend's build_wheel hook alone (resources/pep517_wheel.py): `pip wheel`
                 # ran the tree's setup.py twice, for the metadata and for the wheel.
                 [request.python, str(HOOK_DIR / "pep517_wheel.py"), str(dist)])
@@ -173,7 +173,8 @@ class SetuptoolsBackend:
                 ctx.notes.append(note)
                 ctx.say(note)
         if code != 0:
-            raise too_long(report, request, folder) or _jit_failure(request, report) or \
+            raise too_long(report, request, folder) or _jit_failure(
+                request, report, failed=True) or \
                 _failure(monitor, log, ctx.tree, request.arch, request.toolkit.release)
         _check_arch(request, ctx.tree, env, report)
         if inplace:
@@ -425,7 +426,10 @@ def _build_temp(request: BuildRequest, folder: Path) -> Path | None:
     return folder / "t"
 
 
-def _inplace_argv(request: BuildRequest) -> list[str]:
+def _inplace_argv(request: BuildRequest, tree: Path) -> list[str]:
+    if not (tree / "setup.py").is_file():
+        # A setup.cfg or pyproject.toml tree (`[build] jit`): setuptools' own stand-in.
+        return [request.python, "-c", setuppy.STAND_IN_SETUP, "build_ext", "--inplace"]
     return [request.python, "setup.py", "build_ext", "--inplace"]
 
 
@@ -739,12 +743,17 @@ def jit_modules(report: Path) -> dict[str, str]:
             if "jit" in r and "module" in r}
 
 
-def _jit_failure(request: BuildRequest, report: Path) -> BuildError | None:
+def _jit_failure(request: BuildRequest, report: Path, *,
+                 failed: bool = False) -> BuildError | None:
     """A recipe `jit` file that gave the hook no load() call: the build would install a
-    package whose kernels still compile at run time, so it stops and says why."""
+    package whose kernels still compile at run time, so it stops and says why. After a
+    `failed` build, only when the hook got as far as the files (setup.py may have raised
+    first: its own error is the one to show)."""
     if not request.recipe.build.jit:
         return None
     records = read_hook_report(report)
+    if failed and not any("jit" in r or "jit_problem" in r for r in records):
+        return None
     given = {str(r.get("file")) for r in records if "jit" in r}
     missing = [f for f in request.recipe.build.jit if f not in given]
     if not missing:

@@ -870,9 +870,10 @@ def _plain_build_ext(module: object) -> None:
     base._flashbuild_plain = True
 
 
-class _JitCaptured(Exception):
+class _JitCaptured(BaseException):
     """Raised by the stand-in of torch.utils.cpp_extension.load once it has the call's
-    arguments: the file stops there, before it uses the module it asked for."""
+    arguments: the file stops there, before it uses the module it asked for. Not an
+    Exception: a tree's `try: load(...) except Exception:` fallback must not catch it."""
 
 
 def jit_specs(files: list[str], cwd: str) -> tuple[list[dict[str, object]], list[str]]:
@@ -880,6 +881,7 @@ def jit_specs(files: list[str], cwd: str) -> tuple[list[dict[str, object]], list
     that keeps the call's arguments and stops the file: the extensions a tree compiles at run
     time (exllama's `load(name="exllama_ext", sources=[...])` at import), as the file computes
     them here. Returns the calls and, per file that made none, why."""
+    import inspect
     import runpy
 
     import torch.utils.cpp_extension as cpp
@@ -887,13 +889,21 @@ def jit_specs(files: list[str], cwd: str) -> tuple[list[dict[str, object]], list
     specs: list[dict[str, object]] = []
     problems: list[str] = []
     real = cpp.load
+    signature = inspect.signature(real)
 
     def capture(*args: object, **kwargs: object) -> object:
-        # load(name, sources, extra_cflags, extra_cuda_cflags, extra_ldflags,
-        # extra_include_paths, ...), by position or by name.
-        names = ("name", "sources", "extra_cflags", "extra_cuda_cflags", "extra_ldflags",
-                 "extra_include_paths")
-        given = {**{n: a for n, a in zip(names, args, strict=False)}, **kwargs}
+        called.add(current[0])
+        # By position or by name, as this torch's load() takes them (its positional order
+        # has changed: extra_sycl_cflags came in before extra_ldflags).
+        try:
+            given = dict(signature.bind_partial(*args, **kwargs).arguments)
+        except TypeError as exc:
+            problems.append(f"{current[0]}: its load() call does not fit this torch's: {exc}")
+            raise _JitCaptured from None
+        if given.get("is_python_module") is False or given.get("is_standalone"):
+            problems.append(f"{current[0]}: its load() builds a library or program, not a "
+                            "Python module (is_python_module=False / is_standalone)")
+            raise _JitCaptured
         specs.append({"name": str(given.get("name")),
                       "sources": _listed(given.get("sources"), cwd),
                       "cflags": _listed(given.get("extra_cflags")),
@@ -904,6 +914,7 @@ def jit_specs(files: list[str], cwd: str) -> tuple[list[dict[str, object]], list
         raise _JitCaptured
 
     current = [""]
+    called: set[str] = set()
     cpp.load = capture
     try:
         for rel in files:
@@ -916,7 +927,7 @@ def jit_specs(files: list[str], cwd: str) -> tuple[list[dict[str, object]], list
             except Exception as exc:  # the tree's code, before its load() call
                 problems.append(f"{rel}: {type(exc).__name__}: {str(exc)[:300]}")
                 continue
-            if len(specs) == before:
+            if len(specs) == before and rel not in called:
                 problems.append(f"{rel}: ran to its end without calling "
                                 "torch.utils.cpp_extension.load (a call inside a function "
                                 "runs only when the package calls it)")
@@ -929,10 +940,18 @@ def _listed(value: object, cwd: str | None = None) -> list[str]:
     """A load() argument as a list of strings; paths inside `cwd` made relative to it."""
     items = [value] if isinstance(value, (str, os.PathLike)) else list(value or [])  # type: ignore[call-overload]
     out = [os.fspath(v) for v in items]
-    if cwd is None:
-        return out
-    return [os.path.relpath(v, cwd) if os.path.isabs(v) and
-            os.path.commonpath([os.path.abspath(v), cwd]) == cwd else v for v in out]
+    return out if cwd is None else [_inside(v, cwd) for v in out]
+
+
+def _inside(path: str, cwd: str) -> str:
+    """`path` relative to `cwd` when it lies inside it, else as it is."""
+    if not os.path.isabs(path):
+        return path
+    try:
+        inside = os.path.commonpath([os.path.abspath(path), cwd]) == cwd
+    except ValueError:  # another drive (Windows)
+        return path
+    return os.path.relpath(path, cwd) if inside else path
 
 
 def jit_package(rel: str, cwd: str) -> str:
@@ -954,17 +973,25 @@ def _distinct_objects(sources: list[str], name: str, cwd: str) -> list[str]:
     its folder), named `x.cuda.cu`."""
     stems = [os.path.splitext(os.path.normpath(s))[0] for s in sources]
     out = []
-    for source, stem in zip(sources, stems, strict=True):
+    for index, (source, stem) in enumerate(zip(sources, stems, strict=True)):
         if not source.endswith(".cu") or stems.count(stem) < 2:
             out.append(source)
             continue
+        # One folder per source: two such pairs in two folders get two wrappers.
         folder = os.path.join(os.environ.get("FLASHBUILD_BUILD_TEMP") or
-                              os.path.join(cwd, "build"), "flashbuild-jit", name)
+                              os.path.join(cwd, "build"), "flashbuild-jit", name, str(index))
         os.makedirs(folder, exist_ok=True)
         wrapper = os.path.join(folder, os.path.basename(stem) + ".cuda.cu")
         target = os.path.abspath(os.path.join(cwd, source)).replace("\\", "/")
-        with open(wrapper, "w", encoding="utf-8") as fh:
-            fh.write(f'#include "{target}"\n')
+        text = f'#include "{target}"\n'
+        try:
+            with open(wrapper, encoding="utf-8") as fh:
+                same = fh.read() == text
+        except OSError:
+            same = False
+        if not same:  # (rewritten, it would compile again on every build)
+            with open(wrapper, "w", encoding="utf-8") as fh:
+                fh.write(text)
         out.append(wrapper)
     return out
 
@@ -987,8 +1014,15 @@ def _jit_setup(module: object) -> None:
         from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
 
         added = []
-        for spec in specs:
+        for spec in list(specs):
             package = jit_package(str(spec["file"]), cwd)
+            shadowed = os.path.join(cwd, os.path.dirname(str(spec["file"])), str(spec["name"]))
+            if os.path.isfile(shadowed + ".py") or os.path.isdir(shadowed):
+                # A built `pkg/foo.so` would be imported instead of the tree's `pkg/foo.py`.
+                problems.append(f"{spec['file']}: its load() name `{spec['name']}` is also a "
+                                "module of that package; the built module would hide it")
+                specs.remove(spec)
+                continue
             dotted = f"{package}.{spec['name']}" if package else str(spec["name"])
             sources = _distinct_objects(list(spec["sources"]),  # type: ignore[call-overload]
                                         str(spec["name"]), cwd)
