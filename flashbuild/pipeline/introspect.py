@@ -23,6 +23,7 @@ tree itself is only read: everything is written inside the scratch folder.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -218,7 +219,18 @@ def _cache_key(request: BuildRequest, scratch: Path, *, bindings: bool, git: str
                              str(request.cmake_toolkit_root), host.path, str(host.version),
                              request.python, str(request.source_dir.resolve()),
                              _lookup_environment(), tree_digest(request.source_dir.resolve()),
-                             git]).encode())
+                             git, _hook_digest()]).encode())
+    return h.hexdigest()
+
+
+@functools.cache
+def _hook_digest() -> str:
+    """The build hook and the recorder as they are: what record mode sees is theirs, and a
+    model a changed hook would record otherwise must not be reused (the version alone stays
+    the same between commits of a checkout)."""
+    h = hashlib.sha256()
+    for path in sorted(_RESOURCES.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
 
 

@@ -287,9 +287,12 @@ class Build:
     installed loader shim answers that load() with the built module instead of compiling."""
 
     def __post_init__(self) -> None:
+        # `./pkg/k.py` and `pkg\\k.py` are `pkg/k.py`: the hook names the package from it.
+        object.__setattr__(self, "jit", tuple(
+            PurePosixPath(p.replace("\\", "/")).as_posix() for p in self.jit))
         for path in self.jit:
             _check_path("jit", path)
-            pure = PurePosixPath(path.replace("\\", "/"))
+            pure = PurePosixPath(path)
             if pure.is_absolute() or ".." in pure.parts or ":" in path:
                 raise ValueError(f"`jit` entry {path!r} must be a path inside the source "
                                  "tree, relative to it")

@@ -38,6 +38,9 @@ def test_the_jit_field_is_checked_when_the_recipe_loads(backend: str, jit: str,
         parse_recipe(_RECIPE.format(backend=backend, jit=jit), None)
     ok = parse_recipe(_RECIPE.format(backend="setuptools", jit='["pkg/k.py"]'), None)
     assert ok.build.jit == ("pkg/k.py",)
+    spelled = parse_recipe(_RECIPE.format(backend="setuptools",
+                                          jit='["./pkg/k.py", "pkg\\\\j.py"]'), None)
+    assert spelled.build.jit == ("pkg/k.py", "pkg/j.py")
 
 
 def test_the_shim_renders_the_names_it_answers() -> None:
@@ -164,3 +167,21 @@ def test_a_tree_with_a_cmake_project_is_not_drafted_as_a_jit_setup(tmp_path: Pat
     (tmp_path / "csrc" / "CMakeLists.txt").unlink()
     found = _setup_to_record(tmp_path, result, recorded=True)  # type: ignore[arg-type]
     assert found is not None and found.extensions == ()
+
+
+def test_a_changed_build_hook_is_a_new_record(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stored model (and the build's no-op stamp) recorded by another hook must not be
+    # reused: during this session a fixed hook still answered from a model the old one wrote.
+    from flashbuild.pipeline import introspect
+
+    (tmp_path / "sitecustomize.py").write_text("A = 1\n")
+    monkeypatch.setattr(introspect, "_RESOURCES", tmp_path)
+    introspect._hook_digest.cache_clear()
+    before = introspect._hook_digest()
+    (tmp_path / "sitecustomize.py").write_text("A = 2\n")
+    introspect._hook_digest.cache_clear()
+    try:
+        assert introspect._hook_digest() != before
+    finally:
+        introspect._hook_digest.cache_clear()

@@ -822,6 +822,8 @@ def _digest(argv: list[str], env: Mapping[str, str], tree: Path,
             torch: Mapping[str, str], platform: Platform, *, identity: str = "") -> str:
     h = hashlib.sha256()
     h.update(identity.encode())  # a new commit or tag is a new version
+    for hook in sorted(HOOK_DIR.glob("*.py")):  # what the hook does is part of the build
+        h.update(hook.read_bytes())
     # Looked up with the platform's rules: vcvarsall's environment spells it `Path`, which
     # a case-sensitive `k in {"PATH"}` missed, so a changed PATH kept a stale no-op stamp.
     lookup = platform.environ(env)

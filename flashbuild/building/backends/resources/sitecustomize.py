@@ -1017,8 +1017,12 @@ def _jit_setup(module: object) -> None:
         for spec in list(specs):
             package = jit_package(str(spec["file"]), cwd)
             shadowed = os.path.join(cwd, os.path.dirname(str(spec["file"])), str(spec["name"]))
-            if os.path.isfile(shadowed + ".py") or os.path.isdir(shadowed):
-                # A built `pkg/foo.so` would be imported instead of the tree's `pkg/foo.py`.
+            if os.path.isfile(shadowed + ".py") or \
+                    os.path.isfile(os.path.join(shadowed, "__init__.py")):
+                # A built `pkg/foo.so` would be imported instead of the tree's `pkg/foo.py`
+                # (extension modules come first), or the package `pkg/foo/` instead of it. A
+                # folder without `__init__.py` (exllama's `exllama_ext/` of sources) loses to
+                # the module.
                 problems.append(f"{spec['file']}: its load() name `{spec['name']}` is also a "
                                 "module of that package; the built module would hide it")
                 specs.remove(spec)
