@@ -66,7 +66,7 @@ from flashbuild.source.nvccflags import read_arch_flags
 from flashbuild.source.ppgraph import build_graph
 from flashbuild.source.setup_record import demanded_variable, exception_fix, toolkit_value
 from flashbuild.source.setuppy import parse_python, read_setup
-from flashbuild.source.treemodel import find_jit
+from flashbuild.source.treemodel import CPP_EXTENSION_LOAD, find_jit
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -1813,7 +1813,7 @@ def package_loads(jit: Sequence[JitSite]) -> list[str]:
     """The files of the package that call torch.utils.cpp_extension.load, in order: not
     those of its tests, benchmarks, examples or scripts."""
     return list(dict.fromkeys(
-        j.where.rsplit(":", 1)[0] for j in jit if j.how == "torch.utils.cpp_extension.load"
+        j.where.rsplit(":", 1)[0] for j in jit if j.how == CPP_EXTENSION_LOAD
         and not _NOT_PACKAGE & set(PurePosixPath(j.where).parts[:-1])))
 
 

@@ -416,7 +416,10 @@ def _without_torch_libraries(text: str) -> str:
     return "".join(out)
 
 
-_JIT_CALLS = {"load": "torch.utils.cpp_extension.load",
+#: How a JitSite names `torch.utils.cpp_extension.load` (the one `[build] jit` builds ahead of
+#: time).
+CPP_EXTENSION_LOAD = "torch.utils.cpp_extension.load"
+_JIT_CALLS = {"load": CPP_EXTENSION_LOAD,
               "load_inline": "torch.utils.cpp_extension.load_inline",
               "nvrtcCreateProgram": "nvrtcCreateProgram", "RawKernel": "RawKernel",
               "RawModule": "RawModule", "SourceModule": "pycuda SourceModule"}

@@ -25,6 +25,7 @@ from flashbuild.building.cmake import find_tools
 from flashbuild.pipeline.introspect import introspect
 from flashbuild.proc import ProcessRunner
 from flashbuild.recipes.load import parse_recipe
+from flashbuild.recipes.model import Recipe
 from flashbuild.source.treemodel import Introspection
 from tests.markers import needs_torch
 
@@ -442,6 +443,11 @@ def test_drafted_targets_and_install_match_what_the_configured_build_produces(
     assert built == ["archmod"]
 
 
+def _drafted_env(recipe: Recipe) -> list[dict[str, str]]:
+    """The [[build.env]] tables a draft set, but the arch list every setup.py draft gets."""
+    return [dict(t.set) for t in recipe.build.env if "TORCH_CUDA_ARCH_LIST" not in t.set]
+
+
 def _init(tmp_path: Path, name: str, arch: str) -> tuple[str, Path]:
     from typer.testing import CliRunner
 
@@ -475,8 +481,7 @@ def test_a_variable_named_for_the_cuda_release_is_drafted_from_the_toolkit(
     # draft sets it to `{cuda_major}`, which the build renders from the toolkit it uses.
     text, out = _init(tmp_path, "setup_toolkitmajor", "sm_90a")
     recipe = parse_recipe(text, out)
-    drafted = [dict(t.set) for t in recipe.build.env if "TORCH_CUDA_ARCH_LIST" not in t.set]
-    assert drafted == [{"TKPKG_CUDA_MAJOR": "{cuda_major}"}]
+    assert _drafted_env(recipe) == [{"TKPKG_CUDA_MAJOR": "{cuda_major}"}]
     assert "setup.py raises without TKPKG_CUDA_MAJOR" in text
     assert re.search(r"tkpkg\._cuda_cu1[0-9]", text), text
     # No TODO about it (the fixture's one TODO is FB231: no pyproject.toml declares torch).
@@ -490,8 +495,7 @@ def test_recipe_init_follows_a_switch_to_the_second_switch_it_makes_setup_py_rea
     # setup.py read next is tried with it, and both are drafted, with the lines that read them.
     text, out = _init(tmp_path, "setup_chainswitch", "sm_90a")
     recipe = parse_recipe(text, out)
-    drafted = [dict(t.set) for t in recipe.build.env if "TORCH_CUDA_ARCH_LIST" not in t.set]
-    assert drafted == [{"CHAIN_WITH_CUDA": "1", "FORCE_CUDA": "1"}]
+    assert _drafted_env(recipe) == [{"CHAIN_WITH_CUDA": "1", "FORCE_CUDA": "1"}]
     assert "CHAIN_WITH_CUDA at setup.py:12, FORCE_CUDA at setup.py:17" in text
     assert "builds chainpkg._cuda" in text
 

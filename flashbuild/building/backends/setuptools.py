@@ -54,6 +54,7 @@ from flashbuild.building.launcher import (
     setuptools_env,
 )
 from flashbuild.building.toolkit import cccl_include_dir
+from flashbuild.buildsystems.base import read_text
 from flashbuild.detect import pinned
 from flashbuild.errors import BuildError, ToolchainError
 from flashbuild.source import setuppy, skbuild_settings
@@ -95,7 +96,7 @@ class SetuptoolsBackend:
                 raise wrong_tree(recipe, tree, wanted=f"the `jit` file(s) {', '.join(missing)}",
                                  looked=", ".join(str(tree / f) for f in missing))
             files = [e.name for e in os.scandir(tree) if e.is_file()]
-            if setuppy.setuptools_packaged(files, lambda rel: _read_text(tree / rel)):
+            if setuppy.setuptools_packaged(files, lambda rel: read_text(tree / rel)):
                 return
             raise wrong_tree(recipe, tree, wanted="a setuptools build (setup.py, setup.cfg or "
                              "a pyproject.toml with setuptools' backend)",
@@ -727,13 +728,6 @@ def _artifacts(request: BuildRequest, modules: list[Path], inplace_tree: Path | 
             fix="check the recipe's [[artifact]] names against the setup.py's ext_modules",
         )
     return tuple(out)
-
-
-def _read_text(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
 
 
 def jit_modules(report: Path) -> dict[str, str]:
