@@ -1051,8 +1051,6 @@ def _jit_setup(module: object) -> None:
                                          "file": spec["file"]}) + "\n")
                 for problem in problems:
                     fh.write(json.dumps({"jit_problem": problem}) + "\n")
-        if _recording():
-            _RECORD["jit_problems"] = problems  # type: ignore[assignment]
         return real(*args, **kwargs)
 
     setup._flashbuild_jit = True  # type: ignore[attr-defined]
